@@ -1,0 +1,65 @@
+"""The checkpoint file: the store times up to which commitlog, CQ and index are known durable.
+4096 bytes; 3 big-endian i64 in 4.9, 5 in 5.1.1+ (the rest zero). A missing file reads as zeros."""
+from __future__ import annotations
+
+import os
+import struct
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+from .config import CHECKPOINT_SIZE
+from .errors import CorruptDataError
+
+_FIELDS = struct.Struct(">qqqqq")
+
+
+@dataclass
+class Checkpoint:
+    physicMsgTimestamp: int = 0
+    logicsMsgTimestamp: int = 0
+    indexMsgTimestamp: int = 0
+    masterFlushedOffset: int = 0
+    confirmPhyOffset: int = 0
+
+    @property
+    def min_timestamp(self) -> int:
+        return max(0, min(self.physicMsgTimestamp, self.logicsMsgTimestamp) - 3000)
+
+    @property
+    def min_timestamp_index(self) -> int:
+        return min(self.min_timestamp, self.indexMsgTimestamp)
+
+    def to_json(self) -> dict:
+        d = asdict(self)
+        d["minTimestamp"] = self.min_timestamp
+        d["minTimestampIndex"] = self.min_timestamp_index
+        return d
+
+    @classmethod
+    def load(cls, path: Path) -> tuple["Checkpoint", bool]:
+        """(checkpoint, existed)."""
+        try:
+            with open(path, "rb") as fh:
+                data = fh.read(40)
+        except FileNotFoundError:
+            return cls(), False
+        except OSError as e:
+            raise CorruptDataError(f"cannot read checkpoint: {e.strerror}", path=str(path)) from None
+        if len(data) < 24:
+            raise CorruptDataError(f"checkpoint is {len(data)} bytes, expected {CHECKPOINT_SIZE}",
+                                   path=str(path), offset=len(data))
+        data = data.ljust(40, b"\0")
+        return cls(*_FIELDS.unpack(data)), True
+
+    def store(self, path: Path) -> None:
+        """Rewrite the 4096-byte page in place and fsync (Java flushes its mapped page)."""
+        data = _FIELDS.pack(self.physicMsgTimestamp, self.logicsMsgTimestamp, self.indexMsgTimestamp,
+                            self.masterFlushedOffset, self.confirmPhyOffset)
+        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+        try:
+            if os.fstat(fd).st_size < CHECKPOINT_SIZE:
+                os.ftruncate(fd, CHECKPOINT_SIZE)
+            os.pwrite(fd, data, 0)
+            os.fsync(fd)
+        finally:
+            os.close(fd)

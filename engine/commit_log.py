@@ -1,0 +1,175 @@
+"""The CommitLog: every message of every topic, appended to fixed-size files.
+
+A record never spans files; each finished file ends with a BLANK record. The end of valid
+data is not stored anywhere: recovery rediscovers it by scanning (normal: from the
+third-last file; after a crash: from the last file whose first message is older than the
+checkpoint says is safe) and stops at the first invalid record."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+from .checkpoint import Checkpoint
+from .config import StoreConfig
+from .mapped_file import MappedFile
+from .mapped_file_queue import MappedFileQueue
+from .message import (BLANK_MAGIC, MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, DecodeOptions, Message,
+                      RecordResult, RecordStatus, _invalid, check_record, peek_store_timestamp)
+
+import struct
+
+_I32 = struct.Struct(">i")
+
+
+@dataclass
+class ScanResult:
+    """What a recovery scan found: where valid data ends and why it stopped there."""
+    start_file: str | None
+    end_offset: int
+    last_valid_start: int
+    messages: int = 0
+    stop_reason: str = ""
+    stop_offset: int | None = None
+    deleted_files: list[str] = field(default_factory=list)
+
+
+class CommitLog:
+    def __init__(self, cfg: StoreConfig, writable: bool = False):
+        self.cfg = cfg
+        self.queue = MappedFileQueue(cfg.commitlog_dirs, cfg.mappedFileSizeCommitLog, writable).load()
+        delays = cfg.delay_level_millis
+        self.read_opts = DecodeOptions(check_crc=False, delay_level_millis=delays)
+        self.recover_opts = DecodeOptions(check_crc=cfg.checkCRCOnRecover,
+                                          force_verify_prop_crc=cfg.forceVerifyPropCRC,
+                                          delay_level_millis=delays)
+        self.file_size = cfg.mappedFileSizeCommitLog
+
+    # ---- bounds ------------------------------------------------------------------------
+    @property
+    def min_offset(self) -> int:
+        return self.queue.min_offset
+
+    @property
+    def max_offset(self) -> int:
+        return self.queue.max_offset
+
+    @property
+    def files(self) -> list[MappedFile]:
+        return self.queue.files
+
+    def roll_next_file(self, offset: int) -> int:
+        return offset + self.file_size - offset % self.file_size
+
+    # ---- reading -----------------------------------------------------------------------
+    def read_record(self, offset: int, opts: DecodeOptions | None = None) -> RecordResult:
+        f = self.queue.find(offset)
+        if f is None or offset - f.file_from_offset >= f.wrote_position:
+            return _invalid("offset outside the valid commitlog")
+        return check_record(f.buf, offset - f.file_from_offset, f.wrote_position, offset, opts or self.read_opts)
+
+    def get_message(self, offset: int, size: int | None = None) -> Message | None:
+        """The message at `offset`, or None when no valid record of that size starts there."""
+        r = self.read_record(offset)
+        if r.status is not RecordStatus.MESSAGE or (size is not None and r.size != size):
+            return None
+        return r.message
+
+    def pickup_store_timestamp(self, offset: int, size: int) -> int:
+        f = self.queue.find(offset)
+        if offset < self.min_offset or f is None or offset - f.file_from_offset + size > f.wrote_position:
+            return -1
+        return peek_store_timestamp(f.buf, offset - f.file_from_offset)
+
+    def walk(self, start: int | None = None, end: int | None = None,
+             opts: DecodeOptions | None = None) -> Iterator[tuple[int, RecordResult]]:
+        """Every record in [start, end) in commitlog order, blanks and damage included.
+        Damage inside an earlier file skips to the next file, like a careful reader would."""
+        offset = self.min_offset if start is None else max(start, self.min_offset)
+        end = self.max_offset if end is None else min(end, self.max_offset)
+        while offset < end:
+            f = self.queue.find(offset)
+            if f is None:
+                nxt = [g.file_from_offset for g in self.files if g.file_from_offset > offset]
+                if not nxt:
+                    return
+                offset = nxt[0]
+                continue
+            r = check_record(f.buf, offset - f.file_from_offset, f.wrote_position, offset, opts or self.read_opts)
+            yield offset, r
+            if r.status is RecordStatus.MESSAGE or (r.status is RecordStatus.SIZE_MISMATCH and r.size > 0):
+                offset += r.size
+            else:
+                offset = f.end_offset
+
+    def iter_messages(self, start: int | None = None, end: int | None = None) -> Iterator[Message]:
+        for _, r in self.walk(start, end):
+            if r.message is not None:
+                yield r.message
+
+    # ---- recovery ------------------------------------------------------------------------
+    def scan(self, start_index: int, on_message: Callable[[Message], None] | None = None) -> ScanResult:
+        """§12.2: walk from files[start_index] with CRC checks until the first invalid record."""
+        files = self.files
+        if not files:
+            return ScanResult(None, 0, 0, stop_reason="no commitlog files")
+        i = start_index
+        f = files[i]
+        pos, count = 0, 0
+        last_valid = f.file_from_offset
+        reason = ""
+        while True:
+            r = check_record(f.buf, pos, f.file_size, f.file_from_offset + pos, self.recover_opts)
+            if r.status is RecordStatus.MESSAGE:
+                last_valid = f.file_from_offset + pos
+                count += 1
+                if on_message is not None:
+                    on_message(r.message)
+                pos += r.size
+            elif r.status is RecordStatus.END_OF_FILE:
+                if i + 1 == len(files):
+                    reason = "blank record at the end of the last file"
+                    break
+                i += 1
+                f, pos = files[i], 0
+            else:
+                reason = r.reason or r.status.value
+                break
+        end = f.file_from_offset + pos
+        return ScanResult(files[start_index].path.name, end, last_valid, count, reason, end)
+
+    def normal_start_index(self, cq_max: int = -1) -> int:
+        """Third-last file, or an older one if the consume queues end before it."""
+        idx = max(0, len(self.files) - 3)
+        if 0 <= cq_max < (self.files[idx].file_from_offset if self.files else 0):
+            f = self.queue.find(cq_max)
+            if f is not None:
+                idx = min(idx, self.queue.index_of(f))
+        return idx
+
+    def abnormal_start_index(self, checkpoint: Checkpoint) -> int:
+        """§12.4: the newest file whose first message is no newer than the safe checkpoint time."""
+        limit = (checkpoint.min_timestamp_index if self.cfg.messageIndexEnable and self.cfg.messageIndexSafe
+                 else checkpoint.min_timestamp)
+        for i in range(len(self.files) - 1, -1, -1):
+            f = self.files[i]
+            magic = _I32.unpack_from(f.buf, 4)[0]
+            if magic not in (MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2):
+                continue
+            ts = peek_store_timestamp(f.buf, 0)
+            if ts != 0 and ts <= limit:
+                return i
+        return 0
+
+    def apply_end(self, end: int, zero: bool) -> list[str]:
+        """Truncate at `end`: in a writable store files after it are deleted; read-only, the
+        files are only marked empty so nothing past `end` is ever read."""
+        if self.queue.writable:
+            return self.queue.truncate_to(end, zero=zero)
+        for f in self.files:
+            if f.end_offset <= end:
+                continue
+            f.wrote_position = f.flushed_position = max(0, end - f.file_from_offset)
+        return []
+
+    def close(self) -> None:
+        self.queue.close()

@@ -1,0 +1,174 @@
+"""ConsumeQueue: per (topic, queueId), a dense array of 20-byte units pointing into the
+CommitLog. Queue offset q is unit q; file k holds units [k*U, (k+1)*U).
+
+    unit: +0 phyOffset i64 | +8 size i32 | +12 tagsCode i64      (big-endian)
+
+Neither the write position nor the min offset is stored: the end is the first invalid unit
+(phyOffset < 0 or size <= 0) and the min is recomputed from the commitlog's min offset."""
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from .config import CQ_UNIT_SIZE
+from .mapped_file import MappedFile
+from .mapped_file_queue import MappedFileQueue
+
+CQ_UNIT_DTYPE = np.dtype([
+    ("phyOffset", ">i8"),   # commitlog offset of the record
+    ("size", ">i4"),        # TOTALSIZE of the record
+    ("tagsCode", ">i8"),    # tag hash, delivery time (SCHEDULE_TOPIC_XXXX) or ext address
+])
+assert CQ_UNIT_DTYPE.itemsize == CQ_UNIT_SIZE
+FILLER_SIZE = 0x7FFFFFFF  # pre-blank unit of a queue that starts late: (0, MAX_INT, 0)
+FILLER_UNIT = b"\0" * 8 + FILLER_SIZE.to_bytes(4, "big") + b"\0" * 8
+
+
+def units_of(f: MappedFile) -> np.ndarray:
+    """Zero-copy structured view of a whole CQ file."""
+    return np.frombuffer(f.mm, dtype=CQ_UNIT_DTYPE, count=f.file_size // CQ_UNIT_SIZE)
+
+
+def is_filler(phy, size):
+    return (phy == 0) & (size == FILLER_SIZE)
+
+
+class ConsumeQueue:
+    def __init__(self, topic: str, queue_id: int, directory: Path, file_size: int, writable: bool = False):
+        self.topic = topic
+        self.queue_id = queue_id
+        self.directory = Path(directory)
+        self.file_size = file_size
+        self.units_per_file = file_size // CQ_UNIT_SIZE
+        self.queue = MappedFileQueue(self.directory, file_size, writable).load()
+        self.min_logic_offset = 0            # byte position, like Java
+        self.max_physic_offset = -1          # end of the last unit's record
+        self._views: dict[int, np.ndarray] = {}
+
+    # ---- views ---------------------------------------------------------------------
+    def view(self, f: MappedFile) -> np.ndarray:
+        v = self._views.get(f.file_from_offset)
+        if v is None:
+            v = self._views[f.file_from_offset] = units_of(f)
+        return v
+
+    # ---- bounds --------------------------------------------------------------------
+    @property
+    def min_offset(self) -> int:
+        return self.min_logic_offset // CQ_UNIT_SIZE
+
+    @property
+    def max_offset(self) -> int:
+        return self.queue.max_offset // CQ_UNIT_SIZE
+
+    @property
+    def message_total(self) -> int:
+        return self.max_offset - self.min_offset
+
+    # ---- recovery ------------------------------------------------------------------
+    def recover(self) -> None:
+        """§8.9: scan the last three files for the first invalid unit."""
+        files = self.queue.files
+        if not files:
+            return
+        end_file, end_pos = files[-1], self.file_size
+        for f in files[max(0, len(files) - 3):]:
+            u = self.view(f)
+            valid = (u["phyOffset"] >= 0) & (u["size"] > 0)
+            bad = np.flatnonzero(~valid)
+            n = int(bad[0]) if bad.size else self.units_per_file
+            if n:
+                last = u[n - 1]
+                self.max_physic_offset = int(last["phyOffset"]) + int(last["size"])
+            end_file, end_pos = f, n * CQ_UNIT_SIZE
+            if n < self.units_per_file:
+                break
+        self._set_end(end_file.file_from_offset + end_pos)
+
+    def truncate_dirty(self, phy_end: int) -> None:
+        """§8.10: drop units whose record starts at or after the commitlog end `phy_end`.
+        Walks back from the last file; a file whose first unit is dirty goes entirely."""
+        self.max_physic_offset = phy_end
+        end = self.queue.min_offset
+        for f in reversed(self.queue.files):
+            u = self.view(f)
+            if int(u[0]["phyOffset"]) >= phy_end:
+                continue
+            ok = (u["phyOffset"] >= 0) & (u["size"] > 0) & (u["phyOffset"] < phy_end)
+            ok[0] = True  # Java compares unit 0 with the end only
+            bad = np.flatnonzero(~ok)
+            n = int(bad[0]) if bad.size else len(u)
+            last = u[n - 1]
+            self.max_physic_offset = int(last["phyOffset"]) + int(last["size"])
+            end = f.file_from_offset + n * CQ_UNIT_SIZE
+            break
+        self._set_end(end)
+
+    def _set_end(self, end: int) -> None:
+        q = self.queue
+        if q.writable:
+            for f in q.files:
+                if f.file_from_offset > end:
+                    self._views.pop(f.file_from_offset, None)
+            q.truncate_to(end, zero=True)
+        for f in q.files:
+            f.wrote_position = f.flushed_position = min(self.file_size, max(0, end - f.file_from_offset))
+
+    def correct_min_offset(self, commitlog_min: int) -> None:
+        """First unit (not a filler) whose record is still in the commitlog; an empty
+        queue gets min == max."""
+        files = self.queue.files
+        self.min_logic_offset = files[0].file_from_offset if files else 0
+        for f in files:
+            u = self.view(f)[: f.wrote_position // CQ_UNIT_SIZE]
+            if u.size == 0:
+                continue
+            live = (u["phyOffset"] >= commitlog_min) & ~is_filler(u["phyOffset"], u["size"])
+            hit = np.flatnonzero(live)
+            if hit.size:
+                self.min_logic_offset = f.file_from_offset + int(hit[0]) * CQ_UNIT_SIZE
+                return
+        self.min_logic_offset = self.queue.max_offset
+
+    # ---- reading -------------------------------------------------------------------
+    def file_for(self, queue_offset: int) -> MappedFile | None:
+        return self.queue.find(queue_offset * CQ_UNIT_SIZE)
+
+    def units(self, start: int, end: int) -> np.ndarray:
+        """Units [start, end) clamped to what exists; a view when inside one file, else a copy."""
+        start = max(start, self.queue.min_offset // CQ_UNIT_SIZE)
+        end = min(end, self.max_offset)
+        parts = []
+        q = start
+        while q < end:
+            f = self.file_for(q)
+            if f is None:
+                break
+            first = f.file_from_offset // CQ_UNIT_SIZE
+            stop = min(end, first + f.wrote_position // CQ_UNIT_SIZE)
+            if stop <= q:
+                break
+            parts.append(self.view(f)[q - first: stop - first])
+            q = stop
+        if not parts:
+            return np.empty(0, dtype=CQ_UNIT_DTYPE)
+        return parts[0] if len(parts) == 1 else np.concatenate(parts)
+
+    def unit(self, queue_offset: int) -> tuple[int, int, int] | None:
+        u = self.units(queue_offset, queue_offset + 1)
+        if len(u) == 0:
+            return None
+        return int(u[0]["phyOffset"]), int(u[0]["size"]), int(u[0]["tagsCode"])
+
+    def units_to_file_end(self, queue_offset: int) -> np.ndarray:
+        """Like getIndexBuffer: from `queue_offset` to the end of its file's written part."""
+        f = self.file_for(queue_offset)
+        if f is None:
+            return np.empty(0, dtype=CQ_UNIT_DTYPE)
+        first = f.file_from_offset // CQ_UNIT_SIZE
+        return self.view(f)[queue_offset - first: f.wrote_position // CQ_UNIT_SIZE]
+
+    def close(self) -> None:
+        self._views.clear()
+        self.queue.close()

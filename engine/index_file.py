@@ -1,0 +1,186 @@
+"""IndexFile: a hash table from "topic#key" to commitlog offsets, with chained entries.
+
+    [0, 40)                header (below)
+    [40, 40 + 4*S)         S slots, i32: newest entry number for the slot, 0 = empty
+    [.., + 20*N)           N entries; entry #0 is never used (numbers start at 1)
+
+    header: beginTimestamp i64 | endTimestamp i64 | beginPhyOffset i64 | endPhyOffset i64
+            hashSlotCount i32 (slots that were empty when used) | indexCount i32 (next entry no.)
+    entry:  keyHash i32 | phyOffset i64 | timeDiff i32 (s after beginTimestamp) | prevIndex i32
+
+Only the 32-bit hash is stored, so a walk returns collisions; callers that care verify."""
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from pathlib import Path
+
+import numpy as np
+
+from .config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
+from .javahash import index_key_hash
+from .mapped_file import MappedFile
+
+INDEX_HEADER_DTYPE = np.dtype([
+    ("beginTimestamp", ">i8"), ("endTimestamp", ">i8"),
+    ("beginPhyOffset", ">i8"), ("endPhyOffset", ">i8"),
+    ("hashSlotCount", ">i4"), ("indexCount", ">i4"),
+])
+INDEX_ENTRY_DTYPE = np.dtype([
+    ("keyHash", ">i4"),      # index_key_hash("topic#key")
+    ("phyOffset", ">i8"),    # commitlog offset of the message
+    ("timeDiff", ">i4"),     # whole seconds after the header's beginTimestamp
+    ("prevIndex", ">i4"),    # previous entry in the same slot, 0 ends the chain
+])
+assert INDEX_HEADER_DTYPE.itemsize == INDEX_HEADER_SIZE
+assert INDEX_ENTRY_DTYPE.itemsize == INDEX_ENTRY_SIZE
+LONG_MAX = (1 << 63) - 1
+
+
+@dataclass
+class IndexHeader:
+    beginTimestamp: int = 0
+    endTimestamp: int = 0
+    beginPhyOffset: int = 0
+    endPhyOffset: int = 0
+    hashSlotCount: int = 0
+    indexCount: int = 1
+
+    def to_json(self) -> dict:
+        return asdict(self)
+
+
+@dataclass
+class ChainStep:
+    """One entry met while walking a slot's chain (for the collision-chain view and checks)."""
+    index: int
+    keyHash: int
+    phyOffset: int
+    timeDiff: int
+    prevIndex: int
+    timestamp: int
+    stop: str = ""  # why the walk ended after this entry ("" = it went on)
+
+
+class IndexFile:
+    def __init__(self, path: Path, slot_num: int, index_num: int, writable: bool = False, create: bool = False):
+        self.path = Path(path)
+        self.name = self.path.name
+        self.slot_num = slot_num
+        self.index_num = index_num
+        size = INDEX_HEADER_SIZE + slot_num * INDEX_SLOT_SIZE + index_num * INDEX_ENTRY_SIZE
+        # MappedFile wants a numeric name; index names are 17-digit times, so that holds
+        self.file = MappedFile(self.path, size, writable=writable, create=create)
+        mm = self.file.mm
+        self.header_view = np.frombuffer(mm, dtype=INDEX_HEADER_DTYPE, count=1)
+        self.slots = np.frombuffer(mm, dtype=">i4", count=slot_num, offset=INDEX_HEADER_SIZE)
+        self.entries = np.frombuffer(mm, dtype=INDEX_ENTRY_DTYPE, count=index_num,
+                                     offset=INDEX_HEADER_SIZE + slot_num * INDEX_SLOT_SIZE)
+        h = self.header_view[0]
+        self.header = IndexHeader(*(int(h[n]) for n in INDEX_HEADER_DTYPE.names))
+        self.header_on_disk = IndexHeader(**asdict(self.header))
+        if self.header.indexCount <= 0:
+            self.header.indexCount = 1  # a never-flushed header reads as zeros
+
+    # ---- facts -----------------------------------------------------------------------
+    @property
+    def entry_count(self) -> int:
+        return self.header.indexCount - 1
+
+    @property
+    def is_write_full(self) -> bool:
+        return self.header.indexCount >= self.index_num
+
+    def is_time_matched(self, begin: int, end: int) -> bool:
+        h = self.header
+        return ((begin < h.beginTimestamp and end > h.endTimestamp)
+                or h.beginTimestamp <= begin <= h.endTimestamp
+                or h.beginTimestamp <= end <= h.endTimestamp)
+
+    def slot_of(self, key: str) -> int:
+        return index_key_hash(key) % self.slot_num
+
+    # ---- reading ---------------------------------------------------------------------
+    def select(self, key: str, max_num: int, begin: int, end: int, out: list[int]) -> None:
+        """IndexFile.selectPhyOffset, with one addition: a chain never walks more steps
+        than the file has entries, so a cycle of any length ends."""
+        key_hash = index_key_hash(key)
+        h = self.header
+        n = int(self.slots[key_hash % self.slot_num])
+        if n <= 0 or n > h.indexCount or h.indexCount <= 1:
+            return
+        entries = self.entries
+        steps = 0
+        while len(out) < max_num and steps < h.indexCount:
+            steps += 1
+            if n >= self.index_num:
+                break
+            e = entries[n]
+            diff = int(e["timeDiff"])
+            if diff < 0:
+                break
+            t = h.beginTimestamp + diff * 1000
+            if int(e["keyHash"]) == key_hash and begin <= t <= end:
+                out.append(int(e["phyOffset"]))
+            prev = int(e["prevIndex"])
+            if prev <= 0 or prev > h.indexCount or prev == n or t < begin:
+                break
+            n = prev
+
+    def chain(self, slot: int, limit: int | None = None) -> list[ChainStep]:
+        """Every entry of a slot's chain with the reason the walk ends; cycles and
+        out-of-range links end it instead of being followed."""
+        h = self.header
+        n = int(self.slots[slot])
+        steps: list[ChainStep] = []
+        seen: set[int] = set()
+        limit = h.indexCount if limit is None else limit
+        if n <= 0:
+            return steps
+        while True:
+            if n > h.indexCount or n >= self.index_num:
+                if steps:
+                    steps[-1].stop = f"link to entry {n} beyond indexCount {h.indexCount}"
+                break
+            e = self.entries[n]
+            s = ChainStep(n, int(e["keyHash"]), int(e["phyOffset"]), int(e["timeDiff"]),
+                          int(e["prevIndex"]), h.beginTimestamp + int(e["timeDiff"]) * 1000)
+            steps.append(s)
+            seen.add(n)
+            prev = s.prevIndex
+            if prev <= 0:
+                s.stop = "end of chain"
+                break
+            if prev in seen:
+                s.stop = f"cycle back to entry {prev}"
+                break
+            if prev > h.indexCount:
+                s.stop = f"link to entry {prev} beyond indexCount {h.indexCount}"
+                break
+            if len(steps) >= limit:
+                s.stop = "step limit"
+                break
+            n = prev
+        return steps
+
+    def chain_lengths(self) -> np.ndarray:
+        """Chain length of every slot (vectorised; one pass per chain step over live slots).
+        Broken links end a chain; cycles are capped at indexCount."""
+        count = self.header.indexCount
+        cur = self.slots.astype(np.int64)
+        cur[(cur <= 0) | (cur > count) | (cur >= self.index_num)] = 0
+        lengths = np.zeros(self.slot_num, dtype=np.int32)
+        alive = np.flatnonzero(cur)
+        prev_all = self.entries["prevIndex"]
+        steps = 0
+        while alive.size and steps < count:
+            lengths[alive] += 1
+            nxt = prev_all[cur[alive]].astype(np.int64)
+            ok = (nxt > 0) & (nxt <= count) & (nxt != cur[alive]) & (nxt < self.index_num)
+            cur[alive] = np.where(ok, nxt, 0)
+            alive = alive[ok]
+            steps += 1
+        return lengths
+
+    def close(self) -> None:
+        del self.header_view, self.slots, self.entries
+        self.file.close()

@@ -1,0 +1,105 @@
+"""A fixed-size data file named by its 20-digit start offset, mapped with mmap.
+
+Read-only stores are mapped with ACCESS_READ (the OS refuses any write through the map);
+writable ones with ACCESS_WRITE. Nothing inside a commitlog or CQ file says how much of it is
+used, so `wrote_position` is set by whoever scanned it (recovery), never read from the file."""
+from __future__ import annotations
+
+import mmap
+import os
+from pathlib import Path
+
+from .errors import ConfigError, StoreError, StoreFullError
+
+NAME_DIGITS = 20
+
+
+def offset_to_name(offset: int) -> str:
+    return f"{offset:0{NAME_DIGITS}d}"
+
+
+class MappedFile:
+    def __init__(self, path: Path, file_size: int, writable: bool = False, create: bool = False):
+        self.path = Path(path)
+        self.file_from_offset = int(self.path.name)
+        self.file_size = file_size
+        self.writable = writable
+        self.wrote_position = 0
+        self.flushed_position = 0
+        flags = os.O_RDWR if writable else os.O_RDONLY
+        if create:
+            flags |= os.O_CREAT | os.O_EXCL
+        try:
+            fd = os.open(self.path, flags | getattr(os, "O_CLOEXEC", 0), 0o644)
+        except OSError as e:
+            raise StoreError(f"cannot open file: {e.strerror}", path=str(self.path)) from None
+        try:
+            if create:
+                try:
+                    os.ftruncate(fd, file_size)  # sparse, reads as zeros like Java's mapped file
+                except OSError as e:
+                    os.unlink(self.path)
+                    raise StoreFullError(f"cannot size new file: {e.strerror}", path=str(self.path)) from None
+            actual = os.fstat(fd).st_size
+            if actual != file_size:
+                raise ConfigError(f"file is {actual} bytes but the configured size is {file_size}",
+                                  path=str(self.path))
+            self.mm = mmap.mmap(fd, file_size, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
+        finally:
+            os.close(fd)
+        self.buf = memoryview(self.mm)
+
+    # ---- reading -----------------------------------------------------------------------
+    @property
+    def end_offset(self) -> int:
+        return self.file_from_offset + self.file_size
+
+    @property
+    def is_full(self) -> bool:
+        return self.wrote_position >= self.file_size
+
+    def read(self, pos: int, size: int) -> bytes:
+        return bytes(self.buf[pos:pos + size])
+
+    # ---- writing -----------------------------------------------------------------------
+    def write_at(self, pos: int, data: bytes) -> None:
+        self.buf[pos:pos + len(data)] = data
+
+    def append(self, data: bytes) -> int:
+        pos = self.wrote_position
+        self.buf[pos:pos + len(data)] = data
+        self.wrote_position = pos + len(data)
+        return pos
+
+    def flush(self, upto: int | None = None) -> None:
+        """msync the written range: after this returns the bytes survive a crash."""
+        end = self.wrote_position if upto is None else upto
+        if self.writable and end > self.flushed_position:
+            start = self.flushed_position - self.flushed_position % mmap.PAGESIZE
+            self.mm.flush(start, end - start)
+            self.flushed_position = end
+
+    def zero_tail(self, pos: int) -> None:
+        """Zero [pos, end of file) so stale bytes can never pass for records later."""
+        step = 1 << 20
+        for p in range(pos, self.file_size, step):
+            n = min(step, self.file_size - p)
+            if any(self.buf[p:p + n]):
+                self.buf[p:p + n] = bytes(n)
+
+    def close(self) -> None:
+        try:
+            self.buf.release()
+            self.mm.close()
+        except BufferError:
+            pass  # live numpy views still point in; the map goes when they do
+
+    def destroy(self) -> None:
+        self.close()
+        try:
+            os.unlink(self.path)
+        except FileNotFoundError:
+            pass
+
+    def __repr__(self) -> str:
+        return f"MappedFile({self.path.name}, wrote={self.wrote_position})"

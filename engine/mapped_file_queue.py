@@ -1,0 +1,126 @@
+"""An ordered run of MappedFiles of one size forming one virtual address space
+(MappedFileQueue): commitlog files by physical offset, CQ files by byte position."""
+from __future__ import annotations
+
+import os
+from bisect import bisect_right
+from pathlib import Path
+
+from .errors import ConfigError, StoreError
+from .mapped_file import MappedFile, offset_to_name
+
+
+class MappedFileQueue:
+    def __init__(self, dirs: Path | list[Path], file_size: int, writable: bool = False):
+        self.dirs = [Path(d) for d in (dirs if isinstance(dirs, list) else [dirs])]
+        self.file_size = file_size
+        self.writable = writable
+        self.files: list[MappedFile] = []
+        self.skipped: list[str] = []     # names that are not data files
+        self.gaps: list[tuple[int, int]] = []  # (expected start, found start)
+
+    def load(self) -> "MappedFileQueue":
+        entries = []
+        for d in self.dirs:
+            try:
+                names = os.listdir(d)
+            except FileNotFoundError:
+                continue
+            except OSError as e:
+                raise StoreError(f"cannot list directory: {e.strerror}", path=str(d)) from None
+            for name in names:
+                p = d / name
+                if not name.isdigit() or not p.is_file():
+                    self.skipped.append(str(p))
+                    continue
+                entries.append((int(name), p))
+        entries.sort()
+        for i, (start, p) in enumerate(entries):
+            size = p.stat().st_size
+            if size == 0 and i == len(entries) - 1:
+                self.skipped.append(str(p))  # a zero-length last file: tolerated (5.1.4+ deletes it)
+                continue
+            if start % self.file_size:
+                raise ConfigError(f"file name is not a multiple of the configured file size {self.file_size}",
+                                  path=str(p))
+            self.files.append(MappedFile(p, self.file_size, writable=self.writable))
+        for a, b in zip(self.files, self.files[1:]):
+            if b.file_from_offset != a.end_offset:
+                self.gaps.append((a.end_offset, b.file_from_offset))
+        for f in self.files:  # provisionally full; recovery sets the last ones
+            f.wrote_position = f.flushed_position = self.file_size
+        return self
+
+    # ---- lookups -------------------------------------------------------------------
+    @property
+    def first(self) -> MappedFile | None:
+        return self.files[0] if self.files else None
+
+    @property
+    def last(self) -> MappedFile | None:
+        return self.files[-1] if self.files else None
+
+    @property
+    def min_offset(self) -> int:
+        return self.files[0].file_from_offset if self.files else 0
+
+    @property
+    def max_offset(self) -> int:
+        """End of written data: the last file holding any, at its write position."""
+        for f in reversed(self.files):
+            if f.wrote_position > 0:
+                return f.file_from_offset + f.wrote_position
+        return self.files[0].file_from_offset if self.files else 0
+
+    def find(self, offset: int) -> MappedFile | None:
+        if not self.files:
+            return None
+        starts = self._starts()
+        i = bisect_right(starts, offset) - 1
+        if i < 0:
+            return None
+        f = self.files[i]
+        return f if offset < f.end_offset else None
+
+    def index_of(self, f: MappedFile) -> int:
+        return self.files.index(f)
+
+    def _starts(self) -> list[int]:
+        key = (len(self.files), self.files[0].file_from_offset if self.files else 0)
+        if getattr(self, "_starts_key", None) != key:
+            self._starts_cache = [f.file_from_offset for f in self.files]
+            self._starts_key = key
+        return self._starts_cache
+
+    # ---- writing -------------------------------------------------------------------
+    def create_next(self, start: int | None = None) -> MappedFile:
+        if start is None:
+            start = self.last.end_offset if self.last else 0
+        d = self.dirs[0]
+        d.mkdir(parents=True, exist_ok=True)
+        f = MappedFile(d / offset_to_name(start), self.file_size, writable=True, create=True)
+        self.files.append(f)
+        return f
+
+    def truncate_to(self, offset: int, zero: bool = True) -> list[str]:
+        """Drop everything at and after `offset` (MappedFileQueue.truncateDirtyFiles): files
+        starting after it are deleted, the file holding it gets its write position there.
+        Returns the deleted file names."""
+        deleted = []
+        for f in list(self.files):
+            if f.end_offset <= offset:
+                continue
+            if f.file_from_offset > offset:
+                deleted.append(f.path.name)
+                f.destroy()
+                self.files.remove(f)
+                continue
+            pos = offset - f.file_from_offset
+            f.wrote_position = f.flushed_position = pos
+            if zero and self.writable:
+                f.zero_tail(pos)
+        return deleted
+
+    def close(self) -> None:
+        for f in self.files:
+            f.close()

@@ -1,0 +1,309 @@
+"""CommitLog record codec: decode, validate (message / end-of-file blank / invalid), encode.
+
+General record layout (big-endian, signed), BH/SH = 8 for IPv4 hosts, 20 for IPv6:
+
+    +0   TOTALSIZE i32 | +4 MAGICCODE i32 | +8 BODYCRC i32 | +12 QUEUEID i32 | +16 FLAG i32
+    +20  QUEUEOFFSET i64 | +28 PHYSICALOFFSET i64 | +36 SYSFLAG i32 | +40 BORNTIMESTAMP i64
+    +48  BORNHOST (4|16 + port i32) | STORETIMESTAMP i64 | STOREHOST (4|16 + port i32)
+         RECONSUMETIMES i32 | PREPAREDTXOFFSET i64 | BODYLENGTH i32 | BODY
+         TOPICLENGTH (i8 in V1, i16 in V2) | TOPIC | PROPERTIESLENGTH i16 | PROPERTIES
+
+    TOTALSIZE == 74 + BH + SH + max(B,0) + TLS + T + max(P,0)      (Java's own check)
+"""
+from __future__ import annotations
+
+import base64
+import ipaddress
+import re
+import struct
+import zlib
+from dataclasses import dataclass, field
+from enum import Enum
+
+from . import properties as P
+from .javahash import tags_code as _tags_code
+
+MESSAGE_MAGIC_V1 = -626843481  # 0xDAA320A7
+MESSAGE_MAGIC_V2 = -626843477  # 0xDAA320AB
+BLANK_MAGIC = -875286124  # 0xCBD43194
+BLANK_RECORD_MIN = 8
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+
+COMPRESSED_FLAG = 0x1
+MULTI_TAGS_FLAG = 0x2
+TRANSACTION_NOT_TYPE = 0x0
+TRANSACTION_PREPARED_TYPE = 0x4
+TRANSACTION_COMMIT_TYPE = 0x8
+TRANSACTION_ROLLBACK_TYPE = 0xC
+BORNHOST_V6_FLAG = 0x10
+STOREHOST_V6_FLAG = 0x20
+TRANSACTION_NAMES = {0x0: "NOT_TYPE", 0x4: "PREPARED", 0x8: "COMMIT", 0xC: "ROLLBACK"}
+
+_HEAD = struct.Struct(">iiiiiqqiq")  # total, magic, crc, qid, flag, qoff, phys, sysflag, bornTs
+_I8, _I16, _I32, _I64 = struct.Struct(">b"), struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
+_INT_RE = re.compile(r"[+-]?\d+\Z")
+
+
+def body_crc(body: bytes) -> int:
+    """RocketMQ's UtilAll.crc32: CRC-32 with the top bit cleared."""
+    return zlib.crc32(body) & 0x7FFFFFFF if body else 0
+
+
+def transaction_type(sys_flag: int) -> int:
+    return sys_flag & 0x0C
+
+
+def format_host(addr: bytes, port: int) -> str:
+    """Like Java's InetSocketAddress rendering: IPv6 in full, uncompressed groups."""
+    if len(addr) == 4:
+        return f"{'.'.join(str(b) for b in addr)}:{port}"
+    groups = ":".join(f"{int.from_bytes(addr[i:i + 2], 'big'):x}" for i in range(0, 16, 2))
+    return f"[{groups}]:{port}"
+
+
+def parse_host(text: str) -> tuple[bytes, int]:
+    """'ip:port' or '[v6]:port' -> (address bytes, port)."""
+    text = text.strip()
+    if text.startswith("["):
+        host, _, port = text[1:].partition("]:")
+    else:
+        host, _, port = text.rpartition(":")
+    return ipaddress.ip_address(host).packed, int(port)
+
+
+class RecordStatus(Enum):
+    MESSAGE = "message"
+    END_OF_FILE = "end-of-file"       # BLANK record: continue at the next file
+    INVALID = "invalid"               # torn, zero or unparsable: the end of the valid log
+    SIZE_MISMATCH = "size-mismatch"   # header readable but TOTALSIZE disagrees with the fields
+
+
+@dataclass(slots=True)
+class Message:
+    """One decoded record, named like RocketMQ's MessageExt."""
+    topic: str
+    queueId: int
+    queueOffset: int
+    commitLogOffset: int          # where the record really is (scan position)
+    storeSize: int
+    bodyCRC: int
+    flag: int
+    sysFlag: int
+    bornTimestamp: int
+    bornHostBytes: bytes
+    storeTimestamp: int
+    storeHostBytes: bytes
+    reconsumeTimes: int
+    preparedTransactionOffset: int
+    body: bytes
+    propertiesRaw: str
+    properties: dict
+    magicCode: int
+    physicalOffsetField: int      # the PHYSICALOFFSET written inside the record
+    tagsCode: int = 0
+
+    @property
+    def bornHost(self) -> str:
+        return format_host(self.bornHostBytes[:-4], int.from_bytes(self.bornHostBytes[-4:], "big", signed=True))
+
+    @property
+    def storeHost(self) -> str:
+        return format_host(self.storeHostBytes[:-4], int.from_bytes(self.storeHostBytes[-4:], "big", signed=True))
+
+    @property
+    def msgId(self) -> str:
+        """Offset message id: store host address, port, stored physical offset, upper hex."""
+        return (self.storeHostBytes + _I64.pack(self.physicalOffsetField)).hex().upper()
+
+    @property
+    def uniqKey(self) -> str | None:
+        return self.properties.get(P.UNIQ_KEY)
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(P.TAGS)
+
+    @property
+    def keys(self) -> str | None:
+        return self.properties.get(P.KEYS)
+
+    @property
+    def key_list(self) -> list[str]:
+        return P.split_keys(self.keys)
+
+    @property
+    def transactionType(self) -> str:
+        return TRANSACTION_NAMES[self.sysFlag & 0x0C]
+
+    @property
+    def end_offset(self) -> int:
+        return self.commitLogOffset + self.storeSize
+
+    @property
+    def is_v2(self) -> bool:
+        return self.magicCode == MESSAGE_MAGIC_V2
+
+    def body_decompressed(self) -> bytes:
+        """The body as a consumer would see it (RocketMQ compresses; the broker never undoes it)."""
+        if not self.sysFlag & COMPRESSED_FLAG:
+            return self.body
+        return decompress_body(self.body, (self.sysFlag >> 8) & 0x7)
+
+    def to_json(self, with_body: bool = True) -> dict:
+        d = {
+            "topic": self.topic, "queueId": self.queueId, "queueOffset": self.queueOffset,
+            "commitLogOffset": self.commitLogOffset, "storeSize": self.storeSize,
+            "bodyCRC": self.bodyCRC, "flag": self.flag, "sysFlag": self.sysFlag,
+            "bornTimestamp": self.bornTimestamp, "bornHost": self.bornHost,
+            "storeTimestamp": self.storeTimestamp, "storeHost": self.storeHost,
+            "reconsumeTimes": self.reconsumeTimes,
+            "preparedTransactionOffset": self.preparedTransactionOffset,
+            "properties": self.properties, "msgId": self.msgId, "uniqKey": self.uniqKey,
+            "tags": self.tags, "keys": self.keys, "tagsCode": self.tagsCode,
+            "transactionType": self.transactionType, "magicCode": self.magicCode,
+            "bodyLength": len(self.body),
+        }
+        if with_body:
+            d["body"] = base64.b64encode(self.body).decode("ascii")
+        return d
+
+
+@dataclass(slots=True)
+class RecordResult:
+    status: RecordStatus
+    size: int                     # bytes to advance (0 for blank, -1 when invalid)
+    message: Message | None = None
+    reason: str = ""
+
+
+_INVALID_CACHE: dict[str, RecordResult] = {}
+
+
+def _invalid(reason: str) -> RecordResult:
+    r = _INVALID_CACHE.get(reason)
+    if r is None:
+        r = _INVALID_CACHE[reason] = RecordResult(RecordStatus.INVALID, -1, None, reason)
+    return r
+
+
+@dataclass
+class DecodeOptions:
+    """What the parser checks; mirrors the recovery/dispatch switches of MessageStoreConfig."""
+    check_crc: bool = False
+    force_verify_prop_crc: bool = False
+    accept_v2: bool = True
+    delay_level_millis: list[int] = field(default_factory=lambda: [
+        1000, 5000, 10000, 30000, 60000, 120000, 180000, 240000, 300000, 360000, 420000,
+        480000, 540000, 600000, 1200000, 1800000, 3600000, 7200000])
+
+
+DEFAULT_OPTIONS = DecodeOptions()
+
+
+def check_record(buf, pos: int, limit: int, offset: int, opts: DecodeOptions = DEFAULT_OPTIONS) -> RecordResult:
+    """CommitLog.checkMessageAndReturnSize over buf[pos:limit]; `offset` is the physical
+    offset of buf[pos]. Never raises on bad bytes: classification is the answer."""
+    remaining = limit - pos
+    if remaining <= 4:
+        return _invalid("no room for a record header")
+    total = _I32.unpack_from(buf, pos)[0]
+    magic = _I32.unpack_from(buf, pos + 4)[0] if remaining >= 8 else None
+    if magic == BLANK_MAGIC:
+        return RecordResult(RecordStatus.END_OF_FILE, 0)
+    if total <= 0:
+        return _invalid("zero or negative record size")
+    if remaining < total:
+        return _invalid("torn record: it runs past the readable data")
+    if magic == MESSAGE_MAGIC_V1:
+        tls = 1
+    elif magic == MESSAGE_MAGIC_V2 and opts.accept_v2:
+        tls = 2
+    else:
+        return _invalid("illegal magic code")
+    end = pos + total
+    try:
+        (_, _, crc, qid, flag, qoff, phys, sysflag, born_ts) = _HEAD.unpack_from(buf, pos)
+        p = pos + 48
+        bh = 8 if not sysflag & BORNHOST_V6_FLAG else 20
+        born_host = bytes(buf[p:p + bh]); p += bh
+        store_ts = _I64.unpack_from(buf, p)[0]; p += 8
+        sh = 8 if not sysflag & STOREHOST_V6_FLAG else 20
+        store_host = bytes(buf[p:p + sh]); p += sh
+        reconsume = _I32.unpack_from(buf, p)[0]; p += 4
+        prep = _I64.unpack_from(buf, p)[0]; p += 8
+        body_len = _I32.unpack_from(buf, p)[0]; p += 4
+        if body_len > 0:
+            if p + body_len > end:
+                return RecordResult(RecordStatus.SIZE_MISMATCH, total, None, "body runs past the record")
+            body = bytes(buf[p:p + body_len]); p += body_len
+            if opts.check_crc and not opts.force_verify_prop_crc and body_crc(body) != crc:
+                return _invalid("body CRC mismatch")
+        else:
+            body = b""
+        if tls == 1:
+            topic_len = _I8.unpack_from(buf, p)[0]; p += 1
+        else:
+            topic_len = _I16.unpack_from(buf, p)[0]; p += 2
+        if topic_len < 0 or p + topic_len > end:
+            return _invalid("illegal topic length")
+        topic = bytes(buf[p:p + topic_len]).decode("utf-8", "replace"); p += topic_len
+        if p + 2 > end:
+            return RecordResult(RecordStatus.SIZE_MISMATCH, total, None, "properties length past the record")
+        prop_len = _I16.unpack_from(buf, p)[0]; p += 2
+        raw_props, props, tcode = "", {}, 0
+        if prop_len > 0:
+            if p + prop_len > end:
+                return RecordResult(RecordStatus.SIZE_MISMATCH, total, None, "properties run past the record")
+            raw_props = bytes(buf[p:p + prop_len]).decode("utf-8", "replace")
+            props = P.parse_properties(raw_props)
+            tcode = _tags_code(props.get(P.TAGS))
+            level = props.get(P.DELAY)
+            if topic == SCHEDULE_TOPIC and level is not None:
+                if not _INT_RE.match(level):
+                    return _invalid("non-numeric DELAY on a scheduled message")
+                lv = min(int(level), len(opts.delay_level_millis))
+                if lv > 0:
+                    tcode = store_ts + opts.delay_level_millis[lv - 1]
+            if opts.check_crc and opts.force_verify_prop_crc:
+                if not verify_prop_crc(buf, pos, total):
+                    return _invalid("record CRC (__CRC32#) mismatch")
+    except struct.error:
+        return _invalid("record truncated")
+    expected = 74 + bh + sh + max(body_len, 0) + tls + topic_len + max(prop_len, 0)
+    if expected != total:
+        return RecordResult(RecordStatus.SIZE_MISMATCH, total, None,
+                            f"TOTALSIZE {total} != {expected} computed from the fields")
+    msg = Message(topic, qid, qoff, offset, total, crc, flag, sysflag, born_ts, born_host, store_ts,
+                  store_host, reconsume, prep, body, raw_props, props, magic, phys, tcode)
+    return RecordResult(RecordStatus.MESSAGE, total, msg)
+
+
+def verify_prop_crc(buf, pos: int, total: int) -> bool:
+    """5.2+ whole-record CRC: the last 20 bytes are `__CRC32#` 0x01 <10 digits, LSD first> 0x02."""
+    tail = bytes(buf[pos + total - 20:pos + total])
+    if not (tail[:9] == b"__CRC32#\x01" and tail[-1:] == b"\x02" and tail[9:19].isdigit()):
+        return False
+    value = int(tail[9:19][::-1])
+    return zlib.crc32(bytes(buf[pos:pos + total - 20])) & 0x7FFFFFFF == value
+
+
+def prop_crc_tail(value: int) -> bytes:
+    return b"__CRC32#\x01" + f"{value:010d}"[::-1].encode() + b"\x02"
+
+
+def decompress_body(body: bytes, ctype: int) -> bytes:
+    if ctype in (0, 3):
+        return zlib.decompress(body)
+    if ctype == 1:
+        import lz4.frame  # optional dependency
+        return lz4.frame.decompress(body)
+    if ctype == 2:
+        import zstandard  # optional dependency
+        return zstandard.ZstdDecompressor().decompressobj().decompress(body)
+    raise ValueError(f"unknown compression type {ctype}")
+
+
+def peek_store_timestamp(buf, pos: int) -> int:
+    """CommitLog.pickupStoreTimestamp: read STORETIMESTAMP honouring the born-host family."""
+    sysflag = _I32.unpack_from(buf, pos + 36)[0]
+    return _I64.unpack_from(buf, pos + (56 if not sysflag & BORNHOST_V6_FLAG else 68))[0]

@@ -1,0 +1,450 @@
+"""MessageStore: the one object the CLI and the GUI use (DefaultMessageStore's read side,
+plus the write side when opened read-write).
+
+Opening read-only maps every file with ACCESS_READ, takes no lock and writes nothing; it
+still runs recovery's *reasoning* (where valid data ends, which CQ units are dirty) so that
+it reads exactly the prefix RocketMQ would keep."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from . import properties as P
+from .checkpoint import Checkpoint
+from .commit_log import CommitLog, ScanResult
+from .config import CQ_UNIT_SIZE, INDEX_HEADER_SIZE, StoreConfig
+from .config_json import CONFIG_FILES, consumer_offsets, load_config_json
+from .consume_queue import FILLER_SIZE, ConsumeQueue
+from .errors import ConfigError, NotAStoreError, StoreError
+from .index_file import LONG_MAX
+from .index_service import IndexService
+from .message import Message, RecordStatus
+from .msgid import decode_offset_msg_id, looks_like_msg_id
+from .store_lock import StoreLock, holder_pid
+
+
+@dataclass
+class GetMessageResult:
+    status: str
+    nextBeginOffset: int
+    minOffset: int
+    maxOffset: int
+    messages: list[Message] = field(default_factory=list)
+    bufferTotalSize: int = 0
+    skipped: list[tuple[int, str]] = field(default_factory=list)  # (queue offset, why)
+
+    def to_json(self, with_body: bool = True) -> dict:
+        return {"status": self.status, "nextBeginOffset": self.nextBeginOffset,
+                "minOffset": self.minOffset, "maxOffset": self.maxOffset,
+                "messageCount": len(self.messages), "bufferTotalSize": self.bufferTotalSize,
+                "messages": [m.to_json(with_body) for m in self.messages],
+                "skipped": [{"queueOffset": q, "reason": r} for q, r in self.skipped]}
+
+
+@dataclass
+class QueryResult:
+    messages: list[Message]
+    truncated: bool
+    offsets: list[int]                 # index hits in walk order (raw) / matched (exact)
+    false_hits: list[int] = field(default_factory=list)  # hash-only matches exact mode refused
+    indexLastUpdateTimestamp: int = 0
+    indexLastUpdatePhyoffset: int = 0
+
+    def to_json(self, with_body: bool = True) -> dict:
+        return {"truncated": self.truncated, "offsets": self.offsets, "falseHits": self.false_hits,
+                "indexLastUpdateTimestamp": self.indexLastUpdateTimestamp,
+                "indexLastUpdatePhyoffset": self.indexLastUpdatePhyoffset,
+                "messages": [m.to_json(with_body) for m in self.messages]}
+
+
+@dataclass
+class RecoveryReport:
+    abnormal: bool
+    commitlog: ScanResult
+    cq_max_physic_offset: int
+    truncated_queues: list[str] = field(default_factory=list)
+    deleted_index_files: list[str] = field(default_factory=list)
+    dispatched: int = 0
+
+
+def detect_config(root: Path, cfg: StoreConfig) -> StoreConfig:
+    """Fill in file sizes the caller did not set, from the files, when they agree."""
+    values = {}
+    if "mappedFileSizeCommitLog" not in cfg.explicit:
+        sizes = _sizes(d for d in cfg.commitlog_dirs)
+        if len(sizes) > 1:
+            raise ConfigError(f"commitlog files have different sizes {sorted(sizes)}; set mappedFileSizeCommitLog",
+                              path=str(cfg.commitlog_dirs[0]))
+        if sizes:
+            values["mappedFileSizeCommitLog"] = sizes.pop()
+    if "mappedFileSizeConsumeQueue" not in cfg.explicit:
+        cq_root = root / "consumequeue"
+        dirs = [q for t in _subdirs(cq_root) for q in _subdirs(t)]
+        sizes = _sizes(dirs)
+        if len(sizes) > 1:
+            raise ConfigError(f"consume queue files have different sizes {sorted(sizes)}", path=str(cq_root))
+        if sizes:
+            values["mappedFileSizeConsumeQueue"] = sizes.pop()
+    if not {"maxHashSlotNum", "maxIndexNum"} & cfg.explicit:
+        sizes = _sizes([root / "index"])
+        if len(sizes) == 1:
+            size = sizes.pop()
+            if size != cfg.index_file_size:
+                if (size - INDEX_HEADER_SIZE) % 84:
+                    raise ConfigError(f"index file size {size} does not fit maxIndexNum = 4 x maxHashSlotNum; "
+                                      "set maxHashSlotNum and maxIndexNum", path=str(root / "index"))
+                slots = (size - INDEX_HEADER_SIZE) // 84
+                values.update(maxHashSlotNum=slots, maxIndexNum=4 * slots)
+    if values:
+        explicit = cfg.explicit
+        cfg = cfg.with_values(**values)
+        cfg.explicit = set(explicit)  # detected, not chosen
+        cfg.detected = set(values)
+    return cfg
+
+
+def _subdirs(p: Path) -> list[Path]:
+    try:
+        return [e for e in p.iterdir() if e.is_dir()]
+    except OSError:
+        return []
+
+
+def _sizes(dirs) -> set[int]:
+    sizes = set()
+    for d in dirs:
+        try:
+            for e in os.scandir(d):
+                if e.name.isdigit() and e.is_file():
+                    s = e.stat().st_size
+                    if s:
+                        sizes.add(s)
+        except OSError:
+            continue
+    return sizes
+
+
+class MessageStore:
+    """Open with MessageStore.open(root); close() (or use as a context manager) when done."""
+
+    def __init__(self, root: Path, cfg: StoreConfig, read_only: bool):
+        self.root = root
+        self.cfg = cfg
+        self.read_only = read_only
+        self.lock: StoreLock | None = None
+        self.commitlog: CommitLog | None = None
+        self.index: IndexService | None = None
+        self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self.warnings: list[str] = []
+
+    # ---- opening ---------------------------------------------------------------------
+    @classmethod
+    def open(cls, root, config: StoreConfig | None = None, read_only: bool = True,
+             config_file: str | None = None) -> "MessageStore":
+        root = Path(root)
+        if not root.exists():
+            raise NotAStoreError("no such folder", path=str(root))
+        if not root.is_dir():
+            raise NotAStoreError("not a folder", path=str(root))
+        cfg = config or (StoreConfig.from_file(config_file) if config_file else StoreConfig())
+        cfg = cfg.with_values(storePathRootDir=str(root)) if not cfg.storePathRootDir else cfg
+        cfg.explicit.discard("storePathRootDir")
+        markers = [cfg.commitlog_dirs[0], root / "consumequeue", root / "index", root / "checkpoint"]
+        if not any(m.exists() for m in markers):
+            if any(p.name.startswith("dledger") for p in root.iterdir()):
+                raise NotAStoreError("DLedger stores are not supported", path=str(root))
+            raise NotAStoreError("not a RocketMQ store: no commitlog, consumequeue, index or checkpoint",
+                                 path=str(root))
+        if (root / "consumequeue" / "CURRENT").exists():
+            raise NotAStoreError("consume queues are in RocksDB (storeType=defaultRocksDB); not supported",
+                                 path=str(root / "consumequeue"))
+        cfg = detect_config(root, cfg)
+        cfg.validate()
+        store = cls(root, cfg, read_only)
+        try:
+            store._load()
+        except BaseException:
+            store.close()
+            raise
+        return store
+
+    def _load(self) -> None:
+        root, cfg = self.root, self.cfg
+        writable = not self.read_only
+        if writable:
+            self.lock = StoreLock(root)
+            self.lock.acquire()
+        self.abort_present = (root / "abort").exists()
+        self.checkpoint, self.checkpoint_exists = Checkpoint.load(root / "checkpoint")
+        self.commitlog = CommitLog(cfg, writable)
+        for gap in self.commitlog.queue.gaps:
+            self.warnings.append(f"commitlog files missing between offsets {gap[0]} and {gap[1]}")
+        self._load_queues(writable)
+        self.index = IndexService(cfg, writable).load()
+        self.recovery = self._recover()
+
+    def _load_queues(self, writable: bool) -> None:
+        cq_root = self.root / "consumequeue"
+        for tdir in sorted(_subdirs(cq_root)):
+            for qdir in sorted(_subdirs(tdir)):
+                try:
+                    qid = int(qdir.name)
+                except ValueError:
+                    self.warnings.append(f"skipped {qdir}: queue id is not a number")
+                    continue
+                cq = ConsumeQueue(tdir.name, qid, qdir, self.cfg.mappedFileSizeConsumeQueue, writable)
+                self.queues[(tdir.name, qid)] = cq
+
+    def _recover(self) -> RecoveryReport:
+        """Recovery's decisions (§12). Read-only they only shape what is read; the write
+        path (recovery.py) applies them to the files."""
+        for cq in self.queues.values():
+            cq.recover()
+        cq_max = max((cq.max_physic_offset for cq in self.queues.values()), default=-1)
+        cl = self.commitlog
+        if self.abort_present:
+            start = cl.abnormal_start_index(self.checkpoint)
+        else:
+            start = cl.normal_start_index(cq_max)
+        scan = cl.scan(start) if cl.files else ScanResult(None, 0, 0, stop_reason="no commitlog files")
+        report = RecoveryReport(self.abort_present, scan, cq_max)
+        cl.apply_end(scan.end_offset, zero=False)
+        if cq_max >= scan.end_offset:
+            for cq in self.queues.values():
+                before = cq.max_offset
+                cq.truncate_dirty(scan.end_offset)
+                if cq.max_offset != before:
+                    report.truncated_queues.append(f"{cq.topic}/{cq.queue_id}")
+        for cq in self.queues.values():
+            cq.correct_min_offset(cl.min_offset)
+        return report
+
+    def close(self) -> None:
+        for cq in self.queues.values():
+            cq.close()
+        if self.index:
+            self.index.close()
+        if self.commitlog:
+            self.commitlog.close()
+        if self.lock:
+            self.lock.release()
+            self.lock = None
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ---- overview --------------------------------------------------------------------
+    @property
+    def min_offset(self) -> int:
+        return self.commitlog.min_offset
+
+    @property
+    def max_offset(self) -> int:
+        return self.commitlog.max_offset
+
+    def find_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        return self.queues.get((topic, queue_id))
+
+    def topics(self) -> list[str]:
+        names = {t for t, _ in self.queues}
+        names.update(self.topic_config().keys())
+        return sorted(names)
+
+    def queue_list(self) -> list[dict]:
+        return [{"topic": t, "queueId": q, "minOffset": cq.min_offset, "maxOffset": cq.max_offset}
+                for (t, q), cq in sorted(self.queues.items())]
+
+    def broker_holding_lock(self) -> int | None:
+        """PID of a process (a running broker) holding the lock, if any."""
+        return holder_pid(self.root / "lock") if (self.root / "lock").exists() else None
+
+    def config_json(self, name: str) -> dict | None:
+        return load_config_json(self.root / "config", name)
+
+    def topic_config(self) -> dict:
+        data = self.config_json("topics.json") or {}
+        table = data.get("topicConfigTable") or {}
+        return table if isinstance(table, dict) else {}
+
+    def consumer_offsets(self) -> dict[tuple[str, str, int], int]:
+        return consumer_offsets(self.config_json("consumerOffset.json"))
+
+    def consumer_lag(self) -> list[dict]:
+        rows = []
+        for (topic, group, qid), off in sorted(self.consumer_offsets().items()):
+            cq = self.find_queue(topic, qid)
+            mx = cq.max_offset if cq else 0
+            rows.append({"group": group, "topic": topic, "queueId": qid, "consumerOffset": off,
+                         "maxOffset": mx, "lag": max(0, mx - off)})
+        return rows
+
+    def info(self) -> dict:
+        cl = self.commitlog
+        return {
+            "root": str(self.root),
+            "readOnly": self.read_only,
+            "config": self.cfg.to_dict(),
+            "abort": self.abort_present,
+            "checkpoint": self.checkpoint.to_json(),
+            "commitlog": {
+                "minOffset": cl.min_offset, "maxOffset": cl.max_offset,
+                "files": [{"name": f.path.name, "size": f.file_size, "wrotePosition": f.wrote_position}
+                          for f in cl.files],
+            },
+            "queues": self.queue_list(),
+            "indexFiles": [dict(name=f.name, **f.header.to_json()) for f in self.index.files],
+            "configFiles": [n for n in CONFIG_FILES if (self.root / "config" / n).exists()],
+            "recovery": {"abnormal": self.recovery.abnormal, "endOffset": self.recovery.commitlog.end_offset,
+                         "stopReason": self.recovery.commitlog.stop_reason,
+                         "truncatedQueues": self.recovery.truncated_queues},
+            "warnings": self.warnings,
+        }
+
+    # ---- reading by queue offset -------------------------------------------------------
+    def get_message(self, topic: str, queue_id: int, offset: int, max_count: int = 32,
+                    broker: bool = False) -> GetMessageResult:
+        """getMessage. broker=True reproduces the broker exactly (a page stops at the end of
+        a CQ file; 32 messages / 256 KiB per page); the default reads `max_count` messages
+        across CQ files and reports units it had to skip."""
+        cq = self.find_queue(topic, queue_id)
+        if cq is None:
+            return GetMessageResult("NO_MESSAGE_IN_QUEUE", 0, 0, 0)
+        mn, mx = cq.min_offset, cq.max_offset
+        if mx == 0:
+            return GetMessageResult("NO_MESSAGE_IN_QUEUE", 0, mn, mx)
+        if offset < mn:
+            return GetMessageResult("OFFSET_TOO_SMALL", mn, mn, mx)
+        if offset == mx:
+            return GetMessageResult("OFFSET_OVERFLOW_ONE", offset, mn, mx)
+        if offset > mx:
+            return GetMessageResult("OFFSET_OVERFLOW_BADLY", mx, mn, mx)
+        res = GetMessageResult("NO_MATCHED_MESSAGE", offset, mn, mx)
+        cl = self.commitlog
+        units = cq.units_to_file_end(offset) if broker else cq.units(offset, offset + max(max_count, 1) * 2 + 64)
+        if broker and len(units) == 0:
+            return GetMessageResult("OFFSET_FOUND_NULL", offset, mn, mx)
+        limit_count = self.cfg.maxTransferCountOnMessageInMemory if broker else max(max_count, 1)
+        limit_bytes = self.cfg.maxTransferBytesOnMessageInMemory if broker else None
+        next_file_start = None
+        i = 0
+        q = offset
+        while True:
+            if i >= len(units):
+                if broker or q >= mx or len(res.messages) >= max_count:
+                    break
+                units, i = cq.units(q, q + max_count * 2 + 64), 0
+                if len(units) == 0:
+                    break
+            phy, size = int(units[i]["phyOffset"]), int(units[i]["size"])
+            if res.messages and (max_count <= len(res.messages) or len(res.messages) >= limit_count
+                                 or (limit_bytes and res.bufferTotalSize + size > limit_bytes)):
+                break
+            i += 1
+            q += 1
+            if next_file_start is not None and phy < next_file_start:
+                continue
+            if phy == 0 and size == FILLER_SIZE:
+                res.skipped.append((q - 1, "filler unit"))
+                continue
+            msg = cl.get_message(phy, size) if phy >= cl.min_offset else None
+            if msg is None:
+                if not res.messages:
+                    res.status = "MESSAGE_WAS_REMOVING"
+                why = "record expired" if phy < cl.min_offset else "no valid record of that size there"
+                res.skipped.append((q - 1, why))
+                if phy < cl.min_offset:
+                    next_file_start = cl.roll_next_file(phy)
+                continue
+            res.messages.append(msg)
+            res.bufferTotalSize += size
+            res.status = "FOUND"
+            next_file_start = None
+        res.nextBeginOffset = q
+        return res
+
+    # ---- reading by key / id / time ----------------------------------------------------
+    def query_message(self, topic: str, key: str, begin: int = 0, end: int = LONG_MAX,
+                      max_num: int = 64, raw: bool = False) -> QueryResult:
+        """Messages by key. raw=True: IndexService's answer as is (hash and time only, walk
+        order, duplicates kept, capped by maxMsgsNumBatch). Default: each candidate checked
+        against the message's real topic, KEYS tokens and UNIQ_KEY and its store time,
+        de-duplicated, newest first, `max_num` (0 = no cap) with a truncated flag."""
+        idx = self.index
+        if raw:
+            offs, lts, loff = idx.query_offset(topic, key, max_num, begin, end)
+            msgs = [m for m in (self.commitlog.get_message(o) for o in offs) if m is not None]
+            return QueryResult(msgs, False, offs, [], lts, loff)
+        offs, lts, loff = idx.query_offset(topic, key, LONG_MAX, max(0, begin - 1000), LONG_MAX, cap=0)
+        seen, matched, false_hits = set(), [], []
+        for o in offs:
+            if o in seen:
+                continue
+            seen.add(o)
+            m = self.commitlog.get_message(o)
+            if m is None:
+                continue
+            if m.topic == topic and (key in m.key_list or m.uniqKey == key):
+                if begin <= m.storeTimestamp <= end:
+                    matched.append(m)
+            else:
+                false_hits.append(o)
+        matched.sort(key=lambda m: (m.storeTimestamp, m.commitLogOffset), reverse=True)
+        truncated = bool(max_num) and len(matched) > max_num
+        if max_num:
+            matched = matched[:max_num]
+        return QueryResult(matched, truncated, [m.commitLogOffset for m in matched], false_hits, lts, loff)
+
+    def look_message_by_offset(self, offset: int) -> Message | None:
+        return self.commitlog.get_message(offset)
+
+    def lookup_id(self, msg_id: str, topic: str | None = None) -> tuple[str, list[Message]]:
+        """An id that is either an offset msgId or a UNIQ_KEY: ('offset'|'uniq'|'unknown', messages)."""
+        msg_id = msg_id.strip().upper()
+        if looks_like_msg_id(msg_id):
+            _, _, off = decode_offset_msg_id(msg_id)
+            m = self.commitlog.get_message(off) if self.min_offset <= off < self.max_offset else None
+            if m is not None and m.msgId == msg_id:
+                return "offset", [m]
+        topics = [topic] if topic else self.topics()
+        found: list[Message] = []
+        for t in topics:
+            found.extend(self.query_message(t, msg_id, max_num=0).messages)
+        found = [m for m in found if m.uniqKey == msg_id]
+        return ("uniq", found) if found else ("unknown", [])
+
+    def query_uniq(self, topic: str, uniq: str) -> list[Message]:
+        return [m for m in self.query_message(topic, uniq, max_num=0).messages if m.uniqKey == uniq]
+
+    def store_time_at(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        cq = self.find_queue(topic, queue_id)
+        u = cq.unit(queue_offset) if cq else None
+        if u is None or not (queue_offset < cq.max_offset):
+            return -1
+        return self.commitlog.pickup_store_timestamp(u[0], u[1])
+
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int,
+                                    boundary: str | None = None) -> int:
+        """Queue offset for a store time. boundary=None: RocketMQ 4.9 (file picked by mtime,
+        nearest neighbour); 'lower'/'upper': 5.x (first unit >= t / last unit <= t)."""
+        from .time_lookup import offset_by_time_49, offset_by_time_5x
+        cq = self.find_queue(topic, queue_id)
+        if cq is None:
+            return 0
+        if boundary is None:
+            return offset_by_time_49(self, cq, timestamp)
+        return offset_by_time_5x(self, cq, timestamp, boundary)
+
+    def earliest_message_time(self, topic: str, queue_id: int) -> int:
+        cq = self.find_queue(topic, queue_id)
+        return self.store_time_at(topic, queue_id, cq.min_offset) if cq else -1
+
+    # ---- whole log ---------------------------------------------------------------------
+    def iter_messages(self, start: int | None = None, end: int | None = None):
+        return self.commitlog.iter_messages(start, end)
+
+    def walk(self, start: int | None = None, end: int | None = None):
+        return self.commitlog.walk(start, end)

@@ -1,0 +1,41 @@
+"""Message ids: the broker's offset msgId (store host + port + commitlog offset) and the
+producer's UNIQ_KEY (client IP, pid, class-loader hash, time in month, counter)."""
+from __future__ import annotations
+
+import calendar
+import re
+import struct
+import time
+
+_HEX = re.compile(r"[0-9A-Fa-f]+\Z")
+
+
+def looks_like_msg_id(s: str) -> bool:
+    return len(s) in (32, 56) and bool(_HEX.match(s))
+
+
+def decode_offset_msg_id(msg_id: str) -> tuple[bytes, int, int]:
+    """(store host address bytes, port, commitlog offset)."""
+    b = bytes.fromhex(msg_id)
+    alen = 4 if len(msg_id) == 32 else 16
+    return b[:alen], struct.unpack(">i", b[alen:alen + 4])[0], struct.unpack(">q", b[-8:])[0]
+
+
+def decode_uniq_key(uniq: str, now_ms: int | None = None) -> dict:
+    """IP, pid, and the approximate send time (only meaningful within a month of creation;
+    computed in UTC here, the producer's zone is unknown)."""
+    b = bytes.fromhex(uniq)
+    ip_len = 4 if len(b) == 16 else 16
+    ip = b[:ip_len]
+    ip_text = ".".join(str(x) for x in ip) if ip_len == 4 else \
+        ":".join(f"{int.from_bytes(ip[i:i + 2], 'big'):x}" for i in range(0, 16, 2))
+    pid = int.from_bytes(b[ip_len:ip_len + 2], "big")
+    span = int.from_bytes(b[ip_len + 6:ip_len + 10], "big")
+    counter = int.from_bytes(b[ip_len + 10:ip_len + 12], "big")
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    t = time.gmtime(now_ms / 1000)
+    month_start = calendar.timegm((t.tm_year, t.tm_mon, 1, 0, 0, 0)) * 1000
+    if month_start + span >= now_ms:
+        y, m = (t.tm_year, t.tm_mon - 1) if t.tm_mon > 1 else (t.tm_year - 1, 12)
+        month_start = calendar.timegm((y, m, 1, 0, 0, 0)) * 1000
+    return {"ip": ip_text, "pid": pid, "counter": counter, "approxTimestamp": month_start + span}

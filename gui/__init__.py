@@ -1,0 +1,1 @@
+"""rmqstore browser (PySide6 + pyqtgraph). All store access goes through engine.MessageStore."""
