@@ -7,6 +7,7 @@ Neither the write position nor the min offset is stored: the end is the first in
 (phyOffset < 0 or size <= 0) and the min is recomputed from the commitlog's min offset."""
 from __future__ import annotations
 
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +23,7 @@ CQ_UNIT_DTYPE = np.dtype([
 ])
 assert CQ_UNIT_DTYPE.itemsize == CQ_UNIT_SIZE
 FILLER_SIZE = 0x7FFFFFFF  # pre-blank unit of a queue that starts late: (0, MAX_INT, 0)
+_UNIT = struct.Struct(">qiq")
 FILLER_UNIT = b"\0" * 8 + FILLER_SIZE.to_bytes(4, "big") + b"\0" * 8
 
 
@@ -172,3 +174,38 @@ class ConsumeQueue:
     def close(self) -> None:
         self._views.clear()
         self.queue.close()
+
+    # ---- writing (dispatch) -----------------------------------------------------------
+    def put_unit(self, phy_offset: int, size: int, tags_code: int, queue_offset: int) -> bool:
+        """§8.7 putMessagePositionInfo: skips what is already there (re-dispatch), fills a
+        late-starting first file with filler units, appends at the file end."""
+        if phy_offset + size <= self.max_physic_offset:
+            return False
+        expect = queue_offset * CQ_UNIT_SIZE
+        q = self.queue
+        f = q.last
+        first_created = False
+        if f is None:
+            f = q.create_next(expect - expect % self.file_size)
+            f.wrote_position = 0
+            first_created = True
+        elif f.wrote_position >= self.file_size:
+            f = q.create_next(f.end_offset)
+            f.wrote_position = 0
+        if first_created and queue_offset != 0 and f.wrote_position == 0:
+            self.min_logic_offset = expect
+            fill = expect % self.file_size
+            if fill:
+                f.write_at(0, FILLER_UNIT * (fill // CQ_UNIT_SIZE))
+                f.wrote_position = fill
+        if queue_offset != 0:
+            current = f.file_from_offset + f.wrote_position
+            if expect < current:
+                return False  # "build consume queue repeatedly"
+        self.max_physic_offset = phy_offset + size
+        f.append(_UNIT.pack(phy_offset, size, tags_code))
+        return True
+
+    def flush(self) -> None:
+        for f in self.queue.files[-2:]:
+            f.flush()

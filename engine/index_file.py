@@ -181,6 +181,55 @@ class IndexFile:
             steps += 1
         return lengths
 
+    # ---- writing ---------------------------------------------------------------------
+    def put_key(self, key: str, phy_offset: int, store_ts: int) -> bool:
+        """§9.4 putKey, including the first-entry timeDiff quirk. False when full."""
+        h = self.header
+        if h.indexCount >= self.index_num:
+            return False
+        key_hash = index_key_hash(key)
+        slot = key_hash % self.slot_num
+        prev = int(self.slots[slot])
+        if prev <= 0 or prev > h.indexCount:
+            prev = 0
+        diff = store_ts - h.beginTimestamp
+        diff = diff // 1000 if diff >= 0 else -((-diff) // 1000)
+        if h.beginTimestamp <= 0 or diff < 0:
+            diff = 0
+        elif diff > 0x7FFFFFFF:
+            diff = 0x7FFFFFFF
+        n = h.indexCount
+        self.entries[n] = (key_hash, phy_offset, diff, prev)
+        self.slots[slot] = n
+        if h.indexCount <= 1:
+            h.beginPhyOffset, h.beginTimestamp = phy_offset, store_ts
+        if prev == 0:
+            h.hashSlotCount += 1
+        h.indexCount += 1
+        h.endPhyOffset, h.endTimestamp = phy_offset, store_ts
+        self.write_header()
+        return True
+
+    def write_header(self, counts: bool = True) -> None:
+        """Java writes each header field as it changes: a new file inherits begin/end values
+        at once but its counters reach the disk only with the first entry."""
+        h, v = self.header, self.header_view
+        v["beginTimestamp"], v["endTimestamp"] = h.beginTimestamp, h.endTimestamp
+        v["beginPhyOffset"], v["endPhyOffset"] = h.beginPhyOffset, h.endPhyOffset
+        if counts:
+            v["hashSlotCount"], v["indexCount"] = h.hashSlotCount, h.indexCount
+
+    def reload_header(self) -> None:
+        """Re-read the header another process may have changed (live stores)."""
+        h = self.header_view[0]
+        self.header = IndexHeader(*(int(h[n]) for n in INDEX_HEADER_DTYPE.names))
+        if self.header.indexCount <= 0:
+            self.header.indexCount = 1
+
+    def flush(self) -> None:
+        self.file.wrote_position = self.file.file_size
+        self.file.flush()
+
     def close(self) -> None:
         del self.header_view, self.slots, self.entries
         self.file.close()

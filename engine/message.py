@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from . import properties as P
+from .errors import MessageRejectedError
 from .javahash import tags_code as _tags_code
 
 MESSAGE_MAGIC_V1 = -626843481  # 0xDAA320A7
@@ -307,3 +308,80 @@ def peek_store_timestamp(buf, pos: int) -> int:
     """CommitLog.pickupStoreTimestamp: read STORETIMESTAMP honouring the born-host family."""
     sysflag = _I32.unpack_from(buf, pos + 36)[0]
     return _I64.unpack_from(buf, pos + (56 if not sysflag & BORNHOST_V6_FLAG else 68))[0]
+
+
+# ---- encoding (the write path) --------------------------------------------------------------
+@dataclass
+class MessageDraft:
+    """What a producer hands the store; the store fills in offsets and the store time."""
+    topic: str
+    body: bytes = b""
+    queueId: int = 0
+    flag: int = 0
+    properties: dict = field(default_factory=dict)
+    sysFlag: int = 0
+    bornTimestamp: int = 0
+    bornHost: bytes = b"\x7f\x00\x00\x01" + (0).to_bytes(4, "big")
+    storeHost: bytes = b"\x7f\x00\x00\x01" + (10911).to_bytes(4, "big")
+    reconsumeTimes: int = 0
+    preparedTransactionOffset: int = 0
+
+
+@dataclass
+class EncodedRecord:
+    data: bytearray
+    qoff_pos: int = 20
+    phys_pos: int = 28
+    store_ts_pos: int = 56
+    crc_tail: bool = False
+
+    def patch(self, queue_offset: int, physical_offset: int, store_ts: int) -> None:
+        d = self.data
+        _I64.pack_into(d, self.qoff_pos, queue_offset)
+        _I64.pack_into(d, self.phys_pos, physical_offset)
+        _I64.pack_into(d, self.store_ts_pos, store_ts)
+        if self.crc_tail:
+            crc = zlib.crc32(memoryview(d)[:len(d) - 20]) & 0x7FFFFFFF
+            d[len(d) - 20:] = prop_crc_tail(crc)
+
+
+def encode_record(m: MessageDraft, v2: bool = False, props_trailing: bool = False,
+                  crc_tail: bool = False) -> EncodedRecord:
+    """MessageExtEncoder: the full record with queue offset, physical offset and store time
+    left to patch at append time (under the append lock)."""
+    sys_flag = m.sysFlag
+    sys_flag = sys_flag | BORNHOST_V6_FLAG if len(m.bornHost) == 20 else sys_flag & ~BORNHOST_V6_FLAG
+    sys_flag = sys_flag | STOREHOST_V6_FLAG if len(m.storeHost) == 20 else sys_flag & ~STOREHOST_V6_FLAG
+    topic = m.topic.encode("utf-8")
+    props = {k: v for k, v in m.properties.items() if k != P.CRC32_PROP}
+    praw = P.serialize_properties(props, trailing=props_trailing).encode("utf-8")
+    if crc_tail:
+        if praw and not praw.endswith(b"\x02"):
+            praw += b"\x02"
+        praw += prop_crc_tail(0)
+    if len(praw) > 32767:
+        raise MessageRejectedError(f"properties are {len(praw)} bytes; the limit is 32767")
+    body = m.body or b""
+    bh, sh = len(m.bornHost), len(m.storeHost)
+    tls = 2 if v2 else 1
+    total = 74 + bh + sh + len(body) + tls + len(topic) + len(praw)
+    out = bytearray(total)
+    _HEAD.pack_into(out, 0, total, MESSAGE_MAGIC_V2 if v2 else MESSAGE_MAGIC_V1, body_crc(body), m.queueId,
+                    m.flag, 0, 0, sys_flag, m.bornTimestamp)
+    p = 48
+    out[p:p + bh] = m.bornHost; p += bh
+    store_ts_pos = p; p += 8
+    out[p:p + sh] = m.storeHost; p += sh
+    _I32.pack_into(out, p, m.reconsumeTimes); p += 4
+    _I64.pack_into(out, p, m.preparedTransactionOffset); p += 8
+    _I32.pack_into(out, p, len(body)); p += 4
+    out[p:p + len(body)] = body; p += len(body)
+    if v2:
+        _I16.pack_into(out, p, len(topic)); p += 2
+    else:
+        _I8.pack_into(out, p, len(topic)); p += 1
+    out[p:p + len(topic)] = topic; p += len(topic)
+    _I16.pack_into(out, p, len(praw)); p += 2
+    out[p:p + len(praw)] = praw; p += len(praw)
+    assert p == total
+    return EncodedRecord(out, store_ts_pos=store_ts_pos, crc_tail=crc_tail)

@@ -7,6 +7,7 @@ it reads exactly the prefix RocketMQ would keep."""
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -14,9 +15,10 @@ from . import properties as P
 from .checkpoint import Checkpoint
 from .commit_log import CommitLog, ScanResult
 from .config import CQ_UNIT_SIZE, INDEX_HEADER_SIZE, StoreConfig
-from .config_json import CONFIG_FILES, consumer_offsets, load_config_json
+from .config_json import CONFIG_FILES, consumer_offsets, load_config_json, store_config_json
+from .dispatcher import dispatch
 from .consume_queue import FILLER_SIZE, ConsumeQueue
-from .errors import ConfigError, NotAStoreError, StoreError
+from .errors import ConfigError, NotAStoreError, ReadOnlyStoreError, StoreError
 from .index_file import LONG_MAX
 from .index_service import IndexService
 from .message import Message, RecordStatus
@@ -169,6 +171,14 @@ class MessageStore:
             raise
         return store
 
+    @classmethod
+    def create(cls, root, config: StoreConfig | None = None) -> "MessageStore":
+        """A new, empty store (or an existing one) opened read-write."""
+        root = Path(root)
+        cfg = config or StoreConfig()
+        (root / "commitlog").mkdir(parents=True, exist_ok=True)
+        return cls.open(root, cfg, read_only=False)
+
     def _load(self) -> None:
         root, cfg = self.root, self.cfg
         writable = not self.read_only
@@ -182,7 +192,16 @@ class MessageStore:
             self.warnings.append(f"commitlog files missing between offsets {gap[0]} and {gap[1]}")
         self._load_queues(writable)
         self.index = IndexService(cfg, writable).load()
-        self.recovery = self._recover()
+        self.writer = None
+        if writable:
+            from .writer import StoreWriter
+            self.recovery = self._recover(dispatch=True)
+            self.writer = StoreWriter(self)
+            self.index.on_file_full = self._index_file_full
+            (root / "abort").touch()
+            self.writer.start_flush_service()
+        else:
+            self.recovery = self._recover()
 
     def _load_queues(self, writable: bool) -> None:
         cq_root = self.root / "consumequeue"
@@ -196,31 +215,107 @@ class MessageStore:
                 cq = ConsumeQueue(tdir.name, qid, qdir, self.cfg.mappedFileSizeConsumeQueue, writable)
                 self.queues[(tdir.name, qid)] = cq
 
-    def _recover(self) -> RecoveryReport:
-        """Recovery's decisions (§12). Read-only they only shape what is read; the write
-        path (recovery.py) applies them to the files."""
+    def _recover(self, dispatch: bool = False) -> RecoveryReport:
+        """Recovery (§12). Read-only, its decisions only shape what is read (nothing is
+        written); read-write (dispatch=True) they are applied to the files: untrusted index
+        files deleted, records re-dispatched, torn tails truncated and zeroed."""
         for cq in self.queues.values():
             cq.recover()
         cq_max = max((cq.max_physic_offset for cq in self.queues.values()), default=-1)
         cl = self.commitlog
+        deleted_index: list[str] = []
+        on_message = None
         if self.abort_present:
             start = cl.abnormal_start_index(self.checkpoint)
+            if dispatch:
+                deleted_index = self.index.delete_after(self.checkpoint.indexMsgTimestamp)
+                on_message = self._dispatch_recovered
         else:
             start = cl.normal_start_index(cq_max)
-        scan = cl.scan(start) if cl.files else ScanResult(None, 0, 0, stop_reason="no commitlog files")
-        report = RecoveryReport(self.abort_present, scan, cq_max)
-        cl.apply_end(scan.end_offset, zero=False)
+        scan = cl.scan(start, on_message) if cl.files else ScanResult(None, 0, 0, stop_reason="no commitlog files")
+        report = RecoveryReport(self.abort_present, scan, cq_max, deleted_index_files=deleted_index)
+        scan.deleted_files = cl.apply_end(scan.end_offset, zero=dispatch)
         if cq_max >= scan.end_offset:
             for cq in self.queues.values():
                 before = cq.max_offset
                 cq.truncate_dirty(scan.end_offset)
                 if cq.max_offset != before:
                     report.truncated_queues.append(f"{cq.topic}/{cq.queue_id}")
+        if dispatch:  # reput: catch up from the end of what the CQs hold (idempotent builders)
+            cq_end = max((cq.max_physic_offset for cq in self.queues.values()), default=-1)
+            begin = max(cl.min_offset, min(max(cq_end, 0), scan.end_offset))
+            for msg in cl.iter_messages(begin, scan.end_offset):
+                self._dispatch_recovered(msg)
+                report.dispatched += 1
         for cq in self.queues.values():
             cq.correct_min_offset(cl.min_offset)
         return report
 
+    def _dispatch_recovered(self, msg: Message) -> None:
+        dispatch(self, msg)
+
+    def _store_new_topics(self) -> None:
+        """topics.json gains the topics this session created (fastjson layout, .bak kept)."""
+        new = sorted(self.writer.new_topics) if self.writer else []
+        if not new:
+            return
+        data = self.config_json("topics.json") or {}
+        table = data.setdefault("topicConfigTable", {})
+        for t in new:
+            n = 1 + max((q for tt, q in self.queues if tt == t), default=3)
+            table.setdefault(t, {"order": False, "perm": 6, "readQueueNums": max(4, n), "topicFilterType": "SINGLE_TAG",
+                                 "topicName": t, "topicSysFlag": 0, "writeQueueNums": max(4, n)})
+        dv = data.setdefault("dataVersion", {"counter": 0, "timestamp": 0})
+        dv["counter"] = int(dv.get("counter", 0)) + 1
+        dv["timestamp"] = int(time.time() * 1000)
+        store_config_json(self.root / "config", "topics.json", data)
+
+    def _index_file_full(self, end_timestamp: int) -> None:
+        self.checkpoint.indexMsgTimestamp = end_timestamp
+        self.checkpoint.store(self.root / "checkpoint")
+
+    def queue_for_write(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        """The CQ for a dispatched record, created on first use. A topic that is not a safe
+        directory name (from a damaged or hostile commitlog) gets no CQ."""
+        cq = self.queues.get((topic, queue_id))
+        if cq is None:
+            if not topic or "/" in topic or "\\" in topic or topic in (".", "..") or "\0" in topic or queue_id < 0:
+                self.warnings.append(f"record for topic {topic!r} queue {queue_id} not dispatched: unsafe name")
+                return None
+            d = self.root / "consumequeue" / topic / str(queue_id)
+            cq = ConsumeQueue(topic, queue_id, d, self.cfg.mappedFileSizeConsumeQueue, writable=not self.read_only)
+            self.queues[(topic, queue_id)] = cq
+        return cq
+
+    # ---- writing -------------------------------------------------------------------------
+    def _writer(self):
+        if self.writer is None:
+            raise ReadOnlyStoreError("store is open read-only; open it read-write to write", path=str(self.root))
+        return self.writer
+
+    def put_message(self, topic: str, body: bytes = b"", queue_id: int | None = None, tags: str | None = None,
+                    keys=None, properties: dict | None = None, flag: int = 0, **kw):
+        """Append one message (RocketMQ encoding, UNIQ_KEY generated unless given) and dispatch it."""
+        w = self._writer()
+        return w.put([w.draft(topic, body, queue_id, tags, keys, properties, flag, **kw)])[0]
+
+    def put_messages(self, topic: str, bodies: list[bytes], queue_id: int | None = None, tags: str | None = None,
+                     keys=None, properties: dict | None = None):
+        """A batch: consecutive records in one queue with one store time, never spanning files."""
+        w = self._writer()
+        first = w.draft(topic, bodies[0] if bodies else b"", queue_id, tags, keys, properties)
+        drafts = [first] + [w.draft(topic, b, first.queueId, tags, keys, properties) for b in bodies[1:]]
+        return w.put(drafts)
+
+    def flush(self) -> None:
+        self._writer().flush()
+
     def close(self) -> None:
+        if getattr(self, "writer", None) is not None:
+            self.writer.stop()
+            self._store_new_topics()
+            (self.root / "abort").unlink(missing_ok=True)  # clean shutdown
+            self.writer = None
         for cq in self.queues.values():
             cq.close()
         if self.index:

@@ -39,3 +39,26 @@ def decode_uniq_key(uniq: str, now_ms: int | None = None) -> dict:
         y, m = (t.tm_year, t.tm_mon - 1) if t.tm_mon > 1 else (t.tm_year - 1, 12)
         month_start = calendar.timegm((y, m, 1, 0, 0, 0)) * 1000
     return {"ip": ip_text, "pid": pid, "counter": counter, "approxTimestamp": month_start + span}
+
+
+class UniqKeyGenerator:
+    """MessageClientIDSetter: IP(4|16) pid(2) classLoaderHash(4) | msInMonth(4) counter(2), upper hex."""
+
+    def __init__(self, ip: bytes = b"\x7f\x00\x00\x01", pid: int | None = None, loader_hash: int | None = None):
+        import os
+        import random
+        pid = os.getpid() if pid is None else pid
+        loader_hash = random.getrandbits(32) if loader_hash is None else loader_hash
+        self.prefix = (ip + struct.pack(">H", pid & 0xFFFF) + struct.pack(">I", loader_hash & 0xFFFFFFFF)).hex().upper()
+        self.counter = 0
+        self._month = (0, 0)
+
+    def next(self, now_ms: int | None = None) -> str:
+        now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+        t = time.localtime(now_ms / 1000)
+        if (t.tm_year, t.tm_mon) != self._month:
+            self._month = (t.tm_year, t.tm_mon)
+            self._month_start_cached = int(time.mktime((t.tm_year, t.tm_mon, 1, 0, 0, 0, 0, 0, -1)) * 1000)
+        span = (now_ms - self._month_start_cached) & 0xFFFFFFFF
+        self.counter = (self.counter + 1) & 0xFFFF
+        return self.prefix + f"{span:08X}{self.counter:04X}"

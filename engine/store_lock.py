@@ -11,6 +11,9 @@ from pathlib import Path
 from .errors import StoreLockedError
 
 _FLOCK = "hhqqi4x"  # struct flock on Linux: l_type, l_whence, l_start, l_len, l_pid
+# POSIX locks belong to the process: a second lock in this process would "succeed", and
+# closing any descriptor of the file would drop the lock. So this process keeps its own list.
+_HELD: set[str] = set()
 
 
 class StoreLock:
@@ -19,6 +22,9 @@ class StoreLock:
         self.fd: int | None = None
 
     def acquire(self) -> None:
+        key = os.path.realpath(self.path)
+        if key in _HELD:
+            raise StoreLockedError("store is already open read-write in this process", path=str(self.path))
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
@@ -31,6 +37,7 @@ class StoreLock:
         os.pwrite(fd, b"lock", 0)
         os.fsync(fd)
         self.fd = fd
+        _HELD.add(key)
 
     def release(self) -> None:
         if self.fd is not None:
@@ -39,10 +46,13 @@ class StoreLock:
             finally:
                 os.close(self.fd)
                 self.fd = None
+                _HELD.discard(os.path.realpath(self.path))
 
 
 def holder_pid(lock_path: Path) -> int | None:
-    """PID of another process holding the lock, None when it is free (or unknowable)."""
+    """PID of the process holding the lock, None when it is free (or unknowable)."""
+    if os.path.realpath(lock_path) in _HELD:
+        return os.getpid()  # never open+close the file here: that would drop our own lock
     try:
         fd = os.open(lock_path, os.O_RDONLY)
     except OSError:

@@ -1,0 +1,295 @@
+"""`rmqstore`: the command line over engine.MessageStore.
+
+Human output by default (aligned columns, local times with the zone shown); `--json` for
+scripts (shapes are a contract: fields may be added, never renamed). Every failure is one
+line on stderr naming the file and offset involved, exit code 2."""
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from datetime import datetime
+
+from . import __version__
+from .config import StoreConfig
+from .errors import StoreError
+from .index_file import LONG_MAX
+from .message_store import MessageStore
+
+EXIT_ERROR = 2
+
+
+class CliError(Exception):
+    pass
+
+
+# ---- formatting ------------------------------------------------------------------------
+def fmt_time(ms: int) -> str:
+    if ms is None or ms < 0:
+        return "-"
+    try:
+        dt = datetime.fromtimestamp(ms / 1000).astimezone()
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
+    return dt.strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d} " + dt.strftime("%Z")
+
+
+def parse_time(text: str) -> int:
+    """Epoch milliseconds, or ISO-8601 (local zone unless the text gives one)."""
+    text = text.strip()
+    if text.lstrip("-").isdigit():
+        return int(text)
+    try:
+        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
+    except ValueError:
+        raise CliError(f"not a time: {text!r} (epoch milliseconds or ISO-8601)") from None
+    if dt.tzinfo is None:
+        dt = dt.astimezone()
+    return int(dt.timestamp() * 1000)
+
+
+def preview(body: bytes, width: int = 40) -> str:
+    try:
+        text = body.decode("utf-8")
+        if all(c.isprintable() or c in " \t" for c in text):
+            return (text[:width] + "…") if len(text) > width else text
+    except UnicodeDecodeError:
+        pass
+    h = body[: width // 2].hex(" ")
+    return f"hex:{h}{'…' if len(body) > width // 2 else ''}"
+
+
+def table(rows: list[list], headers: list[str]) -> str:
+    cells = [[str(c) for c in r] for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    return "\n".join(lines)
+
+
+def message_rows(msgs) -> str:
+    rows = [[m.topic, m.queueId, m.queueOffset, m.commitLogOffset, fmt_time(m.storeTimestamp), m.tags or "",
+             m.keys or "", m.storeSize, m.msgId, preview(m.body)] for m in msgs]
+    return table(rows, ["TOPIC", "QUEUE", "QOFFSET", "PHYOFFSET", "STORED", "TAGS", "KEYS", "SIZE", "MSGID", "BODY"])
+
+
+def emit(args, obj, human: str) -> None:
+    if args.json:
+        print(json.dumps(obj, ensure_ascii=False))
+    else:
+        print(human)
+
+
+# ---- commands --------------------------------------------------------------------------
+def cmd_info(store: MessageStore, args) -> int:
+    info = store.info()
+    if args.json:
+        print(json.dumps(info, ensure_ascii=False))
+        return 0
+    cl = info["commitlog"]
+    out = [f"store      {info['root']}  ({'read-only' if store.read_only else 'read-write'})",
+           f"abort      {'present: the last run did not shut down cleanly' if info['abort'] else 'absent'}",
+           f"commitlog  offsets [{cl['minOffset']}, {cl['maxOffset']})  in {len(cl['files'])} file(s) of "
+           f"{store.cfg.mappedFileSizeCommitLog} bytes",
+           f"checkpoint physic {fmt_time(info['checkpoint']['physicMsgTimestamp'])}  "
+           f"logics {fmt_time(info['checkpoint']['logicsMsgTimestamp'])}  "
+           f"index {fmt_time(info['checkpoint']['indexMsgTimestamp'])}", ""]
+    out.append(table([[q["topic"], q["queueId"], q["minOffset"], q["maxOffset"], q["maxOffset"] - q["minOffset"]]
+                      for q in info["queues"]], ["TOPIC", "QUEUE", "MIN", "MAX", "COUNT"]))
+    out.append("")
+    out.append(table([[f["name"], fmt_time(f["beginTimestamp"]), fmt_time(f["endTimestamp"]), f["beginPhyOffset"],
+                       f["endPhyOffset"], f["hashSlotCount"], f["indexCount"]] for f in info["indexFiles"]],
+                     ["INDEX FILE", "BEGIN", "END", "BEGIN PHY", "END PHY", "SLOTS USED", "INDEX COUNT"]))
+    for w in info["warnings"]:
+        out.append(f"warning: {w}")
+    print("\n".join(out))
+    return 0
+
+
+def cmd_dump(store: MessageStore, args) -> int:
+    count = 0
+    for off, r in store.walk(args.__dict__["from"], None):
+        if r.message is None:
+            if r.status.value not in ("end-of-file",):
+                print(f"warning: {r.status.value} record at commitlog offset {off}: {r.reason}", file=sys.stderr)
+            continue
+        m = r.message
+        if args.json:
+            print(json.dumps(m.to_json(), ensure_ascii=False))
+        else:
+            print(f"{m.commitLogOffset:>12}  {m.topic}/{m.queueId}@{m.queueOffset}  {fmt_time(m.storeTimestamp)}  "
+                  f"size={m.storeSize} tags={m.tags or ''} keys={m.keys or ''} msgId={m.msgId}  {preview(m.body)}")
+        count += 1
+        if args.count and count >= args.count:
+            break
+    return 0
+
+
+def cmd_get(store: MessageStore, args) -> int:
+    r = store.get_message(args.topic, args.queue, args.offset, args.count, broker=args.broker)
+    human = (f"status {r.status}  next {r.nextBeginOffset}  queue offsets [{r.minOffset}, {r.maxOffset})\n"
+             + message_rows(r.messages)
+             + "".join(f"\nskipped queue offset {q}: {why}" for q, why in r.skipped))
+    emit(args, r.to_json(), human)
+    return 0
+
+
+def cmd_cq(store: MessageStore, args) -> int:
+    cq = store.find_queue(args.topic, args.queue)
+    if cq is None:
+        raise CliError(f"no consume queue {args.topic}/{args.queue} in {store.root}")
+    start = cq.min_offset if args.__dict__["from"] is None else args.__dict__["from"]
+    end = cq.max_offset if not args.count else min(cq.max_offset, start + args.count)
+    if not args.json:
+        print(f"{'OFFSET':>10}  {'PHYOFFSET':>12}  {'SIZE':>10}  TAGSCODE")
+    step = 65536
+    for a in range(start, end, step):
+        units = cq.units(a, min(end, a + step))
+        for i, (phy, size, tags) in enumerate(units.tolist()):
+            if args.json:
+                print(json.dumps({"offset": a + i, "phyOffset": phy, "size": size, "tagsCode": tags}))
+            else:
+                print(f"{a + i:>10}  {phy:>12}  {size:>10}  {tags}")
+    return 0
+
+
+def cmd_query_key(store: MessageStore, args) -> int:
+    begin = parse_time(args.begin) if args.begin else 0
+    end = parse_time(args.end) if args.end else LONG_MAX
+    r = store.query_message(args.topic, args.key, begin, end, args.max, raw=args.raw)
+    human = message_rows(r.messages) + ("\n(truncated: more matches exist; raise --max or use --max 0)"
+                                        if r.truncated else "")
+    emit(args, r.to_json(), human)
+    return 0
+
+
+def cmd_msgid(store: MessageStore, args) -> int:
+    kind, msgs = store.lookup_id(args.id)
+    emit(args, {"kind": kind, "messages": [m.to_json() for m in msgs]},
+         f"{args.id} is {'an offset msgId' if kind == 'offset' else 'a UNIQ_KEY' if kind == 'uniq' else 'not found'}\n"
+         + message_rows(msgs))
+    return 0 if msgs else 1
+
+
+def cmd_uniq(store: MessageStore, args) -> int:
+    msgs = store.query_uniq(args.topic, args.key)
+    emit(args, {"kind": "uniq", "messages": [m.to_json() for m in msgs]}, message_rows(msgs))
+    return 0 if msgs else 1
+
+
+def cmd_time(store: MessageStore, args) -> int:
+    ts = parse_time(args.time)
+    off = store.get_offset_in_queue_by_time(args.topic, args.queue, ts, args.boundary)
+    emit(args, {"offset": off, "timestamp": ts}, f"{off}    (queue offset for {fmt_time(ts)})")
+    return 0
+
+
+COMMANDS = {"info": cmd_info, "dump": cmd_dump, "get": cmd_get, "cq": cmd_cq, "query-key": cmd_query_key,
+            "msgid": cmd_msgid, "uniq": cmd_uniq, "time": cmd_time}
+WRITE_COMMANDS: set[str] = set()
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--json", action="store_true", help="machine-readable output")
+    common.add_argument("--config", dest="sub_config", metavar="FILE", help="broker.conf-style store settings")
+    common.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a store setting by its RocketMQ name, e.g. mappedFileSizeCommitLog=65536")
+    p = argparse.ArgumentParser(prog="rmqstore", description="Read and write Apache RocketMQ message stores.")
+    p.add_argument("--version", action="version", version=f"rmqstore {__version__}")
+    p.add_argument("--config", metavar="FILE", help="broker.conf-style store settings")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def add(name, help_):
+        sp = sub.add_parser(name, help=help_, parents=[common])
+        sp.add_argument("store", metavar="STORE", help="store root folder")
+        return sp
+
+    add("info", "store overview: config, files, queues, index files")
+    sp = add("dump", "every record in commitlog order (JSON Lines with --json)")
+    sp.add_argument("--from", type=int, default=None, metavar="PHYOFFSET")
+    sp.add_argument("--count", type=int, default=0, help="0 = all")
+    sp = add("get", "messages of a queue from a queue offset")
+    sp.add_argument("topic"); sp.add_argument("queue", type=int); sp.add_argument("offset", type=int)
+    sp.add_argument("--count", type=int, default=32)
+    sp.add_argument("--broker", action="store_true", help="exactly the broker's page (stops at CQ file end)")
+    sp = add("cq", "ConsumeQueue units (JSON Lines with --json)")
+    sp.add_argument("topic"); sp.add_argument("queue", type=int)
+    sp.add_argument("--from", type=int, default=None, metavar="O"); sp.add_argument("--count", type=int, default=0)
+    sp = add("query-key", "messages by key within a time range")
+    sp.add_argument("topic"); sp.add_argument("key")
+    sp.add_argument("--begin"); sp.add_argument("--end")
+    sp.add_argument("--max", type=int, default=64, help="cap (0 = none)")
+    sp.add_argument("--raw", action="store_true", help="RocketMQ's own hash-only answer")
+    sp = add("msgid", "look up an offset msgId or a UNIQ_KEY")
+    sp.add_argument("id")
+    sp = add("uniq", "messages by UNIQ_KEY")
+    sp.add_argument("topic"); sp.add_argument("key")
+    sp = add("time", "queue offset for a store time")
+    sp.add_argument("topic"); sp.add_argument("queue", type=int); sp.add_argument("time")
+    sp.add_argument("--boundary", choices=["lower", "upper"], default=None,
+                    help="5.x semantics (default: 4.9's nearest unit)")
+    _add_optional_commands(sub, add)
+    return p
+
+
+def _add_optional_commands(sub, add) -> None:
+    """Commands living in other modules register here (write path, scans)."""
+    try:
+        from . import cli_write
+        cli_write.register(add, COMMANDS, WRITE_COMMANDS)
+    except ImportError:
+        pass
+    try:
+        from .scan import cli as scan_cli
+    except Exception:
+        return
+    scan_cli.add_scan_parser(sub)
+    COMMANDS["scan"] = None  # runs without opening the store here
+
+
+def load_config(args) -> StoreConfig | None:
+    path = getattr(args, "sub_config", None) or args.config
+    cfg = StoreConfig.from_file(path) if path else None
+    sets = getattr(args, "set", []) or []
+    if sets:
+        values = {}
+        for s in sets:
+            k, sep, v = s.partition("=")
+            if not sep:
+                raise CliError(f"--set expects KEY=VALUE, got {s!r}")
+            values[k.strip()] = v
+        base = cfg.to_dict() if cfg else {}
+        explicit = set(cfg.explicit) if cfg else set()
+        base = {k: v for k, v in base.items() if k in explicit}
+        base.update(values)
+        cfg = StoreConfig.from_mapping(base)
+    return cfg
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "scan":
+            from .scan import cli as scan_cli
+            return scan_cli.run_scan(args)
+        cfg = load_config(args)
+        read_only = args.command not in WRITE_COMMANDS
+        with MessageStore.open(args.store, config=cfg, read_only=read_only) as store:
+            return COMMANDS[args.command](store, args)
+    except (StoreError, CliError) as e:
+        print(f"rmqstore: error: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    except BrokenPipeError:
+        return 0
+    except KeyboardInterrupt:
+        return 130
+    except (OSError, ValueError) as e:
+        print(f"rmqstore: error: {e}", file=sys.stderr)
+        return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

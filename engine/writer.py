@@ -1,0 +1,241 @@
+"""The write side of a store opened read-write: append (single writer, one lock), dispatch
+to ConsumeQueue and index right after each append, flush (sync or async) and the checkpoint.
+
+Crash policy: a record becomes visible to readers only when its TOTALSIZE is written, which
+happens last; under SYNC_FLUSH a put returns only after msync of its bytes; the checkpoint
+is written only after the data it vouches for is durable, so crash recovery always starts
+early enough (§12.4)."""
+from __future__ import annotations
+
+import os
+import re
+import threading
+import time
+from dataclasses import dataclass
+
+from . import properties as P
+from .errors import MessageRejectedError, StoreFullError
+from .message import (BLANK_MAGIC, SCHEDULE_TOPIC, TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE,
+                      EncodedRecord, Message, MessageDraft, check_record, encode_record, parse_host)
+from .dispatcher import dispatch
+from .msgid import UniqKeyGenerator
+
+TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+TOPIC_MAX_V1 = 127
+TOPIC_MAX_RETRY = 255
+import struct
+_BLANK = struct.Struct(">ii")
+
+
+@dataclass
+class PutResult:
+    status: str                  # PUT_OK (RocketMQ's PutMessageStatus name)
+    commitLogOffset: int
+    queueOffset: int
+    storeTimestamp: int
+    msgId: str
+    uniqKey: str | None
+    topic: str
+    queueId: int
+    storeSize: int
+
+    def to_json(self) -> dict:
+        return dict(self.__dict__)
+
+
+def validate_topic(topic: str, allow_v2: bool) -> bool:
+    """Broker/client topic rules; returns True when the topic needs a V2 record."""
+    if not topic:
+        raise MessageRejectedError("topic is empty")
+    if not TOPIC_RE.match(topic):
+        raise MessageRejectedError(f"topic {topic!r} has characters outside [%|a-zA-Z0-9_-]")
+    if len(topic) <= TOPIC_MAX_V1:
+        return False
+    if allow_v2 and topic.startswith("%RETRY%") and len(topic) <= TOPIC_MAX_RETRY:
+        return True
+    raise MessageRejectedError(f"topic is {len(topic)} characters; the limit is {TOPIC_MAX_V1}")
+
+
+class StoreWriter:
+    def __init__(self, store):
+        self.store = store
+        self.cfg = store.cfg
+        self.lock = threading.RLock()
+        self.uniq = UniqKeyGenerator(ip=parse_host(f"{self.cfg.brokerIP1}:0")[0][:16])
+        addr, port = parse_host(f"{self.cfg.brokerIP1}:{self.cfg.listenPort}")
+        self.store_host = addr + struct.pack(">i", port)
+        self.queue_offsets: dict[tuple[str, int], int] = {
+            k: cq.max_offset for k, cq in store.queues.items()}
+        self.last_store_ts = 0
+        self.last_dispatched_ts = store.checkpoint.logicsMsgTimestamp
+        self.new_topics: set[str] = set()
+        self._rr: dict[str, int] = {}
+        self._flusher: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._dirty = threading.Event()
+
+    # ---- building records ----------------------------------------------------------------
+    def draft(self, topic: str, body: bytes, queue_id: int | None = None, tags: str | None = None,
+              keys=None, properties: dict | None = None, flag: int = 0, sys_flag: int = 0,
+              born_host: str | None = None, delay_level: int = 0, uniq_key: str | None = None) -> MessageDraft:
+        props = dict(properties or {})
+        if tags:
+            props[P.TAGS] = tags
+        if keys:
+            props[P.KEYS] = keys if isinstance(keys, str) else P.KEY_SEPARATOR.join(keys)
+        props[P.UNIQ_KEY] = uniq_key or props.get(P.UNIQ_KEY) or self.uniq.next()
+        props.setdefault("CLUSTER", self.cfg.brokerClusterName)
+        for k, v in props.items():
+            if not isinstance(k, str) or not isinstance(v, str) or not k or "\x01" in k or "\x02" in k \
+                    or "\x02" in v:
+                raise MessageRejectedError(f"invalid property {k!r}={v!r}")
+        if queue_id is None:  # a producer's default selector: round robin over the write queues
+            n = self._rr.get(topic, -1) + 1
+            self._rr[topic] = n
+            queue_id = n % self._queue_count(topic)
+        qid = queue_id
+        if qid < 0:
+            raise MessageRejectedError(f"queue id {qid} is negative")
+        now = int(time.time() * 1000)
+        born = parse_host(born_host) if born_host else (parse_host(f"{self.cfg.brokerIP1}:0"))
+        d = MessageDraft(topic=topic, body=body, queueId=qid, flag=flag, properties=props, sysFlag=sys_flag,
+                         bornTimestamp=now, bornHost=born[0] + struct.pack(">i", born[1]),
+                         storeHost=self.store_host)
+        if delay_level > 0:  # the 4.9 store rewrites delayed messages to SCHEDULE_TOPIC_XXXX itself
+            levels = len(self.cfg.delay_level_millis)
+            level = min(delay_level, levels)
+            props[P.REAL_TOPIC], props[P.REAL_QID] = topic, str(qid)
+            props[P.DELAY] = str(level)
+            d.topic, d.queueId = SCHEDULE_TOPIC, level - 1
+        return d
+
+    def _queue_count(self, topic: str) -> int:
+        tc = self.store.topic_config().get(topic) or {}
+        n = tc.get("writeQueueNums") if isinstance(tc, dict) else None
+        if isinstance(n, int) and n > 0:
+            return n
+        existing = [q for t, q in self.queue_offsets if t == topic]
+        return max(existing) + 1 if existing else 4
+
+    def encode(self, d: MessageDraft) -> EncodedRecord:
+        v2 = validate_topic(d.topic, self.cfg.autoMessageVersionOnTopicLen)
+        if len(d.body) > self.cfg.maxMessageSize:
+            raise MessageRejectedError(f"body is {len(d.body)} bytes; maxMessageSize is {self.cfg.maxMessageSize}")
+        crc = self.cfg.enabledAppendPropCRC
+        rec = encode_record(d, v2=v2, props_trailing=crc, crc_tail=crc)
+        if len(rec.data) + 8 > self.cfg.mappedFileSizeCommitLog:
+            raise MessageRejectedError(f"record of {len(rec.data)} bytes does not fit a commitlog file of "
+                                       f"{self.cfg.mappedFileSizeCommitLog} bytes")
+        return rec
+
+    # ---- appending -------------------------------------------------------------------------
+    def put(self, drafts: list[MessageDraft]) -> list[PutResult]:
+        """Append a message or a batch (one queue; the batch never spans files), dispatch it,
+        flush per the flush mode. Returns only after the bytes are acknowledged."""
+        recs = [self.encode(d) for d in drafts]
+        if len({(d.topic, d.queueId) for d in drafts}) > 1:
+            raise MessageRejectedError("a batch must go to one topic and queue")
+        total = sum(len(r.data) for r in recs)
+        if total + 8 > self.cfg.mappedFileSizeCommitLog:
+            raise MessageRejectedError(f"batch of {total} bytes does not fit one commitlog file")
+        with self.lock:
+            cl = self.store.commitlog
+            f = self._file_with_room(total)
+            store_ts = max(int(time.time() * 1000), self.last_store_ts)
+            results, start = [], f.wrote_position
+            pos = start
+            for d, rec in zip(drafts, recs):
+                tt = d.sysFlag & 0x0C
+                key = (d.topic, d.queueId)
+                qoff = self.queue_offsets.get(key, 0) if tt in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE) else 0
+                phys = f.file_from_offset + pos
+                rec.patch(qoff, phys, store_ts)
+                # everything but TOTALSIZE first: a reader sees the record only once it is whole
+                f.write_at(pos + 4, bytes(rec.data[4:]))
+                f.write_at(pos, bytes(rec.data[:4]))
+                if tt in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
+                    self.queue_offsets[key] = qoff + 1
+                results.append((pos, rec, d, qoff, phys))
+                pos += len(rec.data)
+            f.wrote_position = pos
+            self.last_store_ts = store_ts
+            out = []
+            for p, rec, d, qoff, phys in results:
+                r = check_record(f.buf, p, pos, phys, cl.read_opts)
+                self.dispatch(r.message)
+                out.append(PutResult("PUT_OK", phys, qoff, store_ts, r.message.msgId, r.message.uniqKey,
+                                     d.topic, d.queueId, len(rec.data)))
+                if d.topic not in self.store.topic_config() and not d.topic.startswith(SCHEDULE_TOPIC):
+                    self.new_topics.add(d.topic)
+            if self.cfg.sync_flush:
+                f.flush()
+            self._dirty.set()
+        return out
+
+    def _file_with_room(self, size: int):
+        q = self.store.commitlog.queue
+        f = q.last
+        if f is not None and f.wrote_position < f.file_size and size + 8 <= f.file_size - f.wrote_position:
+            return f
+        if f is not None and f.wrote_position < f.file_size:
+            remaining = f.file_size - f.wrote_position
+            f.write_at(f.wrote_position, _BLANK.pack(remaining, BLANK_MAGIC))
+            f.wrote_position = f.file_size
+            f.flush()
+        start = f.end_offset if f is not None else 0
+        try:
+            nf = q.create_next(start)
+        except OSError as e:
+            raise StoreFullError(f"cannot create commitlog file: {e}", path=str(q.dirs[0])) from None
+        nf.wrote_position = nf.flushed_position = 0
+        return nf
+
+    # ---- dispatch ----------------------------------------------------------------------------
+    def dispatch(self, msg: Message) -> None:
+        """ReputMessageService's dispatchers: CQ unit (NOT_TYPE, COMMIT), then the index."""
+        if dispatch(self.store, msg):
+            self.last_dispatched_ts = msg.storeTimestamp
+
+    # ---- flushing ----------------------------------------------------------------------------
+    def flush(self) -> None:
+        """Commitlog, then CQs and index, then the checkpoint that vouches for them."""
+        with self.lock:
+            logics = self.last_dispatched_ts
+            physic = self.last_store_ts
+            f = self.store.commitlog.queue.last
+            if f is not None:
+                f.flush()
+            for cq in self.store.queues.values():
+                cq.flush()
+            self.store.index.flush()
+            cp = self.store.checkpoint
+            if physic:
+                cp.physicMsgTimestamp = max(cp.physicMsgTimestamp, physic)
+            if logics:
+                cp.logicsMsgTimestamp = max(cp.logicsMsgTimestamp, logics)
+            cp.store(self.store.root / "checkpoint")
+            self._dirty.clear()
+
+    def start_flush_service(self) -> None:
+        """Background flushing: the commitlog under ASYNC_FLUSH, and in every mode the CQs,
+        the index and the checkpoint (sync flush only covers the commitlog, like RocketMQ)."""
+        if self._flusher is not None:
+            return
+        interval = max(0.05, self.cfg.flushIntervalCommitLog / 1000)
+
+        def loop():
+            while not self._stop.wait(interval):
+                if self._dirty.is_set():
+                    try:
+                        self.flush()
+                    except Exception:  # noqa: BLE001 - a failed background flush retries next round
+                        pass
+        self._flusher = threading.Thread(target=loop, name="rmqstore-flush", daemon=True)
+        self._flusher.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._flusher is not None:
+            self._flusher.join()
+            self._flusher = None
+        self.flush()
