@@ -276,6 +276,12 @@ def main(argv: list[str] | None = None) -> int:
             from .scan import cli as scan_cli
             return scan_cli.run_scan(args)
         cfg = load_config(args)
+        if args.command == "rebuild":
+            from pathlib import Path
+            from .cli_write import rebuild
+            out = rebuild(Path(args.store), cfg)
+            emit(args, out, "rebuilt: " + ", ".join(f"{k} {v}" for k, v in out.items()))
+            return 0
         read_only = args.command not in WRITE_COMMANDS
         with MessageStore.open(args.store, config=cfg, read_only=read_only) as store:
             return COMMANDS[args.command](store, args)

@@ -107,14 +107,15 @@ class CommitLog:
                 yield r.message
 
     # ---- recovery ------------------------------------------------------------------------
-    def scan(self, start_index: int, on_message: Callable[[Message], None] | None = None) -> ScanResult:
+    def scan(self, start_index: int, on_message: Callable[[Message], None] | None = None,
+             start_pos: int = 0) -> ScanResult:
         """§12.2: walk from files[start_index] with CRC checks until the first invalid record."""
         files = self.files
         if not files:
             return ScanResult(None, 0, 0, stop_reason="no commitlog files")
         i = start_index
         f = files[i]
-        pos, count = 0, 0
+        pos, count = start_pos, 0
         last_valid = f.file_from_offset
         reason = ""
         while True:

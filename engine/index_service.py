@@ -6,7 +6,7 @@ import time
 from pathlib import Path
 
 from .config import StoreConfig
-from .errors import StoreError
+from .errors import ConfigError, StoreError
 from .index_file import LONG_MAX, IndexFile
 from .javahash import index_key
 from .message import TRANSACTION_ROLLBACK_TYPE, Message
@@ -20,6 +20,7 @@ class IndexService:
         self.writable = writable
         self.files: list[IndexFile] = []
         self.skipped: list[str] = []
+        self.warnings: list[str] = []
         self.on_file_full = None  # callback(endTimestamp) -> checkpoint.indexMsgTimestamp
 
     def load(self) -> "IndexService":
@@ -34,8 +35,26 @@ class IndexService:
             if not name.isdigit() or not p.is_file():
                 self.skipped.append(str(p))
                 continue
-            self.files.append(IndexFile(p, self.cfg.maxHashSlotNum, self.cfg.maxIndexNum, writable=self.writable))
+            try:
+                self.files.append(IndexFile(p, self.cfg.maxHashSlotNum, self.cfg.maxIndexNum, writable=self.writable))
+            except ConfigError as e:
+                if self.writable:
+                    raise
+                self.warnings.append(f"skipped index file: {e}")  # a reader carries on without it
         return self
+
+    def load_new(self) -> None:
+        known = {f.name for f in self.files}
+        try:
+            names = sorted(os.listdir(self.directory))
+        except OSError:
+            return
+        for name in names:
+            if name.isdigit() and name not in known and name > (self.files[-1].name if self.files else ""):
+                try:
+                    self.files.append(IndexFile(self.directory / name, self.cfg.maxHashSlotNum, self.cfg.maxIndexNum))
+                except StoreError:
+                    continue
 
     def query_offset(self, topic: str, key: str, max_num: int, begin: int = 0, end: int = LONG_MAX,
                      cap: int | None = None) -> tuple[list[int], int, int]:

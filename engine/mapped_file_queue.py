@@ -51,6 +51,31 @@ class MappedFileQueue:
             f.wrote_position = f.flushed_position = self.file_size
         return self
 
+    def load_new(self) -> list[MappedFile]:
+        """Map files another process created after ours (live stores, read-only)."""
+        known = {f.file_from_offset for f in self.files}
+        last = self.files[-1].file_from_offset if self.files else -1
+        added = []
+        for d in self.dirs:
+            try:
+                names = os.listdir(d)
+            except OSError:
+                continue
+            for name in sorted(names):
+                if not name.isdigit() or int(name) in known or int(name) < last:
+                    continue
+                p = d / name
+                try:
+                    if p.stat().st_size != self.file_size:
+                        continue  # still being created
+                    f = MappedFile(p, self.file_size, writable=self.writable)
+                except (OSError, StoreError):
+                    continue
+                f.wrote_position = f.flushed_position = 0
+                added.append(f)
+        self.files.extend(sorted(added, key=lambda f: f.file_from_offset))
+        return added
+
     # ---- lookups -------------------------------------------------------------------
     @property
     def first(self) -> MappedFile | None:

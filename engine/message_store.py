@@ -89,9 +89,9 @@ def detect_config(root: Path, cfg: StoreConfig) -> StoreConfig:
         if sizes:
             values["mappedFileSizeConsumeQueue"] = sizes.pop()
     if not {"maxHashSlotNum", "maxIndexNum"} & cfg.explicit:
-        sizes = _sizes([root / "index"])
-        if len(sizes) == 1:
-            size = sizes.pop()
+        sizes = _sizes([root / "index"], counts=True)
+        if sizes:
+            size = max(sizes, key=lambda s: (sizes[s], s))  # the majority; odd ones are skipped
             if size != cfg.index_file_size:
                 if (size - INDEX_HEADER_SIZE) % 84:
                     raise ConfigError(f"index file size {size} does not fit maxIndexNum = 4 x maxHashSlotNum; "
@@ -113,18 +113,18 @@ def _subdirs(p: Path) -> list[Path]:
         return []
 
 
-def _sizes(dirs) -> set[int]:
-    sizes = set()
+def _sizes(dirs, counts: bool = False):
+    sizes: dict[int, int] = {}
     for d in dirs:
         try:
             for e in os.scandir(d):
                 if e.name.isdigit() and e.is_file():
                     s = e.stat().st_size
                     if s:
-                        sizes.add(s)
+                        sizes[s] = sizes.get(s, 0) + 1
         except OSError:
             continue
-    return sizes
+    return sizes if counts else set(sizes)
 
 
 class MessageStore:
@@ -192,6 +192,7 @@ class MessageStore:
             self.warnings.append(f"commitlog files missing between offsets {gap[0]} and {gap[1]}")
         self._load_queues(writable)
         self.index = IndexService(cfg, writable).load()
+        self.warnings.extend(self.index.warnings)
         self.writer = None
         if writable:
             from .writer import StoreWriter
@@ -203,14 +204,17 @@ class MessageStore:
         else:
             self.recovery = self._recover()
 
-    def _load_queues(self, writable: bool) -> None:
+    def _load_queues(self, writable: bool, skip: set | None = None) -> None:
         cq_root = self.root / "consumequeue"
         for tdir in sorted(_subdirs(cq_root)):
             for qdir in sorted(_subdirs(tdir)):
                 try:
                     qid = int(qdir.name)
                 except ValueError:
-                    self.warnings.append(f"skipped {qdir}: queue id is not a number")
+                    if skip is None:
+                        self.warnings.append(f"skipped {qdir}: queue id is not a number")
+                    continue
+                if skip and (tdir.name, qid) in skip:
                     continue
                 cq = ConsumeQueue(tdir.name, qid, qdir, self.cfg.mappedFileSizeConsumeQueue, writable)
                 self.queues[(tdir.name, qid)] = cq
@@ -332,6 +336,39 @@ class MessageStore:
     def __exit__(self, *exc):
         self.close()
 
+    def refresh(self) -> bool:
+        """Follow a store another process (a broker, a writer) is appending to: pick up new
+        files, records and units. Read-only opens only; returns whether anything changed."""
+        if not self.read_only:
+            return False
+        cl = self.commitlog
+        before = (cl.max_offset, {k: cq.max_offset for k, cq in self.queues.items()}, len(self.index.files))
+        cl.queue.load_new()
+        end = cl.max_offset
+        f = cl.queue.find(end) if cl.files else None
+        if f is None and cl.files:
+            f = next((g for g in cl.files if g.file_from_offset >= end), None)
+        if f is not None:
+            for g in cl.files[cl.queue.index_of(f):]:
+                g.wrote_position = g.file_size
+            scan = cl.scan(cl.queue.index_of(f), start_pos=max(0, end - f.file_from_offset))
+            cl.apply_end(scan.end_offset, zero=False)
+        known = set(self.queues)
+        self._load_queues(False, skip=known)
+        for cq in self.queues.values():
+            cq.queue.load_new()
+            for g in cq.queue.files[-3:]:
+                g.wrote_position = g.file_size
+            cq.recover()
+            if cq.max_physic_offset >= cl.max_offset:
+                cq.truncate_dirty(cl.max_offset)
+            cq.correct_min_offset(cl.min_offset)
+        self.index.load_new()
+        for idx in self.index.files[-2:]:
+            idx.reload_header()
+        after = (cl.max_offset, {k: cq.max_offset for k, cq in self.queues.items()}, len(self.index.files))
+        return after != before
+
     # ---- overview --------------------------------------------------------------------
     @property
     def min_offset(self) -> int:
@@ -379,6 +416,17 @@ class MessageStore:
 
     def info(self) -> dict:
         cl = self.commitlog
+        warnings = list(self.warnings)
+        try:
+            lag = self.consumer_lag()
+        except StoreError as e:
+            lag = []
+            warnings.append(str(e))
+        try:
+            topics = sorted(self.topic_config())
+        except StoreError as e:
+            topics = []
+            warnings.append(str(e))
         return {
             "root": str(self.root),
             "readOnly": self.read_only,
@@ -393,10 +441,12 @@ class MessageStore:
             "queues": self.queue_list(),
             "indexFiles": [dict(name=f.name, **f.header.to_json()) for f in self.index.files],
             "configFiles": [n for n in CONFIG_FILES if (self.root / "config" / n).exists()],
+            "topicsJson": topics,
+            "consumerLag": lag,
             "recovery": {"abnormal": self.recovery.abnormal, "endOffset": self.recovery.commitlog.end_offset,
                          "stopReason": self.recovery.commitlog.stop_reason,
                          "truncatedQueues": self.recovery.truncated_queues},
-            "warnings": self.warnings,
+            "warnings": warnings,
         }
 
     # ---- reading by queue offset -------------------------------------------------------
