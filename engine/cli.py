@@ -276,6 +276,19 @@ def main(argv: list[str] | None = None) -> int:
             from .scan import cli as scan_cli
             return scan_cli.run_scan(args)
         cfg = load_config(args)
+        if args.command == "recover":
+            from pathlib import Path
+            from .cli_write import print_recover_result, recover
+            return print_recover_result(args, recover(Path(args.store), cfg, args.dry_run))
+        if args.command == "demo":
+            from pathlib import Path
+            from .demo import generate_demo_store
+            root = Path(args.store)
+            if root.exists() and any(root.iterdir()):
+                raise CliError(f"{root} exists and is not empty")
+            generate_demo_store(root, args.messages)
+            emit(args, {"store": str(root)}, f"demo store written to {root}")
+            return 0
         if args.command == "rebuild":
             from pathlib import Path
             from .cli_write import rebuild

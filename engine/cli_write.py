@@ -5,6 +5,8 @@ from __future__ import annotations
 import json
 import shutil
 import sys
+import time
+import uuid
 from pathlib import Path
 
 from .errors import StoreError
@@ -24,12 +26,16 @@ def register(add, commands: dict, write_commands: set) -> None:
     sp.add_argument("--batch", action="store_true", help="send the --count messages as one batch")
     sp.add_argument("--delay", type=int, default=0, help="delay level (1..18)")
     sp.add_argument("--flag", type=int, default=0)
-    sp.add_argument("--sync", action="store_true", help="SYNC_FLUSH: msync before acknowledging")
+    sp.add_argument("--flush", choices=["sync", "async"], default=None,
+                    help="sync: msync before each acknowledgement (default: the store's flushDiskType)")
     commands["send"] = cmd_send
     write_commands.add("send")
-    add("recover", "open read-write once: run RocketMQ's recovery and shut down cleanly")
-    commands["recover"] = cmd_recover
-    write_commands.add("recover")
+    sp = add("recover", "run RocketMQ's recovery (normal or abnormal, as the abort file says) and report it")
+    sp.add_argument("--dry-run", action="store_true", help="report what recovery would do; change nothing")
+    commands["recover"] = None  # handled before opening (it may be a dry run)
+    sp = add("demo", "create a realistic demo store in STORE (a new folder)")
+    sp.add_argument("--messages", type=int, default=12000)
+    commands["demo"] = None  # handled before opening
     sp = add("rebuild", "rebuild ConsumeQueue and index files from the commitlog")
     sp.add_argument("--yes", action="store_true", help="do not ask")
     commands["rebuild"] = None  # handled before opening
@@ -47,43 +53,72 @@ def _props(pairs: list[str]) -> dict:
     return out
 
 
+def template(text: str | None, i: int) -> str | None:
+    """{i} = message number, {uuid} = a random UUID, {ts} = epoch ms now."""
+    if text is None or "{" not in text:
+        return text
+    return (text.replace("{i}", str(i)).replace("{uuid}", str(uuid.uuid4()))
+            .replace("{ts}", str(int(time.time() * 1000))))
+
+
 def cmd_send(store, args) -> int:
+    """Each line is printed only after its message is stored (and, under sync flush, msynced)."""
     if args.body_file:
-        body = sys.stdin.buffer.read() if args.body_file == "-" else Path(args.body_file).read_bytes()
+        raw = sys.stdin.buffer.read() if args.body_file == "-" else Path(args.body_file).read_bytes()
+        body_of = lambda i: raw  # noqa: E731
     else:
-        body = (args.body or "").encode("utf-8")
-    if args.sync:
-        store.cfg.flushDiskType = "SYNC_FLUSH"
+        body_of = lambda i: (template(args.body, i) or "").encode("utf-8")  # noqa: E731
+    if args.flush:
+        store.cfg.flushDiskType = "SYNC_FLUSH" if args.flush == "sync" else "ASYNC_FLUSH"
     props = _props(args.prop)
-    bodies = [body if args.count == 1 else body + f" #{i}".encode() for i in range(args.count)]
-    if args.batch:
-        results = store.put_messages(args.topic, bodies, args.queue, args.tags, args.keys, props)
-    else:
-        results = [store.put_message(args.topic, b, args.queue, args.tags, args.keys, props, args.flag,
-                                     delay_level=args.delay) for b in bodies]
-    if args.json:
-        out = {"status": "PUT_OK", "results": [r.to_json() for r in results]}
-        out.update(results[0].to_json() if len(results) == 1 else {})
-        print(json.dumps(out))
-    else:
-        for r in results:
+
+    def report(r):
+        if args.json:
+            print(json.dumps({"status": r.status, "msgId": r.msgId, "uniqKey": r.uniqKey, "topic": r.topic,
+                              "commitLogOffset": r.commitLogOffset, "queueId": r.queueId,
+                              "queueOffset": r.queueOffset, "storeTimestamp": r.storeTimestamp}), flush=True)
+        else:
             print(f"{r.status}  {r.topic}/{r.queueId}@{r.queueOffset}  commitlog offset {r.commitLogOffset}  "
-                  f"msgId {r.msgId}  UNIQ_KEY {r.uniqKey}")
+                  f"msgId {r.msgId}  UNIQ_KEY {r.uniqKey}", flush=True)
+
+    if args.batch:
+        for r in store.put_messages(args.topic, [body_of(i) for i in range(args.count)], args.queue,
+                                    args.tags, template(args.keys, 0), props):
+            report(r)
+        return 0
+    for i in range(args.count):
+        report(store.put_message(args.topic, body_of(i), args.queue, template(args.tags, i), template(args.keys, i),
+                                 {k: template(v, i) for k, v in props.items()}, args.flag, delay_level=args.delay))
     return 0
 
 
-def cmd_recover(store, args) -> int:
-    r = store.recovery
-    out = {"abnormal": r.abnormal, "startFile": r.commitlog.start_file, "endOffset": r.commitlog.end_offset,
-           "stopReason": r.commitlog.stop_reason, "deletedCommitlogFiles": r.commitlog.deleted_files,
-           "deletedIndexFiles": r.deleted_index_files, "truncatedQueues": r.truncated_queues,
-           "dispatched": r.dispatched}
-    if args.json:
-        print(json.dumps(out))
+def recover(root: Path, cfg, dry_run: bool) -> dict:
+    """Open once (read-write, or read-only for a dry run: recovery's reasoning without writes)."""
+    from .message_store import MessageStore
+    with MessageStore.open(root, cfg, read_only=True) as probe:
+        cfg = probe.cfg
+        before = probe.commitlog.scan(probe.commitlog.normal_start_index(), opts=probe.commitlog.read_opts,
+                                      to_file_end=True).end_offset if probe.commitlog.files else 0
+        files_before = {f.path.name for f in probe.commitlog.files}
+        index_before = {f.name for f in probe.index.files}
+        would_delete_index = [f.name for f in probe.index.files
+                              if probe.abort_present and f.header.endTimestamp > probe.checkpoint.indexMsgTimestamp]
+        plan = probe.recovery
+        end = probe.max_offset
+    if dry_run:
+        r = plan
+        deleted = [f for f in sorted(files_before) if int(f) > end]
+        index_rebuilt = would_delete_index
     else:
-        for k, v in out.items():
-            print(f"{k:22} {v}")
-    return 0
+        with MessageStore.open(root, cfg, read_only=False) as s:
+            r = s.recovery
+            end = s.max_offset
+            deleted = r.commitlog.deleted_files
+            index_rebuilt = sorted(set(r.deleted_index_files) | ({f.name for f in s.index.files} - index_before))
+    return {"abnormal": r.abnormal, "dryRun": dry_run, "commitlogMaxOffsetBefore": before,
+            "commitlogMaxOffset": end, "truncatedBytes": max(0, before - end) if before else 0,
+            "filesDeleted": deleted, "queuesTruncated": r.truncated_queues, "indexFilesRebuilt": index_rebuilt,
+            "startFile": r.commitlog.start_file, "stopReason": r.commitlog.stop_reason}
 
 
 def rebuild(root: Path, cfg) -> dict:
@@ -108,3 +143,12 @@ def cmd_check(store, args) -> int:
         for p in report["problems"]:
             print(f"  {p['kind']}: {p['detail']} ({p['file']}, offset {p['offset']})")
     return 0 if report["ok"] else 1
+
+
+def print_recover_result(args, out: dict) -> int:
+    if args.json:
+        print(json.dumps(out))
+    else:
+        for k, v in out.items():
+            print(f"{k:26} {v}")
+    return 0

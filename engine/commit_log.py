@@ -108,8 +108,10 @@ class CommitLog:
 
     # ---- recovery ------------------------------------------------------------------------
     def scan(self, start_index: int, on_message: Callable[[Message], None] | None = None,
-             start_pos: int = 0) -> ScanResult:
-        """§12.2: walk from files[start_index] with CRC checks until the first invalid record."""
+             start_pos: int = 0, opts: DecodeOptions | None = None, to_file_end: bool = False) -> ScanResult:
+        """§12.2: walk from files[start_index] with CRC checks until the first invalid record.
+        to_file_end: ignore write positions (how far records reach on disk, before recovery)."""
+        opts = opts or self.recover_opts
         files = self.files
         if not files:
             return ScanResult(None, 0, 0, stop_reason="no commitlog files")
@@ -119,12 +121,14 @@ class CommitLog:
         last_valid = f.file_from_offset
         reason = ""
         while True:
-            r = check_record(f.buf, pos, f.file_size, f.file_from_offset + pos, self.recover_opts)
+            r = check_record(f.buf, pos, f.file_size, f.file_from_offset + pos, opts)
             if r.status is RecordStatus.MESSAGE:
                 last_valid = f.file_from_offset + pos
                 count += 1
                 if on_message is not None:
                     on_message(r.message)
+                pos += r.size
+            elif r.status is RecordStatus.SIZE_MISMATCH and to_file_end and r.size > 0:
                 pos += r.size
             elif r.status is RecordStatus.END_OF_FILE:
                 if i + 1 == len(files):

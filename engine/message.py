@@ -325,6 +325,7 @@ class MessageDraft:
     storeHost: bytes = b"\x7f\x00\x00\x01" + (10911).to_bytes(4, "big")
     reconsumeTimes: int = 0
     preparedTransactionOffset: int = 0
+    propertiesRaw: str | None = None   # exact stored string (re-encoding a record as it was)
 
 
 @dataclass
@@ -353,8 +354,11 @@ def encode_record(m: MessageDraft, v2: bool = False, props_trailing: bool = Fals
     sys_flag = sys_flag | BORNHOST_V6_FLAG if len(m.bornHost) == 20 else sys_flag & ~BORNHOST_V6_FLAG
     sys_flag = sys_flag | STOREHOST_V6_FLAG if len(m.storeHost) == 20 else sys_flag & ~STOREHOST_V6_FLAG
     topic = m.topic.encode("utf-8")
-    props = {k: v for k, v in m.properties.items() if k != P.CRC32_PROP}
-    praw = P.serialize_properties(props, trailing=props_trailing).encode("utf-8")
+    if m.propertiesRaw is not None:
+        praw = m.propertiesRaw.encode("utf-8")
+    else:
+        props = {k: v for k, v in m.properties.items() if k != P.CRC32_PROP}
+        praw = P.serialize_properties(props, trailing=props_trailing).encode("utf-8")
     if crc_tail:
         if praw and not praw.endswith(b"\x02"):
             praw += b"\x02"

@@ -114,8 +114,8 @@ class StoreWriter:
         n = tc.get("writeQueueNums") if isinstance(tc, dict) else None
         if isinstance(n, int) and n > 0:
             return n
-        existing = [q for t, q in self.queue_offsets if t == topic]
-        return max(existing) + 1 if existing else 4
+        existing = [q for t, q in self.store.queues if t == topic and self.store.queues[(t, q)].max_offset]
+        return max(existing) + 1 if existing and topic not in self.new_topics else 4
 
     def encode(self, d: MessageDraft) -> EncodedRecord:
         v2 = validate_topic(d.topic, self.cfg.autoMessageVersionOnTopicLen)
