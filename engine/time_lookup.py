@@ -29,15 +29,9 @@ def _unit(view, pos):
     return int(u["phyOffset"]), int(u["size"])
 
 
-def offset_by_time_49(store, cq, timestamp: int) -> int:
-    files = cq.queue.files
-    if not files:
-        return 0
-    f = next((f for f in files if _mtime_ms(f.path) >= timestamp), files[-1])
-    view = cq.view(f)
-    cl = store.commitlog
-    low = cq.min_logic_offset - f.file_from_offset if cq.min_logic_offset > f.file_from_offset else 0
-    high = f.wrote_position - CQ_UNIT_SIZE
+def _search(view, cl, low: int, high: int, timestamp: int):
+    """The binary search both versions share, over byte positions [low, high] of one CQ file:
+    (exact match, last position before t, first after t, their store times); -2 = unreadable."""
     target = left = right = -1
     left_v = right_v = -1
     min_phy = cl.min_offset
@@ -50,7 +44,7 @@ def offset_by_time_49(store, cq, timestamp: int) -> int:
             continue
         t = cl.pickup_store_timestamp(phy, size)
         if t < 0:
-            return 0
+            return -2, left, right, left_v, right_v
         if t == timestamp:
             target = mid
             break
@@ -60,6 +54,21 @@ def offset_by_time_49(store, cq, timestamp: int) -> int:
         else:
             low = mid + CQ_UNIT_SIZE
             left, left_v = mid, t
+    return target, left, right, left_v, right_v
+
+
+def offset_by_time_49(store, cq, timestamp: int) -> int:
+    files = cq.queue.files
+    if not files:
+        return 0
+    f = next((f for f in files if _mtime_ms(f.path) >= timestamp), files[-1])
+    view = cq.view(f)
+    cl = store.commitlog
+    low = cq.min_logic_offset - f.file_from_offset if cq.min_logic_offset > f.file_from_offset else 0
+    high = f.wrote_position - CQ_UNIT_SIZE
+    target, left, right, left_v, right_v = _search(view, cl, low, high, timestamp)
+    if target == -2:
+        return 0
     if target != -1:
         offset = target
     elif left_v == -1:
@@ -121,27 +130,9 @@ def _search_5x(cq, cl, f, timestamp: int, lower: bool) -> int:
     t = cl.pickup_store_timestamp(*_unit(view, floor))
     if t > timestamp:
         return _jdiv(f.file_from_offset, CQ_UNIT_SIZE) if lower else 0
-    target = left = right = -1
-    min_phy = cl.min_offset
-    while high >= low:
-        mid = (low + high) // (2 * CQ_UNIT_SIZE) * CQ_UNIT_SIZE
-        phy, size = _unit(view, mid)
-        if phy < min_phy:
-            low = mid + CQ_UNIT_SIZE
-            left = mid
-            continue
-        t = cl.pickup_store_timestamp(phy, size)
-        if t < 0:
-            return 0
-        if t == timestamp:
-            target = mid
-            break
-        if t > timestamp:
-            high = mid - CQ_UNIT_SIZE
-            right = mid
-        else:
-            low = mid + CQ_UNIT_SIZE
-            left = mid
+    target, left, right, _, _ = _search(view, cl, low, high, timestamp)
+    if target == -2:
+        return 0
     if target != -1:
         step = -CQ_UNIT_SIZE if lower else CQ_UNIT_SIZE
         offset = target
