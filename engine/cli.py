@@ -60,8 +60,13 @@ def preview(body: bytes, width: int = 40) -> str:
     return f"hex:{h}{'…' if len(body) > width // 2 else ''}"
 
 
+def _clip(text: str, width: int = 48) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
 def table(rows: list[list], headers: list[str]) -> str:
-    cells = [[str(c) for c in r] for r in rows]
+    """Aligned columns; over-long cells (127-character topics) are clipped with an ellipsis."""
+    cells = [[_clip(str(c)) for c in r] for r in rows]
     widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
     lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]

@@ -141,7 +141,8 @@ def cmd_check(store, args) -> int:
         print(f"{'OK' if report['ok'] else 'PROBLEMS'}: {report['messages']} messages, "
               f"{report['cqUnits']} CQ units, {report['indexEntries']} index entries checked")
         for p in report["problems"]:
-            print(f"  {p['kind']}: {p['detail']} ({p['file']}, offset {p['offset']})")
+            where = p["file"] + (f", offset {p['offset']}" if p["offset"] is not None else "")
+            print(f"  {p['kind']}: {p['detail']} ({where})")
     return 0 if report["ok"] else 1
 
 
