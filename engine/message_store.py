@@ -18,7 +18,7 @@ from .config import CQ_UNIT_SIZE, INDEX_HEADER_SIZE, StoreConfig
 from .config_json import CONFIG_FILES, consumer_offsets, load_config_json, store_config_json
 from .dispatcher import dispatch
 from .consume_queue import FILLER_SIZE, ConsumeQueue
-from .errors import ConfigError, NotAStoreError, ReadOnlyStoreError, StoreError
+from .errors import ConfigError, MessageRejectedError, NotAStoreError, ReadOnlyStoreError, StoreError
 from .index_file import LONG_MAX
 from .index_service import IndexService
 from .message import Message, RecordStatus
@@ -173,7 +173,7 @@ class MessageStore:
 
     @classmethod
     def create(cls, root, config: StoreConfig | None = None) -> "MessageStore":
-        """A new, empty store (or an existing one) opened read-write."""
+        """A new store (the folder is created; an existing store is simply opened) read-write."""
         root = Path(root)
         cfg = config or StoreConfig()
         (root / "commitlog").mkdir(parents=True, exist_ok=True)
@@ -307,7 +307,9 @@ class MessageStore:
                      keys=None, properties: dict | None = None):
         """A batch: consecutive records in one queue with one store time, never spanning files."""
         w = self._writer()
-        first = w.draft(topic, bodies[0] if bodies else b"", queue_id, tags, keys, properties)
+        if not bodies:
+            raise MessageRejectedError("a batch needs at least one message")
+        first = w.draft(topic, bodies[0], queue_id, tags, keys, properties)
         drafts = [first] + [w.draft(topic, b, first.queueId, tags, keys, properties) for b in bodies[1:]]
         return w.put(drafts)
 

@@ -69,6 +69,7 @@ class StoreWriter:
         self.last_store_ts = 0
         self.last_dispatched_ts = store.checkpoint.logicsMsgTimestamp
         self.new_topics: set[str] = set()
+        self.topic_table = store.topic_config()  # read once; topics.json is rewritten at close
         self._rr: dict[str, int] = {}
         self._flusher: threading.Thread | None = None
         self._stop = threading.Event()
@@ -110,7 +111,7 @@ class StoreWriter:
         return d
 
     def _queue_count(self, topic: str) -> int:
-        tc = self.store.topic_config().get(topic) or {}
+        tc = self.topic_table.get(topic) or {}
         n = tc.get("writeQueueNums") if isinstance(tc, dict) else None
         if isinstance(n, int) and n > 0:
             return n
@@ -165,7 +166,7 @@ class StoreWriter:
                 self.dispatch(r.message)
                 out.append(PutResult("PUT_OK", phys, qoff, store_ts, r.message.msgId, r.message.uniqKey,
                                      d.topic, d.queueId, len(rec.data)))
-                if d.topic not in self.store.topic_config() and not d.topic.startswith(SCHEDULE_TOPIC):
+                if d.topic not in self.topic_table and not d.topic.startswith(SCHEDULE_TOPIC):
                     self.new_topics.add(d.topic)
             if self.cfg.sync_flush:
                 f.flush()
