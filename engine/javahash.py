@@ -2,15 +2,39 @@
 the ConsumeQueue tagsCode and the IndexFile keyHash."""
 from __future__ import annotations
 
+import sys
+from operator import mul
+
 INT_MIN = -(1 << 31)
+_UTF16_NATIVE = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
+_POWERS: list[tuple[int, ...]] = [()]   # _POWERS[n][i] = 31**(n-1-i) mod 2**32
+_POWERS_CACHED = 1024
+
+
+def _powers(n: int) -> tuple[int, ...]:
+    if n < len(_POWERS):
+        return _POWERS[n]
+    rising = [1]
+    for _ in range(max(n, _POWERS_CACHED) - 1):
+        rising.append(rising[-1] * 31 & 0xFFFFFFFF)
+    if n > _POWERS_CACHED:
+        return tuple(rising[n - 1::-1])
+    while len(_POWERS) <= _POWERS_CACHED:
+        k = len(_POWERS)
+        _POWERS.append(tuple(rising[k - 1::-1]))
+    return _POWERS[n]
 
 
 def java_hash(s: str) -> int:
-    """Signed 32-bit String.hashCode; non-BMP characters count as two surrogate units."""
-    h = 0
-    b = s.encode("utf-16-be", "surrogatepass")
-    for i in range(0, len(b), 2):
-        h = (31 * h + ((b[i] << 8) | b[i + 1])) & 0xFFFFFFFF
+    """Signed 32-bit String.hashCode; non-BMP characters count as two surrogate units.
+
+    h = sum(unit[i] * 31**(n-1-i)) mod 2**32, summed in C by map(mul) over the UTF-16 code
+    units and cached powers: no Python-level loop per character."""
+    if s.isascii():
+        units = s.encode("ascii")  # iterating bytes gives the code units
+    else:
+        units = memoryview(s.encode(_UTF16_NATIVE, "surrogatepass")).cast("H")
+    h = sum(map(mul, units, _powers(len(units)))) & 0xFFFFFFFF
     return h - 0x100000000 if h & 0x80000000 else h
 
 
