@@ -335,6 +335,7 @@ class EncodedRecord:
     phys_pos: int = 28
     store_ts_pos: int = 56
     crc_tail: bool = False
+    props_raw: bytes = b""        # PROPERTIES as written (before any CRC tail is patched)
 
     def patch(self, queue_offset: int, physical_offset: int, store_ts: int) -> None:
         d = self.data
@@ -388,4 +389,4 @@ def encode_record(m: MessageDraft, v2: bool = False, props_trailing: bool = Fals
     _I16.pack_into(out, p, len(praw)); p += 2
     out[p:p + len(praw)] = praw; p += len(praw)
     assert p == total
-    return EncodedRecord(out, store_ts_pos=store_ts_pos, crc_tail=crc_tail)
+    return EncodedRecord(out, store_ts_pos=store_ts_pos, crc_tail=crc_tail, props_raw=praw)

@@ -18,6 +18,7 @@ from .errors import MessageRejectedError, StoreFullError
 from .message import (BLANK_MAGIC, SCHEDULE_TOPIC, TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE,
                       EncodedRecord, Message, MessageDraft, check_record, encode_record, parse_host)
 from .dispatcher import dispatch
+from .javahash import tags_code
 from .msgid import UniqKeyGenerator
 
 TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
@@ -25,6 +26,8 @@ TOPIC_MAX_V1 = 127
 TOPIC_MAX_RETRY = 255
 import struct
 _BLANK = struct.Struct(">ii")
+_MAGIC_CRC = struct.Struct(">ii")
+_I32 = struct.Struct(">i")
 
 
 @dataclass
@@ -64,6 +67,8 @@ class StoreWriter:
         self.uniq = UniqKeyGenerator(ip=parse_host(f"{self.cfg.brokerIP1}:0")[0][:16])
         addr, port = parse_host(f"{self.cfg.brokerIP1}:{self.cfg.listenPort}")
         self.store_host = addr + struct.pack(">i", port)
+        born = parse_host(f"{self.cfg.brokerIP1}:0")
+        self.default_born_host = born[0] + struct.pack(">i", born[1])
         self.queue_offsets: dict[tuple[str, int], int] = {
             k: cq.max_offset for k, cq in store.queues.items()}
         self.last_store_ts = 0
@@ -98,10 +103,13 @@ class StoreWriter:
         if qid < 0:
             raise MessageRejectedError(f"queue id {qid} is negative")
         now = int(time.time() * 1000)
-        born = parse_host(born_host) if born_host else (parse_host(f"{self.cfg.brokerIP1}:0"))
+        if born_host:
+            born = parse_host(born_host)
+            born_bytes = born[0] + struct.pack(">i", born[1])
+        else:
+            born_bytes = self.default_born_host
         d = MessageDraft(topic=topic, body=body, queueId=qid, flag=flag, properties=props, sysFlag=sys_flag,
-                         bornTimestamp=now, bornHost=born[0] + struct.pack(">i", born[1]),
-                         storeHost=self.store_host)
+                         bornTimestamp=now, bornHost=born_bytes, storeHost=self.store_host)
         if delay_level > 0:  # the 4.9 store rewrites delayed messages to SCHEDULE_TOPIC_XXXX itself
             levels = len(self.cfg.delay_level_millis)
             level = min(delay_level, levels)
@@ -145,26 +153,33 @@ class StoreWriter:
             store_ts = max(int(time.time() * 1000), self.last_store_ts)
             results, start = [], f.wrote_position
             pos = start
+            buf = f.buf
             for d, rec in zip(drafts, recs):
                 tt = d.sysFlag & 0x0C
                 key = (d.topic, d.queueId)
                 qoff = self.queue_offsets.get(key, 0) if tt in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE) else 0
                 phys = f.file_from_offset + pos
                 rec.patch(qoff, phys, store_ts)
-                # everything but TOTALSIZE first: a reader sees the record only once it is whole
-                f.write_at(pos + 4, bytes(rec.data[4:]))
-                f.write_at(pos, bytes(rec.data[:4]))
+                # the batch's first TOTALSIZE goes last: a reader sees no record until all are whole
+                n = len(rec.data)
+                if pos == start:
+                    buf[pos + 4:pos + n] = memoryview(rec.data)[4:]
+                else:
+                    buf[pos:pos + n] = rec.data
                 if tt in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
                     self.queue_offsets[key] = qoff + 1
                 results.append((pos, rec, d, qoff, phys))
-                pos += len(rec.data)
+                pos += n
+            buf[start:start + 4] = memoryview(recs[0].data)[:4]
             f.wrote_position = pos
             self.last_store_ts = store_ts
             out = []
             for p, rec, d, qoff, phys in results:
-                r = check_record(f.buf, p, pos, phys, cl.read_opts)
-                self.dispatch(r.message)
-                out.append(PutResult("PUT_OK", phys, qoff, store_ts, r.message.msgId, r.message.uniqKey,
+                msg = self._message_of(d, rec, qoff, phys, store_ts)
+                if msg is None:  # scheduled or CRC-tailed records: decode what was written
+                    msg = check_record(buf, p, pos, phys, cl.read_opts).message
+                self.dispatch(msg)
+                out.append(PutResult("PUT_OK", phys, qoff, store_ts, msg.msgId, msg.uniqKey,
                                      d.topic, d.queueId, len(rec.data)))
                 if d.topic not in self.topic_table and not d.topic.startswith(SCHEDULE_TOPIC):
                     self.new_topics.add(d.topic)
@@ -172,6 +187,24 @@ class StoreWriter:
                 f.flush()
             self._dirty.set()
         return out
+
+    @staticmethod
+    def _message_of(d: MessageDraft, rec: EncodedRecord, qoff: int, phys: int, store_ts: int) -> Message | None:
+        """The Message check_record would decode from the bytes just written, built from the
+        draft instead (no re-decode); None where decoding is simpler (SCHEDULE_TOPIC's
+        delivery-time tagsCode, the CRC tail property)."""
+        if rec.crc_tail or d.topic == SCHEDULE_TOPIC:
+            return None
+        data = rec.data
+        magic, crc = _MAGIC_CRC.unpack_from(data, 4)
+        sys_flag = _I32.unpack_from(data, 36)[0]
+        # what parse_properties returns for the written string: empty values are dropped
+        props = {k: v for k, v in d.properties.items() if v and k != P.CRC32_PROP}
+        body = d.body if type(d.body) is bytes else bytes(d.body or b"")
+        return Message(d.topic, d.queueId, qoff, phys, len(data), crc, d.flag, sys_flag, d.bornTimestamp,
+                       d.bornHost, store_ts, d.storeHost, d.reconsumeTimes, d.preparedTransactionOffset, body,
+                       rec.props_raw.decode("utf-8"), props, magic, phys,
+                       tags_code(props.get(P.TAGS)) if rec.props_raw else 0)
 
     def _file_with_room(self, size: int):
         q = self.store.commitlog.queue
