@@ -1,20 +1,94 @@
-"""Entry point of `rmqstore-browser [STORE]`."""
+"""Entry point of `rmqstore-browser [STORE]` (also `python -m gui.app [STORE]`).
+
+With no STORE: the demo store (engine.demo.ensure_demo_store, created on first use in the
+user data folder) if the engine has it, else the small conformance fixture of a checkout
+(build/conformance/small), else an empty window that asks for a folder."""
 from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def demo_maker():
+    """engine.demo.ensure_demo_store when the engine has it, else None."""
+    try:
+        from engine import demo  # type: ignore[attr-defined]
+    except ImportError:
+        return None
+    return getattr(demo, "ensure_demo_store", None)
+
+
+def demo_path() -> Path:
+    from PySide6.QtCore import QStandardPaths
+    base = QStandardPaths.writableLocation(QStandardPaths.AppDataLocation) or str(Path.home() / ".rmqstore")
+    return Path(base) / "demo-store"
+
+
+def fallback_store() -> Path | None:
+    small = ROOT / "build" / "conformance" / "small"
+    return small if small.is_dir() else None
+
+
+def open_default(win) -> None:
+    """No STORE given: make (first time) and open the demo store off the UI thread; without a
+    demo maker, the small conformance fixture; else leave the window asking for a folder."""
+    ensure = demo_maker()
+    if ensure is None:
+        store = fallback_store()
+        if store is not None:
+            win.open_store(store, read_only=True)
+        return
+    win.statusBar().showMessage("preparing the demo store (created on first use)…")
+
+    def failed(exc):
+        from .views import dialogs
+        dialogs.error(win, "Demo store", exc, detail="The demo store could not be created.")
+        store = fallback_store()
+        if store is not None:
+            win.open_store(store, read_only=True)
+
+    win.session.runner.submit(ensure, demo_path(), on_result=lambda p: win.open_store(p, read_only=True),
+                              on_error=failed)
+
+
+def _install_excepthook(window_getter) -> None:
+    """An unexpected exception on the UI thread becomes a one-line dialog, not a dead window."""
+    previous = sys.excepthook
+
+    def hook(etype, value, tb):
+        previous(etype, value, tb)  # keep the traceback on stderr for bug reports
+        win = window_getter()
+        if win is not None and not issubclass(etype, KeyboardInterrupt):
+            from .views import dialogs
+            dialogs.error(win, "Unexpected error", f"{etype.__name__}: {dialogs.one_line(value)}")
+
+    sys.excepthook = hook
 
 
 def main(argv: list[str] | None = None) -> int:
     from engine import __version__
     parser = argparse.ArgumentParser(prog="rmqstore-browser", description="Browse a RocketMQ store folder")
     parser.add_argument("store", nargs="?", help="store root folder (default: the demo store)")
+    parser.add_argument("--read-write", action="store_true", help="open read-write (default: read-only)")
     parser.add_argument("--version", action="version", version=f"rmqstore-browser {__version__}")
     args = parser.parse_args(argv)
-    from PySide6.QtWidgets import QApplication, QLabel
+
+    from PySide6.QtWidgets import QApplication
+
+    from .main_window import MainWindow
     app = QApplication.instance() or QApplication(sys.argv[:1])
-    w = QLabel(f"rmqstore: {args.store or 'no store'}")
-    w.show()
+    app.setApplicationName("rmqstore-browser")
+    app.setOrganizationName("rmqstore")
+    win = MainWindow()
+    _install_excepthook(lambda: win)
+    win.show()
+    if args.store:
+        win.open_store(args.store, read_only=not args.read_write)
+    else:
+        open_default(win)
     return app.exec()
 
 

@@ -1,0 +1,572 @@
+"""The browser's main window: menus and shortcuts, the store tree, the Overview / Messages /
+Search views, banners, the status bar, and opening stores (dialog, drag and drop, recent,
+read-only by default with a switch to read-write)."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from PySide6.QtCore import QSettings, Qt, Signal
+from PySide6.QtGui import QAction, QKeySequence
+from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QHeaderView, QLabel, QMainWindow, QPushButton,
+                               QSplitter, QStackedWidget, QTabWidget, QToolBar, QTreeView, QVBoxLayout, QWidget)
+
+from engine import StoreError, StoreLockedError, __version__
+
+from . import settings as st
+from .models.overview import compute_overview
+from .models.topic_tree import KIND_ROLE, OFFSET_ROLE, QID_ROLE, TOPIC_ROLE, TopicTreeModel
+from .session import StoreSession
+from .views import dialogs
+from .views.banner import BannerArea
+from .views.overview_panel import OverviewPanel
+from .views.queue_browser import QueueBrowser
+from .views.search_panel import SearchPanel
+from .workers import Lane
+
+SYSTEM_PREFIXES = ("%", "RMQ_SYS_", "SCHEDULE_TOPIC", "rmq_sys_", "TRANS_", "OFFSET_MOVED", "SELF_TEST")
+
+SHORTCUTS = [
+    ("Ctrl+O", "Open a store folder (in the mode of the read-write switch; read-only by default)"),
+    ("Ctrl+Shift+O", "Open a store folder read-only"),
+    ("Ctrl+1 … Ctrl+9", "Open a recent store"),
+    ("Ctrl+W", "Close the store"),
+    ("F5", "Refresh: re-read the end of the store (or reopen it)"),
+    ("Ctrl+F", "Find by key"),
+    ("Ctrl+G", "Go to a queue offset"),
+    ("Ctrl+T", "Go to a time in the queue"),
+    ("Ctrl+Home / Ctrl+End", "First / last message of the queue"),
+    ("Ctrl+L", "Live tail on/off"),
+    ("Ctrl+Shift+M", "Send test messages (read-write only)"),
+    ("Ctrl+Shift+U", "Times in UTC / local time"),
+    ("Ctrl+Q", "Quit"),
+    ("F1", "This help"),
+]
+
+
+class MainWindow(QMainWindow):
+    storeOpened = Signal(object)   # the MessageStore, after every view is filled
+    storeClosed = Signal()
+
+    def __init__(self, settings: QSettings | None = None, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.settings = settings if settings is not None else st.app_settings()
+        self.session = StoreSession(self)
+        self.utc = st.use_utc(self.settings)
+        self._overview_lane = Lane(self.session.runner)
+        self._restore: tuple | None = None
+        self._rw_requested = False
+        self.setWindowTitle("rmqstore browser")
+        self.setAcceptDrops(True)
+        self.resize(1440, 900)
+
+        # -- central: banners over (welcome | tree + views)
+        self.banners = BannerArea(self)
+        self.tree_model = TopicTreeModel(self)
+        self.tree = QTreeView(self)
+        self.tree.setModel(self.tree_model)
+        self.tree.setUniformRowHeights(True)
+        self.tree.setSelectionMode(QAbstractItemView.SingleSelection)
+        self.tree.header().setSectionResizeMode(QHeaderView.Interactive)
+        self.tree.header().setStretchLastSection(False)
+        self.tree.setMinimumWidth(240)
+        self._size_tree_columns()
+        self.overview = OverviewPanel(self)
+        self.browser = QueueBrowser(self.session, self)
+        self.search = SearchPanel(self.session, self)
+        self.tabs = QTabWidget(self)
+        self.tabs.addTab(self.overview, "Overview")
+        self.tabs.addTab(self.browser, "Messages")
+        self.tabs.addTab(self.search, "Search")
+        self.split = QSplitter(Qt.Horizontal, self)
+        self.split.addWidget(self.tree)
+        self.split.addWidget(self.tabs)
+        self.split.setStretchFactor(1, 1)
+        self.split.setSizes([420, 1020])
+        self.welcome = self._make_welcome()
+        self.stack = QStackedWidget(self)
+        self.stack.addWidget(self.welcome)
+        self.stack.addWidget(self.split)
+        central = QWidget(self)
+        cl = QVBoxLayout(central)
+        cl.setContentsMargins(0, 0, 0, 0)
+        cl.setSpacing(0)
+        cl.addWidget(self.banners)
+        cl.addWidget(self.stack, 1)
+        self.setCentralWidget(central)
+
+        # -- status bar
+        self.mode_label = QLabel(self)
+        self.mode_label.setTextFormat(Qt.PlainText)
+        self.path_label = QLabel(self)
+        self.path_label.setTextFormat(Qt.PlainText)
+        self.statusBar().addPermanentWidget(self.path_label)
+        self.statusBar().addPermanentWidget(self.mode_label)
+
+        self._make_actions()
+        self._connect()
+        self._set_open_state(False)
+        self._apply_utc(self.utc)
+
+    # ---- construction -------------------------------------------------------------------------
+    def _make_welcome(self) -> QWidget:
+        w = QWidget(self)
+        lay = QVBoxLayout(w)
+        lay.addStretch(1)
+        text = QLabel("No store open.\n\nOpen a RocketMQ store folder (the one holding commitlog/, consumequeue/, "
+                      "index/, checkpoint) with File ▸ Open Store Folder (Ctrl+O), or drop the folder here.\n"
+                      "Stores open read-only: no byte changes, no lock is taken.", w)
+        text.setTextFormat(Qt.PlainText)
+        text.setAlignment(Qt.AlignCenter)
+        text.setWordWrap(True)
+        button = QPushButton("Open Store Folder…", w)
+        button.clicked.connect(lambda: self.open_dialog())
+        lay.addWidget(text)
+        lay.addWidget(button, 0, Qt.AlignCenter)
+        lay.addStretch(2)
+        return w
+
+    def _action(self, text: str, slot, shortcut=None, tip: str = "", checkable: bool = False) -> QAction:
+        a = QAction(text, self)
+        if shortcut:
+            a.setShortcut(QKeySequence(shortcut))
+        if tip:
+            a.setStatusTip(tip)
+            a.setToolTip(tip)
+        a.setCheckable(checkable)
+        (a.toggled if checkable else a.triggered).connect(slot)
+        self.addAction(a)
+        return a
+
+    def _make_actions(self) -> None:
+        A = self._action
+        self.act_open = A("&Open Store Folder…", lambda: self.open_dialog(), QKeySequence.Open,
+                          "Open a store folder (read-only unless the read-write switch is on)")
+        self.act_open_ro = A("Open Store Folder &Read-Only…", lambda: self.open_dialog(read_only=True),
+                             "Ctrl+Shift+O", "Open a store folder read-only")
+        self.act_close = A("&Close Store", self.close_store, "Ctrl+W")
+        self.act_quit = A("&Quit", self.close, QKeySequence.Quit)
+        self.act_refresh = A("&Refresh", self.refresh, "F5", "Re-read the end of the store")
+        self.act_utc = A("Times in &UTC", self._utc_toggled, "Ctrl+Shift+U", "Show every time in UTC", True)
+        self.act_utc.setChecked(self.utc)
+        self.act_find = A("&Find by Key…", self._find, QKeySequence.Find)
+        self.act_goto = A("&Go to Queue Offset…", self._goto, "Ctrl+G")
+        self.act_gotime = A("Go to &Time…", self._gotime, "Ctrl+T")
+        self.act_tail = A("&Live Tail", self.browser.tail.setChecked, "Ctrl+L",
+                          "Follow a store that another process writes", True)
+        self.browser.tail.toggled.connect(self.act_tail.setChecked)
+        self.act_rw = A("Read-&write", self._rw_toggled, None,
+                        "Reopen the store read-write (refused while a broker or another writer holds the lock)",
+                        True)
+        self.act_send = A("&Send Test Messages…", self.send_dialog, "Ctrl+Shift+M",
+                          "Append test messages (read-write only)")
+        self.act_help = A("&Keyboard Shortcuts", self.show_help, QKeySequence.HelpContents)
+        self.act_about = A("&About", self.show_about)
+
+        mb = self.menuBar()
+        m = mb.addMenu("&File")
+        m.addAction(self.act_open)
+        m.addAction(self.act_open_ro)
+        self.recent_menu = m.addMenu("Recent &Stores")
+        m.addAction(self.act_close)
+        m.addSeparator()
+        m.addAction(self.act_quit)
+        m = mb.addMenu("&View")
+        for a in (self.act_refresh, self.act_tail, self.act_utc):
+            m.addAction(a)
+        m.addSeparator()
+        for a in (self.act_find, self.act_goto, self.act_gotime):
+            m.addAction(a)
+        m = mb.addMenu("&Store")
+        m.addAction(self.act_rw)
+        m.addAction(self.act_send)
+        m = mb.addMenu("&Help")
+        m.addAction(self.act_help)
+        m.addAction(self.act_about)
+        self.recent_actions: list[QAction] = []
+        self._rebuild_recent()
+
+        tb = QToolBar("Main", self)
+        tb.setObjectName("main-toolbar")
+        tb.setMovable(False)
+        tb.setToolButtonStyle(Qt.ToolButtonTextOnly)
+        for a in (self.act_open, self.act_refresh):
+            tb.addAction(a)
+        tb.addSeparator()
+        tb.addAction(self.act_rw)
+        tb.addAction(self.act_send)
+        tb.addSeparator()
+        tb.addAction(self.act_tail)
+        tb.addAction(self.act_utc)
+        self.addToolBar(tb)
+        self.toolbar = tb
+
+    def _connect(self) -> None:
+        s = self.session
+        s.opening.connect(lambda p, ro: self.statusBar().showMessage(f"opening {p} ({'read-only' if ro else 'read-write'})…"))
+        s.opened.connect(self._on_opened)
+        s.openFailed.connect(self._on_open_failed)
+        s.closed.connect(self._on_closed)
+        s.refreshed.connect(self._on_refreshed)
+        s.refreshFailed.connect(lambda e: self.statusBar().showMessage(f"refresh failed: {e}"))
+        self.tree.selectionModel().currentChanged.connect(self._tree_current)
+        self.tree.doubleClicked.connect(self._tree_double)
+        self.browser.status.connect(lambda t: self.statusBar().showMessage(t, 8000))
+        self.search.status.connect(lambda t: self.statusBar().showMessage(t, 8000))
+        self.search.openInBrowser.connect(self.show_queue)
+        self.search.utcToggled.connect(self.act_utc.setChecked)
+        self.browser.detail.sendAgainRequested.connect(self.send_dialog)
+        self.search.detail.sendAgainRequested.connect(self.send_dialog)
+        self.browser.detail.positionRequested.connect(lambda m: self._locate(self.browser.detail, m))
+        self.search.detail.positionRequested.connect(lambda m: self._locate(self.search.detail, m))
+
+    # ---- opening ---------------------------------------------------------------------------------
+    def open_dialog(self, read_only: bool | None = None) -> None:
+        start = str(self.session.path or Path.home())
+        path = QFileDialog.getExistingDirectory(self, "Open RocketMQ store folder", start)
+        if path:
+            self.open_store(path, read_only)
+
+    def open_store(self, path, read_only: bool | None = None) -> None:
+        """Open a store folder in the background (read-only unless asked or switched)."""
+        if read_only is None:
+            read_only = not self.act_rw.isChecked()
+        self._rw_requested = not read_only
+        self.session.open(path, read_only=read_only)
+
+    def close_store(self) -> None:
+        self.session.close()
+
+    def _on_opened(self, store) -> None:
+        st.add_recent(self.settings, store.root)
+        self._rebuild_recent()
+        self._set_open_state(True)
+        first_time = self.stack.currentWidget() is not self.split
+        self.stack.setCurrentWidget(self.split)
+        if first_time:
+            self.split.setSizes([330, max(600, self.width() - 330)])
+        self.setWindowTitle(f"{store.root} — rmqstore browser")
+        self.path_label.setText(str(store.root))
+        self._sync_rw(store)
+        self._show_banners(store)
+        self._populate_tree(store)
+        self.search.set_store_lists(store.topics(), store.queue_list(), -1, -1)
+        self.overview.clear()
+        self._compute_overview()
+        restore, self._restore = self._restore, None
+        if restore and store.find_queue(restore[0], restore[1]) is not None:
+            self.show_queue(*restore)
+        else:
+            first = self._default_queue(store)
+            if first:
+                self.show_queue(first[0], first[1], None, switch_tab=False)
+            else:
+                self.browser.set_queue(None, None)
+        self.statusBar().showMessage(
+            f"opened {store.root} {'read-only' if store.read_only else 'READ-WRITE'}: "
+            f"{len(store.queues)} queues, commitlog offsets [{store.min_offset}, {store.max_offset})", 10000)
+        self.storeOpened.emit(store)
+
+    def _on_open_failed(self, path: str, exc) -> None:
+        line = dialogs.one_line(exc)
+        if not isinstance(exc, (StoreError, OSError)):  # not an answer the engine gives on purpose
+            line = f"{type(exc).__name__}: {line}"
+        self.statusBar().showMessage(f"could not open {path}: {line}", 10000)
+        if isinstance(exc, StoreLockedError):
+            same = self._restore is not None or self.session.is_open
+            dialogs.warning(self, "Read-write refused",
+                            f"{path} cannot be opened read-write:\n\n{line}" +
+                            ("\n\nIt stays open read-only." if same else ""))
+        else:
+            dialogs.error(self, "Cannot open store", line, detail=str(path))
+        self._sync_rw(self.session.store)
+
+    def _on_closed(self) -> None:
+        self._set_open_state(False)
+        self.tree_model.populate([], [], [])
+        self.browser.set_queue(None, None)
+        self.overview.clear()
+        self.search.clear()
+        self.banners.clear()
+        self.path_label.setText("")
+        self.setWindowTitle("rmqstore browser")
+        self.stack.setCurrentWidget(self.welcome)
+        self._sync_rw(None)
+        self.storeClosed.emit()
+
+    def _set_open_state(self, is_open: bool) -> None:
+        for a in (self.act_close, self.act_refresh, self.act_find, self.act_goto, self.act_gotime, self.act_rw):
+            a.setEnabled(is_open)
+        self.act_tail.setEnabled(is_open and self.session.can_refresh)
+        self.act_send.setEnabled(is_open and not self.session.read_only)
+        if not is_open:
+            self.mode_label.setText("no store")
+
+    def _sync_rw(self, store) -> None:
+        rw = store is not None and not store.read_only
+        self.act_rw.blockSignals(True)
+        self.act_rw.setChecked(rw)
+        self.act_rw.blockSignals(False)
+        self.act_send.setEnabled(rw)
+        self.act_tail.setEnabled(store is not None and self.session.can_refresh and store.read_only)
+        for d in (self.browser.detail, self.search.detail):
+            d.set_send_enabled(rw)
+        if store is not None:
+            self.mode_label.setText("READ-ONLY" if store.read_only else "READ-WRITE")
+            self.mode_label.setStyleSheet("color:#1a6d1a; font-weight:bold; padding:0 6px" if store.read_only
+                                          else "color:#b35900; font-weight:bold; padding:0 6px")
+
+    def _show_banners(self, store) -> None:
+        self.banners.clear()
+        if store.abort_present:
+            self.banners.show_banner(
+                "abort", "warning",
+                "The abort file is present: the broker did not shut down cleanly (or is still running). "
+                "What is shown is what RocketMQ's crash recovery would keep.")
+        if not store.read_only:
+            self.banners.show_banner("rw", "info", "Read-write: this window holds the store's lock and may "
+                                                   "append messages. Switch back to read-only when done.")
+        holder = store.broker_holding_lock() if store.read_only else None
+        if holder:
+            self.banners.show_banner("lock", "info", f"Process {holder} (a broker or another writer) holds the "
+                                                     "lock: the store may be changing while you look (F5 / Live tail).")
+        warnings = list(getattr(store, "warnings", []) or [])
+        if warnings:
+            more = f" (+{len(warnings) - 1} more in Overview ▸ Warnings)" if len(warnings) > 1 else ""
+            self.banners.show_banner("warnings", "warning", warnings[0] + more)
+
+    # ---- mode switch -------------------------------------------------------------------------------
+    def _rw_toggled(self, on: bool) -> None:
+        store = self.session.store
+        if store is None or on == (not store.read_only):
+            return
+        self._remember_position()
+        self._rw_requested = on
+        self.session.open(store.root, read_only=not on)
+
+    def _remember_position(self) -> None:
+        m = self.browser.model
+        if m.topic is not None:
+            idx = self.browser.table.currentIndex()
+            self._restore = (m.topic, m.queue_id, m.offset_of_row(idx.row()) if idx.isValid() else None)
+
+    # ---- recent -------------------------------------------------------------------------------------
+    def _rebuild_recent(self) -> None:
+        for a in self.recent_actions:
+            self.removeAction(a)
+        self.recent_menu.clear()
+        self.recent_actions = []
+        items = st.recent_stores(self.settings)
+        for i, p in enumerate(items, 1):
+            a = QAction(f"&{i}  {p}", self)
+            a.setShortcut(QKeySequence(f"Ctrl+{i}"))
+            a.triggered.connect(lambda checked=False, p=p: self.open_recent(p))
+            self.recent_menu.addAction(a)
+            self.addAction(a)
+            self.recent_actions.append(a)
+        self.recent_menu.setEnabled(bool(items))
+
+    def open_recent(self, path: str) -> None:
+        if not Path(path).is_dir():
+            st.remove_recent(self.settings, path)
+            self._rebuild_recent()
+            dialogs.error(self, "Cannot open store", f"{path}: the folder no longer exists")
+            return
+        self.open_store(path)
+
+    # ---- tree ---------------------------------------------------------------------------------------
+    def _size_tree_columns(self) -> None:
+        for c, w in enumerate((165, 66, 66, 66)):
+            self.tree.setColumnWidth(c, w)
+
+    def _populate_tree(self, store) -> None:
+        self.tree_model.populate(store.queue_list(), store.topics(), store.consumer_lag())
+        self._size_tree_columns()
+        self.tree.expand(self.tree_model.indexFromItem(self.tree_model.topics_item))
+        self.tree.expand(self.tree_model.indexFromItem(self.tree_model.groups_item))
+
+    def _update_tree(self) -> None:
+        """Counts changed (refresh, send): rebuild, keeping what was expanded and selected."""
+        store = self.session.store
+        if store is None:
+            return
+        expanded = set()
+        for i in range(self.tree_model.topics_item.rowCount() if self.tree_model.topics_item else 0):
+            it = self.tree_model.topics_item.child(i)
+            if self.tree.isExpanded(self.tree_model.indexFromItem(it)):
+                expanded.add(it.data(TOPIC_ROLE))
+        self.tree.selectionModel().blockSignals(True)
+        try:
+            self._populate_tree(store)
+            for i in range(self.tree_model.topics_item.rowCount()):
+                it = self.tree_model.topics_item.child(i)
+                if it.data(TOPIC_ROLE) in expanded:
+                    self.tree.expand(self.tree_model.indexFromItem(it))
+            m = self.browser.model
+            if m.topic is not None:
+                item = self.tree_model.find_queue_item(m.topic, m.queue_id)
+                if item is not None:
+                    self.tree.setCurrentIndex(self.tree_model.indexFromItem(item))
+        finally:
+            self.tree.selectionModel().blockSignals(False)
+        self.search.set_store_lists(store.topics(), store.queue_list(), -1, -1)
+
+    def _tree_current(self, current, previous) -> None:
+        if not current.isValid():
+            return
+        idx = current.siblingAtColumn(0)
+        kind = idx.data(KIND_ROLE)
+        if kind == "queue":
+            self.show_queue(idx.data(TOPIC_ROLE), idx.data(QID_ROLE), None)
+
+    def _tree_double(self, index) -> None:
+        idx = index.siblingAtColumn(0)
+        if idx.data(KIND_ROLE) == "group-queue":
+            self.show_queue(idx.data(TOPIC_ROLE), idx.data(QID_ROLE), idx.data(OFFSET_ROLE))
+
+    def show_queue(self, topic: str, queue_id: int, offset: int | None = None, switch_tab: bool = True) -> None:
+        """Show a queue in the Messages view, at `offset` (a queue offset) if given."""
+        m = self.browser.model
+        if m.topic == topic and m.queue_id == queue_id and m.has_queue:
+            if offset is not None:
+                self.browser.go_to_offset(offset)
+        else:
+            self.browser.set_queue(topic, queue_id, offset)
+        item = self.tree_model.find_queue_item(topic, queue_id)
+        if item is not None:
+            idx = self.tree_model.indexFromItem(item)
+            if self.tree.currentIndex() != idx:
+                self.tree.selectionModel().blockSignals(True)
+                self.tree.setCurrentIndex(idx)
+                self.tree.selectionModel().blockSignals(False)
+                self.tree.scrollTo(idx)
+        if switch_tab:
+            self.tabs.setCurrentWidget(self.browser)
+
+    @staticmethod
+    def _default_queue(store) -> tuple[str, int] | None:
+        """The queue shown first: the biggest queue of the biggest ordinary topic."""
+        best = None
+        for q in store.queue_list():
+            n = q["maxOffset"] - q["minOffset"]
+            if n <= 0:
+                continue
+            system = q["topic"].startswith(SYSTEM_PREFIXES)
+            key = (not system, n)
+            if best is None or key > best[0]:
+                best = (key, (q["topic"], q["queueId"]))
+        return best[1] if best else None
+
+    # ---- overview, position ------------------------------------------------------------------------
+    def _compute_overview(self) -> None:
+        def done(ov):
+            self.overview.show_overview(ov)
+            self.search.set_store_lists([t.topic for t in ov.topics], self.session.store.queue_list(),
+                                        ov.first_time, ov.last_time)
+
+        self.session.submit(compute_overview, lane=self._overview_lane, on_result=done,
+                            on_error=lambda e: self.statusBar().showMessage(f"overview failed: {e}"))
+
+    def _locate(self, detail, message) -> None:
+        from .models.position import locate
+        self.session.submit(locate, message, on_result=lambda p: detail.show_position(message, p),
+                            on_error=lambda e: detail.position.setPlainText(f"could not locate: {e}"))
+
+    # ---- refresh -------------------------------------------------------------------------------------
+    def refresh(self) -> None:
+        if not self.session.is_open:
+            return
+        if self.session.can_refresh and self.session.read_only:
+            self.session.refresh()
+            self.statusBar().showMessage("refreshing…", 3000)
+        else:
+            self._remember_position()
+            self.session.open(self.session.path, read_only=self.session.read_only)
+
+    def _on_refreshed(self, changed: bool) -> None:
+        if not changed:
+            return
+        self.browser.on_store_changed()
+        self._update_tree()
+        self._compute_overview()
+
+    # ---- small actions --------------------------------------------------------------------------------
+    def _utc_toggled(self, on: bool) -> None:
+        self.utc = on
+        st.set_use_utc(self.settings, on)
+        self._apply_utc(on)
+
+    def _apply_utc(self, on: bool) -> None:
+        self.browser.set_utc(on)
+        self.search.set_utc(on)
+        self.overview.set_utc(on)
+
+    def _find(self) -> None:
+        self.tabs.setCurrentWidget(self.search)
+        self.search.focus_key()
+
+    def _goto(self) -> None:
+        self.tabs.setCurrentWidget(self.browser)
+        self.browser.focus_offset()
+
+    def _gotime(self) -> None:
+        self.tabs.setCurrentWidget(self.browser)
+        self.browser.focus_time()
+
+    def send_dialog(self, message=None):
+        """The send dialog (read-write only), optionally filled from a message ("send again")."""
+        store = self.session.store
+        if store is None or store.read_only:
+            dialogs.info(self, "Send test messages", "Sending needs the store open read-write: "
+                                                     "turn on Store ▸ Read-write first.")
+            return None
+        from .views.send_dialog import SendDialog
+        dlg = SendDialog(self.session, store.topics(), self.settings, self)
+        if message is not None and not isinstance(message, bool):
+            dlg.prefill(message)
+        elif self.browser.model.topic and not self.browser.model.topic.startswith(SYSTEM_PREFIXES):
+            dlg.topic.setCurrentText(self.browser.model.topic)
+        dlg.setAttribute(Qt.WA_DeleteOnClose)
+        dlg.show()
+        self.send_dlg = dlg
+        return dlg
+
+    def show_help(self) -> None:
+        width = max(len(k) for k, _ in SHORTCUTS)
+        dialogs.info(self, "Keyboard shortcuts", "\n".join(f"{k:<{width}}   {v}" for k, v in SHORTCUTS))
+
+    def show_about(self) -> None:
+        dialogs.info(self, "About rmqstore", f"rmqstore browser {__version__}\n\nBrowse Apache RocketMQ's on-disk "
+                                             "message store: CommitLog, ConsumeQueue, IndexFile.")
+
+    def add_store_view(self, title: str, widget: QWidget) -> int:
+        """For other panels (internals, scans): a tab next to Search. Panels follow the store
+        through `session` (opened / closed / refreshed signals)."""
+        return self.tabs.addTab(widget, title)
+
+    # ---- drag and drop, close -----------------------------------------------------------------------
+    @staticmethod
+    def _dropped_folder(mime) -> str | None:
+        if not mime.hasUrls():
+            return None
+        for url in mime.urls():
+            if url.isLocalFile() and Path(url.toLocalFile()).is_dir():
+                return url.toLocalFile()
+        return None
+
+    def dragEnterEvent(self, event) -> None:
+        if self._dropped_folder(event.mimeData()):
+            event.acceptProposedAction()
+        else:
+            event.ignore()
+
+    def dropEvent(self, event) -> None:
+        folder = self._dropped_folder(event.mimeData())
+        if folder:
+            event.acceptProposedAction()
+            self.open_store(folder)
+
+    def closeEvent(self, event) -> None:
+        self.browser.set_tail(False)
+        self.session.close()
+        self.session._open_runner.wait()
+        super().closeEvent(event)

@@ -1,0 +1,148 @@
+"""What the send dialog checks and sends (no Qt): RocketMQ's topic rules, user properties,
+bodies from text / JSON / hex / file, count with templating, and the send loop itself
+(a generator: progress between messages, cancellable)."""
+from __future__ import annotations
+
+import json
+import re
+import time
+import uuid
+from dataclasses import dataclass, field
+
+TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+TOPIC_MAX_LENGTH = 127
+# TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET and the broker's system topics
+NOT_ALLOWED_SEND = {"SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
+                    "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT"}
+SYSTEM_TOPICS = {"TBW102", "RMQ_SYS_TRACE_TOPIC", "BenchmarkTest"}
+# MessageConst.STRING_HASH_SET: names Message.putUserProperty refuses
+RESERVED_PROPERTIES = {
+    "KEYS", "TAGS", "WAIT", "DELAY", "RETRY_TOPIC", "REAL_TOPIC", "REAL_QID", "TRAN_MSG", "PGROUP",
+    "MIN_OFFSET", "MAX_OFFSET", "BUYER_ID", "ORIGIN_MESSAGE_ID", "TRANSFER_FLAG", "CORRECTION_FLAG",
+    "MQ2_FLAG", "RECONSUME_TIME", "MSG_REGION", "TRACE_ON", "UNIQ_KEY", "MAX_RECONSUME_TIMES",
+    "CONSUME_START_TIME", "TRAN_PREPARED_QUEUE_OFFSET", "TRANSACTION_CHECK_TIMES", "CHECK_IMMUNITY_TIME_IN_SECONDS",
+    "INSTANCE_ID", "CORRELATION_ID", "REPLY_TO_CLIENT", "TTL", "ARRIVE_TIME", "PUSH_REPLY_TIME", "CLUSTER",
+    "MSG_TYPE", "__STARTDELIVERTIME", "SHARDING_KEY", "__CRC32#",
+}
+BODY_TEXT, BODY_JSON, BODY_HEX, BODY_FILE = "text", "json", "hex", "file"
+TOKENS = ("{i}", "{n}", "{count}", "{ts}", "{uuid}")
+
+
+def validate_topic(topic: str) -> str | None:
+    """RocketMQ's client check (Validators.checkTopic); None when the topic is fine."""
+    if not topic or not topic.strip():
+        return "The specified topic is blank."
+    if not TOPIC_RE.match(topic):
+        return f"The specified topic [{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
+    if len(topic) > TOPIC_MAX_LENGTH:
+        return f"The specified topic is longer than topic max length {TOPIC_MAX_LENGTH}."
+    if topic in NOT_ALLOWED_SEND:
+        return f"Sending message to topic [{topic}] is forbidden."
+    if topic in SYSTEM_TOPICS or topic.lower().startswith("rmq_sys_"):
+        return f"The topic [{topic}] is conflict with system topic."
+    return None
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """One `name=value` per line; blank lines and lines starting with # are skipped."""
+    props: dict[str, str] = {}
+    for n, line in enumerate(text.splitlines(), 1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        name, sep, value = line.partition("=")
+        name = name.strip()
+        if not sep or not name:
+            raise ValueError(f"property line {n}: expected name=value")
+        if name in RESERVED_PROPERTIES:
+            raise ValueError(f"property line {n}: the Property<{name}> is used by system, input another please")
+        if any(c in name + value for c in "\x01\x02"):
+            raise ValueError(f"property line {n}: contains a separator character (0x01 / 0x02)")
+        props[name] = value
+    return props
+
+
+def body_from(mode: str, text: str) -> bytes:
+    """The body bytes of one message (before templating for text modes)."""
+    if mode == BODY_TEXT:
+        return text.encode("utf-8")
+    if mode == BODY_JSON:
+        try:
+            json.loads(text)
+        except ValueError as exc:
+            raise ValueError(f"body is not valid JSON: {exc}") from None
+        return text.encode("utf-8")
+    if mode == BODY_HEX:
+        cleaned = re.sub(r"\s+", "", text)
+        try:
+            return bytes.fromhex(cleaned)
+        except ValueError:
+            raise ValueError("body is not valid hex (pairs of 0-9 a-f)") from None
+    if mode == BODY_FILE:
+        with open(text, "rb") as fh:
+            return fh.read()
+    raise ValueError(f"unknown body mode {mode!r}")
+
+
+def render_template(s: str, i: int, count: int, now_ms: int | None = None) -> str:
+    """{i} 0-based index, {n} 1-based, {count}, {ts} epoch ms, {uuid} a random UUID."""
+    if "{" not in s:
+        return s
+    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
+    return (s.replace("{i}", str(i)).replace("{n}", str(i + 1)).replace("{count}", str(count))
+            .replace("{ts}", str(now_ms)).replace("{uuid}", str(uuid.uuid4())))
+
+
+@dataclass
+class SendPlan:
+    topic: str
+    body_mode: str
+    body_text: str               # text / JSON / hex digits / a file path
+    count: int = 1
+    queue_id: int | None = None  # None: round robin over the topic's write queues
+    tags: str = ""
+    keys: str = ""
+    properties: dict[str, str] = field(default_factory=dict)
+    flush: str = "end"           # "each" | "end" | "none"
+    template: bool = True
+
+    def check(self) -> None:
+        """Raise ValueError with the first problem, for the dialog to show."""
+        err = validate_topic(self.topic)
+        if err:
+            raise ValueError(err)
+        if self.count < 1:
+            raise ValueError("count must be at least 1")
+        if self.queue_id is not None and self.queue_id < 0:
+            raise ValueError("queue id must not be negative")
+        if self.body_mode != BODY_FILE or self.body_text:
+            body_from(self.body_mode, render_template(self.body_text, 0, self.count) if self.template
+                      and self.body_mode in (BODY_TEXT, BODY_JSON) else self.body_text)
+        else:
+            raise ValueError("choose a file for the body")
+
+    def message(self, i: int) -> dict:
+        """keyword arguments of put_message for message number i."""
+        t = (lambda s: render_template(s, i, self.count)) if self.template else (lambda s: s)
+        if self.body_mode in (BODY_TEXT, BODY_JSON):
+            body = body_from(self.body_mode, t(self.body_text))
+        else:
+            body = body_from(self.body_mode, self.body_text)
+        return dict(topic=self.topic, body=body, queue_id=self.queue_id, tags=t(self.tags) or None,
+                    keys=t(self.keys) or None, properties={k: t(v) for k, v in self.properties.items()} or None)
+
+
+def send(store, plan: SendPlan):
+    """Generator: yields (sent, total) after each message, returns the PutResults."""
+    plan.check()
+    results = []
+    try:
+        for i in range(plan.count):
+            results.append(store.put_message(**plan.message(i)))
+            if plan.flush == "each":
+                store.flush()
+            yield i + 1, plan.count
+    finally:  # also when cancelled: what was sent is made durable as asked
+        if plan.flush == "end" and results:
+            store.flush()
+    return results

@@ -1,0 +1,191 @@
+"""StoreSession: the one open MessageStore behind the window, and the only way views reach it.
+
+- Opening runs on a worker (recovery of a big store can take a while); the current store
+  stays in place until the new one is ready, so a failed open changes nothing.
+- Every engine call from a worker holds `lock` (a long generator holds it per step), so a
+  refresh or a close never remaps files under a running read.
+- `generation` changes whenever the store changes; results computed for an older store are
+  dropped by the TaskRunner.
+- Switching the same store to read-write closes the read-only maps first (recovery may cut
+  files), and falls back to read-only when the lock is refused."""
+from __future__ import annotations
+
+import inspect
+import threading
+from pathlib import Path
+from typing import Callable
+
+from PySide6.QtCore import QObject, Signal
+
+from engine import MessageStore
+
+from .workers import Lane, TaskRunner  # noqa: F401 (Lane re-exported for views)
+
+
+def _locked_generator(gen, lock):
+    """Drive `gen` one step at a time holding `lock`; closing the wrapper closes `gen` under
+    the lock too (so a cancelled writer finishes its cleanup before anyone else reads)."""
+    try:
+        while True:
+            with lock:
+                try:
+                    step = next(gen)
+                except StopIteration as stop:
+                    return stop.value
+            yield step
+    finally:
+        with lock:
+            gen.close()
+
+
+class StoreSession(QObject):
+    opening = Signal(str, bool)        # path, read_only
+    opened = Signal(object)            # the MessageStore
+    openFailed = Signal(str, object)   # path, the exception (a StoreError or OSError)
+    closed = Signal()
+    refreshed = Signal(bool)           # True when the store changed (new data)
+    refreshFailed = Signal(object)     # the exception
+
+    def __init__(self, parent: QObject | None = None):
+        super().__init__(parent)
+        self.store: MessageStore | None = None
+        self.lock = threading.RLock()
+        self.runner = TaskRunner(self)
+        self._open_runner = TaskRunner(self, max_threads=1)  # never cancelled by close()
+        self.generation = 0
+        self._open_gen = 0
+        self._open_task = None
+        self._refresh_task = None
+
+    # ---- state -----------------------------------------------------------------------
+    @property
+    def path(self) -> Path | None:
+        return self.store.root if self.store is not None else None
+
+    @property
+    def read_only(self) -> bool:
+        return self.store.read_only if self.store is not None else True
+
+    @property
+    def is_open(self) -> bool:
+        return self.store is not None
+
+    @property
+    def busy_opening(self) -> bool:
+        return self._open_task is not None and not self._open_task.done
+
+    # ---- open / close ------------------------------------------------------------------
+    def open(self, path, read_only: bool = True) -> None:
+        """Open `path` in the background; emits opened or openFailed."""
+        path = Path(path).expanduser()
+        same = self.store is not None and _same(self.store.root, path)
+        fallback = None
+        if same and read_only != self.store.read_only:
+            # the same folder in the other mode: let go of the current maps (and lock) first
+            fallback = self.store.root if read_only is False and self.store.read_only else None
+            self.close()
+        self.opening.emit(str(path), read_only)
+        self._open_gen += 1
+        gen = self._open_gen
+
+        def done(store):
+            if gen != self._open_gen:  # a newer open superseded this one: never leak its maps/lock
+                store.close()
+                return
+            if self.store is not None:
+                self.close()
+            self.store = store
+            self.generation += 1
+            self.opened.emit(store)
+
+        def failed(exc):
+            if gen != self._open_gen:
+                return
+            self.openFailed.emit(str(path), exc)
+            if fallback is not None and self.store is None:
+                self.open(fallback, read_only=True)
+
+        # results are always delivered (no stale filter): `done` closes a superseded store
+        self._open_task = self._open_runner.submit(MessageStore.open, path, read_only=read_only,
+                                             on_result=done, on_error=failed)
+
+    def open_blocking(self, path, read_only: bool = True) -> MessageStore:
+        """Open on the calling thread (startup, tests); raises the engine's errors."""
+        store = MessageStore.open(Path(path).expanduser(), read_only=read_only)
+        if self.store is not None:
+            self.close()
+        self.store = store
+        self.generation += 1
+        self.opened.emit(store)
+        return store
+
+    def close(self) -> None:
+        if self.store is None:
+            return
+        self.generation += 1
+        self._refresh_task = None
+        self.runner.wait()
+        with self.lock:
+            store, self.store = self.store, None
+            store.close()
+        self.closed.emit()
+
+    # ---- work on the store ---------------------------------------------------------------
+    def submit(self, fn: Callable, *args, lane: Lane | None = None, **kw):
+        """Run fn(store, *args) on a worker holding the lock; callbacks on the UI thread;
+        dropped when the store changed meanwhile. Generators hold the lock per step."""
+        store, gen = self.store, self.generation
+        if store is None:
+            return None
+        lock = self.lock
+
+        def job(*a, **k):
+            with lock:
+                out = fn(store, *a, **k)
+            if inspect.isgenerator(out):
+                return _locked_generator(out, lock)
+            return out
+
+        outer = kw.pop("stale", None)
+        kw["stale"] = lambda: self.generation != gen or bool(outer and outer())
+        if lane is not None:
+            return lane.submit(job, *args, **kw)
+        return self.runner.submit(job, *args, **kw)
+
+    def call(self, fn: Callable, *args, **kw):
+        """Run fn(store, ...) on the calling thread under the lock (quick reads only)."""
+        if self.store is None:
+            return None
+        with self.lock:
+            return fn(self.store, *args, **kw)
+
+    # ---- live data ---------------------------------------------------------------------------
+    @property
+    def can_refresh(self) -> bool:
+        return self.store is not None and hasattr(self.store, "refresh")
+
+    def refresh(self) -> bool:
+        """Ask the engine to re-read the end of a store another process writes (async).
+        Returns False when the engine cannot (no refresh()) or a refresh is running."""
+        if not self.can_refresh or (self._refresh_task is not None and not self._refresh_task.done):
+            return False
+
+        def done(changed):
+            self.refreshed.emit(bool(changed))
+
+        def failed(exc):
+            self.refreshFailed.emit(exc)
+
+        self._refresh_task = self.submit(lambda store: store.refresh(), on_result=done, on_error=failed)
+        return self._refresh_task is not None
+
+    def notify_changed(self) -> None:
+        """After this process wrote to the store (send dialog): views re-read their bounds."""
+        self.refreshed.emit(True)
+
+
+def _same(a: Path, b: Path) -> bool:
+    try:
+        return Path(a).resolve() == Path(b).resolve()
+    except OSError:
+        return str(a) == str(b)

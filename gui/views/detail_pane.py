@@ -1,0 +1,270 @@
+"""Message detail: every header field, the properties, the body (text UTF-8/GBK, pretty JSON,
+`hexdump -C`; auto-detected, with an override; big bodies truncated until "Show all"), copy
+and save actions, and the message's position on disk (commitlog file and offset, CQ unit,
+index entries pointing at it). Store content is only ever set as plain text."""
+from __future__ import annotations
+
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QFontDatabase, QGuiApplication
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QHBoxLayout, QLabel, QPlainTextEdit,
+                               QPushButton, QSplitter, QTabWidget, QVBoxLayout, QWidget)
+
+from engine import Message
+
+from .. import body_format as bf
+from ..consts import COMPRESSED_FLAG, magic_text, sys_flag_text
+from ..models.position import Position
+from ..timefmt import format_ms
+from .tables import fill_table, make_table
+
+
+def mono_font():
+    return QFontDatabase.systemFont(QFontDatabase.FixedFont)
+
+
+def header_rows(m: Message, utc: bool) -> list[list]:
+    """(field, value, meaning) for every MessageExt header field."""
+    rows = [
+        ["topic", m.topic, ""],
+        ["queueId", m.queueId, ""],
+        ["queueOffset", m.queueOffset, "queue offset (logical position in the ConsumeQueue)"],
+        ["commitLogOffset", m.commitLogOffset, "commitlog offset (byte position of the record)"],
+        ["physicalOffsetField", m.physicalOffsetField, "PHYSICALOFFSET as written in the record"],
+        ["storeSize", m.storeSize, "TOTALSIZE of the record in bytes"],
+        ["magicCode", m.magicCode, magic_text(m.magicCode)],
+        ["bodyCRC", m.bodyCRC, "CRC-32 of the body, top bit cleared"],
+        ["flag", m.flag, "user flag"],
+        ["sysFlag", m.sysFlag, sys_flag_text(m.sysFlag)],
+        ["bornTimestamp", m.bornTimestamp, format_ms(m.bornTimestamp, utc)],
+        ["bornHost", m.bornHost, ""],
+        ["storeTimestamp", m.storeTimestamp, format_ms(m.storeTimestamp, utc)],
+        ["storeHost", m.storeHost, ""],
+        ["reconsumeTimes", m.reconsumeTimes, ""],
+        ["preparedTransactionOffset", m.preparedTransactionOffset, ""],
+        ["transactionType", m.transactionType, ""],
+        ["msgId", m.msgId, "offset msgId: store host + port + commitlog offset"],
+        ["uniqKey", m.uniqKey or "", "UNIQ_KEY: the producer's message id"],
+        ["tags", m.tags or "", ""],
+        ["tagsCode", m.tagsCode, "ConsumeQueue tagsCode (tag hash, or delivery time for delayed messages)"],
+        ["keys", m.keys or "", ", ".join(m.key_list)],
+        ["bodyLength", len(m.body), "bytes as stored" + (" (compressed)" if m.sysFlag & COMPRESSED_FLAG else "")],
+        ["propertiesLength", len(m.propertiesRaw.encode("utf-8")), f"{len(m.properties)} properties"],
+    ]
+    return rows
+
+
+class BodyView(QWidget):
+    """The body in a chosen mode; `mode_used` says what auto picked."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.body = b""
+        self.compressed = False
+        self._decompress = None
+        self._decompressed = None
+        self.show_all = False
+        self.mode_used = bf.UTF8
+        self.mode = QComboBox(self)
+        for m in bf.MODES:
+            self.mode.addItem(bf.MODE_LABELS[m], m)
+        self.mode.setToolTip("How to show the body (Auto detects JSON, UTF-8, GBK or binary)")
+        self.decompress = QCheckBox("Decompressed", self)
+        self.decompress.setToolTip("Show the body as a consumer gets it (the store keeps it compressed)")
+        self.decompress.setChecked(True)
+        self.decompress.setEnabled(False)
+        self.info = QLabel(self)
+        self.info.setTextFormat(Qt.PlainText)
+        self.show_all_button = QPushButton("Show all", self)
+        self.show_all_button.setToolTip("The body is long: only the first part is shown")
+        self.show_all_button.setVisible(False)
+        self.text = QPlainTextEdit(self)
+        self.text.setReadOnly(True)
+        self.text.setFont(mono_font())
+        self.text.setUndoRedoEnabled(False)
+        top = QHBoxLayout()
+        top.addWidget(QLabel("Body as:"))
+        top.addWidget(self.mode)
+        top.addWidget(self.decompress)
+        top.addWidget(self.info, 1)
+        top.addWidget(self.show_all_button)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addLayout(top)
+        lay.addWidget(self.text, 1)
+        self.mode.currentIndexChanged.connect(self._render)
+        self.decompress.toggled.connect(self._render)
+        self.show_all_button.clicked.connect(self._show_all)
+
+    def set_mode(self, mode: str) -> None:
+        self.mode.setCurrentIndex(bf.MODES.index(mode))
+
+    def set_body(self, body: bytes, compressed: bool, decompress=None) -> None:
+        """`decompress` returns the consumer's view of a compressed body (Message.body_decompressed)."""
+        self.body = body
+        self.compressed = compressed
+        self._decompress = decompress
+        self._decompressed = None
+        self.show_all = False
+        self.decompress.setText("Decompressed")
+        self.decompress.setEnabled(compressed)
+        self._render()
+
+    def data(self) -> bytes:
+        """The bytes shown: decompressed when that box is ticked and it works."""
+        if self.compressed and self.decompress.isChecked() and self._decompress is not None:
+            if self._decompressed is None:
+                try:
+                    self._decompressed = self._decompress()
+                except Exception as exc:  # unknown codec or damaged data: say so, show what is stored
+                    self._decompressed = self.body
+                    self.decompress.setText(f"Decompressed (failed: {type(exc).__name__})")
+            return self._decompressed
+        return self.body
+
+    def _show_all(self) -> None:
+        self.show_all = True
+        self._render()
+
+    def _render(self) -> None:
+        data = self.data()
+        text, used, shown, truncated = bf.render(data, self.mode.currentData(), self.show_all)
+        self.mode_used = used
+        self.text.setLineWrapMode(QPlainTextEdit.NoWrap if used == bf.HEX else QPlainTextEdit.WidgetWidth)
+        self.text.setPlainText(text)  # never interpreted: HTML and escape sequences stay text
+        auto = f"auto → {bf.MODE_LABELS[used]}; " if self.mode.currentData() == bf.AUTO else ""
+        more = f"showing {shown:,} of {len(data):,} bytes" if truncated else f"{len(data):,} bytes"
+        self.info.setText(auto + more)
+        self.show_all_button.setVisible(truncated)
+
+    def text_for_copy(self) -> str:
+        enc = bf.GBK if self.mode_used == bf.GBK else bf.UTF8
+        return self.data().decode(enc, errors="replace")
+
+
+class MessageDetail(QWidget):
+    sendAgainRequested = Signal(object)   # Message
+    positionRequested = Signal(object)    # Message: the owner computes the position off-thread
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.message: Message | None = None
+        self.utc = False
+        self.title = QLabel("No message selected", self)
+        self.title.setTextFormat(Qt.PlainText)
+        self.title.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        f = self.title.font()
+        f.setBold(True)
+        self.title.setFont(f)
+        self.copy_text = QPushButton("Copy text", self)
+        self.copy_hex = QPushButton("Copy hex", self)
+        self.copy_b64 = QPushButton("Copy Base64", self)
+        self.save = QPushButton("Save body…", self)
+        self.send_again = QPushButton("Send again…", self)
+        self.send_again.setToolTip("Open the send dialog with this message's topic, tags, keys, properties and body")
+        self.send_again.setVisible(False)
+        for b in (self.copy_text, self.copy_hex, self.copy_b64, self.save, self.send_again):
+            b.setEnabled(False)
+        self.copy_text.setToolTip("Copy the body as text (whole body, decoded as shown)")
+        self.copy_hex.setToolTip("Copy the body as hex digits (whole body)")
+        self.copy_b64.setToolTip("Copy the body as Base64 (whole body)")
+        top = QHBoxLayout()
+        top.addWidget(self.title, 1)
+        for b in (self.copy_text, self.copy_hex, self.copy_b64, self.save, self.send_again):
+            top.addWidget(b)
+
+        self.header = make_table(["Field", "Value", "Meaning"])
+        self.properties = make_table(["Property", "Value"])
+        self.position = QPlainTextEdit(self)
+        self.position.setReadOnly(True)
+        self.position.setFont(mono_font())
+        self.tabs = QTabWidget(self)
+        self.tabs.addTab(self.header, "Header")
+        self.tabs.addTab(self.properties, "Properties")
+        self.tabs.addTab(self.position, "Position")
+        self.body = BodyView(self)
+        split = QSplitter(Qt.Horizontal, self)
+        split.addWidget(self.tabs)
+        split.addWidget(self.body)
+        split.setStretchFactor(0, 2)
+        split.setStretchFactor(1, 3)
+        split.setChildrenCollapsible(False)
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(2, 2, 2, 2)
+        lay.addLayout(top)
+        lay.addWidget(split, 1)
+
+        self.copy_text.clicked.connect(lambda: QGuiApplication.clipboard().setText(self.body.text_for_copy()))
+        self.copy_hex.clicked.connect(lambda: QGuiApplication.clipboard().setText(bf.as_hex(self.body.data())))
+        self.copy_b64.clicked.connect(lambda: QGuiApplication.clipboard().setText(bf.as_base64(self.body.data())))
+        self.save.clicked.connect(self._save)
+        self.send_again.clicked.connect(lambda: self.message and self.sendAgainRequested.emit(self.message))
+
+    def set_send_enabled(self, enabled: bool) -> None:
+        self.send_again.setVisible(enabled)
+
+    def set_utc(self, utc: bool) -> None:
+        self.utc = utc
+        if self.message is not None:
+            fill_table(self.header, header_rows(self.message, utc), numeric=set())
+
+    def set_message(self, m: Message | None, note: str = "") -> None:
+        self.message = m
+        for b in (self.copy_text, self.copy_hex, self.copy_b64, self.save, self.send_again):
+            b.setEnabled(m is not None)
+        if m is None:
+            self.title.setText(note or "No message selected")
+            self.header.setRowCount(0)
+            self.properties.setRowCount(0)
+            self.position.setPlainText("")
+            self.body.set_body(b"", False)
+            return
+        self.title.setText(f"{m.topic} / queue {m.queueId} / queue offset {m.queueOffset}  ·  "
+                           f"commitlog offset {m.commitLogOffset}  ·  {m.storeSize:,} B")
+        fill_table(self.header, header_rows(m, self.utc))
+        fill_table(self.properties, [[k, v] for k, v in m.properties.items()])
+        self.tabs.setTabText(1, f"Properties ({len(m.properties)})")
+        self.body.set_body(m.body, bool(m.sysFlag & COMPRESSED_FLAG), m.body_decompressed)
+        self.position.setPlainText("locating…")
+        self.positionRequested.emit(m)
+
+    def show_position(self, m: Message, p: Position) -> None:
+        if m is not self.message:
+            return  # the user moved on
+        lines = ["CommitLog",
+                 f"  commitlog offset   {m.commitLogOffset}",
+                 f"  file               {p.commitlog_file or '(no file holds it)'}",
+                 f"  offset in file     {p.offset_in_file if p.offset_in_file is not None else '—'}",
+                 f"  record size        {m.storeSize}",
+                 "", "ConsumeQueue"]
+        if p.cq_unit is None:
+            lines.append(f"  {m.topic} / queue {m.queueId}: no unit at queue offset {m.queueOffset}")
+        else:
+            phy, size, code = p.cq_unit
+            lines += [f"  queue              {m.topic} / {m.queueId}",
+                      f"  queue offset       {m.queueOffset}",
+                      f"  file               {p.cq_file}",
+                      f"  position in file   {p.cq_position}",
+                      f"  unit               phyOffset={phy} size={size} tagsCode={code}",
+                      f"  unit points here   {'yes' if p.cq_matches else 'NO (the unit points elsewhere)'}"]
+        lines += ["", f"Index entries (keys tried: {', '.join(p.index_keys_tried) or 'none'})"]
+        if not p.index_hits:
+            lines.append("  none")
+        for h in p.index_hits:
+            lines.append(f"  {h.file}  entry #{h.entry}  slot {h.slot}  key {h.key!r}  time {format_ms(h.timestamp, self.utc)}")
+        self.position.setPlainText("\n".join(lines))
+
+    def _save(self) -> None:
+        if self.message is None:
+            return
+        m = self.message
+        default = f"{m.topic}-{m.queueId}-{m.queueOffset}.bin".replace("%", "_").replace("|", "_")
+        path, _ = QFileDialog.getSaveFileName(self, "Save message body", default)
+        if not path:
+            return
+        data = self.body.data()
+        try:
+            with open(path, "wb") as fh:
+                fh.write(data)
+        except OSError as exc:
+            from .dialogs import error
+            error(self, "Cannot save body", exc)

@@ -1,0 +1,116 @@
+"""The store overview: commitlog size and files, topics, queues, message counts, time span,
+index files, consumer groups and their lag."""
+from __future__ import annotations
+
+from PySide6.QtCore import Qt
+from PySide6.QtWidgets import (QFormLayout, QGroupBox, QGridLayout, QLabel, QTabWidget, QVBoxLayout,
+                               QWidget)
+
+from ..models.overview import Overview
+from ..timefmt import format_bytes, format_duration_ms, format_ms, zone_label
+from .tables import fill_table, make_table
+
+
+def _value() -> QLabel:
+    lab = QLabel("—")
+    lab.setTextFormat(Qt.PlainText)
+    lab.setTextInteractionFlags(Qt.TextSelectableByMouse)
+    lab.setWordWrap(True)
+    return lab
+
+
+class OverviewPanel(QWidget):
+    FIELDS = {
+        "store": ["Folder", "Mode", "Abort file", "Lock", "Checkpoint", "Recovery"],
+        "commitlog": ["Min offset", "Max offset", "Data", "Files"],
+        "messages": ["Topics", "Queues", "Messages", "First stored", "Last stored", "Span"],
+        "index": ["Index files", "Index entries", "Consumer groups", "Config files"],
+    }
+    TITLES = {"store": "Store", "commitlog": "CommitLog", "messages": "Messages", "index": "Index and consumers"}
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.utc = False
+        self.overview: Overview | None = None
+        self.values: dict[str, QLabel] = {}
+        grid = QGridLayout()
+        for i, (group, names) in enumerate(self.FIELDS.items()):
+            box = QGroupBox(self.TITLES[group], self)
+            form = QFormLayout(box)
+            form.setLabelAlignment(Qt.AlignRight)
+            for n in names:
+                lab = _value()
+                self.values[n] = lab
+                form.addRow(n + ":", lab)
+            grid.addWidget(box, i // 2, i % 2)
+        self.tabs = QTabWidget(self)
+        self.topics = make_table(["Topic", "Queues", "Messages", "First stored", "Last stored"])
+        self.files = make_table(["CommitLog file", "File size", "Wrote position", "Fill"])
+        self.index = make_table(["Index file", "Begin timestamp", "End timestamp", "Begin phyOffset",
+                                 "End phyOffset", "Used slots", "Entries"])
+        self.lag = make_table(["Consumer group", "Topic", "Queue", "Consumer offset", "Max offset", "Lag"])
+        self.warnings = make_table(["Warning"])
+        for w, title in ((self.topics, "Topics"), (self.files, "CommitLog files"), (self.index, "Index files"),
+                         (self.lag, "Consumer groups and lag"), (self.warnings, "Warnings")):
+            self.tabs.addTab(w, title)
+        lay = QVBoxLayout(self)
+        lay.addLayout(grid)
+        lay.addWidget(self.tabs, 1)
+
+    def clear(self) -> None:
+        self.overview = None
+        for lab in self.values.values():
+            lab.setText("—")
+        for t in (self.topics, self.files, self.index, self.lag, self.warnings):
+            t.setRowCount(0)
+
+    def set_utc(self, utc: bool) -> None:
+        self.utc = utc
+        if self.overview is not None:
+            self.show_overview(self.overview)
+
+    def show_overview(self, ov: Overview) -> None:
+        self.overview = ov
+        t = lambda ms: format_ms(ms, self.utc)  # noqa: E731
+        v = self.values
+        v["Folder"].setText(ov.root)
+        v["Mode"].setText("read-only (files mapped read-only, no lock taken)" if ov.read_only
+                          else "READ-WRITE (this process holds the lock)")
+        v["Abort file"].setText("PRESENT: the broker did not shut down cleanly" if ov.abort else "absent (clean shutdown)")
+        v["Lock"].setText(f"held by process {ov.lock_holder}" if ov.lock_holder else "free")
+        cp = ov.checkpoint or {}
+        v["Checkpoint"].setText(f"physic {t(cp.get('physicMsgTimestamp', -1))}\nlogics {t(cp.get('logicsMsgTimestamp', -1))}\n"
+                                f"index  {t(cp.get('indexMsgTimestamp', -1))}")
+        rec = ov.recovery or {}
+        v["Recovery"].setText(f"{'abnormal' if rec.get('abnormal') else 'normal'}: valid data ends at commitlog offset "
+                              f"{rec.get('endOffset', '?')} ({rec.get('stopReason', '')})")
+        v["Min offset"].setText(f"{ov.commitlog_min} (commitlog offset)")
+        v["Max offset"].setText(f"{ov.commitlog_max} (commitlog offset)")
+        v["Data"].setText(format_bytes(ov.commitlog_bytes))
+        v["Files"].setText(f"{len(ov.commitlog_files)} × {format_bytes(ov.file_size)}")
+        v["Topics"].setText(str(len(ov.topics)))
+        v["Queues"].setText(str(ov.queue_count))
+        v["Messages"].setText(f"{ov.message_count:,} (sum of ConsumeQueue lengths)")
+        v["First stored"].setText(t(ov.first_time))
+        v["Last stored"].setText(t(ov.last_time))
+        v["Span"].setText(format_duration_ms(ov.last_time - ov.first_time) if ov.first_time >= 0 <= ov.last_time else "—")
+        v["Index files"].setText(str(len(ov.index_files)))
+        v["Index entries"].setText(f"{ov.index_entries:,}")
+        v["Consumer groups"].setText(f"{len(ov.groups)} (total lag {sum(r['lag'] for r in ov.lag):,})"
+                                     if ov.groups else "none (no config/consumerOffset.json)")
+        v["Config files"].setText(", ".join(ov.config_files) or "none")
+        self.topics.setHorizontalHeaderLabels(["Topic", "Queues", "Messages",
+                                               f"First stored ({zone_label(self.utc)})", "Last stored"])
+        fill_table(self.topics, [[s.topic, s.queues, s.messages, t(s.first_time), t(s.last_time)] for s in ov.topics],
+                   numeric={1, 2})
+        fill_table(self.files, [[f["name"], f["size"], f["wrotePosition"],
+                                 f"{100.0 * f['wrotePosition'] / f['size']:.1f} %" if f["size"] else "—"]
+                                for f in ov.commitlog_files], numeric={1, 2, 3})
+        fill_table(self.index, [[f["name"], t(f["beginTimestamp"]), t(f["endTimestamp"]), f["beginPhyOffset"],
+                                 f["endPhyOffset"], f["hashSlotCount"], max(0, f["indexCount"] - 1)]
+                                for f in ov.index_files], numeric={3, 4, 5, 6})
+        fill_table(self.lag, [[r["group"], r["topic"], r["queueId"], r["consumerOffset"], r["maxOffset"], r["lag"]]
+                              for r in ov.lag], numeric={2, 3, 4, 5})
+        fill_table(self.warnings, [[w] for w in ov.warnings])
+        self.tabs.setTabText(4, f"Warnings ({len(ov.warnings)})")
+        self.tabs.setTabText(3, f"Consumer groups and lag ({len(ov.groups)})")

@@ -1,0 +1,88 @@
+"""Shared fixtures of the GUI tests (imported by the test modules; not a conftest, so the
+root conftest keeps its module name)."""
+from __future__ import annotations
+
+import hashlib
+import os
+from pathlib import Path
+
+import pytest
+from PySide6.QtCore import QSettings
+from PySide6.QtWidgets import QMessageBox
+
+from conftest import ROOT
+
+SHOTS = ROOT / "build" / "screenshots"
+
+
+class DialogRecorder:
+    """Stands in for QMessageBox's static functions: records instead of blocking."""
+
+    def __init__(self):
+        self.calls: list[tuple[str, str, str]] = []
+
+    def record(self, kind):
+        def fn(parent, title, text, *a, **k):
+            self.calls.append((kind, title, text))
+            return QMessageBox.Ok
+        return fn
+
+    def kinds(self):
+        return [c[0] for c in self.calls]
+
+
+@pytest.fixture
+def dialogs(monkeypatch):
+    rec = DialogRecorder()
+    for kind in ("critical", "warning", "information", "question"):
+        monkeypatch.setattr(QMessageBox, kind, staticmethod(rec.record(kind)))
+    return rec
+
+
+@pytest.fixture
+def settings(tmp_path):
+    s = QSettings(str(tmp_path / "settings.ini"), QSettings.IniFormat)
+    s.setValue("utc", True)  # tests compare times in UTC, whatever the machine's zone
+    return s
+
+
+@pytest.fixture
+def window(qtbot, settings, dialogs):
+    from gui.main_window import MainWindow
+    w = MainWindow(settings=settings)
+    qtbot.addWidget(w)
+    w.resize(1440, 900)
+    w.show()
+    yield w
+    w.browser.set_tail(False)
+    w.session.close()
+    w.session._open_runner.wait()
+
+
+def open_and_wait(qtbot, window, path, read_only=True, timeout=10000):
+    with qtbot.waitSignal(window.storeOpened, timeout=timeout):
+        window.open_store(path, read_only=read_only)
+    return window.session.store
+
+
+def wait_idle(qtbot, window, timeout=10000):
+    """Until no background task of the session is running or queued."""
+    qtbot.waitUntil(lambda: window.session.runner.active == 0, timeout=timeout)
+
+
+def tree_hashes(root: Path) -> dict[str, str]:
+    out = {}
+    for dirpath, _, files in os.walk(root):
+        for f in files:
+            p = Path(dirpath) / f
+            h = hashlib.sha256(p.read_bytes()).hexdigest()
+            st = p.stat()
+            out[str(p.relative_to(root))] = f"{h}:{st.st_size}:{st.st_mtime_ns}"
+    return out
+
+
+def screenshot(widget, name: str) -> Path:
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    path = SHOTS / name
+    assert widget.grab().save(str(path)), f"could not save {path}"
+    return path
