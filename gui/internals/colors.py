@@ -1,0 +1,49 @@
+"""Colours of the internals views (plain RGB tuples, no Qt): one per topic, one per
+segment category, one per collision-chain entry kind."""
+from __future__ import annotations
+
+from . import compute as C
+
+# qualitative palette (Tableau 20 reordered so neighbours differ), then a few extra hues
+TOPIC_PALETTE: list[tuple[int, int, int]] = [
+    (31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 103, 189), (140, 86, 75),
+    (227, 119, 194), (188, 189, 34), (23, 190, 207), (174, 199, 232), (255, 187, 120),
+    (152, 223, 138), (255, 152, 150), (197, 176, 213), (196, 156, 148), (247, 182, 210),
+    (219, 219, 141), (158, 218, 229), (57, 59, 121), (99, 121, 57), (140, 109, 49), (132, 60, 57),
+    (123, 65, 115), (82, 84, 163), (181, 207, 107), (231, 186, 82), (214, 97, 107), (206, 109, 189),
+]
+
+CATEGORY_COLORS: dict[int, tuple[int, int, int]] = {
+    C.BLANK: (70, 70, 70),          # the end-of-file blank tail: dark
+    C.FREE: (232, 232, 232),        # not written: almost background
+    C.DAMAGED: (230, 0, 0),         # unreadable bytes: red
+    C.FILLER: (160, 160, 160),      # CQ pre-blank filler units
+    C.USED: (70, 130, 180),         # index entries / slots in use
+    C.RESERVED: (120, 120, 120),    # index entry #0
+    C.SLOTS: (0, 150, 136),         # index slots in use
+}
+
+KIND_COLORS: dict[str, tuple[tuple[int, int, int], tuple[int, int, int]]] = {  # (border, fill)
+    C.MATCH: ((46, 125, 50), (220, 242, 222)),
+    C.COLLISION: ((230, 100, 0), (255, 234, 208)),
+    C.SAME_KEY: ((21, 101, 192), (222, 236, 252)),
+    C.SHARES_SLOT: ((97, 97, 97), (240, 240, 240)),
+    C.UNRESOLVED: ((198, 40, 40), (255, 228, 228)),
+}
+KIND_TEXT = {
+    C.MATCH: "the query's key",
+    C.COLLISION: "true collision: same keyHash, other key",
+    C.SAME_KEY: "same key again",
+    C.SHARES_SLOT: "only shares the slot",
+    C.UNRESOLVED: "message or key not found",
+}
+QUERY_HIT_COLOR = (255, 193, 7)     # border of entries a query returns
+
+
+def topic_colors(topics: list[str]) -> dict[str, tuple[int, int, int]]:
+    """Stable colours: topics sorted by name take the palette in order (cycling)."""
+    return {t: TOPIC_PALETTE[i % len(TOPIC_PALETTE)] for i, t in enumerate(sorted(topics))}
+
+
+def hex_color(rgb: tuple[int, int, int]) -> str:
+    return "#%02x%02x%02x" % rgb
