@@ -38,9 +38,19 @@ def java_hash(s: str) -> int:
     return h - 0x100000000 if h & 0x80000000 else h
 
 
+_TAGS_CODES: dict[str, int] = {}  # a store has few distinct tags: remember their hashes
+
+
 def tags_code(tags: str | None) -> int:
     """CQ tagsCode of a normal message: the tag hash sign-extended, 0 without tags."""
-    return java_hash(tags) if tags else 0
+    if not tags:
+        return 0
+    h = _TAGS_CODES.get(tags)
+    if h is None:
+        h = java_hash(tags)
+        if len(_TAGS_CODES) < 4096:
+            _TAGS_CODES[tags] = h
+    return h
 
 
 def index_key_hash(key: str) -> int:

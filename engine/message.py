@@ -42,6 +42,10 @@ TRANSACTION_NAMES = {0x0: "NOT_TYPE", 0x4: "PREPARED", 0x8: "COMMIT", 0xC: "ROLL
 
 _HEAD = struct.Struct(">iiiiiqqiq")  # total, magic, crc, qid, flag, qoff, phys, sysflag, bornTs
 _I8, _I16, _I32, _I64 = struct.Struct(">b"), struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
+# +48 up to the body, by host family (sysFlag & 0x30): BORNHOST, STORETIMESTAMP, STOREHOST,
+# RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET, BODYLENGTH in one unpack
+_MID = {flags: struct.Struct(f">{bh}sq{sh}siqi") for flags, bh, sh in
+        ((0, 8, 8), (0x10, 20, 8), (0x20, 8, 20), (0x30, 20, 20))}
 _INT_RE = re.compile(r"[+-]?\d+\Z")
 
 
@@ -224,15 +228,11 @@ def check_record(buf, pos: int, limit: int, offset: int, opts: DecodeOptions = D
     end = pos + total
     try:
         (_, _, crc, qid, flag, qoff, phys, sysflag, born_ts) = _HEAD.unpack_from(buf, pos)
-        p = pos + 48
         bh = 8 if not sysflag & BORNHOST_V6_FLAG else 20
-        born_host = bytes(buf[p:p + bh]); p += bh
-        store_ts = _I64.unpack_from(buf, p)[0]; p += 8
         sh = 8 if not sysflag & STOREHOST_V6_FLAG else 20
-        store_host = bytes(buf[p:p + sh]); p += sh
-        reconsume = _I32.unpack_from(buf, p)[0]; p += 4
-        prep = _I64.unpack_from(buf, p)[0]; p += 8
-        body_len = _I32.unpack_from(buf, p)[0]; p += 4
+        mid = _MID[sysflag & 0x30]
+        born_host, store_ts, store_host, reconsume, prep, body_len = mid.unpack_from(buf, pos + 48)
+        p = pos + 48 + mid.size
         if body_len > 0:
             if p + body_len > end:
                 return RecordResult(RecordStatus.SIZE_MISMATCH, total, None, "body runs past the record")
@@ -247,7 +247,7 @@ def check_record(buf, pos: int, limit: int, offset: int, opts: DecodeOptions = D
             topic_len = _I16.unpack_from(buf, p)[0]; p += 2
         if topic_len < 0 or p + topic_len > end:
             return _invalid("illegal topic length")
-        topic = bytes(buf[p:p + topic_len]).decode("utf-8", "replace"); p += topic_len
+        topic = str(buf[p:p + topic_len], "utf-8", "replace"); p += topic_len
         if p + 2 > end:
             return RecordResult(RecordStatus.SIZE_MISMATCH, total, None, "properties length past the record")
         prop_len = _I16.unpack_from(buf, p)[0]; p += 2
@@ -255,7 +255,7 @@ def check_record(buf, pos: int, limit: int, offset: int, opts: DecodeOptions = D
         if prop_len > 0:
             if p + prop_len > end:
                 return RecordResult(RecordStatus.SIZE_MISMATCH, total, None, "properties run past the record")
-            raw_props = bytes(buf[p:p + prop_len]).decode("utf-8", "replace")
+            raw_props = str(buf[p:p + prop_len], "utf-8", "replace")
             props = P.parse_properties(raw_props)
             tcode = _tags_code(props.get(P.TAGS))
             level = props.get(P.DELAY)

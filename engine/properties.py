@@ -19,16 +19,10 @@ def parse_properties(s: str) -> dict[str, str]:
     """Exactly MessageDecoder.string2messageProperties: empty names/values are dropped,
     the value runs to the next 0x02 (it may contain 0x01), later duplicates win."""
     out: dict[str, str] = {}
-    i, n = 0, len(s)
-    while i < n:
-        j = s.find(PROPERTY_SEPARATOR, i)
-        if j < 0:
-            j = n
-        seg = s[i:j]
-        k = seg.find(NAME_VALUE_SEPARATOR)
-        if 0 < k < len(seg) - 1:
-            out[seg[:k]] = seg[k + 1:]
-        i = j + 1
+    for seg in s.split(PROPERTY_SEPARATOR):
+        name, _, value = seg.partition(NAME_VALUE_SEPARATOR)
+        if name and value:
+            out[name] = value
     return out
 
 
