@@ -3,8 +3,6 @@ its false hits marked), by msgId (offset id or UNIQ_KEY, says which), by time in
 Results open in the detail pane and export to CSV or JSON Lines."""
 from __future__ import annotations
 
-import json
-
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QComboBox, QFileDialog, QFormLayout, QHBoxLayout,
                                QHeaderView, QLabel, QLineEdit, QPushButton, QSpinBox, QSplitter, QTableView,
@@ -40,6 +38,7 @@ class SearchPanel(QWidget):
         self.utc = False
         self.last_outcome = None
         self.last_time_result: dict | None = None
+        self._times_set = False
 
         # -- by key
         key_tab = QWidget(self)
@@ -209,13 +208,15 @@ class SearchPanel(QWidget):
                 combo.setCurrentText(cur)
             combo.blockSignals(False)
         self._fill_queue_ids(self.t_topic.currentText())
-        if first_ms >= 0:
+        if first_ms >= 0 and last_ms >= 0 and not self._times_set:
+            # the store's time span, once per store: later updates never overwrite user input
+            self._times_set = True
             self.k_begin.set_ms(first_ms)
             self.t_time.set_ms(first_ms)
-        if last_ms >= 0:
             self.k_end.set_ms(last_ms)
 
     def clear(self) -> None:
+        self._times_set = False
         self.lane.invalidate()
         self.set_store_lists([], [], -1, -1)
         self.results.set_hits([])
@@ -366,5 +367,3 @@ class SearchPanel(QWidget):
         self.k_key.setFocus()
         self.k_key.selectAll()
 
-
-__all__ = ["SearchPanel", "json"]

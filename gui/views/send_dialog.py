@@ -116,6 +116,7 @@ class SendDialog(QDialog):
         form.addRow("Flush:", self.flush)
         buttons = QHBoxLayout()
         buttons.addWidget(self.progress, 1)
+        buttons.addStretch(1)
         buttons.addWidget(self.send_button)
         buttons.addWidget(self.cancel_button)
         buttons.addWidget(self.close_button)
