@@ -33,6 +33,14 @@ ROW_ROLE = Qt.UserRole + 1       # the QueueRow or None
 OFFSET_ROLE = Qt.UserRole + 2    # the queue offset (int)
 _GREY = QBrush(QColor(140, 140, 140))
 _RED = QBrush(QColor(170, 30, 30))
+# roles and alignments as plain ints: data() runs for every painted cell and role
+_DISPLAY, _TOOLTIP, _FOREGROUND, _ALIGN = (int(Qt.DisplayRole.value), int(Qt.ToolTipRole.value),
+                                           int(Qt.ForegroundRole.value), int(Qt.TextAlignmentRole.value))
+_ROW, _OFFSET = int(ROW_ROLE), int(OFFSET_ROLE)
+_HANDLED = frozenset({_DISPLAY, _TOOLTIP, _FOREGROUND, _ALIGN, _ROW, _OFFSET})
+_RIGHT = int((Qt.AlignRight | Qt.AlignVCenter).value)
+_LEFT = int((Qt.AlignLeft | Qt.AlignVCenter).value)
+_FLAGS = Qt.ItemIsEnabled | Qt.ItemIsSelectable
 
 
 class QueueTableModel(QAbstractTableModel):
@@ -248,32 +256,29 @@ class QueueTableModel(QAbstractTableModel):
         return None
 
     def flags(self, index):
-        if not index.isValid():
-            return Qt.NoItemFlags
-        return Qt.ItemIsEnabled | Qt.ItemIsSelectable
+        return _FLAGS if index.isValid() else Qt.NoItemFlags
 
     def data(self, index: QModelIndex | QPersistentModelIndex, role: int = Qt.DisplayRole):
-        if not index.isValid():
+        role = role if type(role) is int else int(role.value)
+        if role not in _HANDLED or not index.isValid():
             return None
         row, col = index.row(), index.column()
         if not 0 <= row < self.rowCount():
             return None
-        if role == OFFSET_ROLE:
+        if role == _OFFSET:
             return self.offset_of_row(row)
-        if role == Qt.TextAlignmentRole:
-            return int(Qt.AlignRight | Qt.AlignVCenter) if col in NUMERIC else int(Qt.AlignLeft | Qt.AlignVCenter)
-        if role not in (Qt.DisplayRole, Qt.ToolTipRole, Qt.ForegroundRole, ROW_ROLE):
-            return None
+        if role == _ALIGN:
+            return _RIGHT if col in NUMERIC else _LEFT
         r = self.row_data(row)
-        if role == ROW_ROLE:
+        if role == _ROW:
             return r
-        if role == Qt.ForegroundRole:
+        if role == _FOREGROUND:
             if r is None:
                 return _GREY if col != COL_QOFF else None
             if not r.ok:
                 return _RED if r.status != "filler" else _GREY
             return None
-        if role == Qt.ToolTipRole:
+        if role == _TOOLTIP:
             if r is None:
                 return "loading…"
             if not r.ok:
