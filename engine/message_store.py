@@ -479,14 +479,17 @@ class MessageStore:
         next_file_start = None
         i = 0
         q = offset
+        # the units as Python ints in one go: a numpy scalar per field costs more than the decode
+        phys, sizes = units["phyOffset"].tolist(), units["size"].tolist()
         while True:
-            if i >= len(units):
+            if i >= len(phys):
                 if broker or q >= mx or len(res.messages) >= max_count:
                     break
                 units, i = cq.units(q, q + max_count * 2 + 64), 0
                 if len(units) == 0:
                     break
-            phy, size = int(units[i]["phyOffset"]), int(units[i]["size"])
+                phys, sizes = units["phyOffset"].tolist(), units["size"].tolist()
+            phy, size = phys[i], sizes[i]
             if res.messages and (max_count <= len(res.messages) or len(res.messages) >= limit_count
                                  or (limit_bytes and res.bufferTotalSize + size > limit_bytes)):
                 break
