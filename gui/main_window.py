@@ -18,6 +18,7 @@ from .models.topic_tree import KIND_ROLE, OFFSET_ROLE, QID_ROLE, TOPIC_ROLE, Top
 from .session import StoreSession
 from .views import dialogs
 from .views.banner import BannerArea
+from .views.lazy_panel import LazyPanel
 from .views.overview_panel import OverviewPanel
 from .views.queue_browser import QueueBrowser
 from .views.search_panel import SearchPanel
@@ -77,6 +78,10 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.overview, "Overview")
         self.tabs.addTab(self.browser, "Messages")
         self.tabs.addTab(self.search, "Search")
+        self.internals = LazyPanel("gui.internals.panel", "InternalsPanel", on_created=self._internals_created)
+        self.scans = LazyPanel("gui.scan_panel", "ScanPanel", lambda: {"settings": self.settings})
+        self.tabs.addTab(self.internals, "Internals")
+        self.tabs.addTab(self.scans, "Scan")
         self.split = QSplitter(Qt.Horizontal, self)
         self.split.addWidget(self.tree)
         self.split.addWidget(self.tabs)
@@ -206,6 +211,7 @@ class MainWindow(QMainWindow):
         s.opened.connect(self._on_opened)
         s.openFailed.connect(self._on_open_failed)
         s.closed.connect(self._on_closed)
+        s.aboutToClose.connect(lambda store: [p.set_store(None) for p in (self.internals, self.scans)])
         s.refreshed.connect(self._on_refreshed)
         s.refreshFailed.connect(lambda e: self.statusBar().showMessage(f"refresh failed: {e}"))
         self.tree.selectionModel().currentChanged.connect(self._tree_current)
@@ -261,6 +267,8 @@ class MainWindow(QMainWindow):
                 self.show_queue(first[0], first[1], None, switch_tab=False)
             else:
                 self.browser.set_queue(None, None)
+        for p in (self.internals, self.scans):
+            p.set_store(store)
         self.statusBar().showMessage(
             f"opened {store.root} {'read-only' if store.read_only else 'READ-WRITE'}: "
             f"{len(store.queues)} queues, commitlog offsets [{store.min_offset}, {store.max_offset})", 10000)
@@ -537,6 +545,21 @@ class MainWindow(QMainWindow):
     def show_about(self) -> None:
         dialogs.info(self, "About rmqstore", f"rmqstore browser {__version__}\n\nBrowse Apache RocketMQ's on-disk "
                                              "message store: CommitLog, ConsumeQueue, IndexFile.")
+
+    def _internals_created(self, panel) -> None:
+        panel.openRequested.connect(self.show_commitlog_offset)
+        panel.queueOffsetsSelected.connect(lambda t, q, first, end: self.show_queue(t, q, first))
+
+    def show_commitlog_offset(self, offset: int) -> None:
+        """Show the message whose record starts at a commitlog offset (from the internals views)."""
+        m = self.session.call(lambda s: s.commitlog.get_message(int(offset)))
+        if m is None:
+            self.statusBar().showMessage(f"no message starts at commitlog offset {offset}", 8000)
+            return
+        if self.session.store.find_queue(m.topic, m.queueId) is not None:
+            self.show_queue(m.topic, m.queueId, m.queueOffset)
+        else:
+            self.statusBar().showMessage(f"commitlog offset {offset}: {m.topic} / {m.queueId} has no queue", 8000)
 
     def add_store_view(self, title: str, widget: QWidget) -> int:
         """For other panels (internals, scans): a tab next to Search. Panels follow the store

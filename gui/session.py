@@ -42,6 +42,7 @@ class StoreSession(QObject):
     opening = Signal(str, bool)        # path, read_only
     opened = Signal(object)            # the MessageStore
     openFailed = Signal(str, object)   # path, the exception (a StoreError or OSError)
+    aboutToClose = Signal(object)      # the store, still open: panels with their own workers let go now
     closed = Signal()
     refreshed = Signal(bool)           # True when the store changed (new data)
     refreshFailed = Signal(object)     # the exception
@@ -124,6 +125,7 @@ class StoreSession(QObject):
             return
         self.generation += 1
         self._refresh_task = None
+        self.aboutToClose.emit(self.store)
         self.runner.wait()
         with self.lock:
             store, self.store = self.store, None

@@ -269,3 +269,22 @@ def test_time_zone_switch(qtbot, window, utc):
     assert text == format_ms(1795310726891, utc)
     assert window.search.k_utc.isChecked() == utc
     assert ("UTC" == window.search.k_begin.zone.text()) == utc
+
+
+def test_internals_and_scan_tabs_follow_the_store(qtbot, window):
+    for lazy in (window.internals, window.scans):
+        if not lazy.available():
+            pytest.skip(f"{lazy.module} is not importable yet")
+    store = open_and_wait(qtbot, window, unpack("small"))
+    for lazy in (window.internals, window.scans):
+        window.tabs.setCurrentWidget(lazy)
+        assert lazy.panel is not None, lazy.error
+    assert window.scans.panel.store is store
+    # the internals' "open this message" lands in the Messages view
+    m = store.get_message("TopicTest", 2, 7, 1).messages[0]
+    window.internals.panel.openRequested.emit(m.commitLogOffset)
+    b = window.browser
+    assert window.tabs.currentWidget() is b and (b.model.topic, b.model.queue_id) == ("TopicTest", 2)
+    assert b.model.offset_of_row(b.table.currentIndex().row()) == 7
+    window.close_store()
+    assert window.scans.panel.store is None
