@@ -7,14 +7,13 @@ from pathlib import Path
 
 from PySide6.QtCore import QSettings, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (QAbstractItemView, QFileDialog, QHeaderView, QLabel, QMainWindow, QPushButton,
-                               QSplitter, QStackedWidget, QTabWidget, QToolBar, QTreeView, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QFileDialog, QLabel, QMainWindow, QPushButton, QSplitter, QStackedWidget, QTabWidget,
+                               QToolBar, QVBoxLayout, QWidget)
 
 from engine import StoreError, StoreLockedError, __version__
 
 from . import settings as st
 from .models.overview import compute_overview
-from .models.topic_tree import KIND_ROLE, OFFSET_ROLE, QID_ROLE, TOPIC_ROLE, TopicTreeModel
 from .session import StoreSession
 from .views import dialogs
 from .views.banner import BannerArea
@@ -22,6 +21,7 @@ from .views.lazy_panel import LazyPanel
 from .views.overview_panel import OverviewPanel
 from .views.queue_browser import QueueBrowser
 from .views.search_panel import SearchPanel
+from .views.store_tree import StoreTree
 from .workers import Lane
 
 SYSTEM_PREFIXES = ("%", "RMQ_SYS_", "SCHEDULE_TOPIC", "rmq_sys_", "TRANS_", "OFFSET_MOVED", "SELF_TEST")
@@ -62,15 +62,8 @@ class MainWindow(QMainWindow):
 
         # -- central: banners over (welcome | tree + views)
         self.banners = BannerArea(self)
-        self.tree_model = TopicTreeModel(self)
-        self.tree = QTreeView(self)
-        self.tree.setModel(self.tree_model)
-        self.tree.setUniformRowHeights(True)
-        self.tree.setSelectionMode(QAbstractItemView.SingleSelection)
-        self.tree.header().setSectionResizeMode(QHeaderView.Interactive)
-        self.tree.header().setStretchLastSection(False)
-        self.tree.setMinimumWidth(240)
-        self._size_tree_columns()
+        self.tree = StoreTree(self)
+        self.tree_model = self.tree.tree_model
         self.overview = OverviewPanel(self)
         self.browser = QueueBrowser(self.session, self)
         self.search = SearchPanel(self.session, self)
@@ -214,8 +207,7 @@ class MainWindow(QMainWindow):
         s.aboutToClose.connect(lambda store: [p.set_store(None) for p in (self.internals, self.scans)])
         s.refreshed.connect(self._on_refreshed)
         s.refreshFailed.connect(lambda e: self.statusBar().showMessage(f"refresh failed: {e}"))
-        self.tree.selectionModel().currentChanged.connect(self._tree_current)
-        self.tree.doubleClicked.connect(self._tree_double)
+        self.tree.queueChosen.connect(lambda t, q, off: self.show_queue(t, q, off))
         self.browser.status.connect(lambda t: self.statusBar().showMessage(t, 8000))
         self.search.status.connect(lambda t: self.statusBar().showMessage(t, 8000))
         self.search.openInBrowser.connect(self.show_queue)
@@ -254,7 +246,7 @@ class MainWindow(QMainWindow):
         self.path_label.setText(str(store.root))
         self._sync_rw(store)
         self._show_banners(store)
-        self._populate_tree(store)
+        self.tree.populate(store)
         self.search.set_store_lists(store.topics(), store.queue_list(), -1, -1)
         self.overview.clear()
         self._compute_overview()
@@ -290,7 +282,7 @@ class MainWindow(QMainWindow):
 
     def _on_closed(self) -> None:
         self._set_open_state(False)
-        self.tree_model.populate([], [], [])
+        self.tree.populate(None)
         self.browser.set_queue(None, None)
         self.overview.clear()
         self.search.clear()
@@ -382,54 +374,14 @@ class MainWindow(QMainWindow):
         self.open_store(path)
 
     # ---- tree ---------------------------------------------------------------------------------------
-    def _size_tree_columns(self) -> None:
-        for c, w in enumerate((165, 66, 66, 66)):
-            self.tree.setColumnWidth(c, w)
-
-    def _populate_tree(self, store) -> None:
-        self.tree_model.populate(store.queue_list(), store.topics(), store.consumer_lag())
-        self._size_tree_columns()
-        self.tree.expand(self.tree_model.indexFromItem(self.tree_model.topics_item))
-        self.tree.expand(self.tree_model.indexFromItem(self.tree_model.groups_item))
-
     def _update_tree(self) -> None:
-        """Counts changed (refresh, send): rebuild, keeping what was expanded and selected."""
+        """Counts changed (refresh, send): rebuild the tree and the search lists."""
         store = self.session.store
         if store is None:
             return
-        expanded = set()
-        for i in range(self.tree_model.topics_item.rowCount() if self.tree_model.topics_item else 0):
-            it = self.tree_model.topics_item.child(i)
-            if self.tree.isExpanded(self.tree_model.indexFromItem(it)):
-                expanded.add(it.data(TOPIC_ROLE))
-        self.tree.selectionModel().blockSignals(True)
-        try:
-            self._populate_tree(store)
-            for i in range(self.tree_model.topics_item.rowCount()):
-                it = self.tree_model.topics_item.child(i)
-                if it.data(TOPIC_ROLE) in expanded:
-                    self.tree.expand(self.tree_model.indexFromItem(it))
-            m = self.browser.model
-            if m.topic is not None:
-                item = self.tree_model.find_queue_item(m.topic, m.queue_id)
-                if item is not None:
-                    self.tree.setCurrentIndex(self.tree_model.indexFromItem(item))
-        finally:
-            self.tree.selectionModel().blockSignals(False)
+        m = self.browser.model
+        self.tree.update(store, (m.topic, m.queue_id) if m.topic is not None else None)
         self.search.set_store_lists(store.topics(), store.queue_list(), -1, -1)
-
-    def _tree_current(self, current, previous) -> None:
-        if not current.isValid():
-            return
-        idx = current.siblingAtColumn(0)
-        kind = idx.data(KIND_ROLE)
-        if kind == "queue":
-            self.show_queue(idx.data(TOPIC_ROLE), idx.data(QID_ROLE), None)
-
-    def _tree_double(self, index) -> None:
-        idx = index.siblingAtColumn(0)
-        if idx.data(KIND_ROLE) == "group-queue":
-            self.show_queue(idx.data(TOPIC_ROLE), idx.data(QID_ROLE), idx.data(OFFSET_ROLE))
 
     def show_queue(self, topic: str, queue_id: int, offset: int | None = None, switch_tab: bool = True) -> None:
         """Show a queue in the Messages view, at `offset` (a queue offset) if given."""
@@ -439,14 +391,7 @@ class MainWindow(QMainWindow):
                 self.browser.go_to_offset(offset)
         else:
             self.browser.set_queue(topic, queue_id, offset)
-        item = self.tree_model.find_queue_item(topic, queue_id)
-        if item is not None:
-            idx = self.tree_model.indexFromItem(item)
-            if self.tree.currentIndex() != idx:
-                self.tree.selectionModel().blockSignals(True)
-                self.tree.setCurrentIndex(idx)
-                self.tree.selectionModel().blockSignals(False)
-                self.tree.scrollTo(idx)
+        self.tree.select_queue(topic, queue_id)
         if switch_tab:
             self.tabs.setCurrentWidget(self.browser)
 
@@ -486,6 +431,8 @@ class MainWindow(QMainWindow):
         if self.session.can_refresh and self.session.read_only:
             self.session.refresh()
             self.statusBar().showMessage("refreshing…", 3000)
+        elif not self.session.read_only:
+            self.session.notify_changed()  # read-write: this process is the only writer
         else:
             self._remember_position()
             self.session.open(self.session.path, read_only=self.session.read_only)

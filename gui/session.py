@@ -81,8 +81,9 @@ class StoreSession(QObject):
         path = Path(path).expanduser()
         same = self.store is not None and _same(self.store.root, path)
         fallback = None
-        if same and read_only != self.store.read_only:
-            # the same folder in the other mode: let go of the current maps (and lock) first
+        if same and (read_only != self.store.read_only or not read_only):
+            # the same folder in another mode, or again read-write: let go of the current maps
+            # (and of the lock, which one process holds once) first
             fallback = self.store.root if read_only is False and self.store.read_only else None
             self.close()
         self.opening.emit(str(path), read_only)

@@ -3,11 +3,12 @@ index files, consumer groups and their lag."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import (QFormLayout, QGroupBox, QGridLayout, QLabel, QTabWidget, QVBoxLayout,
+from PySide6.QtWidgets import (QFormLayout, QGroupBox, QGridLayout, QLabel, QSizePolicy, QTabWidget, QVBoxLayout,
                                QWidget)
 
 from ..models.overview import Overview
 from ..timefmt import format_bytes, format_duration_ms, format_ms, zone_label
+from ..textsafe import tip
 from .tables import fill_table, make_table
 
 
@@ -15,7 +16,8 @@ def _value() -> QLabel:
     lab = QLabel("—")
     lab.setTextFormat(Qt.PlainText)
     lab.setTextInteractionFlags(Qt.TextSelectableByMouse)
-    lab.setWordWrap(True)
+    # long values (paths) must not widen the window; multi-line values use explicit breaks
+    lab.setSizePolicy(QSizePolicy.Ignored, QSizePolicy.Preferred)
     return lab
 
 
@@ -74,6 +76,7 @@ class OverviewPanel(QWidget):
         t = lambda ms: format_ms(ms, self.utc)  # noqa: E731
         v = self.values
         v["Folder"].setText(ov.root)
+        v["Folder"].setToolTip(tip(ov.root))
         v["Mode"].setText("read-only (files mapped read-only, no lock taken)" if ov.read_only
                           else "READ-WRITE (this process holds the lock)")
         v["Abort file"].setText("PRESENT: the broker did not shut down cleanly" if ov.abort else "absent (clean shutdown)")
@@ -82,8 +85,8 @@ class OverviewPanel(QWidget):
         v["Checkpoint"].setText(f"physic {t(cp.get('physicMsgTimestamp', -1))}\nlogics {t(cp.get('logicsMsgTimestamp', -1))}\n"
                                 f"index  {t(cp.get('indexMsgTimestamp', -1))}")
         rec = ov.recovery or {}
-        v["Recovery"].setText(f"{'abnormal' if rec.get('abnormal') else 'normal'}: valid data ends at commitlog offset "
-                              f"{rec.get('endOffset', '?')} ({rec.get('stopReason', '')})")
+        v["Recovery"].setText(f"{'abnormal (after a crash)' if rec.get('abnormal') else 'normal'}: valid data ends "
+                              f"at commitlog offset {rec.get('endOffset', '?')}\nstopped at: {rec.get('stopReason', '')}")
         v["Min offset"].setText(f"{ov.commitlog_min} (commitlog offset)")
         v["Max offset"].setText(f"{ov.commitlog_max} (commitlog offset)")
         v["Data"].setText(format_bytes(ov.commitlog_bytes))

@@ -82,6 +82,9 @@ def tree_hashes(root: Path) -> dict[str, str]:
 
 
 def screenshot(widget, name: str) -> Path:
+    """Save widget.grab() to build/screenshots/NAME after pending layout and paint events ran."""
+    from PySide6.QtTest import QTest
+    QTest.qWait(30)
     SHOTS.mkdir(parents=True, exist_ok=True)
     path = SHOTS / name
     assert widget.grab().save(str(path)), f"could not save {path}"

@@ -211,3 +211,9 @@ def test_no_store_opens_the_demo(qtbot, window, tmp_path, monkeypatch):
         app.open_default(window)
     assert window.session.path == tmp_path / "demo-store" and window.session.read_only
     assert window.tree_model.groups_item.rowCount() > 0  # the demo has consumer groups with lag
+    ov = window.overview
+    qtbot.waitUntil(lambda: ov.overview is not None, timeout=10000)
+    assert ov.lag.rowCount() == len(window.session.store.consumer_lag()) > 0
+    window.tabs.setCurrentWidget(ov)
+    ov.tabs.setCurrentWidget(ov.lag)
+    screenshot(window, "browser-overview.png")

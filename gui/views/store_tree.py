@@ -1,0 +1,83 @@
+"""The navigation tree (Topics > topic > queue, Consumer groups > group > queue): choosing a
+queue asks the window to show it; a consumer group's queue opens at its consumer offset.
+Rebuilding after a refresh keeps what was expanded and selected."""
+from __future__ import annotations
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTreeView, QWidget
+
+from ..models.topic_tree import KIND_ROLE, OFFSET_ROLE, QID_ROLE, TOPIC_ROLE, TopicTreeModel
+
+COLUMN_WIDTHS = (150, 58, 58, 60)
+
+
+class StoreTree(QTreeView):
+    queueChosen = Signal(str, int, object)   # topic, queueId, queue offset or None
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.tree_model = TopicTreeModel(self)
+        self.setModel(self.tree_model)
+        self.setUniformRowHeights(True)
+        self.setSelectionMode(QAbstractItemView.SingleSelection)
+        self.header().setSectionResizeMode(QHeaderView.Interactive)
+        self.header().setStretchLastSection(False)
+        self.setMinimumWidth(240)
+        self._size_columns()
+        self.selectionModel().currentChanged.connect(self._current_changed)
+        self.doubleClicked.connect(self.activate)
+
+    def _size_columns(self) -> None:
+        for c, w in enumerate(COLUMN_WIDTHS):
+            self.setColumnWidth(c, w)
+
+    def populate(self, store) -> None:
+        if store is None:
+            self.tree_model.populate([], [], [])
+        else:
+            self.tree_model.populate(store.queue_list(), store.topics(), store.consumer_lag())
+        self._size_columns()
+        for item in (self.tree_model.topics_item, self.tree_model.groups_item):
+            if item is not None:
+                self.expand(self.tree_model.indexFromItem(item))
+
+    def update(self, store, current: tuple[str, int] | None) -> None:
+        """Counts changed: rebuild, keep expanded topics, reselect `current` quietly."""
+        m = self.tree_model
+        expanded = set()
+        for i in range(m.topics_item.rowCount() if m.topics_item else 0):
+            it = m.topics_item.child(i)
+            if self.isExpanded(m.indexFromItem(it)):
+                expanded.add(it.data(TOPIC_ROLE))
+        self.populate(store)
+        for i in range(m.topics_item.rowCount()):
+            it = m.topics_item.child(i)
+            if it.data(TOPIC_ROLE) in expanded:
+                self.expand(m.indexFromItem(it))
+        if current is not None:
+            self.select_queue(*current)
+
+    def select_queue(self, topic: str, queue_id: int) -> None:
+        """Mark a queue as current without asking to show it again."""
+        item = self.tree_model.find_queue_item(topic, queue_id)
+        if item is None:
+            return
+        idx = self.tree_model.indexFromItem(item)
+        if self.currentIndex() != idx:
+            self.selectionModel().blockSignals(True)
+            self.setCurrentIndex(idx)
+            self.selectionModel().blockSignals(False)
+            self.scrollTo(idx)
+
+    def _current_changed(self, current, previous) -> None:
+        if not current.isValid():
+            return
+        idx = current.siblingAtColumn(0)
+        if idx.data(KIND_ROLE) == "queue":
+            self.queueChosen.emit(idx.data(TOPIC_ROLE), idx.data(QID_ROLE), None)
+
+    def activate(self, index) -> None:
+        """Double-click: a consumer group's queue opens at the group's consumer offset."""
+        idx = index.siblingAtColumn(0)
+        if idx.data(KIND_ROLE) == "group-queue":
+            self.queueChosen.emit(idx.data(TOPIC_ROLE), idx.data(QID_ROLE), idx.data(OFFSET_ROLE))
