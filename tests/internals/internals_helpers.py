@@ -20,7 +20,9 @@ _GUARD: list = []
 def guard_pyside_refcounts() -> None:
     import PySide6
     if sys.version_info < (3, 12) and PySide6.__version__.startswith("6.12.") and not _GUARD:
+        import ctypes
         _GUARD.extend([None, True, False] * 2_000_000)
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(_GUARD))   # never freed, not even at exit
 
 
 def shot(widget, name: str) -> Path:

@@ -1,0 +1,62 @@
+"""InternalsPanel: the four store-internals views in tabs, for the main window.
+
+    panel = InternalsPanel()
+    panel.set_store(store)          # None before closing the store
+    panel.openRequested.connect(...)            # commitlog offset of a message to show
+    panel.queueOffsetsSelected.connect(...)     # topic, queueId, first, end (exclusive)
+
+Each view computes only once it is first shown, on its own worker (QThreadPool), and drops
+results of a store or selection it no longer shows. Clicking the slot map walks the chain."""
+from __future__ import annotations
+
+from PySide6.QtCore import Signal
+from PySide6.QtWidgets import QTabWidget, QVBoxLayout, QWidget
+
+from .collision_chain import CollisionChainView
+from .cq_units import CqUnitsView
+from .segment_fill import SegmentFillView
+from .slot_heatmap import SlotHeatmapView
+
+
+class InternalsPanel(QWidget):
+    openRequested = Signal("qint64")
+    queueOffsetsSelected = Signal(str, int, "qint64", "qint64")
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.segment_fill = SegmentFillView()
+        self.cq_units = CqUnitsView()
+        self.slot_heatmap = SlotHeatmapView()
+        self.collision_chain = CollisionChainView()
+        self.tabs = QTabWidget()
+        self.tabs.addTab(self.segment_fill, "Segment fill")
+        self.tabs.addTab(self.cq_units, "ConsumeQueue units")
+        self.tabs.addTab(self.slot_heatmap, "Index slots")
+        self.tabs.addTab(self.collision_chain, "Collision chains")
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.tabs)
+        for v in (self.segment_fill, self.cq_units, self.collision_chain):
+            v.openRequested.connect(self.openRequested)
+        self.cq_units.queueOffsetsSelected.connect(self.queueOffsetsSelected)
+        self.slot_heatmap.slotActivated.connect(self.show_chain)
+
+    @property
+    def views(self) -> tuple:
+        return self.segment_fill, self.cq_units, self.slot_heatmap, self.collision_chain
+
+    def set_store(self, store) -> None:
+        """Show `store`'s internals; pass None before the store is closed."""
+        for v in self.views:
+            v.set_store(store)
+
+    def show_chain(self, index_file: str, slot: int) -> None:
+        self.tabs.setCurrentWidget(self.collision_chain)
+        self.collision_chain.show_slot(index_file, slot)
+
+    def busy(self) -> bool:
+        return any(v.background.busy for v in self.views if hasattr(v, "background"))
+
+    def wait(self, msecs: int = 30000) -> bool:
+        """Block until background work is done (shutdown and tests)."""
+        return all(v.background.wait(msecs) for v in self.views if hasattr(v, "background"))

@@ -1,0 +1,307 @@
+"""SegmentFillView: every CommitLog, ConsumeQueue and index file as a bar.
+
+CommitLog bars are coloured by topic along the bytes (from one walk of each file, cached),
+with the END_OF_FILE blank tail dark and unwritten space light; ConsumeQueue bars show the
+units written of units per file; index files get two bars, entries used of maxIndexNum and
+slots used of maxHashSlotNum. Hover tells the numbers, a click opens the message there."""
+from __future__ import annotations
+
+import html
+from datetime import datetime, timezone
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import Qt, Signal
+from PySide6.QtGui import QCursor
+from PySide6.QtWidgets import QLabel, QToolTip, QVBoxLayout, QWidget
+
+from engine.config import CQ_UNIT_SIZE
+
+from . import compute as C
+from .bars import BarChart, BarRow
+from .colors import CATEGORY_COLORS, hex_color, topic_colors
+from .workers import Background
+
+pg.setConfigOptions(imageAxisOrder="row-major")
+
+KINDS = ("commitlog", "queue", "index")
+
+
+def fmt_time(ms: int) -> str:
+    if ms <= 0:
+        return "-"
+    return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+
+
+def pct(a: int, b: int) -> str:
+    return f"{100.0 * a / b:.2f}%" if b else "-"
+
+
+def elide(s: str, n: int = 28) -> str:
+    return s if len(s) <= n else s[:n - 1] + "…"
+
+
+class SegmentFillView(QWidget):
+    openRequested = Signal("qint64")   # commitlog offset of the message clicked
+    updated = Signal()                 # numbers and bars are (re)built
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self._store = None
+        self._dirty = False
+        self.fill: C.StoreFill | None = None
+        self.cache = C.CommitLogFillCache()
+        self.background = Background(self)
+        self.background.failed.connect(self._failed)
+        self.summary = QLabel("No store open.")
+        self.summary.setWordWrap(True)
+        self.summary.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        self.legend = QLabel()
+        self.legend.setWordWrap(True)
+        self.glw = pg.GraphicsLayoutWidget()
+        self.glw.setBackground("w")
+        self.charts = {
+            "commitlog": BarChart(self.glw.addPlot(row=0, col=0), "CommitLog files",
+                                  "position in the file (% of the file size)"),
+            "queue": BarChart(self.glw.addPlot(row=1, col=0), "ConsumeQueue files",
+                              "unit position in the file (% of units per file)"),
+            "index": BarChart(self.glw.addPlot(row=2, col=0), "Index files",
+                              "entries used (% of maxIndexNum) / slots used (% of maxHashSlotNum)"),
+        }
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addWidget(self.summary)
+        lay.addWidget(self.legend)
+        lay.addWidget(self.glw, 1)
+        self.glw.scene().sigMouseMoved.connect(self._hover)
+        self.glw.scene().sigMouseClicked.connect(self._clicked)
+
+    # ---- store --------------------------------------------------------------------------
+    def set_store(self, store) -> None:
+        """Show `store` (None clears). The walk starts when the view is first shown."""
+        self.background.cancel()
+        if store is not self._store:
+            self.cache = C.CommitLogFillCache()
+        self._store = store
+        self.fill = None
+        for ch in self.charts.values():
+            ch.set_rows([], {})
+        self.summary.setText("Computing segment fill…" if store is not None else "No store open.")
+        self.legend.clear()
+        self._dirty = store is not None
+        if self._dirty and self.isVisible():
+            self.refresh()
+
+    def refresh(self) -> None:
+        if self._store is None:
+            return
+        self._dirty = False
+        self.background.submit("fill", C.store_fill, self._store, self.cache, on_done=self._apply, cancellable=True)
+
+    def showEvent(self, ev) -> None:
+        super().showEvent(ev)
+        if self._dirty:
+            self.refresh()
+
+    def _failed(self, channel: str, text: str) -> None:
+        self.summary.setText("Could not compute the segment fill:\n" + text.strip().splitlines()[-1])
+
+    # ---- rows ---------------------------------------------------------------------------
+    def _apply(self, fill: C.StoreFill) -> None:
+        self.fill = fill
+        tcol = topic_colors(fill.topics)
+        self.topic_colors = tcol
+        # commitlog: per-file topic ids -> a global id so one colour table serves all rows
+        gid = {t: i for i, t in enumerate(fill.topics)}
+        colors = dict(CATEGORY_COLORS)
+        colors.update({gid[t]: c for t, c in tcol.items()})
+        self.charts["commitlog"].set_rows([self._commitlog_row(c, gid) for c in fill.commitlog], colors)
+        qcolors = dict(CATEGORY_COLORS)
+        qrows = []
+        for q in fill.queues:
+            cid = gid[q.topic]
+            qcolors[cid] = tcol[q.topic]
+            qrows.append(self._queue_row(q, cid))
+        self.charts["queue"].set_rows(qrows, qcolors)
+        irows = []
+        for x in fill.index:
+            irows += self._index_rows(x)
+        self.charts["index"].set_rows(irows, dict(CATEGORY_COLORS))
+        for i, ch in enumerate(self.charts.values()):
+            self.glw.ci.layout.setRowStretchFactor(i, min(len(ch.rows), 12) + 3)
+            if ch.zoomed:
+                w = ch.vb.viewRange()[0][1]
+                ch.plot.setTitle(f"{ch.title} — zoomed to the used {w * 100:.3g}% (double-click: whole files)",
+                                 color="#202020", size="11pt")
+            else:
+                ch.plot.setTitle(ch.title, color="#202020", size="11pt")
+        self._set_texts(fill)
+        self.updated.emit()
+
+    def _commitlog_row(self, c: C.CommitLogFileFill, gid: dict[str, int]) -> BarRow:
+        remap = np.array([gid[t] for t in c.topics] or [0], dtype=np.int32)
+        ids = c.segments.ids.copy()
+        pos = ids >= 0
+        ids[pos] = remap[ids[pos]]
+        seg = C.Segments(c.segments.starts, c.segments.ends, ids)
+        numbers = {"file": c.name, "fileFromOffset": c.file_from_offset, "fileSize": c.file_size,
+                   "wrotePosition": c.wrote_position, "messages": c.message_count,
+                   "messageBytes": c.message_bytes, "blankTail": c.blank_tail, "fill": c.fill,
+                   "topicBytes": c.topic_bytes(), "stop": c.stop}
+
+        def describe(p: int) -> str:
+            head = (f"commitlog file {c.name}\n"
+                    f"written {c.wrote_position:,} of {c.file_size:,} bytes ({pct(c.wrote_position, c.file_size)})\n"
+                    f"messages {c.message_count:,}: {c.message_bytes:,} bytes ({pct(c.message_bytes, c.file_size)})\n"
+                    f"blank tail {c.blank_tail:,} bytes; walk ended: {c.stop}")
+            i = c.segments.at(p)
+            if i < 0:
+                return head
+            a, b, cat = int(c.segments.starts[i]), int(c.segments.ends[i]), int(c.segments.ids[i])
+            what = c.topics[cat] if cat >= 0 else C.CATEGORY_NAMES[cat]
+            base = c.file_from_offset
+            return (head + f"\n\nat offset {base + p:,} (+{p:,}): {what}\n"
+                    f"  bytes {base + a:,} – {base + b:,} ({b - a:,} bytes)")
+
+        def open_at(p: int) -> int | None:
+            r = c.record_at(p)
+            return None if r is None else c.file_from_offset + r
+        return BarRow(c.name, seg, c.file_size, numbers, describe, open_at)
+
+    def _queue_row(self, q: C.QueueFileFill, cid: int) -> BarRow:
+        ids = q.segments.ids.copy()
+        ids[ids == 0] = cid
+        seg = C.Segments(q.segments.starts, q.segments.ends, ids)
+        first = q.first_queue_offset
+        numbers = {"topic": q.topic, "queueId": q.queue_id, "file": q.name, "unitsPerFile": q.units_per_file,
+                   "writtenUnits": q.written_units, "validUnits": q.valid_units, "fillerUnits": q.filler_units,
+                   "fill": q.fill}
+
+        def describe(p: int) -> str:
+            head = (f"ConsumeQueue {q.topic} / {q.queue_id}, file {q.name}\n"
+                    f"queue offsets {first:,} – {first + q.units_per_file - 1:,}\n"
+                    f"units written {q.written_units:,} of {q.units_per_file:,} ({pct(q.written_units, q.units_per_file)})"
+                    + (f"\nfiller units {q.filler_units:,}" if q.filler_units else ""))
+            u = self._unit(q, p)
+            if u is None:
+                return head + f"\n\nqueue offset {first + p:,}: not written"
+            phy, size, tags = u
+            return head + f"\n\nqueue offset {first + p:,}: phyOffset {phy:,}, size {size:,}, tagsCode {tags}"
+
+        def open_at(p: int) -> int | None:
+            u = self._unit(q, p)
+            if u is None or u[1] <= 0 or (u[0] == 0 and u[1] == 0x7FFFFFFF):
+                return None
+            return u[0]
+        return BarRow(f"{elide(q.topic, 26)}/{q.queue_id}  from q{first:,}", seg, q.units_per_file, numbers,
+                      describe, open_at)
+
+    def _unit(self, q: C.QueueFileFill, p: int):
+        if self._store is None or p >= q.written_units:
+            return None
+        cq = self._store.find_queue(q.topic, q.queue_id)
+        if cq is None:
+            return None
+        f = cq.queue.find(q.file_from_offset + p * CQ_UNIT_SIZE)
+        if f is None:
+            return None
+        u = cq.view(f)[p]
+        return int(u["phyOffset"]), int(u["size"]), int(u["tagsCode"])
+
+    def _index_rows(self, x: C.IndexFill) -> list[BarRow]:
+        numbers = {"file": x.name, "entriesUsed": x.entries_used, "maxIndexNum": x.index_num,
+                   "slotsUsed": x.slots_used, "maxHashSlotNum": x.slot_num, "hashSlotCount": x.hash_slot_count,
+                   "entryFill": x.entry_fill, "slotFill": x.slot_fill, "loadFactor": x.load_factor}
+        head = (f"index file {x.name}\n"
+                f"entries used {x.entries_used:,} of maxIndexNum {x.index_num:,} ({pct(x.entries_used, x.index_num)})\n"
+                f"slots used {x.slots_used:,} of maxHashSlotNum {x.slot_num:,} ({pct(x.slots_used, x.slot_num)}); "
+                f"header hashSlotCount {x.hash_slot_count:,}\n"
+                f"load factor {x.load_factor:.4g} entries per slot\n"
+                f"time {fmt_time(x.begin_timestamp)} – {fmt_time(x.end_timestamp)}\n"
+                f"phyOffset {x.begin_phy_offset:,} – {x.end_phy_offset:,}")
+        store = self._store
+
+        def entry(p: int):
+            if store is None or not 1 <= p <= x.entries_used:
+                return None
+            f = next((g for g in store.index.files if g.name == x.name), None)
+            return None if f is None else f.entries[p]
+
+        def describe_entries(p: int) -> str:
+            e = entry(p)
+            if e is None:
+                return head + ("\n\nentry #0 is never used" if p == 0 else f"\n\nentry #{p:,}: not used yet")
+            return head + (f"\n\nentry #{p:,}: keyHash {int(e['keyHash'])}, phyOffset {int(e['phyOffset']):,}, "
+                           f"prevIndex {int(e['prevIndex']):,}")
+
+        def open_entry(p: int) -> int | None:
+            e = entry(p)
+            return None if e is None else int(e["phyOffset"])
+        return [BarRow(f"{x.name} entries", x.entry_segments(), x.index_num, numbers, describe_entries, open_entry),
+                BarRow(f"{x.name} slots", x.slot_segments(), x.slot_num, numbers,
+                       lambda p: head + "\n\n(used slots are spread over the table: see Index slots)", None)]
+
+    def _set_texts(self, fill: C.StoreFill) -> None:
+        cl = fill.commitlog
+        size = sum(c.file_size for c in cl)
+        mbytes = sum(c.message_bytes for c in cl)
+        blank = sum(c.blank_tail for c in cl)
+        qunits = sum(q.written_units for q in fill.queues)
+        nq = len({(q.topic, q.queue_id) for q in fill.queues})
+        self.summary.setText(
+            f"CommitLog: {len(cl)} files, {sum(c.message_count for c in cl):,} messages in {mbytes:,} of "
+            f"{size:,} bytes ({pct(mbytes, size)}), blank tails {blank:,} bytes.   "
+            f"ConsumeQueue: {nq} queues, {len(fill.queues)} files, {qunits:,} units.   "
+            f"Index: {len(fill.index)} files, {sum(x.entries_used for x in fill.index):,} entries.")
+        swatches = [f'<span style="color:{hex_color(c)}">&#9632;</span>&nbsp;{html.escape(elide(t, 40))}'
+                    for t, c in self.topic_colors.items()]
+        swatches += [f'<span style="color:{hex_color(CATEGORY_COLORS[k])}">&#9632;</span>&nbsp;'
+                     f'<i>{C.CATEGORY_NAMES[k]}</i>' for k in (C.BLANK, C.FREE, C.DAMAGED, C.FILLER, C.USED, C.SLOTS)]
+        self.legend.setText("&nbsp;&nbsp; ".join(swatches))
+
+    # ---- interaction ----------------------------------------------------------------------
+    def rows(self, kind: str) -> list[BarRow]:
+        return self.charts[kind].rows
+
+    def describe(self, kind: str, row: int, x: float) -> str:
+        """Tooltip text for row `row` at fraction `x` of the file."""
+        ch = self.charts[kind]
+        r = ch.rows[row]
+        return r.describe(ch.position(row, x)) if r.describe else r.label
+
+    def open_at(self, kind: str, row: int, x: float) -> int | None:
+        """Emit openRequested for the message at fraction `x` of row `row`; returns it."""
+        ch = self.charts[kind]
+        r = ch.rows[row]
+        phy = r.open_at(ch.position(row, x)) if r.open_at else None
+        if phy is not None:
+            self.openRequested.emit(phy)
+        return phy
+
+    def _locate(self, scene_pos):
+        for kind, ch in self.charts.items():
+            if ch.plot.vb.sceneBoundingRect().contains(scene_pos):
+                p = ch.vb.mapSceneToView(scene_pos)
+                row = ch.row_at(p.y())
+                if row is not None and 0 <= p.x() <= 1:
+                    return kind, row, p.x()
+        return None
+
+    def _hover(self, scene_pos) -> None:
+        hit = self._locate(scene_pos)
+        if hit is None:
+            QToolTip.hideText()
+            return
+        QToolTip.showText(QCursor.pos(), self.describe(*hit), self.glw)
+
+    def _clicked(self, ev) -> None:
+        if ev.button() != Qt.LeftButton:
+            return
+        if ev.double():
+            for ch in self.charts.values():
+                if ch.plot.vb.sceneBoundingRect().contains(ev.scenePos()):
+                    ch.vb.setXRange(0, 1, padding=0)
+            return
+        hit = self._locate(ev.scenePos())
+        if hit is not None:
+            self.open_at(*hit)

@@ -1,0 +1,380 @@
+"""SlotHeatmapView: the whole hash-slot table of one index file at a glance.
+
+Left, every slot binned to the pixels available (max or mean chain length per bin, slot
+numbers running left to right, then down); right, how many slots have each chain length
+next to what a uniform hash would give at the same load (Poisson with mean entries /
+slots), with the counts in a table. Chain lengths of a 5,000,000-slot file are computed on
+a worker; re-binning on resize is a numpy reshape of the cached lengths. A click on the map
+picks the bin's longest chain and emits `slotActivated(file, slot)`."""
+from __future__ import annotations
+
+import html
+
+import numpy as np
+import pyqtgraph as pg
+from PySide6.QtCore import QRectF, Qt, QTimer, Signal
+from PySide6.QtGui import QBrush, QColor, QCursor, QFont
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QHeaderView, QLabel, QSplitter, QTableWidget,
+                               QTableWidgetItem, QToolTip, QVBoxLayout, QWidget)
+
+from . import compute as C
+from .workers import Background
+
+pg.setConfigOptions(imageAxisOrder="row-major")
+
+LOG_FLOOR = -0.5           # log10 baseline of the histogram bars: a count of 1 still shows
+COLORMAP = "inferno"
+LABEL_CELLS_UP_TO = 256    # write the chain length into each pixel-cell when there are this few
+DOTS_UP_TO = 20000         # sparse maps: draw used bins as dots too, or single pixels vanish
+
+
+class SlotResult:
+    """What one index file's slot view needs, computed on a worker."""
+
+    def __init__(self, name: str, lengths: np.ndarray, entries: int, index_count: int):
+        self.name = name
+        self.lengths = lengths
+        self.entries = entries
+        self.index_count = index_count
+        self.histogram = C.chain_histogram(lengths, entries)
+        self.stats = C.slot_stats(lengths, entries)
+
+
+def compute_slots(f, width: int, height: int, how: str) -> tuple[SlotResult, C.SlotHeatmap]:
+    lengths = C.chain_lengths(f)
+    res = SlotResult(f.name, lengths, max(0, f.header.indexCount - 1), f.header.indexCount)
+    return res, C.slot_heatmap(lengths, width, height, how)
+
+
+def _axis_style(p: pg.PlotItem) -> None:
+    font = QFont()
+    font.setPointSize(8)
+    for ax in ("left", "bottom"):
+        a = p.getAxis(ax)
+        a.setTextPen("#202020")
+        a.setPen("#808080")
+        a.setStyle(tickFont=font)
+        a.enableAutoSIPrefix(False)
+
+
+class SlotHeatmapView(QWidget):
+    slotActivated = Signal(str, int)     # index file name, slot
+    updated = Signal()
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self._store = None
+        self._dirty = False
+        self._want: str | None = None
+        self._cache: dict[tuple[str, int], SlotResult] = {}
+        self.result: SlotResult | None = None
+        self.heat: C.SlotHeatmap | None = None
+        self.background = Background(self)
+        self.background.failed.connect(lambda ch, text: self.stats_label.setText(
+            "Could not compute chain lengths:\n" + text.strip().splitlines()[-1]))
+        # controls
+        self.files = QComboBox()
+        self.files.setMinimumWidth(300)
+        self.files.currentIndexChanged.connect(self._file_changed)
+        self.how = QComboBox()
+        self.how.addItems(["max", "mean"])
+        self.how.setToolTip("Chain length shown for a pixel holding several slots")
+        self.how.currentIndexChanged.connect(lambda *_: self._rebin())
+        self.log = QCheckBox("log counts")
+        self.log.setChecked(True)
+        self.log.toggled.connect(lambda *_: self._draw_histogram())
+        self.stats_label = QLabel("No store open.")
+        self.stats_label.setWordWrap(True)
+        self.stats_label.setTextInteractionFlags(Qt.TextSelectableByMouse)
+        # heat map
+        self.heat_widget = pg.GraphicsLayoutWidget()
+        self.heat_widget.setBackground("w")
+        self.heat_plot = self.heat_widget.addPlot(row=0, col=0)
+        self.heat_plot.setMenuEnabled(False)
+        self.heat_plot.invertY(True)
+        self.heat_plot.setAspectLocked(False)
+        self.heat_plot.hideAxis("bottom")
+        self.heat_plot.hideAxis("left")
+        self.heat_plot.setTitle("slot table", color="#202020", size="10pt")
+        self.image = pg.ImageItem(axisOrder="row-major")
+        self.cmap = pg.colormap.get(COLORMAP)
+        self.image.setColorMap(self.cmap)
+        self.heat_plot.addItem(self.image)
+        self.dots = pg.ScatterPlotItem(pen=None, size=6, pxMode=True)
+        self.heat_plot.addItem(self.dots)
+        self.cell_labels: list[pg.TextItem] = []
+        self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=self.cmap, label="chain length",
+                                        interactive=False, colorMapMenu=False)
+        self.colorbar.setImageItem(self.image, insert_in=self.heat_plot)
+        self.colorbar.getAxis("right").setTextPen("#202020")
+        # histogram
+        self.hist_widget = pg.PlotWidget(background="w")
+        self.hist_plot = self.hist_widget.getPlotItem()
+        self.hist_plot.setMenuEnabled(False)
+        _axis_style(self.hist_plot)
+        self.hist_plot.setTitle("chain lengths vs uniform hash (Poisson)", color="#202020", size="10pt")
+        self.hist_plot.setLabel("bottom", "chain length", color="#202020")
+        self.hist_plot.showGrid(y=True, alpha=0.2)
+        self.legend = self.hist_plot.addLegend(offset=(-10, 10), labelTextColor="#202020")
+        self.obs_bars = pg.BarGraphItem(x=[], height=[], width=0.4, brush=(31, 119, 180), pen=None, name="slots")
+        self.exp_bars = pg.BarGraphItem(x=[], height=[], width=0.4, brush=(255, 127, 14, 200), pen=None,
+                                        name="Poisson (same load)")
+        self.hist_plot.addItem(self.obs_bars)
+        self.hist_plot.addItem(self.exp_bars)
+        self.table = QTableWidget(0, 3)
+        self.table.setHorizontalHeaderLabels(["chain length", "slots", "Poisson"])
+        self.table.verticalHeader().setVisible(False)
+        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.Stretch)
+        self.table.setEditTriggers(QTableWidget.NoEditTriggers)
+        # layout
+        top = QHBoxLayout()
+        top.addWidget(QLabel("Index file:"))
+        top.addWidget(self.files)
+        top.addWidget(QLabel("pixel shows"))
+        top.addWidget(self.how)
+        top.addWidget(self.log)
+        top.addStretch(1)
+        right = QSplitter(Qt.Vertical)
+        right.addWidget(self.hist_widget)
+        right.addWidget(self.table)
+        right.setSizes([400, 220])
+        split = QSplitter(Qt.Horizontal)
+        split.addWidget(self.heat_widget)
+        split.addWidget(right)
+        split.setSizes([600, 500])
+        lay = QVBoxLayout(self)
+        lay.setContentsMargins(4, 4, 4, 4)
+        lay.addLayout(top)
+        lay.addWidget(self.stats_label)
+        lay.addWidget(split, 1)
+        self._rebin_timer = QTimer(self)
+        self._rebin_timer.setSingleShot(True)
+        self._rebin_timer.setInterval(60)
+        self._rebin_timer.timeout.connect(self._rebin)
+        self.heat_plot.vb.sigResized.connect(lambda *_: self._rebin_timer.start())
+        self.heat_widget.scene().sigMouseMoved.connect(self._hover)
+        self.heat_widget.scene().sigMouseClicked.connect(self._clicked)
+
+    # ---- store and file ----------------------------------------------------------------------
+    def set_store(self, store) -> None:
+        self.background.cancel()
+        self._store = store
+        self._cache.clear()
+        self._want = None
+        self.result = self.heat = None
+        self.image.clear()
+        self.files.blockSignals(True)
+        self.files.clear()
+        self._names: list[str] = []
+        if store is not None:
+            for f in store.index.files:
+                self.files.addItem(f"{f.name}   ({max(0, f.header.indexCount - 1):,} entries)")
+                self._names.append(f.name)
+        self.files.blockSignals(False)
+        self.stats_label.setText("No store open." if store is None else
+                                 ("No index files." if not self._names else "Computing chain lengths…"))
+        self._dirty = store is not None
+        if self._dirty and self.isVisible():
+            self.refresh()
+
+    def refresh(self) -> None:
+        if self._store is None:
+            return
+        self._dirty = False
+        name = self._want or (self._names[0] if self._names else None)
+        if name is not None:
+            self.select_file(name)
+
+    def showEvent(self, ev) -> None:
+        super().showEvent(ev)
+        if self._dirty:
+            self.refresh()
+
+    def index_file(self, name: str):
+        if self._store is None:
+            return None
+        return next((f for f in self._store.index.files if f.name == name), None)
+
+    def select_file(self, name: str) -> None:
+        self._want = name
+        f = self.index_file(name)
+        if f is None:
+            return
+        i = self._names.index(name)
+        if i != self.files.currentIndex():
+            self.files.blockSignals(True)
+            self.files.setCurrentIndex(i)
+            self.files.blockSignals(False)
+        w, h = self._budget()
+        how = self.how.currentText()
+        hit = self._cache.get((name, f.header.indexCount))
+        if hit is not None:
+            self.background.cancel("slots")
+            self._apply((hit, C.slot_heatmap(hit.lengths, w, h, how)))
+            return
+        self.stats_label.setText(f"Computing the chain length of {f.slot_num:,} slots of {name}…")
+        self.background.submit("slots", compute_slots, f, w, h, how, on_done=self._apply)
+
+    def _file_changed(self, i: int) -> None:
+        if 0 <= i < len(self._names):
+            self.select_file(self._names[i])
+
+    def _budget(self) -> tuple[int, int]:
+        vb = self.heat_plot.vb
+        return max(64, int(vb.width())), max(48, int(vb.height()))
+
+    # ---- drawing ---------------------------------------------------------------------------------
+    def _apply(self, pair) -> None:
+        res, heat = pair
+        self._cache[(res.name, res.index_count)] = res
+        self.result = res
+        self._show_heat(heat)
+        self._draw_histogram()
+        self._fill_table()
+        self._set_stats()
+        self.updated.emit()
+
+    def _rebin(self) -> None:
+        if self.result is None:
+            return
+        w, h = self._budget()
+        self._show_heat(C.slot_heatmap(self.result.lengths, w, h, self.how.currentText()))
+
+    def _show_heat(self, heat: C.SlotHeatmap) -> None:
+        self.heat = heat
+        top = float(np.nanmax(heat.image)) if heat.bins else 0.0
+        top = max(1.0, top)
+        self.image.setImage(heat.image, autoLevels=False, levels=(0, top))
+        rows, cols = heat.image.shape
+        self.image.setRect(QRectF(0, 0, cols, rows))
+        self.colorbar.setLevels((0, top))
+        self.heat_plot.vb.setRange(xRange=(0, cols), yRange=(0, rows), padding=0)
+        for t in self.cell_labels:
+            self.heat_plot.removeItem(t)
+        self.cell_labels = []
+        flat = heat.image.ravel()
+        used = np.flatnonzero(np.nan_to_num(flat) > 0)
+        note = ""
+        if heat.bins <= LABEL_CELLS_UP_TO:
+            for b in range(heat.bins):
+                r, c = divmod(b, cols)
+                v = flat[b]
+                t = pg.TextItem(f"#{heat.slot_range(r, c)[0]}\n{v:g}", anchor=(0.5, 0.5),
+                                color=(255, 255, 255) if v < 0.6 * top else (0, 0, 0))
+                t.setPos(c + 0.5, r + 0.5)
+                self.heat_plot.addItem(t)
+                self.cell_labels.append(t)
+            note = "; cells: #slot / chain length"
+        if heat.slots_per_bin > 1 and used.size <= DOTS_UP_TO and used.size < 0.02 * heat.bins:
+            r, c = np.divmod(used, cols)
+            lut = self.cmap.getLookupTable(0.0, 1.0, 256, alpha=False)
+            colors = lut[np.clip((flat[used] / top * 255).astype(int), 0, 255)]
+            self.dots.setData(x=c + 0.5, y=r + 0.5, brush=[pg.mkBrush(*col) for col in colors])
+            note = "; sparse: used pixels drawn as dots"
+        else:
+            self.dots.clear()
+        self.heat_plot.setTitle(
+            f"{self.result.stats.slots:,} slots, {heat.slots_per_bin:,} per pixel ({heat.how} chain length){note}",
+            color="#202020", size="10pt")
+
+    def _draw_histogram(self) -> None:
+        if self.result is None:
+            return
+        h = self.result.histogram
+        k = h.lengths.astype(np.float64)
+        obs = h.observed.astype(np.float64)
+        exp = h.expected
+        if self.log.isChecked():
+            def tf(v):
+                with np.errstate(divide="ignore"):
+                    y = np.log10(np.where(v > 0, v, np.nan))
+                return np.where(np.isfinite(y) & (y > LOG_FLOOR), y - LOG_FLOOR, 0.0)
+            self.obs_bars.setOpts(x=k - 0.2, height=tf(obs), y0=LOG_FLOOR)
+            self.exp_bars.setOpts(x=k + 0.2, height=tf(exp), y0=LOG_FLOOR)
+            top = int(np.ceil(np.log10(max(obs.max(), exp.max(), 1))))
+            self.hist_plot.getAxis("left").setTicks([[(float(e), f"{10 ** e:,}") for e in range(top + 1)], []])
+            self.hist_plot.setLabel("left", "slots (log scale)", color="#202020")
+        else:
+            self.obs_bars.setOpts(x=k - 0.2, height=obs, y0=0)
+            self.exp_bars.setOpts(x=k + 0.2, height=exp, y0=0)
+            self.hist_plot.getAxis("left").setTicks(None)
+            self.hist_plot.setLabel("left", "slots", color="#202020")
+        self.hist_plot.getAxis("bottom").setTicks(
+            [[(float(v), str(int(v))) for v in k[::max(1, len(k) // 25)]], []])
+        self.hist_plot.autoRange()
+
+    def _fill_table(self) -> None:
+        rows = self.result.histogram.rows()
+        self.table.setRowCount(len(rows))
+        for r, (k, o, e) in enumerate(rows):
+            items = [QTableWidgetItem(f"{k}"), QTableWidgetItem(f"{o:,}"),
+                     QTableWidgetItem(f"{e:,.1f}" if e >= 0.05 else f"{e:.2g}")]
+            # counts far above what a uniform hash gives (a skewed or overloaded index) in red
+            if o > e + 4 * np.sqrt(e + 1):
+                for it in items:
+                    it.setForeground(QBrush(QColor(200, 0, 0)))
+            for c, it in enumerate(items):
+                it.setTextAlignment(Qt.AlignRight | Qt.AlignVCenter)
+                self.table.setItem(r, c, it)
+
+    def _set_stats(self) -> None:
+        res = self.result
+        s = res.stats
+        f = self.index_file(res.name)
+        hsc = f.header.hashSlotCount if f is not None else 0
+        longest = ", ".join(f"slot {slot:,} ({n})" for slot, n in s.longest) or "-"
+        warn = ""
+        if s.reachable != s.entries:
+            warn = (f"<br><span style='color:#c00'>{s.entries - s.reachable:,} entries are not reachable from any "
+                    f"slot (broken or overwritten chains)</span>" if s.reachable < s.entries else
+                    f"<br><span style='color:#c00'>walks meet {s.reachable:,} entries for {s.entries:,} written "
+                    f"(shared tails or cycles)</span>")
+        self.stats_label.setText(
+            f"<b>{html.escape(res.name)}</b>: {s.entries:,} entries in {s.slots:,} slots, "
+            f"load factor <b>{s.load:.4g}</b>; used slots <b>{s.used_slots:,}</b> "
+            f"({100.0 * s.used_slots / s.slots:.2f}%; a uniform hash expects {s.expected_used:,.1f}); "
+            f"header hashSlotCount {hsc:,}; mean chain of a used slot {s.mean_used:.3g}; "
+            f"longest chains: {longest}. Click the map to walk a chain." + warn)
+
+    # ---- interaction -------------------------------------------------------------------------------
+    def bin_at(self, row: int, col: int) -> tuple[int, int] | None:
+        return self.heat.slot_range(row, col) if self.heat is not None else None
+
+    def activate_pixel(self, row: int, col: int) -> int | None:
+        """Emit slotActivated for the longest chain in the pixel's bin; returns the slot."""
+        rng = self.bin_at(row, col)
+        if rng is None or self.result is None:
+            return None
+        slot = C.longest_slot_in(self.result.lengths, *rng)
+        self.slotActivated.emit(self.result.name, slot)
+        return slot
+
+    def _pixel(self, scene_pos):
+        if self.heat is None or not self.heat_plot.vb.sceneBoundingRect().contains(scene_pos):
+            return None
+        p = self.heat_plot.vb.mapSceneToView(scene_pos)
+        row, col = int(np.floor(p.y())), int(np.floor(p.x()))
+        return (row, col) if self.bin_at(row, col) is not None else None
+
+    def describe_pixel(self, row: int, col: int) -> str:
+        lo, hi = self.bin_at(row, col)
+        hi = min(hi, len(self.result.lengths))
+        seg = self.result.lengths[lo:hi]
+        best = C.longest_slot_in(self.result.lengths, lo, hi)
+        if hi - lo == 1:
+            return f"slot {lo:,}: chain length {int(seg[0])}"
+        return (f"slots {lo:,} – {hi - 1:,}: longest chain {int(seg.max())} (slot {best:,}), "
+                f"mean {seg.mean():.3g}, used {int(np.count_nonzero(seg)):,} of {hi - lo:,}")
+
+    def _hover(self, scene_pos) -> None:
+        px = self._pixel(scene_pos)
+        if px is None:
+            return
+        QToolTip.showText(QCursor.pos(), self.describe_pixel(*px), self.heat_widget)
+
+    def _clicked(self, ev) -> None:
+        if ev.button() != Qt.LeftButton:
+            return
+        px = self._pixel(ev.scenePos())
+        if px is not None:
+            self.activate_pixel(*px)
