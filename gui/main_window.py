@@ -137,16 +137,16 @@ class MainWindow(QMainWindow):
 
     def _make_actions(self) -> None:
         A = self._action
-        self.act_open = A("&Open Store Folder…", lambda: self.open_dialog(), QKeySequence.Open,
+        self.act_open = A("&Open Store Folder…", lambda: self.open_dialog(), "Ctrl+O",
                           "Open a store folder (read-only unless the read-write switch is on)")
         self.act_open_ro = A("Open Store Folder &Read-Only…", lambda: self.open_dialog(read_only=True),
                              "Ctrl+Shift+O", "Open a store folder read-only")
         self.act_close = A("&Close Store", self.close_store, "Ctrl+W")
-        self.act_quit = A("&Quit", self.close, QKeySequence.Quit)
+        self.act_quit = A("&Quit", self.close, "Ctrl+Q")
         self.act_refresh = A("&Refresh", self.refresh, "F5", "Re-read the end of the store")
         self.act_utc = A("Times in &UTC", self._utc_toggled, "Ctrl+Shift+U", "Show every time in UTC", True)
         self.act_utc.setChecked(self.utc)
-        self.act_find = A("&Find by Key…", self._find, QKeySequence.Find)
+        self.act_find = A("&Find by Key…", self._find, "Ctrl+F")
         self.act_goto = A("&Go to Queue Offset…", self._goto, "Ctrl+G")
         self.act_gotime = A("Go to &Time…", self._gotime, "Ctrl+T")
         self.act_tail = A("&Live Tail", self.browser.tail.setChecked, "Ctrl+L",
@@ -157,7 +157,7 @@ class MainWindow(QMainWindow):
                         True)
         self.act_send = A("&Send Test Messages…", self.send_dialog, "Ctrl+Shift+M",
                           "Append test messages (read-write only)")
-        self.act_help = A("&Keyboard Shortcuts", self.show_help, QKeySequence.HelpContents)
+        self.act_help = A("&Keyboard Shortcuts", self.show_help, "F1")
         self.act_about = A("&About", self.show_about)
 
         mb = self.menuBar()

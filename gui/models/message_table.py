@@ -10,6 +10,7 @@ from __future__ import annotations
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt, QTimer, Signal
 from PySide6.QtGui import QBrush, QColor
 
+from ..body_format import visible_text
 from ..textsafe import tip
 from ..timefmt import format_ms, zone_label
 from .block_cache import BlockCache
@@ -299,9 +300,9 @@ class QueueTableModel(QAbstractTableModel):
         if col == COL_TIME:
             return format_ms(r.storeTimestamp, self.utc) if r.ok else ""
         if col == COL_TAGS:
-            return r.tags
+            return visible_text(r.tags, one_line=True) if r.tags else ""
         if col == COL_KEYS:
-            return r.keys
+            return visible_text(r.keys, one_line=True) if r.keys else ""
         if col == COL_SIZE:
             return str(r.size) if r.status != "filler" else ""
         if col == COL_PHY:

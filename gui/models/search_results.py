@@ -4,6 +4,7 @@ from __future__ import annotations
 from PySide6.QtCore import QAbstractTableModel, QModelIndex, QPersistentModelIndex, Qt
 from PySide6.QtGui import QBrush, QColor
 
+from ..body_format import visible_text
 from ..textsafe import tip
 from ..timefmt import format_ms, zone_label
 from .search import SearchHit
@@ -66,5 +67,5 @@ class SearchResultsModel(QAbstractTableModel):
             return tip(str(self.data(index, Qt.DisplayRole) or "")) if col in (7, 8, 3) else None
         if role != Qt.DisplayRole:
             return None
-        return [str(v) for v in (index.row() + 1, h.match_text, format_ms(m.storeTimestamp, self.utc), m.topic, m.queueId,
+        return [visible_text(str(v), one_line=True) for v in (index.row() + 1, h.match_text, format_ms(m.storeTimestamp, self.utc), m.topic, m.queueId,
                 m.queueOffset, m.commitLogOffset, m.keys or "", m.tags or "", m.msgId, m.uniqKey or "")][col]

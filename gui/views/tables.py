@@ -4,6 +4,7 @@ from __future__ import annotations
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTableWidget, QTableWidgetItem, QWidget
 
+from ..body_format import visible_text
 from ..textsafe import tip
 
 
@@ -27,7 +28,7 @@ def fill_table(t: QTableWidget, rows: list[list], numeric: set[int] = frozenset(
     t.setRowCount(len(rows))
     for i, row in enumerate(rows):
         for j, v in enumerate(row):
-            it = QTableWidgetItem("" if v is None else str(v))
+            it = QTableWidgetItem("" if v is None else visible_text(str(v), one_line=True))
             it.setFlags(Qt.ItemIsEnabled | Qt.ItemIsSelectable)
             if j in numeric:
                 it.setTextAlignment(Qt.AlignRight | Qt.AlignVCenter)

@@ -286,3 +286,41 @@ def test_internals_and_scan_tabs_follow_the_store(qtbot, window):
     assert b.model.offset_of_row(b.table.currentIndex().row()) == 7
     window.close_store()
     assert window.scans.panel.store is None
+
+
+def test_shortcuts(qtbot, window):
+    open_and_wait(qtbot, window, unpack("small"))
+    keys = {a.text().replace("&", ""): a.shortcut().toString() for a in window.actions()}
+    assert keys["Open Store Folder…"] == "Ctrl+O" and keys["Open Store Folder Read-Only…"] == "Ctrl+Shift+O"
+    assert keys["Refresh"] == "F5" and keys["Find by Key…"] == "Ctrl+F" and keys["Quit"] == "Ctrl+Q"
+    assert keys["Keyboard Shortcuts"] == "F1" and keys["Go to Queue Offset…"] == "Ctrl+G"
+    window.act_find.trigger()
+    assert window.tabs.currentWidget() is window.search and window.search.modes.currentIndex() == 0
+    window.act_goto.trigger()
+    assert window.tabs.currentWidget() is window.browser
+
+
+def test_control_characters_in_tags_and_keys_stay_on_one_line(qtbot, window, fixture_copy):
+    root = fixture_copy("small")
+    store = open_and_wait(qtbot, window, root)
+    if not hasattr(store, "put_message"):
+        pytest.skip("engine has no MessageStore.put_message yet")
+    with qtbot.waitSignal(window.storeOpened, timeout=10000):
+        window.act_rw.setChecked(True)
+    store = window.session.store
+    r = store.put_message("TopicTest", b"<script>alert(1)</script>\x1b[2J", queue_id=3, tags="<b>T</b>",
+                          keys="k1\tk2 <i>x</i>", properties={"note": "line1\nline2\x1b[31m"})
+    window.session.notify_changed()
+    window.show_queue("TopicTest", 3, r.queueOffset)
+    b = window.browser
+    row = b.model.row_of_offset(r.queueOffset)
+    b.model.load_now(row, row)
+    assert b.model.data(b.model.index(row, mt.COL_TAGS)) == "<b>T</b>"
+    assert b.model.data(b.model.index(row, mt.COL_KEYS)) == "k1\u2409k2 <i>x</i>"
+    assert "&lt;b&gt;T&lt;/b&gt;" in b.model.data(b.model.index(row, mt.COL_TAGS), Qt.ToolTipRole)  # escaped
+    qtbot.waitUntil(lambda: b.detail.message is not None and b.detail.message.queueOffset == r.queueOffset,
+                    timeout=5000)
+    d = b.detail
+    assert d.body.text.toPlainText() == "<script>alert(1)</script>\u241b[2J"
+    props = {d.properties.item(i, 0).text(): d.properties.item(i, 1).text() for i in range(d.properties.rowCount())}
+    assert props["note"] == "line1\u240aline2\u241b[31m"
