@@ -19,7 +19,7 @@ from PySide6.QtCore import QObject, Signal
 
 from engine import MessageStore
 
-from .workers import Lane, TaskRunner  # noqa: F401 (Lane re-exported for views)
+from .workers import Lane, TaskRunner
 
 
 def _locked_generator(gen, lock):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from PySide6.QtCore import QItemSelectionModel, QRegularExpression, Qt, QTimer, Signal
 from PySide6.QtGui import QRegularExpressionValidator
-from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
+from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
                                QProgressBar, QPushButton, QSpinBox, QSplitter, QTableView, QToolButton,
                                QVBoxLayout, QWidget)
 
