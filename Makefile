@@ -6,7 +6,6 @@ STAMP  := $(VENV)/.installed
 STORE  ?=
 QUICK  ?=
 
-export QT_QPA_PLATFORM ?= offscreen
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
 .PHONY: run test bench package soak system-deps clean
@@ -28,6 +27,11 @@ system-deps:
 	      echo "WARNING: could not install a JRE: Spark scans and their tests will be skipped"; \
 	  else echo "WARNING: no 'java' on PATH: install a JRE 17 to run Spark scans"; fi; \
 	fi
+	@if ! fc-list 2>/dev/null | grep -qi 'emoji'; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get install -y -q fonts-noto-color-emoji >/dev/null 2>&1 || true; \
+	  fi; \
+	fi
 	@if ! fc-list 2>/dev/null | grep -qiE 'cjk|wqy'; then \
 	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
 	    apt-get install -y -q fonts-noto-cjk >/dev/null 2>&1 || \
@@ -36,11 +40,15 @@ system-deps:
 	fi
 
 run: $(STAMP)
-	$(PY) -m gui.app $(STORE)
+	@if [ -z "$$DISPLAY$$WAYLAND_DISPLAY" ] && [ -z "$$QT_QPA_PLATFORM" ]; then \
+	  echo "no display found: starting offscreen (set DISPLAY, or use xvfb-run make run)"; \
+	  QT_QPA_PLATFORM=offscreen $(PY) -m gui.app $(STORE); \
+	else $(PY) -m gui.app $(STORE); fi
 
+# tests render offscreen; `make run` uses the desktop's display (offscreen only when there is none)
 test: $(STAMP) system-deps
 	$(VENV)/bin/lint-imports
-	$(PY) -m pytest -q tests
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q tests
 
 bench: $(STAMP)
 	$(PY) -m bench $(if $(QUICK),--quick,)
@@ -49,8 +57,17 @@ soak: $(STAMP)
 	$(PY) -m pytest -q tests/reliability --soak
 
 package: $(STAMP)
-	$(PY) -m pip install -q pyinstaller
+	@if ! ldconfig -p 2>/dev/null | grep -q libxcb-icccm.so.4; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    apt-get install -y -q libxcb-icccm4 libxcb-keysyms1 >/dev/null 2>&1 || \
+	      echo "note: libxcb-icccm4/libxcb-keysyms1 not installed: the bundle's X11 plugin needs them on the target"; \
+	  else echo "note: install libxcb-icccm4 libxcb-keysyms1 to bundle them (the X11 plugin needs them)"; fi; \
+	fi
+	$(PY) -m pip install -q 'pyinstaller>=6.0,<7'
 	$(VENV)/bin/pyinstaller --noconfirm packaging/rmqstore.spec --distpath dist --workpath build/pyinstaller
+	@du -sh dist/rmqstore-browser
+	dist/rmqstore-browser/rmqstore-browser --version
+	dist/rmqstore-browser/rmqstore --version
 
 clean:
 	rm -rf build dist $(VENV) *.egg-info
