@@ -100,7 +100,7 @@ class SlotHeatmapView(QWidget):
         self.cmap = pg.colormap.get(COLORMAP)
         self.image.setColorMap(self.cmap)
         self.heat_plot.addItem(self.image)
-        self.dots = pg.ScatterPlotItem(pen=None, size=6, pxMode=True)
+        self.dots = pg.ScatterPlotItem(pen=pg.mkPen(255, 255, 255, 150, width=1), size=7, pxMode=True)
         self.heat_plot.addItem(self.dots)
         self.cell_labels: list[pg.TextItem] = []
         self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=self.cmap, label="chain length",
@@ -126,6 +126,8 @@ class SlotHeatmapView(QWidget):
         self.table.verticalHeader().setVisible(False)
         self.table.horizontalHeader().setSectionResizeMode(QHeaderView.Stretch)
         self.table.setEditTriggers(QTableWidget.NoEditTriggers)
+        self.table.setToolTip("Red rows: far more slots than a uniform hash gives at this load "
+                              "(repeated keys, a skewed hash or an overloaded file)")
         # layout
         top = QHBoxLayout()
         top.addWidget(QLabel("Index file:"))
