@@ -1,29 +1,12 @@
 """Shared by the internals tests: oracles computed straight from the conformance manifests
-(never from the engine or gui code under test), screenshots, and a guard for a PySide6 bug."""
+(never from the engine or gui code under test) and screenshots."""
 from __future__ import annotations
 
-import sys
 from collections import Counter
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 SHOTS = ROOT / "build" / "screenshots"
-
-# ---- PySide6 6.12.0 (abi3) on Python < 3.12 drops a reference to None / True / False on
-# every C++ call that returns them (setText, processEvents, Signal.emit ...): after some
-# 20,000 such calls the interpreter aborts with "none_dealloc". Python 3.12+ makes those
-# objects immortal and PySide6 6.11.3 does not have the bug. Until the project pins one of
-# the two, hold extra references so a test run cannot die of it (the app still can).
-_GUARD: list = []
-
-
-def guard_pyside_refcounts() -> None:
-    import PySide6
-    if sys.version_info < (3, 12) and PySide6.__version__.startswith("6.12.") and not _GUARD:
-        import ctypes
-        _GUARD.extend([None, True, False] * 2_000_000)
-        ctypes.pythonapi.Py_IncRef(ctypes.py_object(_GUARD))   # never freed, not even at exit
-
 
 def shot(widget, name: str) -> Path:
     SHOTS.mkdir(parents=True, exist_ok=True)

@@ -12,9 +12,8 @@ import pytest
 from conftest import manifest, unpack
 from engine import MessageStore
 from gui.internals import compute as C
-from internals_helpers import chain_length_counts, commitlog_oracle, guard_pyside_refcounts, index_oracle, shot
+from internals_helpers import chain_length_counts, commitlog_oracle, index_oracle, shot
 
-guard_pyside_refcounts()
 
 from gui.internals.collision_chain import CollisionChainView  # noqa: E402
 from gui.internals.cq_units import CqUnitsView  # noqa: E402
