@@ -171,23 +171,31 @@ class IndexFile:
             n = prev
         return steps
 
-    def chain_lengths(self) -> np.ndarray:
-        """Chain length of every slot (vectorised; one pass per chain step over live slots).
-        Broken links end a chain; cycles are capped at indexCount."""
+    def chain_lengths(self, vector_steps: int = 256) -> np.ndarray:
+        """Chain length of every slot. Vectorised one chain step at a time over the live
+        slots; slots still walking after `vector_steps` (very long chains or cycles in a
+        damaged file) are finished one by one with a visited set, so a cycle costs its
+        length once instead of indexCount passes. Broken links end a chain."""
         count = self.header.indexCount
         cur = self.slots.astype(np.int64)
         cur[(cur <= 0) | (cur > count) | (cur >= self.index_num)] = 0
-        lengths = np.zeros(self.slot_num, dtype=np.int32)
+        lengths = np.zeros(self.slot_num, dtype=np.int64)
         alive = np.flatnonzero(cur)
         prev_all = self.entries["prevIndex"]
         steps = 0
-        while alive.size and steps < count:
+        while alive.size and steps < vector_steps:
             lengths[alive] += 1
             nxt = prev_all[cur[alive]].astype(np.int64)
             ok = (nxt > 0) & (nxt <= count) & (nxt != cur[alive]) & (nxt < self.index_num)
             cur[alive] = np.where(ok, nxt, 0)
             alive = alive[ok]
             steps += 1
+        for slot in alive.tolist():
+            n, seen = int(cur[slot]), set()
+            while 0 < n <= count and n < self.index_num and n not in seen:
+                seen.add(n)
+                lengths[slot] += 1
+                n = int(prev_all[n])
         return lengths
 
     # ---- writing ---------------------------------------------------------------------
