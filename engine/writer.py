@@ -123,8 +123,10 @@ class StoreWriter:
         n = tc.get("writeQueueNums") if isinstance(tc, dict) else None
         if isinstance(n, int) and n > 0:
             return n
+        if topic in self.new_topics:  # created this session: the default, without a walk over every queue
+            return 4
         existing = [q for t, q in self.store.queues if t == topic and self.store.queues[(t, q)].max_offset]
-        return max(existing) + 1 if existing and topic not in self.new_topics else 4
+        return max(existing) + 1 if existing else 4
 
     def encode(self, d: MessageDraft) -> EncodedRecord:
         v2 = validate_topic(d.topic, self.cfg.autoMessageVersionOnTopicLen)
@@ -185,7 +187,8 @@ class StoreWriter:
                     self.new_topics.add(d.topic)
             if self.cfg.sync_flush:
                 f.flush()
-            self._dirty.set()
+            if not self._dirty.is_set():  # set() takes the event's lock and notifies every time
+                self._dirty.set()
         return out
 
     @staticmethod
