@@ -190,12 +190,12 @@ class IndexFile:
             cur[alive] = np.where(ok, nxt, 0)
             alive = alive[ok]
             steps += 1
-        for slot in alive.tolist():
-            n, seen = int(cur[slot]), set()
+        for slot in alive.tolist():  # walked again from the head, counting distinct entries
+            n, seen = int(self.slots[slot]), set()
             while 0 < n <= count and n < self.index_num and n not in seen:
                 seen.add(n)
-                lengths[slot] += 1
                 n = int(prev_all[n])
+            lengths[slot] = len(seen)
         return lengths
 
     # ---- writing ---------------------------------------------------------------------
