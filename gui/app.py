@@ -82,6 +82,9 @@ def main(argv: list[str] | None = None) -> int:
     app = QApplication.instance() or QApplication(sys.argv[:1])
     app.setApplicationName("rmqstore-browser")
     app.setOrganizationName("rmqstore")
+    app.setDesktopFileName("rmqstore-browser")
+    import resources
+    app.setWindowIcon(resources.app_icon())
     win = MainWindow()
     _install_excepthook(lambda: win)
     win.show()

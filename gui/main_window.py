@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import resources
 from PySide6.QtCore import QSettings, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
 from PySide6.QtWidgets import (QFileDialog, QLabel, QMainWindow, QPushButton, QSplitter, QStackedWidget, QTabWidget,
@@ -42,6 +43,24 @@ SHORTCUTS = [
     ("Ctrl+Q", "Quit"),
     ("F1", "This help"),
 ]
+
+
+def about_text() -> str:
+    """Versions of everything the browser stands on (for bug reports)."""
+    import platform
+
+    import numpy
+    import PySide6
+    import pyqtgraph
+    try:
+        from importlib.metadata import version
+        spark = version("pyspark")
+    except Exception:  # noqa: BLE001 - optional
+        spark = "not installed (scans run locally; pip install 'rmqstore[spark]')"
+    return (f"rmqstore browser {__version__}\n\nBrowse Apache RocketMQ's on-disk message store: CommitLog, "
+            f"ConsumeQueue, IndexFile (RocketMQ 4.9 and 5.x formats).\n\n"
+            f"Python {platform.python_version()} · PySide6 {PySide6.__version__} · pyqtgraph {pyqtgraph.__version__}"
+            f" · numpy {numpy.__version__}\nPySpark {spark}")
 
 
 class MainWindow(QMainWindow):
@@ -186,7 +205,10 @@ class MainWindow(QMainWindow):
         tb = QToolBar("Main", self)
         tb.setObjectName("main-toolbar")
         tb.setMovable(False)
-        tb.setToolButtonStyle(Qt.ToolButtonTextOnly)
+        tb.setToolButtonStyle(Qt.ToolButtonTextBesideIcon)
+        for a, name in ((self.act_open, "open"), (self.act_refresh, "refresh"), (self.act_find, "search"),
+                        (self.act_send, "send"), (self.act_tail, "live-tail")):
+            a.setIcon(resources.icon(name))
         for a in (self.act_open, self.act_refresh):
             tb.addAction(a)
         tb.addSeparator()
@@ -490,8 +512,7 @@ class MainWindow(QMainWindow):
         dialogs.info(self, "Keyboard shortcuts", "\n".join(f"{k:<{width}}   {v}" for k, v in SHORTCUTS))
 
     def show_about(self) -> None:
-        dialogs.info(self, "About rmqstore", f"rmqstore browser {__version__}\n\nBrowse Apache RocketMQ's on-disk "
-                                             "message store: CommitLog, ConsumeQueue, IndexFile.")
+        dialogs.info(self, "About rmqstore", about_text())
 
     def _internals_created(self, panel) -> None:
         panel.openRequested.connect(self.show_commitlog_offset)
