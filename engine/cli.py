@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 import time
 from datetime import datetime
@@ -60,7 +61,17 @@ def preview(body: bytes, width: int = 40) -> str:
     return f"hex:{h}{'…' if len(body) > width // 2 else ''}"
 
 
+def safe(text: str) -> str:
+    """Store text (topics, tags, keys: anything a producer chose) made inert for a terminal:
+    control characters and bidi overrides are shown escaped, never sent to the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == " " else
+                   (f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}") for c in text)
+
+
 def _clip(text: str, width: int = 48) -> str:
+    text = safe(text)
     return text if len(text) <= width else text[: width - 1] + "…"
 
 
@@ -123,8 +134,9 @@ def cmd_dump(store: MessageStore, args) -> int:
         if args.json:
             print(json.dumps(m.to_json(), ensure_ascii=False))
         else:
-            print(f"{m.commitLogOffset:>12}  {m.topic}/{m.queueId}@{m.queueOffset}  {fmt_time(m.storeTimestamp)}  "
-                  f"size={m.storeSize} tags={m.tags or ''} keys={m.keys or ''} msgId={m.msgId}  {preview(m.body)}")
+            print(f"{m.commitLogOffset:>12}  {safe(m.topic)}/{m.queueId}@{m.queueOffset}  {fmt_time(m.storeTimestamp)}  "
+                  f"size={m.storeSize} tags={safe(m.tags or '')} keys={safe(m.keys or '')} msgId={m.msgId}  "
+                  f"{preview(m.body)}")
         count += 1
         if args.count and count >= args.count:
             break
@@ -312,6 +324,12 @@ def main(argv: list[str] | None = None) -> int:
         return 130
     except (OSError, ValueError) as e:
         print(f"rmqstore: error: {e}", file=sys.stderr)
+        return EXIT_ERROR
+    except Exception as e:  # noqa: BLE001 - a bug: still one line for the user (RMQSTORE_DEBUG=1 shows it)
+        if os.environ.get("RMQSTORE_DEBUG"):
+            raise
+        print(f"rmqstore: internal error: {type(e).__name__}: {e} (set RMQSTORE_DEBUG=1 for details)",
+              file=sys.stderr)
         return EXIT_ERROR
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import random
+import time
 from importlib import resources
 from pathlib import Path
 
@@ -34,7 +35,14 @@ def generate_demo_store(root, messages: int = 12000, seed: int = 7) -> Path:
     weights = [topics[t]["weight"] for t in names]
     cfg = StoreConfig.from_mapping(DEMO_SIZES)
     with MessageStore.create(root, cfg) as store:
+        # traffic spread over the last six hours, with a busy hour, so time views have a shape
+        now = int(time.time() * 1000)
+        span = 6 * 3600 * 1000
+        clock = [now - span]
+        store.writer.clock = lambda: clock[0]
         for i in range(messages):
+            busy = 0.25 < i / messages < 0.4
+            clock[0] = min(now, clock[0] + int(rng.expovariate(1.0 / (span / messages / (4 if busy else 1.3)))))
             t = rng.choices(names, weights)[0]
             spec = topics[t]
             order = f"ORD-{100000 + i // 3}"

@@ -74,6 +74,7 @@ class StoreWriter:
         self.last_store_ts = 0
         self.last_dispatched_ts = store.checkpoint.logicsMsgTimestamp
         self.new_topics: set[str] = set()
+        self.clock = lambda: int(time.time() * 1000)  # store time source (the demo generator replays a day)
         self.topic_table = store.topic_config()  # read once; topics.json is rewritten at close
         self._rr: dict[str, int] = {}
         self._flusher: threading.Thread | None = None
@@ -102,7 +103,7 @@ class StoreWriter:
         qid = queue_id
         if qid < 0:
             raise MessageRejectedError(f"queue id {qid} is negative")
-        now = int(time.time() * 1000)
+        now = self.clock()
         if born_host:
             born = parse_host(born_host)
             born_bytes = born[0] + struct.pack(">i", born[1])
@@ -152,7 +153,7 @@ class StoreWriter:
         with self.lock:
             cl = self.store.commitlog
             f = self._file_with_room(total)
-            store_ts = max(int(time.time() * 1000), self.last_store_ts)
+            store_ts = max(self.clock(), self.last_store_ts)
             results, start = [], f.wrote_position
             pos = start
             buf = f.buf
