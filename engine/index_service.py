@@ -35,6 +35,9 @@ class IndexService:
             if not name.isdigit() or not p.is_file():
                 self.skipped.append(str(p))
                 continue
+            if self.writable and p.stat().st_size == 0:
+                p.unlink(missing_ok=True)  # a creation cut short by a crash: nothing in it
+                continue
             try:
                 self.files.append(IndexFile(p, self.cfg.maxHashSlotNum, self.cfg.maxIndexNum, writable=self.writable))
             except ConfigError as e:

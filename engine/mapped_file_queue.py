@@ -38,7 +38,11 @@ class MappedFileQueue:
         for i, (start, p) in enumerate(entries):
             size = p.stat().st_size
             if size == 0 and i == len(entries) - 1:
-                self.skipped.append(str(p))  # a zero-length last file: tolerated (5.1.4+ deletes it)
+                # a zero-length last file: a creation cut short by a crash. Tolerated; a writer
+                # deletes it (as 5.1.4+ does), or creating that file again would fail
+                if self.writable:
+                    p.unlink(missing_ok=True)
+                self.skipped.append(str(p))
                 continue
             if start % self.file_size:
                 raise ConfigError(f"file name is not a multiple of the configured file size {self.file_size}",
