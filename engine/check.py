@@ -7,7 +7,8 @@ import numpy as np
 from .config import CQ_UNIT_SIZE
 from .consume_queue import FILLER_SIZE
 from .javahash import index_key, index_key_hash
-from .message import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE, RecordStatus
+from .message import (TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE, RecordStatus,
+                      body_crc)
 
 
 def check_store(store, max_problems: int = 1000) -> dict:
@@ -40,6 +41,8 @@ def check_store(store, max_problems: int = 1000) -> dict:
                              [m.uniqKey] * bool(m.uniqKey) + m.key_list)
             if m.physicalOffsetField != off:
                 problem("commitlog-record", f"stored PHYSICALOFFSET {m.physicalOffsetField}", cl.queue.find(off).path, off)
+            if m.body and body_crc(m.body) != m.bodyCRC:  # recovery checks CRCs in the last files only
+                problem("commitlog-crc", f"body CRC {body_crc(m.body)} != stored {m.bodyCRC}", cl.queue.find(off).path, off)
         elif r.status is not RecordStatus.END_OF_FILE:
             problem("commitlog-record", f"{r.status.value}: {r.reason}", cl.queue.find(off).path, off)
 
@@ -50,24 +53,26 @@ def check_store(store, max_problems: int = 1000) -> dict:
             expected_units[(topic, qid, qoff)] = (off, size)
     seen = set()
     for (topic, qid), cq in store.queues.items():
-        units = cq.units(cq.min_offset, cq.max_offset)
-        n_units += len(units)
-        for i, (phy, size, _tags) in enumerate(units.tolist()):
-            q = cq.min_offset + i
-            where = cq.file_for(q)
-            path = where.path if where else cq.directory
-            if phy == 0 and size == FILLER_SIZE:
-                continue
-            m = messages.get(phy)
-            if m is None:
-                if phy >= cl.min_offset:
-                    problem("cq-unit", f"{topic}/{qid} unit {q} points at {phy}, where no record starts", path,
-                            q * CQ_UNIT_SIZE % cq.file_size)
-                continue
-            if (m[0], m[1], m[2], m[3]) != (topic, qid, q, size):
-                problem("cq-unit", f"{topic}/{qid} unit {q} -> record {m[0]}/{m[1]}@{m[2]} size {m[3]} "
-                        f"(unit size {size})", path, q * CQ_UNIT_SIZE % cq.file_size)
-            seen.add((topic, qid, q))
+        for cf in cq.queue.files:  # file by file: a file missing in the middle must not hide the rest
+            first = max(cf.file_from_offset // CQ_UNIT_SIZE, cq.min_offset)
+            units = cq.units(first, (cf.file_from_offset + cf.wrote_position) // CQ_UNIT_SIZE)
+            n_units += len(units)
+            for i, (phy, size, _tags) in enumerate(units.tolist()):
+                q = first + i
+                where = cq.file_for(q)
+                path = where.path if where else cq.directory
+                if phy == 0 and size == FILLER_SIZE:
+                    continue
+                m = messages.get(phy)
+                if m is None:
+                    if phy >= cl.min_offset:
+                        problem("cq-unit", f"{topic}/{qid} unit {q} points at {phy}, where no record starts", path,
+                                q * CQ_UNIT_SIZE % cq.file_size)
+                    continue
+                if (m[0], m[1], m[2], m[3]) != (topic, qid, q, size):
+                    problem("cq-unit", f"{topic}/{qid} unit {q} -> record {m[0]}/{m[1]}@{m[2]} size {m[3]} "
+                            f"(unit size {size})", path, q * CQ_UNIT_SIZE % cq.file_size)
+                seen.add((topic, qid, q))
     for (topic, qid, qoff), (off, _size) in expected_units.items():
         cq = store.find_queue(topic, qid)
         if (topic, qid, qoff) not in seen and cq is not None and qoff >= cq.min_offset:
