@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import stat
 import struct
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -39,6 +40,8 @@ class Checkpoint:
     def load(cls, path: Path) -> tuple["Checkpoint", bool]:
         """(checkpoint, existed)."""
         try:
+            if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block the open
+                raise CorruptDataError("checkpoint is not a regular file", path=str(path))
             with open(path, "rb") as fh:
                 data = fh.read(40)
         except FileNotFoundError:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import stat
 from pathlib import Path
 
 from .errors import CorruptDataError
@@ -75,6 +76,8 @@ def load_config_json(config_dir: Path, name: str) -> dict | None:
     """The parsed file, its .bak when the file is missing or empty, None when neither exists."""
     for candidate in (config_dir / name, config_dir / (name + ".bak")):
         try:
+            if not stat.S_ISREG(os.stat(candidate).st_mode):  # a FIFO would block, /dev/zero never end
+                raise CorruptDataError("not a regular file", path=str(candidate))
             text = candidate.read_text(encoding="utf-8", errors="replace")
         except FileNotFoundError:
             continue
@@ -86,6 +89,8 @@ def load_config_json(config_dir: Path, name: str) -> dict | None:
             data = json.loads(fastjson_to_json(text))
         except json.JSONDecodeError as e:
             raise CorruptDataError(f"not valid JSON: {e.msg}", path=str(candidate), offset=e.pos) from None
+        except (ValueError, RecursionError) as e:  # absurd nesting, integers past Python's digit limit
+            raise CorruptDataError(f"not valid JSON: {type(e).__name__}", path=str(candidate)) from None
         if not isinstance(data, dict):
             raise CorruptDataError("expected a JSON object", path=str(candidate))
         return data
@@ -114,6 +119,8 @@ def consumer_offsets(data: dict | None) -> dict[tuple[str, str, int], int]:
     """consumerOffset.json -> {(topic, group, queueId): offset}."""
     out: dict[tuple[str, str, int], int] = {}
     table = (data or {}).get("offsetTable") or {}
+    if not isinstance(table, dict):
+        return out
     for tg, queues in table.items():
         topic, sep, group = str(tg).partition("@")
         if not sep or not isinstance(queues, dict):

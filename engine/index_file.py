@@ -120,8 +120,8 @@ class IndexFile:
         if n <= 0 or n > count or count <= 1:
             return
         unpack, base, index_num, begin_ts = _ENTRY.unpack_from, self._entry_base, self.index_num, h.beginTimestamp
-        steps = 0
-        while len(out) < max_num and steps < count:
+        steps, max_steps = 0, min(count, index_num)  # indexCount comes from the file: never trust it alone
+        while len(out) < max_num and steps < max_steps:
             steps += 1
             if n >= index_num:
                 break

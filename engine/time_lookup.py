@@ -122,7 +122,7 @@ def _search_5x(cq, cl, f, timestamp: int, lower: bool) -> int:
     ceiling = rng - CQ_UNIT_SIZE
     floor = low
     high = ceiling
-    if ceiling < 0:
+    if ceiling < 0 or floor > ceiling:  # nothing readable in this file (min offset past it)
         return 0
     t = cl.pickup_store_timestamp(*_unit(view, ceiling))
     if t < timestamp:
