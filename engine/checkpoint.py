@@ -2,6 +2,7 @@
 4096 bytes; 3 big-endian i64 in 4.9, 5 in 5.1.1+ (the rest zero). A missing file reads as zeros."""
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import struct
@@ -9,7 +10,7 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from .config import CHECKPOINT_SIZE
-from .errors import CorruptDataError
+from .errors import CorruptDataError, StoreError, StoreFullError
 
 _FIELDS = struct.Struct(">qqqqq")
 
@@ -55,11 +56,16 @@ class Checkpoint:
         """Rewrite the 4096-byte page in place and fsync (Java flushes its mapped page)."""
         data = _FIELDS.pack(self.physicMsgTimestamp, self.logicsMsgTimestamp, self.indexMsgTimestamp,
                             self.masterFlushedOffset, self.confirmPhyOffset)
-        fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
         try:
-            if os.fstat(fd).st_size < CHECKPOINT_SIZE:
-                os.ftruncate(fd, CHECKPOINT_SIZE)
-            os.pwrite(fd, data, 0)
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+            fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+            try:
+                if os.fstat(fd).st_size < CHECKPOINT_SIZE:
+                    os.ftruncate(fd, CHECKPOINT_SIZE)
+                os.pwrite(fd, data, 0)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as e:  # a full disk when the file is first written: typed, like every write error
+            full = e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+            raise (StoreFullError if full else StoreError)(f"cannot write checkpoint: {e.strerror}",
+                                                           path=str(path)) from None

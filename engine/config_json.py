@@ -2,12 +2,13 @@
 unquoted ({0:250}); a missing or empty file falls back to its .bak, like the broker."""
 from __future__ import annotations
 
+import errno
 import json
 import os
 import stat
 from pathlib import Path
 
-from .errors import CorruptDataError
+from .errors import CorruptDataError, StoreError, StoreFullError
 
 CONFIG_FILES = ("topics.json", "consumerOffset.json", "subscriptionGroup.json", "delayOffset.json")
 
@@ -99,20 +100,25 @@ def load_config_json(config_dir: Path, name: str) -> dict | None:
 
 def store_config_json(config_dir: Path, name: str, data: dict) -> None:
     """Crash-safe rewrite: temp file, fsync, old content kept as .bak, rename."""
-    config_dir.mkdir(parents=True, exist_ok=True)
     target = config_dir / name
     tmp = config_dir / (name + ".tmp")
-    with open(tmp, "w", encoding="utf-8") as fh:
-        fh.write(to_fastjson(data))
-        fh.flush()
-        os.fsync(fh.fileno())
-    if target.exists():
-        bak = config_dir / (name + ".bak")
-        with open(target, "rb") as src, open(bak, "wb") as dst:
-            dst.write(src.read())
-            dst.flush()
-            os.fsync(dst.fileno())
-    os.replace(tmp, target)
+    try:
+        config_dir.mkdir(parents=True, exist_ok=True)
+        with open(tmp, "w", encoding="utf-8") as fh:
+            fh.write(to_fastjson(data))
+            fh.flush()
+            os.fsync(fh.fileno())
+        if target.exists():
+            bak = config_dir / (name + ".bak")
+            with open(target, "rb") as src, open(bak, "wb") as dst:
+                dst.write(src.read())
+                dst.flush()
+                os.fsync(dst.fileno())
+        os.replace(tmp, target)
+    except OSError as e:  # the old file is untouched; a full disk is a typed error like any write
+        tmp.unlink(missing_ok=True)
+        full = e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG)
+        raise (StoreFullError if full else StoreError)(f"cannot write: {e.strerror}", path=str(target)) from None
 
 
 def consumer_offsets(data: dict | None) -> dict[tuple[str, str, int], int]:

@@ -5,6 +5,7 @@ writable ones with ACCESS_WRITE. Nothing inside a commitlog or CQ file says how 
 used, so `wrote_position` is set by whoever scanned it (recovery), never read from the file."""
 from __future__ import annotations
 
+import errno
 import mmap
 import os
 from pathlib import Path
@@ -18,6 +19,18 @@ def offset_to_name(offset: int) -> str:
     return f"{offset:0{NAME_DIGITS}d}"
 
 
+def allocate(fd: int, size: int) -> None:
+    """Reserve the blocks of [0, size) now. A write through the map into a hole of a sparse file
+    on a full disk is SIGBUS (the process dies); reserving first makes it an error up front."""
+    try:
+        os.posix_fallocate(fd, 0, size)
+    except AttributeError:  # no posix_fallocate on this platform: the file stays sparse
+        pass
+    except OSError as e:
+        if e.errno not in (errno.EOPNOTSUPP, errno.EINVAL, errno.ENOSYS):
+            raise
+
+
 class MappedFile:
     def __init__(self, path: Path, file_size: int, writable: bool = False, create: bool = False):
         self.path = Path(path)
@@ -26,6 +39,7 @@ class MappedFile:
         self.writable = writable
         self.wrote_position = 0
         self.flushed_position = 0
+        self.reserved = create  # blocks allocated (see allocate); files we did not create may be sparse
         flags = os.O_RDWR if writable else os.O_RDONLY
         if create:
             flags |= os.O_CREAT | os.O_EXCL
@@ -36,7 +50,8 @@ class MappedFile:
         try:
             if create:
                 try:
-                    os.ftruncate(fd, file_size)  # sparse, reads as zeros like Java's mapped file
+                    os.ftruncate(fd, file_size)  # reads as zeros like Java's mapped file ...
+                    allocate(fd, file_size)      # ... with its blocks reserved: no SIGBUS when the disk fills
                 except OSError as e:
                     os.unlink(self.path)
                     raise StoreFullError(f"cannot size new file: {e.strerror}", path=str(self.path)) from None
@@ -62,6 +77,18 @@ class MappedFile:
         return bytes(self.buf[pos:pos + size])
 
     # ---- writing -----------------------------------------------------------------------
+    def reserve(self) -> None:
+        """Allocate a file someone else created (possibly sparse) before appending to it."""
+        try:
+            fd = os.open(self.path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+            try:
+                allocate(fd, self.file_size)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise StoreFullError(f"cannot reserve disk space for the file: {e.strerror}", path=str(self.path)) from None
+        self.reserved = True
+
     def write_at(self, pos: int, data: bytes) -> None:
         self.buf[pos:pos + len(data)] = data
 

@@ -317,20 +317,23 @@ class MessageStore:
         self._writer().flush()
 
     def close(self) -> None:
-        if getattr(self, "writer", None) is not None:
-            self.writer.stop()
-            self._store_new_topics()
-            (self.root / "abort").unlink(missing_ok=True)  # clean shutdown
+        try:
+            if getattr(self, "writer", None) is not None:
+                self.writer.stop()
+                self._store_new_topics()
+                if self.writer.broken is None:  # a failed dispatch leaves it: the next open re-dispatches
+                    (self.root / "abort").unlink(missing_ok=True)  # clean shutdown
+        finally:  # a failed final flush (full disk) still unmaps and unlocks; `abort` stays
             self.writer = None
-        for cq in self.queues.values():
-            cq.close()
-        if self.index:
-            self.index.close()
-        if self.commitlog:
-            self.commitlog.close()
-        if self.lock:
-            self.lock.release()
-            self.lock = None
+            for cq in self.queues.values():
+                cq.close()
+            if self.index:
+                self.index.close()
+            if self.commitlog:
+                self.commitlog.close()
+            if self.lock:
+                self.lock.release()
+                self.lock = None
 
     def __enter__(self):
         return self

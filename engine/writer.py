@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass
 
 from . import properties as P
-from .errors import MessageRejectedError, StoreFullError
+from .errors import MessageRejectedError, StoreError, StoreFullError
 from .message import (BLANK_MAGIC, SCHEDULE_TOPIC, TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE,
                       EncodedRecord, Message, MessageDraft, check_record, encode_record, parse_host)
 from .dispatcher import dispatch
@@ -80,6 +80,7 @@ class StoreWriter:
         self._flusher: threading.Thread | None = None
         self._stop = threading.Event()
         self._dirty = threading.Event()
+        self.broken: StoreError | None = None  # set when a dispatch failed: every put is refused
 
     # ---- building records ----------------------------------------------------------------
     def draft(self, topic: str, body: bytes, queue_id: int | None = None, tags: str | None = None,
@@ -144,6 +145,9 @@ class StoreWriter:
     def put(self, drafts: list[MessageDraft]) -> list[PutResult]:
         """Append a message or a batch (one queue; the batch never spans files), dispatch it,
         flush per the flush mode. Returns only after the bytes are acknowledged."""
+        if self.broken is not None:
+            raise type(self.broken)(f"writes refused since an earlier dispatch failed ({self.broken.message}); "
+                                    "reopen the store to recover", path=str(self.store.root))
         recs = [self.encode(d) for d in drafts]
         if len({(d.topic, d.queueId) for d in drafts}) > 1:
             raise MessageRejectedError("a batch must go to one topic and queue")
@@ -214,25 +218,36 @@ class StoreWriter:
         q = self.store.commitlog.queue
         f = q.last
         if f is not None and f.wrote_position < f.file_size and size + 8 <= f.file_size - f.wrote_position:
+            if not f.reserved:
+                f.reserve()  # a sparse file from a broker: a full disk must refuse, not SIGBUS
             return f
+        start = f.end_offset if f is not None else 0
+        try:  # the next file first: if the disk is full, nothing (not even the BLANK) is written
+            nf = q.create_next(start)
+        except OSError as e:
+            raise StoreFullError(f"cannot create commitlog file: {e}", path=str(q.dirs[0])) from None
         if f is not None and f.wrote_position < f.file_size:
             remaining = f.file_size - f.wrote_position
             f.write_at(f.wrote_position, _BLANK.pack(remaining, BLANK_MAGIC))
             f.wrote_position = f.file_size
             f.flush()
-        start = f.end_offset if f is not None else 0
-        try:
-            nf = q.create_next(start)
-        except OSError as e:
-            raise StoreFullError(f"cannot create commitlog file: {e}", path=str(q.dirs[0])) from None
         nf.wrote_position = nf.flushed_position = 0
         return nf
 
     # ---- dispatch ----------------------------------------------------------------------------
     def dispatch(self, msg: Message) -> None:
-        """ReputMessageService's dispatchers: CQ unit (NOT_TYPE, COMMIT), then the index."""
-        if dispatch(self.store, msg):
-            self.last_dispatched_ts = msg.storeTimestamp
+        """ReputMessageService's dispatchers: CQ unit (NOT_TYPE, COMMIT), then the index.
+        If that fails (a full disk when a CQ or index file is created), the record is in the
+        commitlog without its unit: like RocketMQ (RunningFlags), the writer then refuses every
+        put, and close keeps `abort` so the next open re-dispatches (crash recovery)."""
+        try:
+            if dispatch(self.store, msg):
+                self.last_dispatched_ts = msg.storeTimestamp
+        except Exception as e:
+            if not isinstance(e, StoreError):
+                e = StoreFullError(f"dispatch failed: {e}", path=str(self.store.root))
+            self.broken = e
+            raise e from None
 
     # ---- flushing ----------------------------------------------------------------------------
     def flush(self) -> None:
