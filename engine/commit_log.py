@@ -134,6 +134,7 @@ class CommitLog:
                 if n:
                     count += n
                     last_valid = f.file_from_offset + last
+                    record_scan.drop_pages(f.buf, pos, nxt)
                     pos = nxt
                 run, slow = (min(2 * run, record_scan.MAX_RECORDS), 0) if clean else \
                     (record_scan.FIRST_RUN, record_scan.SLOW_AFTER_MISS)

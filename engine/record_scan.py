@@ -17,6 +17,7 @@ messages for certain; the caller classifies the first record after that run with
 itself, so every verdict that ends a scan and every reason it gives are check_record's own."""
 from __future__ import annotations
 
+import mmap
 import struct
 import zlib
 from array import array
@@ -137,3 +138,18 @@ def run_of_messages(buf, pos: int, limit: int, opts: DecodeOptions,
         return 0, -1, pos, False
     nxt = starts[n] if n < len(starts) else starts[-1] + int(total[-1])
     return n, starts[n - 1], nxt, n == len(starts)
+
+
+def drop_pages(buf, start: int, end: int) -> None:
+    """Unmap the whole pages of [start, end) from this process (MADV_DONTNEED on a shared file
+    mapping: the page cache keeps them and a later read maps them again). A recovery scan reads
+    up to three commitlog files once; without this they would stay in the process's resident
+    set for as long as the store is open."""
+    mm = getattr(buf, "obj", buf)
+    advice = getattr(mmap, "MADV_DONTNEED", None)
+    if advice is None or not hasattr(mm, "madvise"):
+        return
+    a = -(-start // mmap.PAGESIZE) * mmap.PAGESIZE
+    b = end - end % mmap.PAGESIZE
+    if b > a:
+        mm.madvise(advice, a, b - a)
