@@ -209,10 +209,15 @@ def check_record(buf, pos: int, limit: int, offset: int, opts: DecodeOptions = D
     """CommitLog.checkMessageAndReturnSize over buf[pos:limit]; `offset` is the physical
     offset of buf[pos]. Never raises on bad bytes: classification is the answer."""
     remaining = limit - pos
-    if remaining <= 4:
-        return _invalid("no room for a record header")
-    total = _I32.unpack_from(buf, pos)[0]
-    magic = _I32.unpack_from(buf, pos + 4)[0] if remaining >= 8 else None
+    if remaining >= 48:  # the common case: the fixed head in one unpack
+        head = _HEAD.unpack_from(buf, pos)
+        total, magic = head[0], head[1]
+    else:
+        if remaining <= 4:
+            return _invalid("no room for a record header")
+        head = None
+        total = _I32.unpack_from(buf, pos)[0]
+        magic = _I32.unpack_from(buf, pos + 4)[0] if remaining >= 8 else None
     if magic == BLANK_MAGIC:
         return RecordResult(RecordStatus.END_OF_FILE, 0)
     if total <= 0:
@@ -227,7 +232,7 @@ def check_record(buf, pos: int, limit: int, offset: int, opts: DecodeOptions = D
         return _invalid("illegal magic code")
     end = pos + total
     try:
-        (_, _, crc, qid, flag, qoff, phys, sysflag, born_ts) = _HEAD.unpack_from(buf, pos)
+        (_, _, crc, qid, flag, qoff, phys, sysflag, born_ts) = head or _HEAD.unpack_from(buf, pos)
         bh = 8 if not sysflag & BORNHOST_V6_FLAG else 20
         sh = 8 if not sysflag & STOREHOST_V6_FLAG else 20
         mid = _MID[sysflag & 0x30]
@@ -270,7 +275,8 @@ def check_record(buf, pos: int, limit: int, offset: int, opts: DecodeOptions = D
                     return _invalid("record CRC (__CRC32#) mismatch")
     except struct.error:
         return _invalid("record truncated")
-    expected = 74 + bh + sh + max(body_len, 0) + tls + topic_len + max(prop_len, 0)
+    expected = (74 + bh + sh + (body_len if body_len > 0 else 0) + tls + topic_len
+                + (prop_len if prop_len > 0 else 0))
     if expected != total:
         return RecordResult(RecordStatus.SIZE_MISMATCH, total, None,
                             f"TOTALSIZE {total} != {expected} computed from the fields")

@@ -21,7 +21,7 @@ from .consume_queue import FILLER_SIZE, ConsumeQueue
 from .errors import ConfigError, MessageRejectedError, NotAStoreError, ReadOnlyStoreError, StoreError
 from .index_file import LONG_MAX
 from .index_service import IndexService
-from .message import Message, RecordStatus
+from .message import Message, RecordStatus, check_record
 from .msgid import decode_offset_msg_id, looks_like_msg_id
 from .store_lock import StoreLock, holder_pid
 
@@ -484,6 +484,8 @@ class MessageStore:
         q = offset
         # the units as Python ints in one go: a numpy scalar per field costs more than the decode
         phys, sizes = units["phyOffset"].tolist(), units["size"].tolist()
+        cl_min, opts = cl.min_offset, cl.read_opts
+        f = None  # commitlog file of the previous record: a page's records mostly share one
         while True:
             if i >= len(phys):
                 if broker or q >= mx or len(res.messages) >= max_count:
@@ -503,7 +505,14 @@ class MessageStore:
             if phy == 0 and size == FILLER_SIZE:
                 res.skipped.append((q - 1, "filler unit"))
                 continue
-            msg = cl.get_message(phy, size) if phy >= cl.min_offset else None
+            msg = None  # cl.get_message(phy, size), without a file lookup per record
+            if phy >= cl_min:
+                if f is None or not f.file_from_offset <= phy < f.file_from_offset + f.file_size:
+                    f = cl.queue.find(phy)
+                if f is not None and phy - f.file_from_offset < f.wrote_position:
+                    r = check_record(f.buf, phy - f.file_from_offset, f.wrote_position, phy, opts)
+                    if r.status is RecordStatus.MESSAGE and r.size == size:
+                        msg = r.message
             if msg is None:
                 if not res.messages:
                     res.status = "MESSAGE_WAS_REMOVING"
