@@ -48,7 +48,7 @@ run: $(STAMP)
 # tests render offscreen; `make run` uses the desktop's display (offscreen only when there is none)
 test: $(STAMP) system-deps
 	$(VENV)/bin/lint-imports
-	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q tests
+	QT_QPA_PLATFORM=offscreen RMQSTORE_PACKAGE_TEST=1 $(PY) -m pytest -q tests
 
 bench: $(STAMP)
 	$(PY) -m bench $(if $(QUICK),--quick,)
