@@ -1,0 +1,111 @@
+"""python -m bench [--quick] [--only SECTION ...] [--keep] [--dir DIR]
+
+Writes bench/results/latest.json ({"machine", "mode", "results", "scaling", ...}) and prints
+the table. Sections: baselines, append, key-query, scaling (get-page mix, scan-local,
+scan-spark, memory and the curves), get-page, open (open, gui-first-page), heatmap."""
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+from . import baselines
+from .common import MB, Row, disk_free, log, machine, row, table
+
+HERE = Path(__file__).resolve().parent
+SECTIONS = ["baselines", "append", "key-query", "scaling", "get-page", "open", "heatmap"]
+
+
+class Context:
+    def __init__(self, tmp: Path, quick: bool):
+        self.tmp = tmp
+        self.quick = quick
+        self.reps = 3
+        self.stores: dict[str, Path] = {}   # stores a later section reuses
+        self.scaling: dict = {}             # the curves
+
+
+def baseline_rows(ctx) -> list[Row]:
+    data = os.urandom(1 << 20) * 256
+    w = min(baselines.raw_write(data, ctx.tmp) for _ in range(ctx.reps))
+    p = ctx.tmp / "raw-read.tmp"
+    p.write_bytes(data)
+    r_secs, r_bytes = baselines.raw_read([(p, 0, len(data))])
+    p.unlink()
+    m = baselines.memcpy()
+    return [row("baseline raw mmap write (256 MiB)", len(data) / w / MB, "MB/s", target="reference"),
+            row("baseline raw mmap read (256 MiB)", r_bytes / r_secs / MB, "MB/s", target="reference"),
+            row("baseline memcpy (256 MiB)", m / MB, "MB/s", target="reference")]
+
+
+def heatmap_rows(ctx) -> list:
+    path = HERE / "heatmap_bench.py"
+    if not path.exists():
+        log("heatmap: bench/heatmap_bench.py not found, skipped")
+        return [row("heatmap", None, "s", target="<= 3x the raw read of the slot table", missing="bench/heatmap_bench.py")]
+    from . import heatmap_bench
+    out = []
+    for r in heatmap_bench.run(ctx.quick):
+        d = dict(r)
+        known = {k: d.pop(k) for k in ("name", "value", "unit", "baseline", "baselineValue", "ratio", "target", "met")
+                 if k in d}
+        out.append(Row(known.get("name", "heatmap"), known.get("value"), known.get("unit", ""), known.get("baseline"),
+                       known.get("baselineValue"), known.get("ratio"), known.get("target"), known.get("met"),
+                       extra=d))
+    return out
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--quick", action="store_true", help="smaller stores: under 10 minutes on 2 cores")
+    ap.add_argument("--only", nargs="+", choices=SECTIONS, help="run only these sections")
+    ap.add_argument("--dir", help="where the temporary stores go (default: the system temp dir)")
+    ap.add_argument("--keep", action="store_true", help="keep the temporary stores")
+    ap.add_argument("--out", default=str(HERE / "results" / "latest.json"))
+    args = ap.parse_args(argv)
+    sections = args.only or SECTIONS
+    if "get-page" in sections and "append" not in sections:
+        sections = ["append"] + sections  # get-page walks the append-batch stores
+    tmp = Path(tempfile.mkdtemp(prefix="rmqstore-bench-", dir=args.dir))
+    ctx = Context(tmp, args.quick)
+    started = time.time()
+    log(f"bench ({'quick' if args.quick else 'full'}) in {tmp}, {disk_free(tmp) / (1 << 30):.0f} GiB free")
+    rows: list[Row] = []
+    runners = {
+        "baselines": baseline_rows,
+        "append": lambda c: __import__("bench.append", fromlist=["run"]).run(c),
+        "key-query": lambda c: __import__("bench.query", fromlist=["run"]).run(c),
+        "scaling": lambda c: __import__("bench.scaling", fromlist=["run"]).run(c),
+        "get-page": lambda c: __import__("bench.get_page", fromlist=["run"]).run(c),
+        "open": lambda c: __import__("bench.open_gui", fromlist=["run"]).run(c),
+        "heatmap": heatmap_rows,
+    }
+    try:
+        for name in SECTIONS:
+            if name in sections:
+                t = time.time()
+                rows += runners[name](ctx)
+                log(f"{name}: {time.time() - t:.0f} s")
+    finally:
+        if not args.keep:
+            shutil.rmtree(tmp, ignore_errors=True)
+    result = {"machine": machine(), "mode": "quick" if args.quick else "full",
+              "startedAt": time.strftime("%Y-%m-%dT%H:%M:%S", time.localtime(started)),
+              "seconds": round(time.time() - started), "sections": sections,
+              "results": [r.to_json() for r in rows], "scaling": ctx.scaling}
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1) + "\n")
+    print(table(rows))
+    print(f"\n{result['mode']} run, {result['seconds']} s; results in {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
