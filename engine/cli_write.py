@@ -124,10 +124,18 @@ def recover(root: Path, cfg, dry_run: bool) -> dict:
 def rebuild(root: Path, cfg) -> dict:
     """§12.7: drop CQs and index, then recovery re-dispatches every record."""
     from .message_store import MessageStore
+    from .message_store import refuse_foreign_files
+    from .store_lock import StoreLock
     with MessageStore.open(root, cfg, read_only=True) as probe:  # validates the store first
         cfg = probe.cfg
-    for d in ("consumequeue", "consumequeue_ext", "index"):
-        shutil.rmtree(root / d, ignore_errors=True)
+    refuse_foreign_files(root, cfg)
+    lock = StoreLock(root)
+    lock.acquire()  # never delete the queues of a store a broker or another writer is using
+    try:
+        for d in ("consumequeue", "consumequeue_ext", "index"):
+            shutil.rmtree(root / d, ignore_errors=True)
+    finally:
+        lock.release()
     with MessageStore.open(root, cfg, read_only=False) as s:
         return {"dispatched": s.recovery.dispatched, "queues": len(s.queues), "indexFiles": len(s.index.files)}
 

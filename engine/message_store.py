@@ -7,6 +7,7 @@ it reads exactly the prefix RocketMQ would keep."""
 from __future__ import annotations
 
 import os
+import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -106,6 +107,29 @@ def detect_config(root: Path, cfg: StoreConfig) -> StoreConfig:
     return cfg
 
 
+def refuse_foreign_files(root: Path, cfg: StoreConfig) -> None:
+    """Before anything is written: every file a writer may touch must be a regular file. A
+    symbolic link (a store unpacked from elsewhere) would make recovery or a put write wherever
+    it points; a FIFO would block. Links to directories are trusted (a commitlog on another disk)."""
+    dirs = [root / "config", root / "index", *cfg.commitlog_dirs]
+    dirs += [q for t in _subdirs(root / "consumequeue") for q in _subdirs(t)]
+    entries = [root / "lock", root / "abort", root / "checkpoint"]
+    for d in dirs:
+        try:
+            entries.extend(d / n for n in os.listdir(d))
+        except OSError:
+            continue
+    for p in entries:
+        try:
+            st = os.lstat(p)
+        except OSError:
+            continue
+        if stat.S_ISLNK(st.st_mode) and p.is_dir():
+            continue
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+            raise StoreError("refusing to write: a symbolic link or special file among the store's files", path=str(p))
+
+
 def _subdirs(p: Path) -> list[Path]:
     try:
         return [e for e in p.iterdir() if e.is_dir()]
@@ -183,6 +207,7 @@ class MessageStore:
         root, cfg = self.root, self.cfg
         writable = not self.read_only
         if writable:
+            refuse_foreign_files(root, cfg)
             self.lock = StoreLock(root)
             self.lock.acquire()
         self.abort_present = (root / "abort").exists()

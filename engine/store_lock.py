@@ -54,7 +54,7 @@ def holder_pid(lock_path: Path) -> int | None:
     if os.path.realpath(lock_path) in _HELD:
         return os.getpid()  # never open+close the file here: that would drop our own lock
     try:
-        fd = os.open(lock_path, os.O_RDONLY)
+        fd = os.open(lock_path, os.O_RDONLY | os.O_NONBLOCK)  # a FIFO in its place must not block
     except OSError:
         return None
     try:
