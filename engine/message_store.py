@@ -371,6 +371,8 @@ class MessageStore:
         files, records and units. Read-only opens only; returns whether anything changed."""
         if not self.read_only:
             return False
+        if self._sizes_found_late():
+            return True
         cl = self.commitlog
         before = (cl.max_offset, {k: cq.max_offset for k, cq in self.queues.items()}, len(self.index.files))
         cl.queue.load_new()
@@ -398,6 +400,24 @@ class MessageStore:
             idx.reload_header()
         after = (cl.max_offset, {k: cq.max_offset for k, cq in self.queues.items()}, len(self.index.files))
         return after != before
+
+    def _sizes_found_late(self) -> bool:
+        """Opened before the writer had created its files, the sizes not given were only
+        defaults (1 GiB commitlog files...), so none of its files could be mapped. Once files
+        exist, detect the sizes and load the store again with them."""
+        if self.commitlog.files and self.queues:
+            return False
+        known = self.cfg.explicit | self.cfg.detected
+        if {"mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue"} <= known:
+            return False
+        cfg = detect_config(self.root, self.cfg)
+        if not cfg.detected - self.cfg.detected:
+            return False
+        cfg.detected |= self.cfg.detected
+        self.close()
+        self.cfg, self.queues, self.warnings = cfg, {}, []
+        self._load()
+        return True
 
     # ---- overview --------------------------------------------------------------------
     @property
