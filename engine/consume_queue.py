@@ -95,7 +95,11 @@ class ConsumeQueue:
         end = self.queue.min_offset
         for f in reversed(self.queue.files):
             u = self.view(f)
-            if int(u[0]["phyOffset"]) >= phy_end:
+            first_phy, first_size = int(u[0]["phyOffset"]), int(u[0]["size"])
+            # a file created but not yet written (a writer's roll-over, seen live or after a
+            # crash) goes too: Java would keep its zero first unit and stop here, leaving the
+            # dirty units of the file before it in place
+            if first_phy >= phy_end or first_phy < 0 or first_size <= 0:
                 continue
             ok = (u["phyOffset"] >= 0) & (u["size"] > 0) & (u["phyOffset"] < phy_end)
             ok[0] = True  # Java compares unit 0 with the end only

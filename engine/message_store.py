@@ -241,7 +241,12 @@ class MessageStore:
                     continue
                 if skip and (tdir.name, qid) in skip:
                     continue
-                cq = ConsumeQueue(tdir.name, qid, qdir, self.cfg.mappedFileSizeConsumeQueue, writable)
+                try:
+                    cq = ConsumeQueue(tdir.name, qid, qdir, self.cfg.mappedFileSizeConsumeQueue, writable)
+                except StoreError:
+                    if skip is None:
+                        raise
+                    continue  # refresh: a file still being created (or sizes not known yet): next time
                 self.queues[(tdir.name, qid)] = cq
 
     def _recover(self, dispatch: bool = False) -> RecoveryReport:
@@ -405,8 +410,6 @@ class MessageStore:
         """Opened before the writer had created its files, the sizes not given were only
         defaults (1 GiB commitlog files...), so none of its files could be mapped. Once files
         exist, detect the sizes and load the store again with them."""
-        if self.commitlog.files and self.queues:
-            return False
         known = self.cfg.explicit | self.cfg.detected
         if {"mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue"} <= known:
             return False
