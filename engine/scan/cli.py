@@ -1,0 +1,265 @@
+"""`rmqstore scan STORE JOB ...`: bulk scans on Spark (or `--local` numpy).
+
+    --json   prints one object {job, engine, master, rows: [...]} (plus "truncated": true when a
+             listing was cut at --limit); otherwise an aligned table.
+Errors are one line on stderr and exit code 2; Ctrl-C cancels the Spark job group (exit 130).
+pyspark is imported only when a Spark job actually runs."""
+from __future__ import annotations
+
+import argparse
+import json
+import re
+import sys
+import threading
+import unicodedata
+from datetime import datetime, timezone
+
+from .jobs import EXPORT_FORMATS, JOBS, CancelToken, JobParams, Progress, ScanCancelled, validate
+from .filters import MessageFilter
+
+EXIT_ERROR = 2
+EXIT_CANCELLED = 130
+FILTER_TABLE_COLUMNS = ["commitLogOffset", "topic", "queueId", "queueOffset", "storeTimestamp", "tags", "keys",
+                        "uniqKey", "bodyLength"]
+MAX_CELL = 48
+
+
+def add_scan_parser(subparsers) -> argparse.ArgumentParser:
+    p = subparsers.add_parser(
+        "scan", help="bulk scans of the whole store on Spark (topic stats, traffic, filters, consistency, export)",
+        description="Bulk scans of a whole store, on Spark (local[*] unless --master / $RMQSTORE_SPARK_MASTER) "
+                    "or with --local in this process.")
+    p.add_argument("store", metavar="STORE", help="store root folder")
+    p.add_argument("job", metavar="JOB", choices=JOBS, help="one of: " + ", ".join(JOBS))
+    g = p.add_argument_group("selection (every job)")
+    g.add_argument("--topic", action="append", default=[], help="only this topic (repeatable)")
+    g.add_argument("--queue", action="append", type=int, default=[], metavar="QUEUE_ID",
+                   help="only this queue id (repeatable)")
+    g.add_argument("--body", metavar="REGEX", help="body matches REGEX (decompressed when compressed)")
+    g.add_argument("--tags", metavar="EXPR", help="subscription expression, e.g. 'TagA || TagB'")
+    g.add_argument("--key", metavar="K", help="a KEYS token or the UNIQ_KEY equals K")
+    g.add_argument("--prop", metavar="NAME=REGEX", help="property NAME exists and matches REGEX")
+    g = p.add_argument_group("job options")
+    g.add_argument("--by-queue", action="store_true", help="topic-stats: one row per queue")
+    g.add_argument("--bucket", default="1m", help="traffic: bucket length (1s, 1m, 5m, 1h, 1d; default 1m)")
+    g.add_argument("--limit", type=int, default=None,
+                   help="rows to list (filter: 1000, top-keys/top-tags: 20, duplicates: all)")
+    g.add_argument("--per-topic", action="store_true", help="duplicates: per (topic, UNIQ_KEY)")
+    g.add_argument("--format", choices=EXPORT_FORMATS, default="parquet", help="export format")
+    g.add_argument("--out", metavar="PATH", help="export: output path (a directory on Spark)")
+    g.add_argument("--overwrite", action="store_true", help="export: replace PATH")
+    g.add_argument("--split-bytes", type=int, default=None, metavar="N",
+                   help="largest commitlog slice per task (default: automatic)")
+    g = p.add_argument_group("engine")
+    g.add_argument("--master", metavar="URL", help="Spark master (default $RMQSTORE_SPARK_MASTER or local[*])")
+    g.add_argument("--memory", metavar="SIZE", help="Spark driver/executor memory, e.g. 4g")
+    g.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
+    g.add_argument("--local", action="store_true", help="run in this process with numpy instead of Spark")
+    g = p.add_argument_group("output and store")
+    g.add_argument("--json", action="store_true", help="one JSON object {job, engine, master, rows}")
+    g.add_argument("--config", dest="sub_config", metavar="FILE", help="broker.conf-style store settings")
+    g.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                   help="a store setting by its RocketMQ name, e.g. mappedFileSizeCommitLog=65536")
+    return p
+
+
+def params_from_args(args) -> JobParams:
+    flt = MessageFilter.build(topics=args.topic or None, queue_ids=args.queue or None, body=args.body,
+                              tags=args.tags, key=args.key, prop=args.prop)
+    return JobParams(filter=flt, by_queue=args.by_queue, bucket=args.bucket, limit=args.limit,
+                     per_topic=args.per_topic, format=args.format, out=args.out, overwrite=args.overwrite,
+                     split_bytes=args.split_bytes)
+
+
+def _pairs(items: list[str], what: str) -> dict[str, str]:
+    out = {}
+    for s in items or []:
+        k, sep, v = s.partition("=")
+        if not sep or not k.strip():
+            raise ValueError(f"{what} expects KEY=VALUE, got {s!r}")
+        out[k.strip()] = v
+    return out
+
+
+def _store_config(args):
+    from ..config import StoreConfig
+    path = getattr(args, "sub_config", None) or getattr(args, "config", None)
+    cfg = StoreConfig.from_file(path) if path else None
+    sets = _pairs(getattr(args, "set", []), "--set")
+    if sets:
+        base = {k: v for k, v in (cfg.to_dict() if cfg else {}).items() if cfg and k in cfg.explicit}
+        base.update(sets)
+        cfg = StoreConfig.from_mapping(base)
+    return cfg
+
+
+def one_line(exc: BaseException) -> str:
+    """A Spark / Python error as one readable line (the innermost Python error when a worker
+    failed, else the first line)."""
+    text = str(exc).strip() or type(exc).__name__
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    py = [ln for ln in lines if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Unavailable): ", ln)]
+    if "Traceback" in text and py:
+        return py[-1]
+    return lines[0] if lines else type(exc).__name__
+
+
+def run_scan(args) -> int:
+    from ..errors import StoreError
+    from ..message_store import MessageStore
+    cancel = CancelToken()
+    try:
+        params = params_from_args(args)
+        validate(args.job, params)
+        conf = _pairs(args.conf, "--conf")
+        cfg = _store_config(args)
+        with MessageStore.open(args.store, config=cfg, read_only=True) as store:
+            result = _run(store, args, params, conf, cancel)
+    except KeyboardInterrupt:
+        cancel.cancel()
+        print("rmqstore: scan cancelled", file=sys.stderr)
+        return EXIT_CANCELLED
+    except ScanCancelled:
+        print("rmqstore: scan cancelled", file=sys.stderr)
+        return EXIT_CANCELLED
+    except (StoreError, ValueError, OSError) as e:
+        print(f"rmqstore: error: {one_line(e)}", file=sys.stderr)
+        return EXIT_ERROR
+    except Exception as e:  # Spark / JVM failures arrive as many kinds of exceptions
+        print(f"rmqstore: error: {type(e).__name__}: {one_line(e)}" if not _is_spark_error(e)
+              else f"rmqstore: error: {one_line(e)}", file=sys.stderr)
+        return EXIT_ERROR
+    try:
+        if args.json:
+            json.dump(result.to_json(), sys.stdout, ensure_ascii=False)
+            sys.stdout.write("\n")
+        else:
+            rows = result.rows
+            cols = FILTER_TABLE_COLUMNS if args.job == "filter" else None
+            sys.stdout.write(format_table(rows, cols))
+            where = f"{result.engine}" + (f" on {result.master}" if result.master else "")
+            more = f", first {len(rows)} shown (--limit)" if result.truncated else ""
+            sys.stdout.write(f"{len(rows)} row(s){more}; {args.job} ran on {where} in {result.seconds:.1f} s\n")
+        sys.stdout.flush()
+    except BrokenPipeError:
+        pass
+    return 0
+
+
+def _is_spark_error(e: BaseException) -> bool:
+    mod = type(e).__module__ or ""
+    return mod.startswith(("pyspark", "py4j")) or type(e).__name__ == "SparkUnavailable"
+
+
+def _run(store, args, params, conf, cancel):
+    from .jobs import run_job
+    if args.local:
+        return run_job(store, args.job, params, engine="local", progress=_progress_printer(args), cancel=cancel)
+    from .spark_session import get_session
+    spark = get_session(args.master, args.memory, conf)
+    # run in a helper thread so Ctrl-C in the main thread can cancel the job group
+    box: dict = {}
+
+    def work():
+        try:
+            box["result"] = run_job(store, args.job, params, engine="spark", spark=spark,
+                                    progress=_progress_printer(args), cancel=cancel)
+        except BaseException as e:
+            box["error"] = e
+
+    t = threading.Thread(target=work, name="rmqstore-scan", daemon=True)
+    t.start()
+    try:
+        while t.is_alive():
+            t.join(0.2)
+    except KeyboardInterrupt:
+        cancel.cancel()
+        t.join(30)
+        raise
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
+
+
+def _progress_printer(args):
+    if args.json or not sys.stderr.isatty():
+        return None
+    state = {"last": ""}
+
+    def show(p: Progress) -> None:
+        line = f"\r{p.message} ({p.done}/{p.total} tasks)"
+        if line != state["last"]:
+            sys.stderr.write(line.ljust(60))
+            sys.stderr.flush()
+            state["last"] = line
+    return show
+
+
+# ---- tables ---------------------------------------------------------------------------------
+def format_cell(key: str, v) -> str:
+    if v is None:
+        return ""
+    if isinstance(v, bool):
+        return "true" if v else "false"
+    if isinstance(v, int) and (key.endswith("Timestamp") or key == "bucketStart") and v > 0:
+        return datetime.fromtimestamp(v / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+    if isinstance(v, float):
+        return f"{v:.2f}".rstrip("0").rstrip(".")
+    if isinstance(v, dict):
+        s = " ".join(f"{k}={val}" for k, val in v.items())
+    elif isinstance(v, (list, tuple)):
+        s = ",".join(str(x) for x in v)
+    else:
+        s = str(v)
+    s = s.replace("\n", " ")
+    return s if len(s) <= MAX_CELL else s[:MAX_CELL - 1] + "…"
+
+
+def display_width(s: str) -> int:
+    """Terminal columns: East Asian wide/fullwidth characters take two, combining marks none."""
+    w = 0
+    for ch in s:
+        if unicodedata.combining(ch) or ch in "\u200d\ufe0f":
+            continue
+        w += 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
+    return w
+
+
+def _pad(s: str, width: int, right: bool) -> str:
+    fill = " " * max(0, width - display_width(s))
+    return fill + s if right else s + fill
+
+
+def format_table(rows: list[dict], columns: list[str] | None = None) -> str:
+    """Rows as an aligned text table (numbers right-aligned)."""
+    if not rows:
+        return ""
+    if columns is None:
+        columns = []
+        for r in rows:
+            for k in r:
+                if k not in columns:
+                    columns.append(k)
+    cells = [[format_cell(c, r.get(c)) for c in columns] for r in rows]
+    numeric = [all(isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool) or r.get(c) is None
+                   for r in rows) and not (c.endswith("Timestamp") or c == "bucketStart") for c in columns]
+    widths = [max(len(c), *(display_width(row[i]) for row in cells)) for i, c in enumerate(columns)]
+
+    def line(vals):
+        return "  ".join(_pad(v, w, num) for v, w, num in zip(vals, widths, numeric)).rstrip()
+    out = [line(columns), line(["-" * w for w in widths])]
+    out += [line(r) for r in cells]
+    return "\n".join(out) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Stand-alone entry (`python -m engine.scan.cli STORE JOB ...`), same as `rmqstore scan`."""
+    parser = argparse.ArgumentParser(prog="rmqstore")
+    sub = parser.add_subparsers(dest="command", required=True)
+    add_scan_parser(sub)
+    args = parser.parse_args(["scan", *(sys.argv[1:] if argv is None else argv)])
+    return run_scan(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

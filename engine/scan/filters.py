@@ -1,0 +1,124 @@
+"""Message predicates shared by every scan engine, evaluated block by block: the cheap
+vectorised ones (topic, queue) first, then the ones that decode (tags, keys, properties,
+body). Spark runs exactly this code inside the data source, so both engines agree.
+
+- `topics`, `queue_ids`: membership;
+- `tags`: a RocketMQ subscription expression: `*` (or empty) for any, else tags separated
+  by `||` (a message matches when its TAGS value equals one of them);
+- `key`: equals one KEYS token or the UNIQ_KEY;
+- `prop`: (name, regex): the property exists and the regex is found in its value;
+- `body`: regex found in the body text (decompressed when the record is compressed).
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+import numpy as np
+
+from .columns import RecordBlock
+
+
+def parse_tags_expression(expr: str | None) -> frozenset[str] | None:
+    """SubscriptionData's rule: split on '||', trim, drop empties; '*' or nothing = any."""
+    if expr is None:
+        return None
+    expr = expr.strip()
+    if not expr or expr == "*":
+        return None
+    tags = frozenset(t.strip() for t in expr.split("||") if t.strip())
+    return tags or None
+
+
+@dataclass(frozen=True)
+class MessageFilter:
+    topics: frozenset[str] | None = None
+    queue_ids: frozenset[int] | None = None
+    body: str | None = None
+    tags: str | None = None
+    key: str | None = None
+    prop: tuple[str, str] | None = None
+
+    @classmethod
+    def build(cls, topics=None, queue_ids=None, body=None, tags=None, key=None, prop=None) -> "MessageFilter":
+        """Validated construction: regexes compile, `prop` is 'name=regex' or a pair."""
+        if isinstance(prop, str):
+            name, sep, rx = prop.partition("=")
+            if not sep or not name:
+                raise ValueError(f"--prop expects NAME=REGEX, got {prop!r}")
+            prop = (name, rx)
+        for label, rx in (("body", body), ("prop", prop[1] if prop else None)):
+            if rx is not None:
+                try:
+                    re.compile(rx)
+                except re.error as e:
+                    raise ValueError(f"bad {label} regex {rx!r}: {e}") from None
+        return cls(frozenset(topics) if topics else None, frozenset(int(q) for q in queue_ids) if queue_ids else None,
+                   body or None, tags or None, key or None, tuple(prop) if prop else None)
+
+    @property
+    def is_empty(self) -> bool:
+        return self == MessageFilter()
+
+    def to_options(self) -> dict[str, str]:
+        """Data source options carrying this filter."""
+        o = {}
+        if self.topics:
+            o["topic"] = ",".join(sorted(self.topics))
+        if self.queue_ids:
+            o["queueId"] = ",".join(str(q) for q in sorted(self.queue_ids))
+        if self.body is not None:
+            o["bodyRegex"] = self.body
+        if self.tags is not None:
+            o["tags"] = self.tags
+        if self.key is not None:
+            o["key"] = self.key
+        if self.prop is not None:
+            o["prop"] = f"{self.prop[0]}={self.prop[1]}"
+        return o
+
+    @classmethod
+    def from_options(cls, options) -> "MessageFilter":
+        def get(k):
+            v = options.get(k.lower()) if hasattr(options, "get") else None
+            return v if v not in (None, "") else None
+        topics = get("topic")
+        queues = get("queueId")
+        return cls.build(topics=[t for t in topics.split(",") if t] if topics else None,
+                         queue_ids=[q for q in queues.split(",") if q.strip()] if queues else None,
+                         body=get("bodyRegex"), tags=get("tags"), key=get("key"), prop=get("prop"))
+
+    # ---- evaluation --------------------------------------------------------------------
+    def apply(self, block: RecordBlock) -> RecordBlock:
+        if self.is_empty or len(block) == 0:
+            return block
+        mask = np.ones(len(block), dtype=bool)
+        if self.topics is not None:
+            codes, names = block.topic_codes
+            wanted = [i for i, n in enumerate(names) if n in self.topics]
+            mask &= np.isin(codes, wanted)
+        if self.queue_ids is not None:
+            mask &= np.isin(block.array("queueId"), list(self.queue_ids))
+        if not mask.all():
+            block = block.select(mask)
+        if len(block) == 0:
+            return block
+        slow = []
+        tagset = parse_tags_expression(self.tags)
+        if tagset is not None:
+            tags = block.tags
+            slow.append(lambda b, i: tags[i] in tagset)
+        if self.key is not None:
+            key, keys, uniq = self.key, block.key_lists, block.uniq_keys
+            slow.append(lambda b, i: key in keys[i] or uniq[i] == key)
+        if self.prop is not None:
+            name, rx = self.prop[0], re.compile(self.prop[1])
+            props = block.properties
+            slow.append(lambda b, i: (v := props[i].get(name)) is not None and rx.search(v) is not None)
+        if self.body is not None:
+            rx_body = re.compile(self.body)
+            slow.append(lambda b, i: rx_body.search(b.body_text(i)) is not None)
+        if not slow:
+            return block
+        keep = [i for i in range(len(block)) if all(f(block, i) for f in slow)]
+        return block.select(np.asarray(keep, dtype=np.int64))

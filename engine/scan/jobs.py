@@ -1,0 +1,169 @@
+"""Scan jobs: names, parameters, results, progress and cancel, and `run_job`, which runs a job
+on Spark (the default) or on the single-process numpy scanner (`engine="local"`, the oracle).
+
+Every job returns rows (JSON-ready dicts) with the same keys on both engines:
+
+    topic-stats     topic, [queueId,] messages, bytes, firstStoreTimestamp, lastStoreTimestamp,
+                    sizeP50, sizeP99   (every message record of the commitlog; exact percentiles
+                    interpolated like Spark's `percentile`)
+    traffic         topic, bucketStart (ms), messages, bytes
+    size-histogram  sizeFrom, sizeTo (power-of-two buckets of storeSize), messages, bytes
+    filter          Message.to_json() of the matches, commitlog order
+    top-keys        topic, key, messages     top-tags   topic, tags, messages
+    duplicates      uniqKey, [topic,] copies, topics, commitLogOffsets
+    consistency     structure, problem, file, fileOffset, topic, queueId, queueOffset, key,
+                    commitLogOffset, expected, actual  (CQ and index rebuilt from the commitlog
+                    versus the files; nothing for a good store)
+    export          path, format, rows, files
+"""
+from __future__ import annotations
+
+import re
+import threading
+from dataclasses import dataclass, field
+from typing import Callable
+
+from .filters import MessageFilter
+
+JOBS = ["topic-stats", "traffic", "size-histogram", "filter", "top-keys", "top-tags", "duplicates",
+        "consistency", "export"]
+EXPORT_FORMATS = ["parquet", "jsonl", "csv"]
+DEFAULT_FILTER_LIMIT = 1000
+DEFAULT_TOP = 20
+_DURATION = re.compile(r"(\d+)(ms|s|m|h|d)\Z")
+_UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+class ScanCancelled(Exception):
+    """The job was cancelled before it finished."""
+
+
+class CancelToken:
+    def __init__(self) -> None:
+        self._event = threading.Event()
+        self._hooks: list[Callable[[], None]] = []
+
+    @property
+    def cancelled(self) -> bool:
+        return self._event.is_set()
+
+    def cancel(self) -> None:
+        self._event.set()
+        for hook in list(self._hooks):
+            hook()
+
+    def on_cancel(self, hook: Callable[[], None]) -> None:
+        self._hooks.append(hook)
+        if self.cancelled:
+            hook()
+
+    def raise_if_cancelled(self) -> None:
+        if self.cancelled:
+            raise ScanCancelled("cancelled")
+
+
+@dataclass
+class StageProgress:
+    stage_id: int
+    name: str
+    completed: int
+    active: int
+    total: int
+
+
+@dataclass
+class Progress:
+    """Tasks (Spark) or slices (local) done out of those known so far."""
+    done: int
+    total: int
+    stages: list[StageProgress] = field(default_factory=list)
+    message: str = ""
+
+    @property
+    def fraction(self) -> float:
+        return self.done / self.total if self.total else 0.0
+
+
+ProgressFn = Callable[[Progress], None]
+
+
+def parse_duration(text: str) -> int:
+    """'1m' -> 60000 (ms). Units: ms, s, m, h, d."""
+    m = _DURATION.match(text.strip())
+    if not m or int(m.group(1)) <= 0:
+        raise ValueError(f"bad bucket {text!r}: use e.g. 1s, 1m, 5m, 1h, 1d")
+    return int(m.group(1)) * _UNIT_MS[m.group(2)]
+
+
+@dataclass
+class JobParams:
+    filter: MessageFilter = field(default_factory=MessageFilter)
+    by_queue: bool = False            # topic-stats
+    bucket: str = "1m"                # traffic
+    limit: int | None = None          # filter (default 1000), top-* (default 20), duplicates (none)
+    per_topic: bool = False           # duplicates: group by (topic, UNIQ_KEY)
+    format: str = "parquet"           # export
+    out: str | None = None
+    overwrite: bool = False
+    split_bytes: int | None = None    # commitlog slice size (None = automatic)
+    throttle_ms: int = 0              # test / benchmark hook: sleep per block read
+
+    @property
+    def bucket_ms(self) -> int:
+        return parse_duration(self.bucket)
+
+
+@dataclass
+class JobResult:
+    job: str
+    engine: str
+    master: str | None
+    rows: list[dict]
+    truncated: bool = False
+    seconds: float = 0.0
+    records_scanned: int | None = None
+
+    def to_json(self) -> dict:
+        d = {"job": self.job, "engine": self.engine, "master": self.master, "rows": self.rows}
+        if self.truncated:
+            d["truncated"] = True
+        return d
+
+
+def validate(job: str, params: JobParams) -> None:
+    if job not in JOBS:
+        raise ValueError(f"unknown job {job!r}; jobs: {', '.join(JOBS)}")
+    if job == "traffic":
+        params.bucket_ms
+    if job == "export":
+        if params.format not in EXPORT_FORMATS:
+            raise ValueError(f"unknown export format {params.format!r}; formats: {', '.join(EXPORT_FORMATS)}")
+        if not params.out:
+            raise ValueError("export needs --out PATH")
+    if params.limit is not None and params.limit < 0:
+        raise ValueError("--limit must be >= 0")
+
+
+def run_job(store, job: str, params: JobParams | None = None, engine: str = "spark", spark=None,
+            progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> JobResult:
+    """Run `job` over the open `store`. engine='spark' needs a SparkSession (`spark`, or one
+    from engine.scan.spark_session.get_session()); engine='local' runs in this process."""
+    import time
+    params = params or JobParams()
+    validate(job, params)
+    cancel = cancel or CancelToken()
+    t0 = time.perf_counter()
+    if engine == "local":
+        from . import local
+        rows, truncated = local.run(store, job, params, progress, cancel)
+        master = None
+    elif engine == "spark":
+        from . import spark_jobs
+        if spark is None:
+            from .spark_session import get_session
+            spark = get_session()
+        rows, truncated = spark_jobs.run(spark, store, job, params, progress, cancel)
+        master = spark.sparkContext.master
+    else:
+        raise ValueError(f"unknown engine {engine!r}")
+    return JobResult(job, engine, master, rows, truncated, time.perf_counter() - t0)

@@ -1,0 +1,368 @@
+"""Every scan job in one process with numpy: the oracle the Spark jobs are tested against,
+and the engine for stores small enough not to need Spark. It reads the same plan (slices)
+and decodes the same columns as the Spark data source; only the aggregation differs."""
+from __future__ import annotations
+
+import json
+import os
+import time
+from collections import Counter, defaultdict
+
+import numpy as np
+
+from .columns import MESSAGE_COLUMN_NAMES, RecordBlock
+from .consistency import (MAX_REPORTED, cq_location, diff_row, index_chain_problems, index_file_for,
+                          index_file_ranges, merge_rows, pair_index_differences, unit_dict)
+from .jobs import (DEFAULT_FILTER_LIMIT, DEFAULT_TOP, CancelToken, JobParams, Progress, ProgressFn)
+from .planning import plan_commitlog, plan_consume_queues, plan_index
+from .reader import SliceStats, read_commitlog, read_cq, read_index
+
+
+def iter_blocks(store, params: JobParams, progress: ProgressFn | None, cancel: CancelToken,
+                stats: SliceStats | None = None, apply_filter: bool = True):
+    plan = plan_commitlog(store, params.split_bytes)
+    total = len(plan.commitlog)
+    flt = params.filter
+    for i, s in enumerate(plan.commitlog):
+        for block in read_commitlog(s, plan.delay_level_millis, stats):
+            cancel.raise_if_cancelled()
+            if params.throttle_ms:
+                time.sleep(params.throttle_ms / 1000)
+            if apply_filter:
+                block = flt.apply(block)
+            if len(block):
+                yield block
+        if progress:
+            progress(Progress(i + 1, total, message=f"slice {i + 1}/{total}"))
+
+
+class _Topics:
+    """Global ids for topic names met block by block."""
+
+    def __init__(self):
+        self.ids: dict[str, int] = {}
+        self.names: list[str] = []
+
+    def codes(self, block: RecordBlock) -> np.ndarray:
+        codes, names = block.topic_codes
+        remap = np.empty(len(names), dtype=np.int64)
+        for i, n in enumerate(names):
+            g = self.ids.get(n)
+            if g is None:
+                g = self.ids[n] = len(self.names)
+                self.names.append(n)
+            remap[i] = g
+        return remap[codes]
+
+
+def spark_percentile(sorted_values: np.ndarray, p: float) -> float:
+    """Spark's exact `percentile`: linear interpolation at position (n-1)*p, same arithmetic."""
+    n = len(sorted_values)
+    position = (n - 1) * p
+    lower, higher = int(np.floor(position)), int(np.ceil(position))
+    lo = float(sorted_values[lower])
+    if higher == lower:
+        return lo
+    hi = float(sorted_values[higher])
+    if hi == lo:
+        return lo
+    return (higher - position) * lo + (position - lower) * hi
+
+
+class _GroupAgg:
+    """count / sum / min / max (and all sizes, for percentiles) per int64 group key."""
+
+    def __init__(self, keep_sizes: bool = False):
+        self.stats: dict[int, list[int]] = {}
+        self.sizes: dict[int, list[np.ndarray]] = defaultdict(list) if keep_sizes else None
+
+    def add(self, keys: np.ndarray, size: np.ndarray, ts: np.ndarray | None) -> None:
+        uk, inv, counts = np.unique(keys, return_inverse=True, return_counts=True)
+        sums = np.zeros(len(uk), dtype=np.int64)
+        np.add.at(sums, inv, size)
+        if ts is not None:
+            mins = np.full(len(uk), np.iinfo(np.int64).max)
+            maxs = np.full(len(uk), np.iinfo(np.int64).min)
+            np.minimum.at(mins, inv, ts)
+            np.maximum.at(maxs, inv, ts)
+        else:
+            mins = maxs = np.zeros(len(uk), dtype=np.int64)
+        for j, k in enumerate(uk.tolist()):
+            s = self.stats.get(k)
+            if s is None:
+                self.stats[k] = [int(counts[j]), int(sums[j]), int(mins[j]), int(maxs[j])]
+            else:
+                s[0] += int(counts[j])
+                s[1] += int(sums[j])
+                s[2] = min(s[2], int(mins[j]))
+                s[3] = max(s[3], int(maxs[j]))
+        if self.sizes is not None:
+            order = np.argsort(inv, kind="stable")
+            parts = np.split(size[order], np.cumsum(counts)[:-1])
+            for k, part in zip(uk.tolist(), parts):
+                self.sizes[k].append(part)
+
+
+# ---- jobs ------------------------------------------------------------------------------------
+def topic_stats(store, params, progress, cancel):
+    topics, agg = _Topics(), _GroupAgg(keep_sizes=True)
+    for b in iter_blocks(store, params, progress, cancel):
+        g = topics.codes(b)
+        keys = (g << 32) | (b.array("queueId") & 0xFFFFFFFF) if params.by_queue else g
+        agg.add(keys, b.array("storeSize"), b.array("storeTimestamp"))
+    rows = []
+    for k, (n, total, first, last) in agg.stats.items():
+        sizes = np.sort(np.concatenate(agg.sizes[k]))
+        row = {"topic": topics.names[k >> 32 if params.by_queue else k]}
+        if params.by_queue:
+            q = k & 0xFFFFFFFF
+            row["queueId"] = q - (1 << 32) if q >= 1 << 31 else q
+        row.update(messages=n, bytes=total, firstStoreTimestamp=first, lastStoreTimestamp=last,
+                   sizeP50=spark_percentile(sizes, 0.5), sizeP99=spark_percentile(sizes, 0.99))
+        rows.append(row)
+    rows.sort(key=lambda r: (r["topic"], r.get("queueId", 0)))
+    return rows, False
+
+
+def traffic(store, params, progress, cancel):
+    ms = params.bucket_ms
+    topics, agg = _Topics(), {}
+    for b in iter_blocks(store, params, progress, cancel):
+        g = topics.codes(b)
+        ts = b.array("storeTimestamp")
+        bucket = ts - ts % ms
+        keys = np.stack([g, bucket], axis=1)
+        uk, inv = np.unique(keys, axis=0, return_inverse=True)
+        inv = inv.ravel()
+        counts = np.bincount(inv, minlength=len(uk))
+        sums = np.zeros(len(uk), dtype=np.int64)
+        np.add.at(sums, inv, b.array("storeSize"))
+        for (gi, bk), c, s in zip(uk.tolist(), counts.tolist(), sums.tolist()):
+            cur = agg.setdefault((gi, bk), [0, 0])
+            cur[0] += c
+            cur[1] += s
+    rows = [{"topic": topics.names[gi], "bucketStart": bk, "messages": c, "bytes": s}
+            for (gi, bk), (c, s) in agg.items()]
+    rows.sort(key=lambda r: (r["topic"], r["bucketStart"]))
+    return rows, False
+
+
+def size_bucket(size: np.ndarray) -> np.ndarray:
+    """Largest power of two <= size (0 for size 0)."""
+    out = np.zeros(len(size), dtype=np.int64)
+    pos = size > 0
+    out[pos] = 1 << (np.floor(np.log2(size[pos])).astype(np.int64))
+    # guard against log2 rounding at exact powers of two
+    too_big = out > size
+    out[too_big] >>= 1
+    too_small = pos & (out * 2 <= size)
+    out[too_small] <<= 1
+    return out
+
+
+def size_histogram(store, params, progress, cancel):
+    agg: dict[int, list[int]] = {}
+    for b in iter_blocks(store, params, progress, cancel):
+        size = b.array("storeSize")
+        bk = size_bucket(size)
+        uk, inv = np.unique(bk, return_inverse=True)
+        counts = np.bincount(inv, minlength=len(uk))
+        sums = np.zeros(len(uk), dtype=np.int64)
+        np.add.at(sums, inv, size)
+        for k, c, s in zip(uk.tolist(), counts.tolist(), sums.tolist()):
+            cur = agg.setdefault(k, [0, 0])
+            cur[0] += c
+            cur[1] += s
+    rows = [{"sizeFrom": k, "sizeTo": max(2 * k, 1), "messages": c, "bytes": s} for k, (c, s) in sorted(agg.items())]
+    return rows, False
+
+
+def filter_messages(store, params, progress, cancel):
+    limit = DEFAULT_FILTER_LIMIT if params.limit is None else params.limit
+    rows, truncated = [], False
+    for b in iter_blocks(store, params, progress, cancel):
+        rows.extend(b.rows_json())
+        if len(rows) > limit:
+            truncated = True
+            break
+    return rows[:limit], truncated
+
+
+def _top(counter: Counter, limit: int | None, label: str):
+    limit = DEFAULT_TOP if limit is None else limit
+    items = sorted(counter.items(), key=lambda kv: (-kv[1], kv[0]))
+    rows = [{"topic": t, label: v, "messages": n} for (t, v), n in items[:limit]]
+    return rows, len(items) > limit
+
+
+def top_keys(store, params, progress, cancel):
+    c = Counter()
+    for b in iter_blocks(store, params, progress, cancel):
+        for t, keys in zip(b.topics, b.key_lists):
+            for k in set(keys):
+                c[(t, k)] += 1
+    return _top(c, params.limit, "key")
+
+
+def top_tags(store, params, progress, cancel):
+    c = Counter()
+    for b in iter_blocks(store, params, progress, cancel):
+        for t, tags in zip(b.topics, b.tags):
+            if tags is not None:
+                c[(t, tags)] += 1
+    return _top(c, params.limit, "tags")
+
+
+def duplicates(store, params, progress, cancel):
+    seen: dict[tuple, list[tuple[int, str]]] = defaultdict(list)
+    for b in iter_blocks(store, params, progress, cancel):
+        for t, u, off in zip(b.topics, b.uniq_keys, b.commit_log_offsets.tolist()):
+            if u is not None:
+                seen[(u, t) if params.per_topic else (u,)].append((off, t))
+    rows = []
+    for k, hits in sorted(seen.items()):
+        if len(hits) < 2:
+            continue
+        row = {"uniqKey": k[0]}
+        if params.per_topic:
+            row["topic"] = k[1]
+        row.update(copies=len(hits), topics=sorted({t for _, t in hits}), commitLogOffsets=sorted(o for o, _ in hits))
+        rows.append(row)
+    if params.limit is not None and len(rows) > params.limit:
+        return rows[:params.limit], True
+    return rows, False
+
+
+def consistency(store, params, progress, cancel):
+    cl_min = store.min_offset
+    cq_size = store.cfg.mappedFileSizeConsumeQueue
+    expected: dict[tuple, tuple] = {}
+    rows: list[dict] = []
+    idx_expected: Counter = Counter()
+    idx_info: dict[tuple, tuple[str, str]] = {}
+    index_on = store.cfg.messageIndexEnable
+    unfiltered = JobParams(split_bytes=params.split_bytes, throttle_ms=params.throttle_ms)
+    for b in iter_blocks(store, unfiltered, progress, cancel, apply_filter=False):
+        tt = b.array("sysFlag") & 0x0C
+        qid, qoff, phy = b.array("queueId").tolist(), b.array("queueOffset").tolist(), b.array("physicalOffsetField").tolist()
+        size, tags = b.array("storeSize").tolist(), b.tags_codes.tolist()
+        offs = b.commit_log_offsets.tolist()
+        topics = b.topics
+        for i in np.flatnonzero((tt == 0) | (tt == 8)).tolist():
+            key = (topics[i], qid[i], qoff[i])
+            if key in expected:
+                f, pos = cq_location(topics[i], qid[i], qoff[i], cq_size)
+                rows.append(diff_row(structure="consumequeue", problem="queue offset already used by an earlier record",
+                                     file=f, fileOffset=pos, topic=topics[i], queueId=qid[i], queueOffset=qoff[i],
+                                     commitLogOffset=offs[i], expected=unit_dict(phy[i], size[i], tags[i])))
+                continue
+            expected[key] = (phy[i], size[i], tags[i], offs[i])
+        if index_on:
+            for i, (ks, hs) in enumerate(zip(b.index_keys, b.index_key_hashes)):
+                for k, h in zip(ks, hs):
+                    idx_expected[(h, phy[i])] += 1
+                    idx_info.setdefault((h, phy[i]), (topics[i], k))
+    # consume queues on disk
+    for s in plan_consume_queues(store):
+        cancel.raise_if_cancelled()
+        u = read_cq(s)
+        for q, p, sz, tc, pos in zip(u["queueOffset"].tolist(), u["phyOffset"].tolist(), u["size"].tolist(),
+                                     u["tagsCode"].tolist(), u["position"].tolist()):
+            if p < cl_min:
+                continue
+            e = expected.pop((s.topic, s.queue_id, q), None)
+            if e is None:
+                rows.append(diff_row(structure="consumequeue", problem="unit without record", file=s.rel_path,
+                                     fileOffset=pos, topic=s.topic, queueId=s.queue_id, queueOffset=q,
+                                     commitLogOffset=p, actual=unit_dict(p, sz, tc)))
+            elif (e[0], e[1], e[2]) != (p, sz, tc):
+                rows.append(diff_row(structure="consumequeue", problem="unit differs", file=s.rel_path, fileOffset=pos,
+                                     topic=s.topic, queueId=s.queue_id, queueOffset=q, commitLogOffset=e[3],
+                                     expected=unit_dict(*e[:3]), actual=unit_dict(p, sz, tc)))
+    for (t, qid, q), e in expected.items():
+        f, pos = cq_location(t, qid, q, cq_size)
+        rows.append(diff_row(structure="consumequeue", problem="unit missing", file=f, fileOffset=pos, topic=t,
+                             queueId=qid, queueOffset=q, commitLogOffset=e[3], expected=unit_dict(*e[:3])))
+    # index on disk
+    actual: dict[tuple, list[dict]] = defaultdict(list)
+    for s in plan_index(store):
+        cancel.raise_if_cancelled()
+        e = read_index(s)
+        rel = os.path.join("index", s.name)
+        for n, h, p, pos in zip(e["index"].tolist(), e["keyHash"].tolist(), e["phyOffset"].tolist(),
+                                e["position"].tolist()):
+            if p >= cl_min:
+                actual[(h, p)].append({"keyHash": h, "phyOffset": p, "file": rel, "position": pos, "index": n})
+    ranges = index_file_ranges(store)
+    missing, extra = [], []
+    for k in set(idx_expected) | set(actual):
+        ce, got = idx_expected.get(k, 0), actual.get(k, [])
+        if ce == len(got):
+            continue
+        if ce > len(got):
+            topic, key = idx_info[k]
+            for _ in range(ce - len(got)):
+                missing.append({"keyHash": k[0], "phyOffset": k[1], "key": key, "topic": topic,
+                                "file": index_file_for(ranges, k[1])})
+        else:
+            got = sorted(got, key=lambda e: (e["file"], e["index"]))
+            extra.extend(got[ce:])
+    rows += pair_index_differences(missing[:MAX_REPORTED], extra[:MAX_REPORTED])
+    return merge_rows(rows, index_chain_problems(store, cl_min)), False
+
+
+def export(store, params, progress, cancel):
+    """One file at params.out (local engine); rows in commitlog order."""
+    from .arrow import block_to_arrow, message_arrow_schema
+    out, fmt = params.out, params.format
+    if os.path.exists(out) and not params.overwrite:
+        raise FileExistsError(f"{out} exists (use --overwrite)")
+    n = 0
+    schema = message_arrow_schema(MESSAGE_COLUMN_NAMES)
+    if fmt == "parquet":
+        import pyarrow.parquet as pq
+        with pq.ParquetWriter(out, schema) as w:
+            for b in iter_blocks(store, params, progress, cancel):
+                w.write_batch(block_to_arrow(b, MESSAGE_COLUMN_NAMES, schema))
+                n += len(b)
+    elif fmt == "jsonl":
+        with open(out, "w", encoding="utf-8") as fh:
+            for b in iter_blocks(store, params, progress, cancel):
+                for r in b.rows_json():
+                    fh.write(json.dumps(r, ensure_ascii=False) + "\n")
+                n += len(b)
+    else:
+        import csv
+        with open(out, "w", encoding="utf-8", newline="") as fh:
+            w = csv.writer(fh)
+            w.writerow(CSV_COLUMNS)
+            for b in iter_blocks(store, params, progress, cancel):
+                for r in b.rows_json():
+                    w.writerow([csv_value(r.get(c)) for c in CSV_COLUMNS])
+                n += len(b)
+    return [{"path": out, "format": fmt, "rows": n, "files": 1}], False
+
+
+JSON_COLUMNS = ["topic", "queueId", "queueOffset", "commitLogOffset", "storeSize", "bodyCRC", "flag", "sysFlag",
+                "bornTimestamp", "bornHost", "storeTimestamp", "storeHost", "reconsumeTimes",
+                "preparedTransactionOffset", "properties", "msgId", "uniqKey", "tags", "keys", "tagsCode",
+                "transactionType", "magicCode", "bodyLength", "body"]   # Message.to_json() order
+CSV_COLUMNS = ["commitLogOffset", "topic", "queueId", "queueOffset", "storeSize", "bodyCRC", "flag", "sysFlag",
+               "bornTimestamp", "bornHost", "storeTimestamp", "storeHost", "reconsumeTimes",
+               "preparedTransactionOffset", "msgId", "uniqKey", "tags", "keys", "tagsCode", "transactionType",
+               "magicCode", "bodyLength", "properties", "body"]
+
+
+def csv_value(v):
+    if isinstance(v, dict):
+        return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
+    return "" if v is None else v
+
+
+JOB_FUNCS = {"topic-stats": topic_stats, "traffic": traffic, "size-histogram": size_histogram,
+             "filter": filter_messages, "top-keys": top_keys, "top-tags": top_tags, "duplicates": duplicates,
+             "consistency": consistency, "export": export}
+
+
+def run(store, job: str, params: JobParams, progress: ProgressFn | None, cancel: CancelToken):
+    return JOB_FUNCS[job](store, params, progress, cancel)

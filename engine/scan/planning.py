@@ -1,0 +1,291 @@
+"""Partitions of a bulk scan: small picklable descriptions, computed once from an open store.
+
+- `CommitLogSlice`: records whose start lies in [start, end) of one commitlog file whose
+  readable data ends at `limit` (never past the store's recovered max offset). A file is one
+  slice, or several when it is large: split points are real record starts, found cheaply
+  from the ConsumeQueues (every dispatched record is a CQ unit; a candidate is accepted only
+  if a V1/V2 header stands there whose stored PHYSICALOFFSET is that very offset) and, where
+  the CQs give nothing, by a size-hop pre-pass that reads 8 bytes per record.
+- `CQSlice`: units [unit_start, unit_end) of one ConsumeQueue file (positions as units).
+- `IndexSlice`: entries [first, last) of one index file.
+
+A whole plan serialises to JSON (`plan_to_json`) so a driver that has the store open can hand
+it to Spark as an option instead of every planner re-running recovery."""
+from __future__ import annotations
+
+import json
+import math
+import os
+import struct
+from dataclasses import asdict, dataclass, field
+
+import numpy as np
+
+from ..config import CQ_UNIT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
+from ..consume_queue import FILLER_SIZE
+from ..message import MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2
+from .columns import hop
+
+DEFAULT_SPLIT_BYTES = 64 << 20     # a commitlog slice is at most this big ...
+MIN_SPLIT_BYTES = 1 << 20          # ... and a file is not split into pieces smaller than this
+MAX_HINTS_PER_SLICE = 4096         # more CQ ranges than this: the slice is hopped without them
+CQ_UNITS_PER_PARTITION = 1 << 20
+INDEX_ENTRIES_PER_PARTITION = 1 << 20
+_HDR = struct.Struct(">ii")
+_I64 = struct.Struct(">q")
+
+
+@dataclass(frozen=True)
+class CommitLogSlice:
+    path: str
+    file_from_offset: int
+    file_size: int
+    start: int        # position in the file of the first record
+    end: int          # records starting at or after this position belong to the next slice
+    limit: int        # readable end of the file (recovered write position / store max offset)
+    # known record starts to speed the hop up: (CQ file path, first unit, end unit) ranges
+    # whose units point into [start, end) of this file
+    hints: tuple = ()
+
+    @property
+    def nbytes(self) -> int:
+        return self.end - self.start
+
+
+@dataclass(frozen=True)
+class CQSlice:
+    topic: str
+    queue_id: int
+    path: str
+    rel_path: str     # consumequeue/<topic>/<queueId>/<name>
+    file_from: int    # byte position of the file's first unit (= queue offset * 20)
+    file_size: int
+    unit_start: int   # unit numbers inside the file
+    unit_end: int
+
+
+@dataclass(frozen=True)
+class IndexSlice:
+    path: str
+    name: str
+    file_size: int
+    slot_num: int
+    index_num: int
+    begin_timestamp: int
+    first: int        # entry numbers [first, last); entry 0 is never used
+    last: int
+
+
+@dataclass
+class Plan:
+    root: str
+    commitlog: list[CommitLogSlice] = field(default_factory=list)
+    min_offset: int = 0
+    max_offset: int = 0
+    delay_level_millis: list[int] = field(default_factory=list)
+    split_bytes: int = DEFAULT_SPLIT_BYTES
+
+    @property
+    def total_bytes(self) -> int:
+        return sum(s.nbytes for s in self.commitlog)
+
+
+# ---- commitlog ----------------------------------------------------------------------------
+def plan_commitlog(store, split_bytes: int | None = None, min_partitions: int = 1,
+                   use_cq: bool = True, hop_hints: bool = True) -> Plan:
+    """Slices covering every record of [store.min_offset, store.max_offset).
+
+    use_cq: find split points from the ConsumeQueues (else by hopping); hop_hints: give
+    each slice the CQ ranges that name its records, so readers hop fast. Files are split when larger than `split_bytes` or when fewer than `min_partitions`
+    slices would otherwise exist (never below MIN_SPLIT_BYTES a piece)."""
+    cl = store.commitlog
+    max_off = store.max_offset
+    regions = []
+    for f in cl.files:
+        limit = min(f.wrote_position, max_off - f.file_from_offset, f.file_size)
+        if limit <= 0:
+            continue
+        regions.append((f, limit))
+    total = sum(limit for _, limit in regions)
+    split = split_bytes or DEFAULT_SPLIT_BYTES
+    if min_partitions > 1 and total:
+        split = min(split, max(MIN_SPLIT_BYTES if split_bytes is None else 1, math.ceil(total / min_partitions)))
+    plan = Plan(str(store.root), [], cl.min_offset, max_off, list(store.cfg.delay_level_millis), split)
+    cq = _CQHints(store) if (use_cq or hop_hints) and store.queues else None
+    for f, limit in regions:
+        cuts = [0]
+        if limit > split:
+            n = math.ceil(limit / split)
+            targets = [limit * k // n for k in range(1, n)]
+            cuts += split_points(f.buf, f.file_from_offset, limit, targets, cq if use_cq else None)
+        cuts = sorted(set(cuts))
+        for a, b in zip(cuts, cuts[1:] + [limit]):
+            if b > a:
+                hints = cq.ranges(f.file_from_offset + a, f.file_from_offset + b) if cq and hop_hints else ()
+                plan.commitlog.append(CommitLogSlice(str(f.path), f.file_from_offset, f.file_size, a, b, limit,
+                                                     hints))
+    return plan
+
+
+class _CQHints:
+    """Physical offsets of dispatched records, read from every CQ file (vectorised). Each
+    queue's units ascend in physical offset, so a commitlog range maps to a unit range."""
+
+    def __init__(self, store):
+        self.files: list[tuple[str, np.ndarray]] = []    # (CQ path, phyOffset of every written unit)
+        self.valid: list[np.ndarray] = []                 # the same, real units only, sorted
+        for cq in store.queues.values():
+            for f in cq.queue.files:
+                n = f.wrote_position // CQ_UNIT_SIZE
+                if not n:
+                    continue
+                u = cq.view(f)[:n]
+                phy = u["phyOffset"].astype(np.int64)
+                if n > 1 and np.any(np.diff(phy) < 0):
+                    continue   # not ascending (damaged): no hints from this file
+                real = phy[(u["size"] > 0) & (u["size"] != FILLER_SIZE) & (phy >= 0)]
+                self.files.append((str(f.path), phy))
+                if real.size:
+                    self.valid.append(real)
+
+    def candidates(self, lo: int, hi: int, targets: list[int]) -> list[int | None]:
+        """For each absolute target, the smallest known record offset >= target and < hi."""
+        best = [None] * len(targets)
+        t = np.asarray(targets, dtype=np.int64)
+        for phy in self.valid:
+            if phy[0] >= hi or phy[-1] < lo:
+                continue
+            i = np.searchsorted(phy, t, side="left")
+            for k, j in enumerate(i.tolist()):
+                if j < len(phy):
+                    c = int(phy[j])
+                    if c < hi and (best[k] is None or c < best[k]):
+                        best[k] = c
+        return best
+
+    def ranges(self, lo: int, hi: int) -> tuple:
+        """(CQ path, first unit, end unit) for the units pointing into [lo, hi)."""
+        out = []
+        for path, phy in self.files:
+            if phy[-1] < lo or phy[0] >= hi:
+                continue
+            a, b = np.searchsorted(phy, [lo, hi], side="left").tolist()
+            if b > a:
+                out.append((path, a, b))
+        return tuple(out) if len(out) <= MAX_HINTS_PER_SLICE else ()
+
+
+def _is_record_start(buf, pos: int, file_from: int, limit: int) -> bool:
+    if pos < 0 or limit - pos < 36:
+        return False
+    total, magic = _HDR.unpack_from(buf, pos)
+    if magic not in (MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2) or total <= 0 or total > limit - pos:
+        return False
+    return _I64.unpack_from(buf, pos + 28)[0] == file_from + pos
+
+
+def split_points(buf, file_from: int, limit: int, targets: list[int], hints: _CQHints | None) -> list[int]:
+    """Record starts near `targets` (positions in the file): a CQ-known record start at or
+    after each target when one verifies, otherwise the first start the size hop finds there."""
+    found: list[int | None] = [None] * len(targets)
+    if hints is not None:
+        cands = hints.candidates(file_from, file_from + limit, [file_from + t for t in targets])
+        for k, c in enumerate(cands):
+            if c is not None and _is_record_start(buf, c - file_from, file_from, limit):
+                found[k] = c - file_from
+    if any(p is None for p in found):
+        pos, k = 0, 0
+        while k < len(targets):
+            if found[k] is not None:
+                pos = max(pos, found[k])
+                k += 1
+                continue
+            h = hop(buf, pos, targets[k], limit, max_records=1 << 62, max_bytes=1 << 62)
+            if h.stop != "end":
+                break  # blank or damage before the target: nothing more to split here
+            found[k] = h.next_pos
+            pos = h.next_pos
+            k += 1
+    return [p for p in found if p is not None and 0 < p < limit]
+
+
+# ---- consume queues and index --------------------------------------------------------------
+def plan_consume_queues(store, topics: set[str] | None = None, queue_ids: set[int] | None = None) -> list[CQSlice]:
+    """Every written unit of every ConsumeQueue file (up to the recovered write position)."""
+    out = []
+    for (topic, qid), cq in sorted(store.queues.items()):
+        if topics and topic not in topics or queue_ids and qid not in queue_ids:
+            continue
+        for f in cq.queue.files:
+            n = f.wrote_position // CQ_UNIT_SIZE
+            if n:
+                rel = os.path.join("consumequeue", topic, str(qid), f.path.name)
+                out.append(CQSlice(topic, qid, str(f.path), rel, f.file_from_offset, f.file_size, 0, n))
+    return out
+
+
+def plan_index(store) -> list[IndexSlice]:
+    out = []
+    for f in store.index.files:
+        count = f.header.indexCount
+        last = min(max(count, 1), f.index_num)
+        if last > 1:
+            out.append(IndexSlice(str(f.path), f.name, f.file.file_size, f.slot_num, f.index_num,
+                                  f.header.beginTimestamp, 1, last))
+    return out
+
+
+def pack(slices: list, weight, per_partition: int, min_partitions: int = 1) -> list[list]:
+    """Group small slices into partitions of about `per_partition` weight; split nothing."""
+    if not slices:
+        return []
+    total = sum(weight(s) for s in slices)
+    cap = max(1, min(per_partition, math.ceil(total / max(1, min_partitions))))
+    out, cur, w = [], [], 0
+    for s in slices:
+        if cur and w + weight(s) > cap:
+            out.append(cur)
+            cur, w = [], 0
+        cur.append(s)
+        w += weight(s)
+    if cur:
+        out.append(cur)
+    return out
+
+
+def cq_weight(s: CQSlice) -> int:
+    return s.unit_end - s.unit_start
+
+
+def index_weight(s: IndexSlice) -> int:
+    return s.last - s.first
+
+
+def cq_unit_positions(s: CQSlice) -> tuple[int, int]:
+    return s.unit_start * CQ_UNIT_SIZE, s.unit_end * CQ_UNIT_SIZE
+
+
+def index_entry_position(s: IndexSlice, n: int) -> int:
+    return INDEX_HEADER_SIZE + s.slot_num * INDEX_SLOT_SIZE + n * INDEX_ENTRY_SIZE
+
+
+# ---- serialisation --------------------------------------------------------------------------
+def plan_to_json(plan: Plan, cq: list[CQSlice] | None = None, index: list[IndexSlice] | None = None) -> str:
+    d = {"root": plan.root, "min_offset": plan.min_offset, "max_offset": plan.max_offset,
+         "delay_level_millis": plan.delay_level_millis, "split_bytes": plan.split_bytes,
+         "commitlog": [asdict(s) for s in plan.commitlog]}
+    if cq is not None:
+        d["cq"] = [asdict(s) for s in cq]
+    if index is not None:
+        d["index"] = [asdict(s) for s in index]
+    return json.dumps(d)
+
+
+def plan_from_json(text: str) -> tuple[Plan, list[CQSlice] | None, list[IndexSlice] | None]:
+    d = json.loads(text)
+    cl = [CommitLogSlice(**{**s, "hints": tuple(tuple(h) for h in s.get("hints", ()))}) for s in d["commitlog"]]
+    plan = Plan(d["root"], cl, d["min_offset"], d["max_offset"],
+                d["delay_level_millis"], d.get("split_bytes", DEFAULT_SPLIT_BYTES))
+    cq = [CQSlice(**s) for s in d["cq"]] if "cq" in d else None
+    index = [IndexSlice(**s) for s in d["index"]] if "index" in d else None
+    return plan, cq, index

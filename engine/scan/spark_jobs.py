@@ -1,0 +1,339 @@
+"""The scan jobs on Spark, and the runner that reports their progress and cancels them.
+
+The driver plans once from the open store (commitlog slices split so every core has work,
+CQ and index slices) and hands the plan to the data sources as an option; aggregation is
+Spark SQL. Rows come back in the same shape and order as engine.scan.local's.
+
+`SparkRunner` puts every action of a job into one job group (`setJobGroup` on the thread
+that runs the job), polls `statusTracker()` for per-stage task counts, and cancels with
+`cancelJobGroup` when the CancelToken fires, from whatever thread fires it."""
+from __future__ import annotations
+
+import json
+import os
+import threading
+import uuid
+
+from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import functions as F
+
+from .columns import MESSAGE_COLUMN_NAMES, row_json
+from .consistency import (MAX_REPORTED, cq_location, diff_row, index_chain_problems, index_file_for,
+                          index_file_ranges, merge_rows, pair_index_differences, unit_dict)
+from .jobs import (DEFAULT_FILTER_LIMIT, DEFAULT_TOP, CancelToken, JobParams, Progress, ProgressFn, ScanCancelled,
+                   StageProgress)
+from .planning import Plan, plan_commitlog, plan_consume_queues, plan_index, plan_to_json
+
+
+class SparkRunner:
+    """Context for one job: job group, progress poller, cancel hook."""
+
+    def __init__(self, spark: SparkSession, progress: ProgressFn | None, cancel: CancelToken,
+                 description: str = "rmqstore scan", poll_seconds: float = 0.2):
+        self.spark = spark
+        self.sc = spark.sparkContext
+        self.progress = progress
+        self.cancel = cancel
+        self.group = f"rmqstore-{uuid.uuid4().hex[:12]}"
+        self.description = description
+        self.poll_seconds = poll_seconds
+        self._done = threading.Event()
+        self._stages: dict[int, StageProgress] = {}
+        self._thread: threading.Thread | None = None
+
+    def __enter__(self) -> "SparkRunner":
+        self.sc.setJobGroup(self.group, self.description, interruptOnCancel=True)
+        self._thread = threading.Thread(target=self._poll, name="rmqstore-scan-progress", daemon=True)
+        self._thread.start()
+        self.cancel.on_cancel(self._cancel_group)
+        return self
+
+    def __exit__(self, exc_type, exc, tb):
+        self._done.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        self._report()
+        self.sc.setLocalProperty("spark.jobGroup.id", None)
+        self.sc.setLocalProperty("spark.job.description", None)
+        if exc is not None and self.cancel.cancelled and not isinstance(exc, ScanCancelled):
+            raise ScanCancelled("cancelled") from None
+        return False
+
+    def check(self) -> None:
+        self.cancel.raise_if_cancelled()
+
+    def _cancel_group(self) -> None:
+        try:
+            self.sc.cancelJobGroup(self.group)
+        except Exception:
+            pass  # the context may be stopping; the job fails on its own then
+
+    def _poll(self) -> None:
+        while not self._done.wait(self.poll_seconds):
+            if self.cancel.cancelled:
+                self._cancel_group()   # catches jobs submitted after the first cancel
+            self._report()
+
+    def _report(self) -> None:
+        try:
+            st = self.sc.statusTracker()
+            for jid in st.getJobIdsForGroup(self.group):
+                job = st.getJobInfo(jid)
+                if job is None:
+                    continue
+                for sid in job.stageIds:
+                    info = st.getStageInfo(sid)
+                    # a stage with nothing done and nothing running is pending or skipped
+                    # (AQE re-plans reuse shuffle output): it is shown once it runs
+                    if info is not None and (info.numCompletedTasks or info.numActiveTasks):
+                        self._stages[sid] = StageProgress(sid, info.name, info.numCompletedTasks,
+                                                          info.numActiveTasks, info.numTasks)
+        except Exception:
+            return
+        if self.progress is not None and not self._stages:
+            self.progress(Progress(0, 0, [], "starting"))
+        elif self.progress is not None:
+            stages = [self._stages[k] for k in sorted(self._stages)]
+            done = sum(s.completed for s in stages)
+            total = sum(s.total for s in stages)
+            active = [s for s in stages if s.completed < s.total]
+            msg = (f"stage {active[0].stage_id}: {active[0].completed}/{active[0].total} tasks" if active
+                   else f"{len(stages)} stage(s) done")
+            self.progress(Progress(done, total, stages, msg))
+
+    def collect(self, df: DataFrame) -> list:
+        self.check()
+        rows = df.collect()
+        self.check()
+        return rows
+
+
+# ---- loading ---------------------------------------------------------------------------------
+class Loader:
+    """DataFrames over one open store, all planned once on the driver."""
+
+    def __init__(self, spark: SparkSession, store, params: JobParams):
+        self.spark = spark
+        self.store = store
+        self.params = params
+        parallelism = max(1, spark.sparkContext.defaultParallelism)
+        self.plan: Plan = plan_commitlog(store, params.split_bytes, min_partitions=3 * parallelism)
+        self.root = str(store.root)
+
+    def messages(self, columns: list[str], filtered: bool = True) -> DataFrame:
+        r = (self.spark.read.format("rocketmq").option("plan", plan_to_json(self.plan))
+             .option("columns", ",".join(columns)))
+        if filtered:
+            for k, v in self.params.filter.to_options().items():
+                r = r.option(k, v)
+        if self.params.throttle_ms:
+            r = r.option("throttleMs", str(self.params.throttle_ms))
+        return r.load(self.root)
+
+    def consume_queues(self) -> DataFrame:
+        return (self.spark.read.format("rocketmq-cq")
+                .option("plan", plan_to_json(Plan(self.root), cq=plan_consume_queues(self.store))).load(self.root))
+
+    def index(self) -> DataFrame:
+        return (self.spark.read.format("rocketmq-index")
+                .option("plan", plan_to_json(Plan(self.root), index=plan_index(self.store))).load(self.root))
+
+
+def _dicts(rows) -> list[dict]:
+    return [r.asDict(recursive=False) for r in rows]
+
+
+# ---- jobs --------------------------------------------------------------------------------------
+def topic_stats(ld: Loader, run: SparkRunner):
+    keys = ["topic", "queueId"] if ld.params.by_queue else ["topic"]
+    df = ld.messages(["topic", "queueId", "storeSize", "storeTimestamp"])
+    agg = df.groupBy(*keys).agg(
+        F.count(F.lit(1)).alias("messages"), F.sum("storeSize").alias("bytes"),
+        F.min("storeTimestamp").alias("firstStoreTimestamp"), F.max("storeTimestamp").alias("lastStoreTimestamp"),
+        F.percentile("storeSize", F.lit(0.5)).alias("sizeP50"), F.percentile("storeSize", F.lit(0.99)).alias("sizeP99"))
+    return _dicts(run.collect(agg.orderBy(*keys))), False
+
+
+def traffic(ld: Loader, run: SparkRunner):
+    ms = ld.params.bucket_ms
+    df = ld.messages(["topic", "storeSize", "storeTimestamp"])
+    ts = F.col("storeTimestamp")
+    agg = (df.withColumn("bucketStart", ts - F.pmod(ts, F.lit(ms)))
+           .groupBy("topic", "bucketStart").agg(F.count(F.lit(1)).alias("messages"), F.sum("storeSize").alias("bytes")))
+    return _dicts(run.collect(agg.orderBy("topic", "bucketStart"))), False
+
+
+def size_histogram(ld: Loader, run: SparkRunner):
+    size = F.col("storeSize").cast("long")
+    bucket = F.greatest(*[F.when(size >= (1 << k), F.lit(1 << k)).otherwise(F.lit(0)) for k in range(32)])
+    df = ld.messages(["storeSize"]).withColumn("sizeFrom", bucket)
+    agg = (df.groupBy("sizeFrom").agg(F.count(F.lit(1)).alias("messages"), F.sum("storeSize").alias("bytes"))
+           .withColumn("sizeTo", F.greatest(F.col("sizeFrom") * 2, F.lit(1)))
+           .select("sizeFrom", "sizeTo", "messages", "bytes"))
+    return _dicts(run.collect(agg.orderBy("sizeFrom"))), False
+
+
+def filter_messages(ld: Loader, run: SparkRunner):
+    limit = DEFAULT_FILTER_LIMIT if ld.params.limit is None else ld.params.limit
+    df = ld.messages(MESSAGE_COLUMN_NAMES).orderBy("commitLogOffset").limit(limit + 1)
+    rows = [row_json(r) for r in _dicts(run.collect(df))]
+    return rows[:limit], len(rows) > limit
+
+
+def _top(df: DataFrame, label: str, limit: int | None, run: SparkRunner):
+    limit = DEFAULT_TOP if limit is None else limit
+    agg = (df.groupBy("topic", label).agg(F.count(F.lit(1)).alias("messages"))
+           .orderBy(F.desc("messages"), "topic", label).limit(limit + 1))
+    rows = _dicts(run.collect(agg))
+    return rows[:limit], len(rows) > limit
+
+
+def top_keys(ld: Loader, run: SparkRunner):
+    df = ld.messages(["topic", "keyList"]).select("topic", F.explode(F.array_distinct("keyList")).alias("key"))
+    return _top(df, "key", ld.params.limit, run)
+
+
+def top_tags(ld: Loader, run: SparkRunner):
+    df = ld.messages(["topic", "tags"]).where(F.col("tags").isNotNull())
+    return _top(df, "tags", ld.params.limit, run)
+
+
+def duplicates(ld: Loader, run: SparkRunner):
+    keys = ["uniqKey", "topic"] if ld.params.per_topic else ["uniqKey"]
+    df = ld.messages(["topic", "uniqKey", "commitLogOffset"]).where(F.col("uniqKey").isNotNull())
+    agg = (df.groupBy(*keys).agg(F.count(F.lit(1)).alias("copies"),
+                                 F.sort_array(F.collect_set("topic")).alias("topics"),
+                                 F.sort_array(F.collect_list("commitLogOffset")).alias("commitLogOffsets"))
+           .where(F.col("copies") > 1).orderBy(*keys))
+    if ld.params.limit is not None:
+        agg = agg.limit(ld.params.limit + 1)
+    rows = _dicts(run.collect(agg))
+    if ld.params.limit is not None and len(rows) > ld.params.limit:
+        return rows[:ld.params.limit], True
+    return rows, False
+
+
+def consistency(ld: Loader, run: SparkRunner):
+    """One Spark job: expected CQ units grouped per (topic, queueId, queueOffset) fully
+    joined with the units on disk, expected index entries per (keyHash, phyOffset) fully
+    joined with the entries on disk; only the groups that differ come back (as JSON), and
+    the driver turns them into difference rows exactly as engine.scan.local does."""
+    store = ld.store
+    cl_min = store.min_offset
+    cq_size = store.cfg.mappedFileSizeConsumeQueue
+    msgs = ld.messages(["topic", "queueId", "queueOffset", "physicalOffsetField", "storeSize", "tagsCode", "sysFlag",
+                        "commitLogOffset", "indexKeys", "indexKeyHashes"], filtered=False)
+    tt = F.col("sysFlag").bitwiseAND(0x0C)
+    key = ["topic", "queueId", "queueOffset"]
+    exp = (msgs.where((tt == 0) | (tt == 8)).groupBy(*key)
+           .agg(F.sort_array(F.collect_list(F.struct("commitLogOffset", F.col("physicalOffsetField").alias("phyOffset"),
+                                                     F.col("storeSize").alias("size"), "tagsCode"))).alias("recs")))
+    act = (ld.consume_queues().where(F.col("phyOffset") >= cl_min)
+           .select(*key, F.struct("phyOffset", "size", "tagsCode", "file", "position").alias("unit")))
+    first = F.col("recs")[0]
+    j = exp.join(act, on=key, how="full_outer")
+    differs = (F.col("recs").isNull() | F.col("unit").isNull() | (F.size("recs") > 1)
+               | (first["phyOffset"] != F.col("unit.phyOffset")) | (first["size"] != F.col("unit.size"))
+               | (first["tagsCode"] != F.col("unit.tagsCode")))
+    parts = [j.where(differs).select(F.lit("cq").alias("kind"), F.to_json(F.struct(*key, "recs", "unit")).alias("payload"))]
+    if store.cfg.messageIndexEnable:
+        keys = (msgs.select("topic", F.col("physicalOffsetField").alias("phyOffset"),
+                            F.posexplode(F.arrays_zip("indexKeys", "indexKeyHashes")).alias("pos", "k"))
+                .select("topic", "phyOffset", "pos", F.col("k.indexKeys").alias("key"),
+                        F.col("k.indexKeyHashes").alias("keyHash")))
+        exp_i = keys.groupBy("keyHash", "phyOffset").agg(
+            F.count(F.lit(1)).alias("ce"), F.min_by(F.struct("key", "topic"), F.col("pos")).alias("first"))
+        act_i = (ld.index().where(F.col("phyOffset") >= cl_min).groupBy("keyHash", "phyOffset")
+                 .agg(F.count(F.lit(1)).alias("ca"),
+                      F.sort_array(F.collect_list(F.struct("file", "index", "position"))).alias("entries")))
+        jj = (exp_i.join(act_i, on=["keyHash", "phyOffset"], how="full_outer").fillna(0, subset=["ce", "ca"])
+              .where(F.col("ce") != F.col("ca")))
+        parts.append(jj.select(F.lit("index").alias("kind"),
+                               F.to_json(F.struct("keyHash", "phyOffset", "ce", "ca", "first", "entries")).alias("payload")))
+    diff = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    rows: list[dict] = []
+    missing, extra = [], []
+    ranges = index_file_ranges(store)
+    for r in run.collect(diff.limit(MAX_REPORTED)):
+        d = json.loads(r.payload)
+        if r.kind == "cq":
+            t, qid, q = d["topic"], d["queueId"], d["queueOffset"]
+            recs, unit = d.get("recs") or [], d.get("unit")
+            f, pos = cq_location(t, qid, q, cq_size)
+            if recs and unit is None:
+                e = recs[0]
+                rows.append(diff_row(structure="consumequeue", problem="unit missing", file=f, fileOffset=pos,
+                                     topic=t, queueId=qid, queueOffset=q, commitLogOffset=e["commitLogOffset"],
+                                     expected=unit_dict(e["phyOffset"], e["size"], e["tagsCode"])))
+            elif unit is not None:
+                got = unit_dict(unit["phyOffset"], unit["size"], unit["tagsCode"])
+                if not recs:
+                    rows.append(diff_row(structure="consumequeue", problem="unit without record", file=unit["file"],
+                                         fileOffset=unit["position"], topic=t, queueId=qid, queueOffset=q,
+                                         commitLogOffset=unit["phyOffset"], actual=got))
+                elif unit_dict(recs[0]["phyOffset"], recs[0]["size"], recs[0]["tagsCode"]) != got:
+                    e = recs[0]
+                    rows.append(diff_row(structure="consumequeue", problem="unit differs", file=unit["file"],
+                                         fileOffset=unit["position"], topic=t, queueId=qid, queueOffset=q,
+                                         commitLogOffset=e["commitLogOffset"],
+                                         expected=unit_dict(e["phyOffset"], e["size"], e["tagsCode"]), actual=got))
+            for e in recs[1:]:
+                rows.append(diff_row(structure="consumequeue", problem="queue offset already used by an earlier record",
+                                     file=f, fileOffset=pos, topic=t, queueId=qid, queueOffset=q,
+                                     commitLogOffset=e["commitLogOffset"],
+                                     expected=unit_dict(e["phyOffset"], e["size"], e["tagsCode"])))
+        else:
+            ce, ca = d["ce"], d["ca"]
+            if ce > ca:
+                for _ in range(ce - ca):
+                    missing.append({"keyHash": d["keyHash"], "phyOffset": d["phyOffset"], "key": d["first"]["key"],
+                                    "topic": d["first"]["topic"], "file": index_file_for(ranges, d["phyOffset"])})
+            else:
+                for e in (d.get("entries") or [])[ce:]:
+                    extra.append({"keyHash": d["keyHash"], "phyOffset": d["phyOffset"], "file": e["file"],
+                                  "position": e["position"], "index": e["index"]})
+    rows += pair_index_differences(missing, extra)
+    return merge_rows(rows, index_chain_problems(store, cl_min)), False
+
+
+def export(ld: Loader, run: SparkRunner):
+    """A directory of part files at params.out (parquet: every column, body binary; jsonl:
+    Message.to_json() objects; csv: the to_json fields, properties as JSON, body base64)."""
+    from pyspark.sql import Observation
+    from .local import CSV_COLUMNS, JSON_COLUMNS
+    p = ld.params
+    out = os.path.abspath(p.out)
+    if os.path.exists(out) and not p.overwrite:
+        raise FileExistsError(f"{out} exists (use --overwrite)")
+    df = ld.messages(MESSAGE_COLUMN_NAMES)
+    body64 = F.regexp_replace(F.base64("body"), r"[\r\n]", "").alias("body")   # some Spark versions wrap at 76
+    if p.format == "jsonl":
+        df = df.select(*[body64 if c == "body" else F.col(c) for c in JSON_COLUMNS])
+    elif p.format == "csv":
+        df = df.select(*[F.to_json("properties").alias("properties") if c == "properties" else
+                         body64 if c == "body" else F.col(c) for c in CSV_COLUMNS])
+    obs = Observation("rmqstore-export")
+    df = df.observe(obs, F.count(F.lit(1)).alias("rows"))
+    w = df.write.mode("overwrite" if p.overwrite else "errorifexists")
+    run.check()
+    if p.format == "parquet":
+        w.parquet(out)
+    elif p.format == "jsonl":
+        w.option("ignoreNullFields", "false").json(out)
+    else:
+        w.option("header", "true").csv(out)
+    run.check()
+    files = sorted(n for n in os.listdir(out) if n.startswith("part-")) if os.path.isdir(out) else []
+    return [{"path": out, "format": p.format, "rows": int(obs.get["rows"]), "files": len(files)}], False
+
+
+JOB_FUNCS = {"topic-stats": topic_stats, "traffic": traffic, "size-histogram": size_histogram,
+             "filter": filter_messages, "top-keys": top_keys, "top-tags": top_tags, "duplicates": duplicates,
+             "consistency": consistency, "export": export}
+
+
+def run(spark: SparkSession, store, job: str, params: JobParams, progress: ProgressFn | None,
+        cancel: CancelToken):
+    with SparkRunner(spark, progress, cancel, f"rmqstore scan {job}") as runner:
+        runner.check()
+        return JOB_FUNCS[job](Loader(spark, store, params), runner)

@@ -1,0 +1,103 @@
+"""Get or create the SparkSession scans run on, with the rmqstore data sources registered.
+
+The master comes from the argument, else $RMQSTORE_SPARK_MASTER, else `local[*]`; nothing
+else is assumed about the cluster. For local masters the Python workers are this very
+interpreter (PYSPARK_PYTHON = sys.executable: they must import `engine`) and Spark binds to
+loopback; logs are quiet and there is no console progress bar (progress is ours to show)."""
+from __future__ import annotations
+
+import os
+import shutil
+import sys
+import threading
+from pathlib import Path
+
+DEFAULT_MASTER = "local[*]"
+_LOCK = threading.Lock()
+_LOG4J = Path(__file__).with_name("log4j2.properties")
+
+
+class SparkUnavailable(RuntimeError):
+    """Spark cannot start here (no Java runtime, no pyspark)."""
+
+
+def resolve_master(master: str | None = None) -> str:
+    return master or os.environ.get("RMQSTORE_SPARK_MASTER") or DEFAULT_MASTER
+
+
+def java_available() -> bool:
+    home = os.environ.get("JAVA_HOME")
+    return bool(shutil.which("java") or (home and (Path(home) / "bin" / "java").exists()))
+
+
+def get_session(master: str | None = None, memory: str | None = None, conf: dict[str, str] | None = None,
+                app_name: str = "rmqstore-scan"):
+    """The active session when it runs on the requested master, else a new one (an active
+    session on another master is stopped first: one JVM per process)."""
+    try:
+        from pyspark import SparkContext
+        from pyspark.sql import SparkSession
+    except ImportError as e:
+        raise SparkUnavailable(f"pyspark is not installed ({e}); install rmqstore[spark]") from None
+    master = resolve_master(master)
+    with _LOCK:
+        active = _current(SparkContext, SparkSession)
+        if active is not None:
+            if active.sparkContext.master == master and (memory is None or _memory_of(active) == memory):
+                register_sources(active)
+                return active
+            active.stop()
+        if not java_available():
+            raise SparkUnavailable("no Java runtime found (java on PATH or JAVA_HOME): install a JRE 17, "
+                                   "e.g. Debian's openjdk-17-jre-headless")
+        local = master.startswith("local")
+        if local:
+            os.environ["PYSPARK_PYTHON"] = sys.executable
+            os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        else:
+            os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+        os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+        b = (SparkSession.builder.master(master).appName(app_name)
+             .config("spark.ui.showConsoleProgress", "false")
+             .config("spark.sql.session.timeZone", "UTC"))
+        if _LOG4J.exists():
+            b = b.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{_LOG4J}")
+        if local:
+            b = b.config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions",
+                                                            str(max(4, 2 * (os.cpu_count() or 2))))
+        if memory:
+            b = b.config("spark.driver.memory", memory).config("spark.executor.memory", memory)
+        for k, v in (conf or {}).items():
+            b = b.config(k, v)
+        try:
+            spark = b.getOrCreate()
+        except Exception as e:  # JVM failed to start: say why in one line
+            raise SparkUnavailable(f"cannot start Spark on {master}: {str(e).strip().splitlines()[0]}") from None
+        spark.sparkContext.setLogLevel("ERROR")
+        register_sources(spark)
+        return spark
+
+
+def _current(SparkContext, SparkSession):
+    """The process's running session, whatever thread asks (getActiveSession is per thread)."""
+    if SparkContext._active_spark_context is None:
+        return None
+    return SparkSession.builder.getOrCreate()
+
+
+def _memory_of(spark) -> str | None:
+    return spark.sparkContext.getConf().get("spark.driver.memory", None)
+
+
+def register_sources(spark) -> None:
+    from .spark_source import register
+    register(spark)
+
+
+def stop_session() -> None:
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+    with _LOCK:
+        s = _current(SparkContext, SparkSession)
+        if s is not None:
+            s.stop()

@@ -1,0 +1,71 @@
+"""Shared fixtures of the scan tests (imported by the test modules; not a conftest, so the
+root conftest keeps its module name). One real local SparkSession for the whole run."""
+from __future__ import annotations
+
+import os
+import shutil
+import struct
+
+import pytest
+
+from conftest import ROOT, unpack
+from engine import MessageStore
+
+SHOTS = ROOT / "build" / "screenshots"
+SPARK_MASTER = "local[2]"
+
+
+def java_missing() -> str | None:
+    from engine.scan.spark_session import java_available
+    return None if java_available() else "no Java runtime (java on PATH or JAVA_HOME): Spark tests skipped"
+
+
+@pytest.fixture(scope="session")
+def spark():
+    reason = java_missing()
+    if reason:
+        pytest.skip(reason)
+    pytest.importorskip("pyspark")
+    from engine.scan.spark_session import get_session
+    return get_session(SPARK_MASTER)   # left running: process exit stops it (one JVM per run)
+
+
+@pytest.fixture(scope="module")
+def small():
+    with MessageStore.open(unpack("small")) as s:
+        yield s
+
+
+@pytest.fixture(scope="module")
+def v5():
+    with MessageStore.open(unpack("v5")) as s:
+        yield s
+
+
+def plant_cq_defect(root, topic="TopicTest", queue_id=1, queue_offset=7, size=999) -> tuple[str, int]:
+    """Overwrite the size of one CQ unit; returns (file relative to root, byte position)."""
+    file_size = 1000   # the small geometry: 50 units per CQ file
+    start = queue_offset * 20 - queue_offset * 20 % file_size
+    rel = os.path.join("consumequeue", topic, str(queue_id), f"{start:020d}")
+    pos = queue_offset * 20 % file_size
+    with open(os.path.join(root, rel), "r+b") as fh:
+        fh.seek(pos + 8)
+        fh.write(struct.pack(">i", size))
+    return rel, pos
+
+
+def plant_index_defect(root, file_no=3, entry=10, delta=1) -> tuple[str, int]:
+    """Shift the phyOffset of one index entry (small geometry: 64 slots); returns (file, entry position)."""
+    name = sorted(os.listdir(os.path.join(root, "index")))[file_no]
+    pos = 40 + 64 * 4 + 20 * entry
+    path = os.path.join(root, "index", name)
+    with open(path, "r+b") as fh:
+        fh.seek(pos + 4)
+        old = struct.unpack(">q", fh.read(8))[0]
+        fh.seek(pos + 4)
+        fh.write(struct.pack(">q", old + delta))
+    return os.path.join("index", name), pos
+
+
+def rm(path) -> None:
+    shutil.rmtree(path, ignore_errors=True)

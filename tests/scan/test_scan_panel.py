@@ -1,0 +1,70 @@
+"""The scan panel driven with qtbot: a Spark job runs off the UI thread and its rows and plot
+show; Cancel stops a slow job; a local job works without Spark; a screenshot for review."""
+import pytest
+
+pytest.importorskip("PySide6")
+from PySide6.QtCore import Qt  # noqa: E402
+
+from conftest import manifest  # noqa: E402
+from gui.scan_panel import ScanPanel  # noqa: E402
+from scan_support import SHOTS, SPARK_MASTER, small, spark  # noqa: E402,F401
+
+
+@pytest.fixture
+def panel(qtbot, small):
+    p = ScanPanel()
+    qtbot.addWidget(p)
+    p.resize(1280, 800)
+    p.show()
+    p.set_store(small)
+    p.master_edit.setText(SPARK_MASTER)   # the test session's master: no second JVM
+    yield p
+    p.cancel()
+    p.pool.waitForDone(30_000)
+
+
+def test_local_job_without_spark(qtbot, panel):
+    panel.engine_box.setCurrentIndex(panel.engine_box.findData("local"))
+    panel.job_box.setCurrentText("size-histogram")
+    with qtbot.waitSignal(panel.finished, timeout=30_000) as blocker:
+        qtbot.mouseClick(panel.run_button, Qt.LeftButton)
+    assert blocker.args[0].engine == "local"
+    assert sum(r["messages"] for r in panel.model.rows) == len(manifest("small")["messages"])
+    assert panel.plot.isVisible() and panel.run_button.isEnabled() and not panel.cancel_button.isEnabled()
+
+
+@pytest.mark.spark
+def test_spark_job_shows_rows_plot_and_screenshot(qtbot, panel, spark):
+    panel.job_box.setCurrentText("traffic")
+    panel.bucket_box.setCurrentText("1s")
+    assert panel.fields["bucket"][1].isVisible() and not panel.fields["body"][1].isVisible()
+    progress = []
+    with qtbot.waitSignal(panel.finished, timeout=120_000) as blocker:
+        qtbot.mouseClick(panel.run_button, Qt.LeftButton)
+        panel.cancel_token.on_cancel(lambda: None)
+        assert panel.cancel_button.isEnabled() and not panel.run_button.isEnabled()
+    result = blocker.args[0]
+    assert result.engine == "spark" and result.master == SPARK_MASTER
+    assert panel.model.rowCount() == len(result.rows) == 92
+    assert panel.model.columns == ["topic", "bucketStart", "messages", "bytes"]
+    assert "92 row(s)" in panel.status_label.text()
+    assert panel.plot.isVisible() and len(panel.plot.listDataItems()) == 9
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    assert panel.grab().save(str(SHOTS / "scan-panel.png"))
+    del progress
+
+
+@pytest.mark.spark
+def test_cancel_button_stops_a_slow_spark_job(qtbot, panel, spark):
+    panel.job_box.setCurrentText("topic-stats")
+    panel.split_bytes, panel.throttle_ms = 4096, 400     # hundreds of slow tasks
+    qtbot.mouseClick(panel.run_button, Qt.LeftButton)
+    qtbot.waitUntil(lambda: panel.progress_bar.maximum() >= 100 and panel.progress_bar.value() > 0, timeout=60_000)
+    qtbot.mouseClick(panel.cancel_button, Qt.LeftButton)
+    qtbot.waitUntil(lambda: panel.status_label.text() == "Cancelled", timeout=10_000)
+    assert panel.run_button.isEnabled() and panel.last_result is None
+    panel.split_bytes, panel.throttle_ms = None, 0
+    panel.job_box.setCurrentText("top-tags")
+    with qtbot.waitSignal(panel.finished, timeout=60_000) as blocker:
+        qtbot.mouseClick(panel.run_button, Qt.LeftButton)
+    assert len(blocker.args[0].rows) == 20 and panel.model.rowCount() == 20
