@@ -239,6 +239,21 @@ class IndexFile:
             _HEADER_TIMES.pack_into(self.file.mm, 0, h.beginTimestamp, h.endTimestamp, h.beginPhyOffset,
                                     h.endPhyOffset)
 
+    def repair_torn_put(self) -> int:
+        """put_key writes the entry, then the slot, then the header: a writer killed between the
+        slot and the header leaves a slot pointing at entry == indexCount, which the next put
+        overwrites for another key (two chains then share entries; the slot's older entries
+        are lost). Before appending again, point such slots back where the entry links.
+        Returns how many slots were repaired."""
+        count = self.header.indexCount
+        slots = self.slots
+        bad = np.flatnonzero(slots >= count)
+        for s in bad.tolist():
+            n = int(slots[s])
+            prev = int(self.entries[n]["prevIndex"]) if n == count and n < self.index_num else 0
+            _SLOT.pack_into(self.file.mm, INDEX_HEADER_SIZE + s * INDEX_SLOT_SIZE, prev if 0 < prev < count else 0)
+        return len(bad)
+
     def reload_header(self) -> None:
         """Re-read the header another process may have changed (live stores)."""
         h = self.header_view[0]

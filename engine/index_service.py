@@ -44,6 +44,8 @@ class IndexService:
                 if self.writable:
                     raise
                 self.warnings.append(f"skipped index file: {e}")  # a reader carries on without it
+        if self.writable and self.files:
+            self.files[-1].repair_torn_put()  # the only file a crashed writer was appending to
         return self
 
     def load_new(self) -> None:
