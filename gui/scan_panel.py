@@ -364,7 +364,7 @@ class ScanPanel(QWidget):
         if p.total:
             self.progress_bar.setRange(0, p.total)
             self.progress_bar.setValue(p.done)
-            self.progress_bar.setFormat(f"%v/%m tasks")
+            self.progress_bar.setFormat("%v/%m tasks")
         else:
             self.progress_bar.setRange(0, 0)
         if p.stages:

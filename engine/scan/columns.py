@@ -21,7 +21,6 @@ import re
 import struct
 from array import array
 from dataclasses import dataclass
-from functools import cached_property
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
@@ -124,7 +123,7 @@ def hop_assisted(buf, u8: np.ndarray, pos: int, end: int, limit: int, cands: np.
     link = ok[:-1] & (c[:-1] + total[:-1] == c[1:])
     breaks = np.append(np.flatnonzero(~link), m - 1)
     out: list[np.ndarray] = []
-    count, nbytes, first = 0, 0, pos
+    count, first = 0, pos
     stop = ""
     while True:
         if pos >= end:

@@ -18,8 +18,6 @@ import os
 
 import numpy as np
 
-from ..javahash import index_key_hash
-
 ROW_KEYS = ["structure", "problem", "file", "fileOffset", "topic", "queueId", "queueOffset", "key",
             "commitLogOffset", "expected", "actual"]
 MAX_REPORTED = 100_000
@@ -38,13 +36,6 @@ def cq_location(topic: str, queue_id: int, queue_offset: int, file_size: int) ->
 
 def unit_dict(phy, size, tags) -> dict:
     return {"phyOffset": int(phy), "size": int(size), "tagsCode": int(tags)}
-
-
-def index_keys(topic: str, uniq: str | None, key_list: list[str]) -> list[str]:
-    """The index keys dispatch puts for one record, in order."""
-    out = [f"{topic}#{uniq}"] if uniq else []
-    out.extend(f"{topic}#{k}" for k in key_list)
-    return out
 
 
 def index_file_for(files: list[tuple[str, int, int]], phy: int) -> str | None:
@@ -152,7 +143,3 @@ def merge_rows(rows: list[dict], chain_rows: list[dict]) -> list[dict]:
                             is not None else -1, r["commitLogOffset"] if r["commitLogOffset"] is not None else -1,
                             r["key"] or "", r["problem"]))
     return out
-
-
-def key_hash(key: str) -> int:
-    return index_key_hash(key)

@@ -38,10 +38,8 @@ def test_spark_job_shows_rows_plot_and_screenshot(qtbot, panel, spark):
     panel.job_box.setCurrentText("traffic")
     panel.bucket_box.setCurrentText("1s")
     assert panel.fields["bucket"][1].isVisible() and not panel.fields["body"][1].isVisible()
-    progress = []
     with qtbot.waitSignal(panel.finished, timeout=120_000) as blocker:
         qtbot.mouseClick(panel.run_button, Qt.LeftButton)
-        panel.cancel_token.on_cancel(lambda: None)
         assert panel.cancel_button.isEnabled() and not panel.run_button.isEnabled()
     result = blocker.args[0]
     assert result.engine == "spark" and result.master == SPARK_MASTER
@@ -51,7 +49,6 @@ def test_spark_job_shows_rows_plot_and_screenshot(qtbot, panel, spark):
     assert panel.plot.isVisible() and len(panel.plot.listDataItems()) == 9
     SHOTS.mkdir(parents=True, exist_ok=True)
     assert panel.grab().save(str(SHOTS / "scan-panel.png"))
-    del progress
 
 
 @pytest.mark.spark

@@ -8,7 +8,7 @@ import time
 import pyarrow.parquet as pq
 import pytest
 
-from conftest import manifest, unpack
+from conftest import manifest
 from engine import MessageStore
 from engine.scan.columns import row_json
 from engine.scan.filters import MessageFilter
