@@ -29,6 +29,7 @@ from .columns import hop
 DEFAULT_SPLIT_BYTES = 64 << 20     # a commitlog slice is at most this big ...
 MIN_SPLIT_BYTES = 1 << 20          # ... and a file is not split into pieces smaller than this
 MAX_HINTS_PER_SLICE = 4096         # more CQ ranges than this: the slice is hopped without them
+MAX_PARTITION_BYTES = 512 << 20    # packed commitlog slices per Spark task, at most
 CQ_UNITS_PER_PARTITION = 1 << 20
 INDEX_ENTRIES_PER_PARTITION = 1 << 20
 _HDR = struct.Struct(">ii")
@@ -251,6 +252,10 @@ def pack(slices: list, weight, per_partition: int, min_partitions: int = 1) -> l
     if cur:
         out.append(cur)
     return out
+
+
+def slice_weight(s: CommitLogSlice) -> int:
+    return s.nbytes
 
 
 def cq_weight(s: CQSlice) -> int:

@@ -117,12 +117,15 @@ class Loader:
         self.store = store
         self.params = params
         parallelism = max(1, spark.sparkContext.defaultParallelism)
-        self.plan: Plan = plan_commitlog(store, params.split_bytes, min_partitions=3 * parallelism)
+        self.min_partitions = 3 * parallelism   # a few tasks per core: progress moves, tails stay short
+        self.plan: Plan = plan_commitlog(store, params.split_bytes, min_partitions=self.min_partitions)
         self.root = str(store.root)
 
     def messages(self, columns: list[str], filtered: bool = True) -> DataFrame:
         r = (self.spark.read.format("rocketmq").option("plan", plan_to_json(self.plan))
-             .option("columns", ",".join(columns)))
+             .option("columns", ",".join(columns)).option("minPartitions", str(self.min_partitions)))
+        if self.params.split_bytes:
+            r = r.option("pack", "false")
         if filtered:
             for k, v in self.params.filter.to_options().items():
                 r = r.option(k, v)

@@ -12,7 +12,10 @@ Options (names are case-insensitive):
     columns=topic,storeSize,...         rocketmq: only these columns (the rest is not decoded);
                                         also indexKeys / indexKeyHashes on request
     bodyRegex, tags, key, prop=K=REGEX  rocketmq: message filters (engine.scan.filters)
-    splitBytes, minPartitions           rocketmq: partitioning of large commitlog files
+    splitBytes                          rocketmq: cut commitlog files into slices of at most this
+                                        many bytes, one slice per task
+    minPartitions, maxPartitionBytes    rocketmq: otherwise slices are packed into about
+                                        minPartitions tasks of at most maxPartitionBytes
     plan=<json>                         a plan made by engine.scan.planning on an open store
                                         (then the store is not reopened to plan)
     any StoreConfig name                e.g. mappedFileSizeCommitLog=65536 (else detected)
@@ -34,8 +37,9 @@ from ..config import StoreConfig
 from .arrow import CQ_COLUMNS, INDEX_COLUMNS, block_to_arrow, numpy_to_arrow
 from .columns import COLUMN_KINDS, MESSAGE_COLUMN_NAMES
 from .filters import MessageFilter
-from .planning import (CQ_UNITS_PER_PARTITION, INDEX_ENTRIES_PER_PARTITION, cq_weight, index_weight, pack,
-                       plan_commitlog, plan_consume_queues, plan_from_json, plan_index)
+from .planning import (CQ_UNITS_PER_PARTITION, INDEX_ENTRIES_PER_PARTITION, MAX_PARTITION_BYTES, cq_weight,
+                       index_weight, pack, plan_commitlog, plan_consume_queues, plan_from_json, plan_index,
+                       slice_weight)
 from .reader import read_commitlog, read_cq, read_index
 
 SPARK_KINDS = {
@@ -107,25 +111,34 @@ class RocketMQReader(DataSourceReader):
         self.throttle = int(_opt(self.options, "throttleMs", 0))
 
     def partitions(self) -> list[InputPartition]:
+        """Commitlog slices, several per task: a Spark task costs tens of milliseconds of
+        its own, so slices are packed into about `minPartitions` tasks of at most
+        `maxPartitionBytes` (512 MiB) each. An explicit splitBytes means one slice per task."""
         text = _opt(self.options, "plan")
+        split = _opt(self.options, "splitBytes")
+        min_parts = int(_opt(self.options, "minPartitions", _default_min_partitions()))
         if text:
             plan = plan_from_json(text)[0]
         else:
-            split = _opt(self.options, "splitBytes")
             with _open_store(self.options) as store:
-                plan = plan_commitlog(store, int(split) if split else None,
-                                      int(_opt(self.options, "minPartitions", _default_min_partitions())))
-        return [InputPartition((s, plan.delay_level_millis)) for s in plan.commitlog]
+                plan = plan_commitlog(store, int(split) if split else None, min_parts)
+        if split or _opt(self.options, "pack", "true").lower() == "false":
+            groups = [[s] for s in plan.commitlog]
+        else:
+            groups = pack(plan.commitlog, slice_weight,
+                          int(_opt(self.options, "maxPartitionBytes", MAX_PARTITION_BYTES)), min_parts)
+        return [InputPartition((g, plan.delay_level_millis)) for g in groups]
 
     def read(self, partition: InputPartition):
-        s, delays = partition.value
+        slices, delays = partition.value
         pa_schema = to_arrow_schema(self.schema, timezone="UTC")
-        for block in read_commitlog(s, delays):
-            if self.throttle:
-                time.sleep(self.throttle / 1000)
-            block = self.filter.apply(block)
-            if len(block):
-                yield block_to_arrow(block, self.columns, pa_schema)
+        for s in slices:
+            for block in read_commitlog(s, delays):
+                if self.throttle:
+                    time.sleep(self.throttle / 1000)
+                block = self.filter.apply(block)
+                if len(block):
+                    yield block_to_arrow(block, self.columns, pa_schema)
 
 
 # ---- consume queues ---------------------------------------------------------------------------

@@ -45,6 +45,9 @@ def test_message_source_options(spark, small):
     assert len(rows) == len(exp) and sum(r.storeSize for r in rows) == sum(m["totalSize"] for m in exp)
     tagged = spark.read.format("rocketmq").option("tags", "TagA || TagB").option("splitBytes", "16384").load(str(small.root))
     assert tagged.rdd.getNumPartitions() > 2 * 12
+    packed = spark.read.format("rocketmq").option("minPartitions", "3").option("columns", "storeSize").load(str(small.root))
+    assert packed.rdd.getNumPartitions() <= 4      # 12 small files packed into about 3 tasks
+    assert packed.count() == len(manifest("small")["messages"])
     assert tagged.count() == sum(1 for m in manifest("small")["messages"] if m["tags"] in ("TagA", "TagB"))
 
 
