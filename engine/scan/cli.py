@@ -137,6 +137,8 @@ def run_scan(args) -> int:
             rows = result.rows
             cols = FILTER_TABLE_COLUMNS if args.job == "filter" else None
             sys.stdout.write(format_table(rows, cols))
+            if not rows and args.job == "consistency":
+                sys.stdout.write("no differences: the ConsumeQueues and the index match the commitlog\n")
             where = f"{result.engine}" + (f" on {result.master}" if result.master else "")
             more = f", first {len(rows)} shown (--limit)" if result.truncated else ""
             sys.stdout.write(f"{len(rows)} row(s){more}; {args.job} ran on {where} in {result.seconds:.1f} s\n")
