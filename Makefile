@@ -8,7 +8,7 @@ QUICK  ?=
 
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: run test bench package soak system-deps clean
+.PHONY: run test bench package soak system-deps clean screenshots
 
 $(STAMP): pyproject.toml
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
@@ -49,6 +49,13 @@ run: $(STAMP)
 test: $(STAMP) system-deps
 	$(VENV)/bin/lint-imports
 	QT_QPA_PLATFORM=offscreen RMQSTORE_PACKAGE_TEST=1 $(PY) -m pytest -q tests
+
+# the README's pictures: the GUI tests save them to build/screenshots; this refreshes docs/
+SHOTS := browser-main browser-detail browser-search browser-overview segment-fill cq-units slot-heatmap collision-chain scan-panel
+screenshots: $(STAMP)
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q tests/gui tests/internals tests/scan/test_scan_panel.py
+	mkdir -p docs/screenshots
+	for n in $(SHOTS); do cp build/screenshots/$$n.png docs/screenshots/; done
 
 bench: $(STAMP)
 	$(PY) -m bench $(if $(QUICK),--quick,)
