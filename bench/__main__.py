@@ -19,7 +19,7 @@ from . import baselines
 from .common import MB, Row, disk_free, log, machine, row, table
 
 HERE = Path(__file__).resolve().parent
-SECTIONS = ["baselines", "append", "key-query", "scaling", "get-page", "open", "heatmap"]
+SECTIONS = ["baselines", "append", "key-query", "scaling", "get-page", "open", "heatmap", "internals-scan"]
 
 
 class Context:
@@ -85,6 +85,7 @@ def main(argv=None) -> int:
         "get-page": lambda c: __import__("bench.get_page", fromlist=["run"]).run(c),
         "open": lambda c: __import__("bench.open_gui", fromlist=["run"]).run(c),
         "heatmap": heatmap_rows,
+        "internals-scan": lambda c: __import__("bench.internals_scan", fromlist=["run"]).run(c),
     }
     try:
         for name in SECTIONS:

@@ -1,0 +1,83 @@
+"""Two figures the internals and Spark issues ask for, on stores of several sizes made of many
+small commitlog files (so per-file work shows):
+
+- segment-fill: gui.internals.compute.store_fill (walk every commitlog file once, topic byte
+  ranges, CQ and index fill) against the raw page-cache read of the same commitlog bytes;
+- scan-sizes: the Spark data source (topic-stats, local[*]) and the single-process numpy scan
+  against the raw read, per store size: where (if anywhere) Spark pays off on this machine."""
+from __future__ import annotations
+
+from pathlib import Path
+
+from engine import MessageStore, StoreConfig
+
+from . import baselines
+from .common import MB, GiB, Row, Timer, log, row
+from .workload import MIX, Workload
+
+FILE_SIZE = 16 << 20  # many files: 16 MiB commitlog files
+
+
+def _store(ctx, size: int) -> Path:
+    root = ctx.tmp / f"many-files-{size >> 20}MiB"
+    cfg = StoreConfig.from_mapping(dict(mappedFileSizeCommitLog=FILE_SIZE))
+    w = Workload(MIX)
+    log(f"internals-scan: writing a {size >> 20} MiB store of {FILE_SIZE >> 20} MiB files")
+    with MessageStore.create(root, cfg) as s:
+        b = 0
+        while s.max_offset < size:
+            topic, bodies, tags, keys = w.batch(b, 32)
+            s.put_messages(topic, bodies, tags=tags, keys=keys)
+            b += 1
+    return root
+
+
+def _raw(store) -> tuple[float, int]:
+    ranges = [(f.path, 0, f.wrote_position) for f in store.commitlog.files]
+    return baselines.raw_read(ranges)
+
+
+def run(ctx) -> list[Row]:
+    from gui.internals import compute as C
+    sizes = [64 << 20, 256 << 20] if ctx.quick else [256 << 20, 1 << 30, 4 << 30]
+    rows: list[Row] = []
+    spark = None
+    try:
+        from engine.scan.jobs import run_job
+        from engine.scan.spark_session import SparkUnavailable, get_session, stop_session
+    except ImportError as e:  # noqa: F841
+        run_job = None
+    for size in sizes:
+        root = _store(ctx, size)
+        with MessageStore.open(root) as store:
+            raw_s, raw_b = _raw(store)
+            raw_mbps = raw_b / raw_s / MB
+            with Timer() as t:
+                fill = C.store_fill(store, C.CommitLogFillCache())
+            rows.append(row(f"segment-fill {size >> 20} MiB", t.wall, "s", "raw mmap read of the same bytes",
+                            raw_s, better="lower", target="reported", files=len(store.commitlog.files),
+                            commitlogFiles=len(fill.commitlog) if hasattr(fill, "commitlog") else None))
+            if run_job is None:
+                continue
+            with Timer() as t:
+                run_job(store, "topic-stats", engine="local")
+            local_mbps = raw_b / t.wall / MB
+            rows.append(row(f"scan-local {size >> 20} MiB", local_mbps, "MB/s", "raw mmap read", raw_mbps,
+                            target="reported"))
+            try:
+                if spark is None:
+                    log("internals-scan: starting Spark")
+                    spark = get_session()
+                run_job(store, "topic-stats", engine="spark", spark=spark)  # warm
+                with Timer() as t:
+                    run_job(store, "topic-stats", engine="spark", spark=spark)
+                rows.append(row(f"scan-spark {size >> 20} MiB", raw_b / t.wall / MB, "MB/s", "scan-local",
+                                local_mbps, target="reported", rawReadMBps=round(raw_mbps),
+                                storeGiB=round(size / GiB, 3)))
+            except SparkUnavailable as e:
+                rows.append(row(f"scan-spark {size >> 20} MiB", None, "MB/s", target="reported", missing=str(e)))
+        import shutil
+        shutil.rmtree(root, ignore_errors=True)
+    if spark is not None:
+        stop_session()
+    return rows
