@@ -373,7 +373,7 @@ TARGETS = {"record": t_record, "scan": t_scan, "index": t_index, "cq": t_cq, "co
            "props": t_props, "ids": t_ids}
 
 
-def atheris_record(runs: int) -> None:
+def atheris_record(runs: int, seed: int = 0) -> None:
     import atheris
     with atheris.instrument_imports():
         from engine import record_scan
@@ -396,7 +396,8 @@ def atheris_record(runs: int) -> None:
                 rr = check_record(buf, pos, len(buf), pos, o)
                 assert rr.status is RecordStatus.MESSAGE
                 pos += rr.size
-    atheris.Setup([sys.argv[0], f"-runs={runs}", "-max_len=2048", "-rss_limit_mb=2048", "-timeout=5"], one)
+    atheris.Setup([sys.argv[0], f"-runs={runs}", f"-seed={seed}", "-max_len=2048", "-rss_limit_mb=2048",
+                   "-timeout=5"], one)
     atheris.Fuzz()
 
 
@@ -410,7 +411,7 @@ def main() -> int:
     ap.add_argument("--mem-mb", type=int, default=1024, help="address space allowed beyond the start-up size")
     a = ap.parse_args()
     if a.target == "atheris-record":
-        atheris_record(a.runs)
+        atheris_record(a.runs, a.seed)
         return 0
     from hypothesis import HealthCheck, given, seed, settings, strategies as st
     with open("/proc/self/statm") as fh:

@@ -91,8 +91,8 @@ def test_readers_beside_a_full_speed_writer(request, tmp_path):
     skip_unless_linux()
     root = tmp_path / "s"
     MessageStore.create(root, small_cfg()).close()
-    seconds = scale(request, 3, 120)
-    w = Writer(root, seed=int(time.time()), max_msgs=scale(request, 8000, 10_000_000))
+    seconds = scale(request, 3, 60)
+    w = Writer(root, seed=int(time.time()), max_msgs=scale(request, 8000, 30_000))
     errors: list[str] = []
     counts = {"cli": 0, "cli_messages": 0, "refresh": 0, "records": 0, "queue_reads": 0}
     stop = threading.Event()

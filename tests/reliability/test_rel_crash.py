@@ -46,6 +46,7 @@ class Harness:
         self.index_keys_lost: set[int] = set()
         self.recoveries = {"abnormal": 0, "normal": 0}
         self.truncated_bytes = 0
+        self.acked_lost = 0
         MessageStore.create(root, small_cfg()).close()
 
     def cfg(self):
@@ -138,6 +139,7 @@ class Harness:
             def index_lost(a):
                 self.index_keys_lost.add(a.phys)
             lost = find_lost(s, self.acked.values(), index_lost)
+            self.acked_lost = len(lost)
             assert not lost, f"{len(lost)} acknowledged messages damaged or lost, e.g. {lost[:3]}"
         with MessageStore.open(self.root) as ro:
             rep = check_store(ro)
@@ -147,24 +149,31 @@ class Harness:
         return checked
 
 
+STORE_LIFETIMES = 8  # writer lifetimes per store before a fresh one (soak runs stay fast to verify)
+
+
 def _scenario(request, tmp_path, name: str, flush: str, mode: str, cycles: int, index_safe: bool = False):
     seed = seed_for(request, name)
-    h = Harness(tmp_path / "store", seed, index_safe)
     rng = random.Random(seed)
-    checked = 0
-    try:
-        for c in range(cycles):
-            kill_after = rng.choice([0, 1, rng.randrange(400), rng.randrange(400), rng.randrange(400)])
-            h.run_writer(flush, mode, kill_after=kill_after)
-            if rng.random() < 0.5 or c == cycles - 1:
-                checked += h.verify(deep_ro=c == cycles - 1)
-    except AssertionError:
+    done = 0
+    while done < cycles:
+        n = min(STORE_LIFETIMES, cycles - done)
+        h = Harness(tmp_path / f"store{done}", rng.getrandbits(32), index_safe)
+        checked = 0
+        try:
+            for c in range(n):
+                kill_after = rng.choice([0, 1, rng.randrange(400), rng.randrange(400), rng.randrange(400)])
+                h.run_writer(flush, mode, kill_after=kill_after)
+                if rng.random() < 0.5 or c == n - 1:
+                    checked += h.verify(deep_ro=c == n - 1)
+        except AssertionError:
+            FIGURES.add(request, f"crash/{name}", runs=h.runs, faultsInjected=h.faults, messagesChecked=checked,
+                        failures=1, ackedLost=h.acked_lost, seeds=[seed])
+            raise
         FIGURES.add(request, f"crash/{name}", runs=h.runs, faultsInjected=h.faults, messagesChecked=checked,
-                    failures=1, seeds=[seed])
-        raise
-    FIGURES.add(request, f"crash/{name}", runs=h.runs, faultsInjected=h.faults, messagesChecked=checked,
-                acked=len(h.acked), indexKeysLostByRocketMQRule=len(h.index_keys_lost),
-                abnormalRecoveries=h.recoveries["abnormal"])
+                    acked=len(h.acked), indexKeysLostByRocketMQRule=len(h.index_keys_lost),
+                    abnormalRecoveries=h.recoveries["abnormal"])
+        done += n
 
 
 @pytest.mark.parametrize("name,flush,mode,index_safe", [
@@ -187,6 +196,7 @@ def test_sigkill_at_every_fault_point(request, tmp_path):
     rng = random.Random(seed)
     rounds = scale(request, 1, 12)
     h = Harness(tmp_path / "store", seed)
+    fresh = 0
     nth_range = {"before-write": 300, "batch-torn": 40, "undispatched": 300, "cq-unit": 300, "index-key": 600,
                  "msync": 300, "blank": 3, "roll": 3, "create-empty": 6, "cq-roll": 2, "index-roll": 2,
                  "index-torn": 600, "checkpoint": 4,
@@ -203,10 +213,16 @@ def test_sigkill_at_every_fault_point(request, tmp_path):
                 hit[fault] += run.killed_by == "fault"
                 if rng.random() < 0.4:
                     checked += h.verify(deep_ro=False)
+            if len(h.acked) > 4000:  # a fresh store now and then keeps verification fast
+                checked += h.verify()
+                fresh += 1
+                runs, faults = h.runs, h.faults
+                h = Harness(tmp_path / f"store{fresh}", rng.getrandbits(32))
+                h.runs, h.faults = runs, faults
         checked += h.verify()
     except AssertionError:
         FIGURES.add(request, "crash/fault-points", runs=h.runs, faultsInjected=h.faults, messagesChecked=checked,
-                    failures=1, seeds=[seed])
+                    failures=1, ackedLost=h.acked_lost, seeds=[seed])
         raise
     FIGURES.add(request, "crash/fault-points", runs=h.runs, faultsInjected=h.faults, messagesChecked=checked,
                 acked=len(h.acked), indexKeysLostByRocketMQRule=len(h.index_keys_lost),
