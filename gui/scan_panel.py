@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, Q
                                QLineEdit, QProgressBar, QPushButton, QSpinBox, QSplitter, QTableView, QVBoxLayout,
                                QWidget)
 
-from engine.scan.cli import FILTER_TABLE_COLUMNS, format_cell
+from engine.scan.cli import FILTER_TABLE_COLUMNS, columns_of, format_cell
 from engine.scan.filters import MessageFilter
 from engine.scan.jobs import EXPORT_FORMATS, JOBS, CancelToken, JobParams, Progress, ScanCancelled, validate
 
@@ -49,13 +49,7 @@ class RowsModel(QAbstractTableModel):
     def set_rows(self, rows: list[dict], columns: list[str] | None = None) -> None:
         self.beginResetModel()
         self.rows = rows
-        if columns is None:
-            columns = []
-            for r in rows:
-                for k in r:
-                    if k not in columns:
-                        columns.append(k)
-        self.columns = columns
+        self.columns = columns_of(rows) if columns is None else columns
         self.endResetModel()
 
     def rowCount(self, parent=QModelIndex()) -> int:

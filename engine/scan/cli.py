@@ -232,16 +232,17 @@ def _pad(s: str, width: int, right: bool) -> str:
     return fill + s if right else s + fill
 
 
+def columns_of(rows: list[dict]) -> list[str]:
+    """Every key of the rows, in first-seen order (rows of one job may differ in fields)."""
+    return list(dict.fromkeys(k for r in rows for k in r))
+
+
 def format_table(rows: list[dict], columns: list[str] | None = None) -> str:
     """Rows as an aligned text table (numbers right-aligned)."""
     if not rows:
         return ""
     if columns is None:
-        columns = []
-        for r in rows:
-            for k in r:
-                if k not in columns:
-                    columns.append(k)
+        columns = columns_of(rows)
     cells = [[format_cell(c, r.get(c)) for c in columns] for r in rows]
     numeric = [all(isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool) or r.get(c) is None
                    for r in rows) and not (c.endswith("Timestamp") or c == "bucketStart") for c in columns]

@@ -18,7 +18,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidg
 
 from . import compute as C
 from .colors import hex_color, topic_colors
-from .workers import Background
+from .workers import Background, RefreshWhenShown
 
 pg.setConfigOptions(imageAxisOrder="row-major")
 
@@ -30,7 +30,7 @@ def _utc(ms: int) -> str:
     return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
 
 
-class CqUnitsView(QWidget):
+class CqUnitsView(RefreshWhenShown, QWidget):
     openRequested = Signal("qint64")                            # commitlog offset of a clicked unit
     queueOffsetsSelected = Signal(str, int, "qint64", "qint64")  # topic, queueId, first, end (exclusive)
     updated = Signal()
@@ -116,9 +116,7 @@ class CqUnitsView(QWidget):
         for c in self.curves.values():
             c.setData([], [])
         self.summary.setText("No store open." if store is None else "Choose a queue.")
-        self._dirty = store is not None
-        if self._dirty and self.isVisible():
-            self.refresh()
+        self.mark_stale(store is not None)
 
     def refresh(self) -> None:
         if self._store is None:
@@ -135,11 +133,6 @@ class CqUnitsView(QWidget):
         if not self._store or not self._store.queues:
             return None
         return max(self._store.queues.items(), key=lambda kv: (kv[1].max_offset - kv[1].min_offset, kv[0]))[0]
-
-    def showEvent(self, ev) -> None:
-        super().showEvent(ev)
-        if self._dirty:
-            self.refresh()
 
     def select_queue(self, topic: str, queue_id: int) -> None:
         """Show (topic, queueId); the units and store times are read in the background."""

@@ -20,7 +20,7 @@ from engine.config import CQ_UNIT_SIZE
 from . import compute as C
 from .bars import BarChart, BarRow
 from .colors import CATEGORY_COLORS, hex_color, topic_colors
-from .workers import Background
+from .workers import Background, RefreshWhenShown
 
 pg.setConfigOptions(imageAxisOrder="row-major")
 
@@ -41,7 +41,7 @@ def elide(s: str, n: int = 28) -> str:
     return s if len(s) <= n else s[:n - 1] + "…"
 
 
-class SegmentFillView(QWidget):
+class SegmentFillView(RefreshWhenShown, QWidget):
     openRequested = Signal("qint64")   # commitlog offset of the message clicked
     updated = Signal()                 # numbers and bars are (re)built
 
@@ -88,20 +88,13 @@ class SegmentFillView(QWidget):
             ch.set_rows([], {})
         self.summary.setText("Computing segment fill…" if store is not None else "No store open.")
         self.legend.clear()
-        self._dirty = store is not None
-        if self._dirty and self.isVisible():
-            self.refresh()
+        self.mark_stale(store is not None)
 
     def refresh(self) -> None:
         if self._store is None:
             return
         self._dirty = False
         self.background.submit("fill", C.store_fill, self._store, self.cache, on_done=self._apply, cancellable=True)
-
-    def showEvent(self, ev) -> None:
-        super().showEvent(ev)
-        if self._dirty:
-            self.refresh()
 
     def _failed(self, channel: str, text: str) -> None:
         self.summary.setText("Could not compute the segment fill:\n" + text.strip().splitlines()[-1])

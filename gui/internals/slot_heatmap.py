@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QHeaderView, Q
                                QTableWidgetItem, QToolTip, QVBoxLayout, QWidget)
 
 from . import compute as C
-from .workers import Background
+from .workers import Background, RefreshWhenShown
 
 pg.setConfigOptions(imageAxisOrder="row-major")
 
@@ -57,7 +57,7 @@ def _axis_style(p: pg.PlotItem) -> None:
         a.enableAutoSIPrefix(False)
 
 
-class SlotHeatmapView(QWidget):
+class SlotHeatmapView(RefreshWhenShown, QWidget):
     slotActivated = Signal(str, int)     # index file name, slot
     updated = Signal()
 
@@ -175,9 +175,7 @@ class SlotHeatmapView(QWidget):
         self.files.blockSignals(False)
         self.stats_label.setText("No store open." if store is None else
                                  ("No index files." if not self._names else "Computing chain lengths…"))
-        self._dirty = store is not None
-        if self._dirty and self.isVisible():
-            self.refresh()
+        self.mark_stale(store is not None)
 
     def refresh(self) -> None:
         if self._store is None:
@@ -186,11 +184,6 @@ class SlotHeatmapView(QWidget):
         name = self._want or (self._names[0] if self._names else None)
         if name is not None:
             self.select_file(name)
-
-    def showEvent(self, ev) -> None:
-        super().showEvent(ev)
-        if self._dirty:
-            self.refresh()
 
     def index_file(self, name: str):
         if self._store is None:

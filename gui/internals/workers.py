@@ -119,3 +119,19 @@ class Background(QObject):
             self.failed.emit(token[0], text)
         if not self._live:
             self.idle.emit()
+
+
+class RefreshWhenShown:
+    """Mixin for views that compute in the background: a new store marks them stale, and they
+    recompute as soon as they are (or become) visible, never while hidden."""
+    _dirty = False
+
+    def mark_stale(self, stale: bool) -> None:
+        self._dirty = stale
+        if stale and self.isVisible():
+            self.refresh()
+
+    def showEvent(self, ev) -> None:
+        super().showEvent(ev)
+        if self._dirty:
+            self.refresh()
