@@ -10,7 +10,7 @@ export SPARK_LOCAL_IP ?= 127.0.0.1
 
 .PHONY: run test bench package soak system-deps clean screenshots
 
-$(STAMP): pyproject.toml
+$(STAMP): pyproject.toml setup.py $(wildcard engine/accel/*.pyx)
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'

@@ -1,0 +1,27 @@
+"""Compiled fast paths (Cython, built by `pip install` / `make`) for the loops CPython runs
+too slowly: record encode/decode, the put loop, index chains. Every one has a pure-Python
+twin in the engine that stays the reference; the compiled one must give the same bytes and
+answers (tests compare them). RMQSTORE_PURE_PYTHON=1 turns them all off."""
+from __future__ import annotations
+
+import importlib
+import os
+
+PURE = os.environ.get("RMQSTORE_PURE_PYTHON") == "1"
+
+
+def load(name: str):
+    """The compiled module engine.accel.<name>, or None (not built, or turned off)."""
+    if PURE:
+        return None
+    try:
+        return importlib.import_module(f"engine.accel.{name}")
+    except ImportError:
+        return None
+
+
+def status() -> dict[str, bool]:
+    """Which compiled modules this process uses (for `rmqstore --version` and About)."""
+    import pkgutil
+    names = sorted(m.name for m in pkgutil.iter_modules(__path__) if m.name.startswith("_"))
+    return {n: load(n) is not None for n in names}
