@@ -467,9 +467,39 @@ def store_times(commitlog, phy: np.ndarray, size: np.ndarray, mask: np.ndarray |
 
 
 # ---- slot occupancy -------------------------------------------------------------------------
-def chain_lengths(f: IndexFile) -> np.ndarray:
+def _accel():
+    """The compiled kernels (engine/accel/_index.pyx), or None: not built, or
+    RMQSTORE_PURE_PYTHON=1. Looked up per call so tests can switch it off."""
+    from engine.accel import load
+    return load("_index")
+
+
+def chain_census(f: IndexFile, accel: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(lengths, counts): chain length of every slot (int32, see chain_lengths) and how many
+    slots have each length (int64, np.bincount of lengths).
+
+    Compiled: one sequential pass over the used entries' prevIndex straight from the map
+    (an intact file only links an entry to an older one, so len[e] = 1 + len[prev[e]] is
+    known in entry order), then one pass over the slot table that gathers each slot's head
+    and counts the histogram. Damaged files (forward links, cycles) are resolved in C with
+    the same semantics as the numpy walk below."""
+    k = _accel() if accel else None
+    if k is not None and f.file.mm is not None:
+        return k.chain_lengths(f.file.mm, f.slot_num, f.index_num, f.header.indexCount)
+    lengths = chain_lengths_numpy(f)
+    return lengths, np.bincount(lengths, minlength=1).astype(np.int64)
+
+
+def chain_lengths(f: IndexFile, accel: bool = True) -> np.ndarray:
     """Chain length of every slot: how many entries select() meets walking from the slot
-    through prevIndex links. Links that leave 1..indexCount end a chain (like the engine).
+    through prevIndex links. Links that leave 1..indexCount end a chain (like the engine);
+    a link back to an entry already met (a cycle in a damaged file) ends it too, so the
+    length counts distinct entries, as IndexFile.chain does."""
+    return chain_census(f, accel)[0]
+
+
+def chain_lengths_numpy(f: IndexFile) -> np.ndarray:
+    """chain_lengths in numpy (the reference, and the path without the compiled kernel).
 
     Vectorised over slots on a native copy of the prevIndex column, one gather per chain
     step. Intact files only link to older entries (prev < n), which cannot cycle; the few
@@ -523,9 +553,10 @@ def poisson_expected(slots: int, load: float, kmax: int) -> np.ndarray:
     return p * slots
 
 
-def chain_histogram(lengths: np.ndarray, entries: int) -> ChainHistogram:
+def chain_histogram(lengths: np.ndarray, entries: int, counts: np.ndarray | None = None) -> ChainHistogram:
+    """Observed chain lengths against Poisson; `counts` (from chain_census) saves the bincount."""
     slots = len(lengths)
-    observed = np.bincount(lengths, minlength=1).astype(np.int64)
+    observed = (np.bincount(lengths, minlength=1) if counts is None else np.asarray(counts)).astype(np.int64)
     load = entries / slots if slots else 0.0
     # show the law's tail too, until it expects less than half a slot
     kmax = len(observed) - 1
@@ -541,7 +572,10 @@ class SlotHeatmap:
     image: np.ndarray        # (rows, cols) float32, NaN past the last slot; row-major
     slots_per_bin: int
     bins: int
-    how: str                 # "max" or "mean"
+    how: str                 # "max" or "mean" chain length, or "used" slots (occupancy)
+    top: float = 1.0         # colour scale maximum (>= 1): the largest value, `slots_per_bin` for "used"
+    indices: np.ndarray | None = None   # heat_indices(self), when the binning made it on the way
+    nonzero_bins: int = -1   # bins with a value > 0, when known (-1: count them)
 
     @property
     def shape(self) -> tuple[int, int]:
@@ -554,9 +588,22 @@ class SlotHeatmap:
         return b * self.slots_per_bin, (b + 1) * self.slots_per_bin
 
 
+def heatmap_layout(n: int, width: int, height: int) -> tuple[int, int, int, int]:
+    """(slots per bin, bins, rows, cols) for `n` slots in at most width x height pixels,
+    with an aspect near width:height."""
+    width, height = max(1, width), max(1, height)
+    bins = max(1, min(width * height, n))
+    per = max(1, -(-n // bins))
+    nb = max(1, -(-n // per))
+    cols = max(1, min(width, nb, math.ceil(math.sqrt(nb * width / height))))
+    rows = -(-nb // cols)
+    return per, nb, rows, cols
+
+
 def bin_slots(lengths: np.ndarray, bins: int, how: str = "max") -> tuple[np.ndarray, int]:
     """Chain lengths reduced to at most `bins` equal bins of consecutive slots (reshape, with
-    the last bin padded): (values float32, slots per bin)."""
+    the last bin padded): (values float32, slots per bin). numpy; slot_heatmap uses the
+    compiled loop when it can."""
     n = len(lengths)
     bins = max(1, min(bins, n))
     per = -(-n // bins)
@@ -575,17 +622,74 @@ def bin_slots(lengths: np.ndarray, bins: int, how: str = "max") -> tuple[np.ndar
     return v, per
 
 
-def slot_heatmap(lengths: np.ndarray, width: int, height: int, how: str = "max") -> SlotHeatmap:
+def _new_image(nb: int, rows: int, cols: int) -> np.ndarray:
+    img = np.empty(rows * cols, dtype=np.float32)
+    img[nb:] = np.nan
+    return img
+
+
+def slot_heatmap(lengths: np.ndarray, width: int, height: int, how: str = "max", accel: bool = True) -> SlotHeatmap:
     """Every slot binned to at most width x height pixels, laid out row-major with an aspect
     near width:height (slot numbers increase left to right, then down)."""
-    width, height = max(1, width), max(1, height)
-    values, per = bin_slots(lengths, width * height, how)
-    nb = len(values)
-    cols = max(1, min(width, nb, math.ceil(math.sqrt(nb * width / height))))
-    rows = -(-nb // cols)
-    img = np.full(rows * cols, np.nan, dtype=np.float32)
-    img[:nb] = values
-    return SlotHeatmap(img.reshape(rows, cols), per, nb, how)
+    if how not in ("max", "mean"):
+        raise ValueError(f"unknown reduction {how!r}")
+    n = len(lengths)
+    if n == 0:
+        return SlotHeatmap(np.full((1, 1), np.nan, dtype=np.float32), 1, 0, how)
+    per, nb, rows, cols = heatmap_layout(n, width, height)
+    img = _new_image(nb, rows, cols)
+    k = _accel() if accel else None
+    if k is not None and lengths.dtype == np.int32 and lengths.flags.c_contiguous:
+        k.bin_lengths(lengths, per, nb, img, how == "max")     # straight into the image, no temporaries
+    else:
+        img[:nb] = bin_slots(lengths, nb, how)[0]
+    top = max(1.0, float(img[:nb].max()))
+    return SlotHeatmap(img.reshape(rows, cols), per, nb, how, top)
+
+
+def slot_occupancy(f: IndexFile, width: int, height: int, accel: bool = True) -> SlotHeatmap:
+    """How many slots of each pixel's bin are in use (non-zero): the slot table alone, no
+    entry is read (chain lengths need every used entry, see chain_census). Same layout as
+    slot_heatmap, how = "used", colour scale 0 .. slots per bin."""
+    n = f.slot_num
+    if n == 0:
+        return SlotHeatmap(np.full((1, 1), np.nan, dtype=np.float32), 1, 0, "used")
+    per, nb, rows, cols = heatmap_layout(n, width, height)
+    img = _new_image(nb, rows, cols)
+    k = _accel() if accel else None
+    if k is not None and f.file.mm is not None:
+        idx = np.empty(rows * cols, dtype=np.uint8)
+        _, nonzero = k.slot_occupancy(f.file.mm, n, per, nb, img, idx)
+        return SlotHeatmap(img.reshape(rows, cols), per, nb, "used", float(per), idx.reshape(rows, cols), nonzero)
+    else:
+        used = f.slots != 0
+        pad = nb * per - n
+        if pad:
+            used = np.concatenate((used, np.zeros(pad, dtype=bool)))
+        img[:nb] = used.reshape(nb, per).sum(axis=1, dtype=np.int32)
+    return SlotHeatmap(img.reshape(rows, cols), per, nb, "used", float(per))
+
+
+NAN_INDEX = 255   # heat_indices: the colour index of "no slot here" (past the last bin)
+
+
+def heat_indices(heat: SlotHeatmap, accel: bool = True) -> np.ndarray:
+    """The heat map as an 8-bit indexed image (rows, cols): value v -> round(v / top * 254)
+    clipped to 0..254, NAN_INDEX past the last bin. A view shows it with a 256-entry colour
+    table as is (no per-pixel float scaling or NaN scan at paint time)."""
+    if heat.indices is not None:
+        return heat.indices
+    flat = heat.image.ravel()
+    out = np.empty(flat.size, dtype=np.uint8)
+    k = _accel() if accel else None
+    if k is not None and flat.dtype == np.float32 and flat.flags.c_contiguous:
+        k.to_indices(flat, heat.bins, heat.top, out)
+    else:
+        nb = heat.bins
+        v = flat[:nb].astype(np.float32) * np.float32(254.0 / heat.top if heat.top > 0 else 0.0) + np.float32(0.5)
+        out[:nb] = np.clip(np.nan_to_num(v, nan=0.0), 0, 254).astype(np.uint8)
+        out[nb:] = NAN_INDEX
+    return out.reshape(heat.image.shape)
 
 
 @dataclass
@@ -600,17 +704,27 @@ class SlotStats:
     expected_used: float                # slots * (1 - e^-load)
 
 
-def slot_stats(lengths: np.ndarray, entries: int, top: int = 5) -> SlotStats:
+def slot_stats(lengths: np.ndarray, entries: int, top: int = 5, counts: np.ndarray | None = None) -> SlotStats:
+    """Used slots, entries reached and the `top` longest chains (longest first, lower slot
+    first on ties). `counts` (the histogram, from chain_census) spares the passes over every
+    slot: the longest chains are looked for only above the length the histogram says holds
+    the top ones."""
     slots = len(lengths)
-    used = int(np.count_nonzero(lengths))
-    top = min(top, slots)
-    if top:
-        idx = np.argpartition(lengths, -top)[-top:]
-        idx = idx[np.lexsort((idx, -lengths[idx]))]
-        longest = [(int(i), int(lengths[i])) for i in idx if lengths[i] > 0]
-    else:
-        longest = []
-    reach = int(lengths.sum(dtype=np.int64))
+    if counts is None:
+        counts = np.bincount(lengths, minlength=1)
+    counts = np.asarray(counts, dtype=np.int64)
+    used = slots - int(counts[0]) if slots else 0
+    reach = int(np.dot(np.arange(len(counts), dtype=np.int64), counts))
+    top = min(top, used)
+    longest: list[tuple[int, int]] = []
+    if top > 0:
+        above = np.cumsum(counts[::-1])[::-1]          # above[k]: slots with length >= k
+        t = max(1, int(np.flatnonzero(above >= top)[-1]))
+        gt = np.flatnonzero(lengths > t)                # fewer than `top` of them
+        eq = np.flatnonzero(lengths == t)[:top - len(gt)]
+        idx = np.concatenate((gt, eq))
+        idx = idx[np.lexsort((idx, -lengths[idx].astype(np.int64)))][:top]
+        longest = [(int(i), int(lengths[i])) for i in idx]
     load = entries / slots if slots else 0.0
     return SlotStats(slots, entries, used, load, longest, reach / used if used else 0.0, reach,
                      slots * (1 - math.exp(-load)))

@@ -3,9 +3,15 @@
 Left, every slot binned to the pixels available (max or mean chain length per bin, slot
 numbers running left to right, then down); right, how many slots have each chain length
 next to what a uniform hash would give at the same load (Poisson with mean entries /
-slots), with the counts in a table. Chain lengths of a 5,000,000-slot file are computed on
-a worker; re-binning on resize is a numpy reshape of the cached lengths. A click on the map
-picks the bin's longest chain and emits `slotActivated(file, slot)`."""
+slots), with the counts in a table. "used" shows how many slots of each pixel are in use,
+read from the slot table alone; it is also what the map shows at once while the chain
+lengths of a new file (every used entry must be read) are computed on a worker.
+Re-binning on resize works on the cached lengths. A click on the map picks the bin's
+longest chain and emits `slotActivated(file, slot)`.
+
+Drawing: the image is float32 with explicit levels (pyqtgraph never scans it), the
+colour-scale maximum comes with the binned image, and the histogram's range is set from
+the known extent instead of an autoRange over the bars."""
 from __future__ import annotations
 
 import html
@@ -13,7 +19,7 @@ import html
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import QRectF, Qt, QTimer, Signal
-from PySide6.QtGui import QBrush, QColor, QCursor, QFont
+from PySide6.QtGui import QBrush, QColor, QCursor, QFont, QImage
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QHeaderView, QLabel, QSplitter, QTableWidget,
                                QTableWidgetItem, QToolTip, QVBoxLayout, QWidget)
 
@@ -28,22 +34,56 @@ LABEL_CELLS_UP_TO = 256    # write the chain length into each pixel-cell when th
 DOTS_UP_TO = 20000         # sparse maps: draw used bins as dots too, or single pixels vanish
 
 
+class IndexedImageItem(pg.ImageItem):
+    """An ImageItem for an 8-bit index image (C.heat_indices) and a fixed 256-colour table,
+    rendered straight to a premultiplied ARGB32 QImage, the painter's own format: painting
+    copies it, with no per-paint conversion of an Indexed8 image and no float scaling."""
+
+    def __init__(self, colors: np.ndarray):
+        super().__init__(axisOrder="row-major")
+        lut = np.ascontiguousarray(colors, dtype=np.uint8)                 # (256, 4) RGBA
+        a = lut[:, 3].astype(np.uint32)
+        prem = (lut[:, :3].astype(np.uint32) * a[:, None] + 127) // 255    # premultiplied
+        self._argb = ((a << 24) | (prem[:, 0] << 16) | (prem[:, 1] << 8) | prem[:, 2]).astype(np.uint32)
+        self._pixels = None
+
+    def render(self):
+        img = self.image
+        if img is None or img.size == 0 or img.dtype != np.uint8 or img.ndim != 2:
+            return super().render()
+        rows, cols = img.shape
+        self._pixels = np.take(self._argb, img)                              # keeps the QImage's memory
+        self.qimage = QImage(self._pixels.data, cols, rows, cols * 4, QImage.Format.Format_ARGB32_Premultiplied)
+        self._renderRequired = False
+        self._unrenderable = False
+
+
 class SlotResult:
     """What one index file's slot view needs, computed on a worker."""
 
-    def __init__(self, name: str, lengths: np.ndarray, entries: int, index_count: int):
+    def __init__(self, name: str, lengths: np.ndarray, entries: int, index_count: int,
+                 counts: np.ndarray | None = None):
         self.name = name
         self.lengths = lengths
         self.entries = entries
         self.index_count = index_count
-        self.histogram = C.chain_histogram(lengths, entries)
-        self.stats = C.slot_stats(lengths, entries)
+        if counts is None:
+            counts = np.bincount(lengths, minlength=1)
+        self.histogram = C.chain_histogram(lengths, entries, counts)
+        self.stats = C.slot_stats(lengths, entries, counts=counts)
+
+
+def heatmap_for(f, lengths: np.ndarray, width: int, height: int, how: str) -> C.SlotHeatmap:
+    """The picture for one "pixel shows" choice: chain lengths (max, mean) or used slots."""
+    if how == "used":
+        return C.slot_occupancy(f, width, height)
+    return C.slot_heatmap(lengths, width, height, how)
 
 
 def compute_slots(f, width: int, height: int, how: str) -> tuple[SlotResult, C.SlotHeatmap]:
-    lengths = C.chain_lengths(f)
-    res = SlotResult(f.name, lengths, max(0, f.header.indexCount - 1), f.header.indexCount)
-    return res, C.slot_heatmap(lengths, width, height, how)
+    lengths, counts = C.chain_census(f)
+    res = SlotResult(f.name, lengths, max(0, f.header.indexCount - 1), f.header.indexCount, counts)
+    return res, heatmap_for(f, lengths, width, height, how)
 
 
 def _axis_style(p: pg.PlotItem) -> None:
@@ -77,8 +117,9 @@ class SlotHeatmapView(RefreshWhenShown, QWidget):
         self.files.setMinimumWidth(300)
         self.files.currentIndexChanged.connect(self._file_changed)
         self.how = QComboBox()
-        self.how.addItems(["max", "mean"])
-        self.how.setToolTip("Chain length shown for a pixel holding several slots")
+        self.how.addItems(["max", "mean", "used"])
+        self.how.setToolTip("What a pixel holding several slots shows: the max or mean chain length, "
+                            "or how many of its slots are used (from the slot table alone)")
         self.how.currentIndexChanged.connect(lambda *_: self._rebin())
         self.log = QCheckBox("log counts")
         self.log.setChecked(True)
@@ -96,16 +137,21 @@ class SlotHeatmapView(RefreshWhenShown, QWidget):
         self.heat_plot.hideAxis("bottom")
         self.heat_plot.hideAxis("left")
         self.heat_plot.setTitle("slot table", color="#202020", size="10pt")
-        self.image = pg.ImageItem(axisOrder="row-major")
+        # an 8-bit indexed image (C.heat_indices) with a fixed colour table: 0..254 the colour
+        # map, 255 transparent; painting it is a QImage of the indices, no per-pixel work
         self.cmap = pg.colormap.get(COLORMAP)
-        self.image.setColorMap(self.cmap)
+        lut = np.zeros((256, 4), dtype=np.uint8)
+        lut[:255] = self.cmap.getLookupTable(0.0, 1.0, 255, alpha=True)
+        self.image = IndexedImageItem(lut)
         self.heat_plot.addItem(self.image)
         self.dots = pg.ScatterPlotItem(pen=pg.mkPen(255, 255, 255, 150, width=1), size=7, pxMode=True)
         self.heat_plot.addItem(self.dots)
         self.cell_labels: list[pg.TextItem] = []
         self.colorbar = pg.ColorBarItem(values=(0, 1), colorMap=self.cmap, label="chain length",
                                         interactive=False, colorMapMenu=False)
-        self.colorbar.setImageItem(self.image, insert_in=self.heat_plot)
+        self.heat_plot.layout.addItem(self.colorbar, 2, 5)     # what setImageItem(insert_in=) does,
+        self.heat_plot.layout.setColumnFixedWidth(4, 5)        # without tying the image's levels to it
+        self._titles: dict[object, str] = {}
         self.colorbar.getAxis("right").setTextPen("#202020")
         # histogram
         self.hist_widget = pg.PlotWidget(background="w")
@@ -205,8 +251,11 @@ class SlotHeatmapView(RefreshWhenShown, QWidget):
         hit = self._cache.get((name, f.header.indexCount))
         if hit is not None:
             self.background.cancel("slots")
-            self._apply((hit, C.slot_heatmap(hit.lengths, w, h, how)))
+            self._apply((hit, heatmap_for(f, hit.lengths, w, h, how)))
             return
+        # the slot table alone gives the occupancy at once; chain lengths need every entry
+        self.result = None
+        self._show_heat(C.slot_occupancy(f, w, h), f.slot_num, " (chain lengths being computed)")
         self.stats_label.setText(f"Computing the chain length of {f.slot_num:,} slots of {name}…")
         self.background.submit("slots", compute_slots, f, w, h, how, on_done=self._apply)
 
@@ -233,23 +282,33 @@ class SlotHeatmapView(RefreshWhenShown, QWidget):
         if self.result is None:
             return
         w, h = self._budget()
-        self._show_heat(C.slot_heatmap(self.result.lengths, w, h, self.how.currentText()))
+        f = self.index_file(self.result.name) if self.how.currentText() == "used" else None
+        if self.how.currentText() == "used" and f is None:
+            return
+        self._show_heat(heatmap_for(f, self.result.lengths, w, h, self.how.currentText()))
 
-    def _show_heat(self, heat: C.SlotHeatmap) -> None:
+    def _show_heat(self, heat: C.SlotHeatmap, slots: int | None = None, note: str = "") -> None:
         self.heat = heat
-        top = float(np.nanmax(heat.image)) if heat.bins else 0.0
-        top = max(1.0, top)
-        self.image.setImage(heat.image, autoLevels=False, levels=(0, top))
+        top = heat.top
+        self.image.setImage(C.heat_indices(heat), autoLevels=False)
         rows, cols = heat.image.shape
         self.image.setRect(QRectF(0, 0, cols, rows))
-        self.colorbar.setLevels((0, top))
+        if self.colorbar.levels() != (0, top):
+            self.colorbar.setLevels((0, top))
+        self._set_once(self.colorbar.getAxis("left").setLabel,
+                       "used slots" if heat.how == "used" else "chain length", "colorbar")
         self.heat_plot.vb.setRange(xRange=(0, cols), yRange=(0, rows), padding=0)
         for t in self.cell_labels:
             self.heat_plot.removeItem(t)
         self.cell_labels = []
-        flat = heat.image.ravel()
-        used = np.flatnonzero(np.nan_to_num(flat) > 0)
-        note = ""
+        flat = heat.image.ravel()[:heat.bins]
+        n_used = 0
+        if heat.slots_per_bin > 1:
+            n_used = heat.nonzero_bins if heat.nonzero_bins >= 0 else np.count_nonzero(flat)
+        sparse = heat.slots_per_bin > 1 and n_used <= DOTS_UP_TO and n_used < 0.02 * heat.bins
+        slots = slots if slots is not None else (self.result.stats.slots if self.result is not None else 0)
+        what = "used slots" if heat.how == "used" else f"{heat.how} chain length"
+        self._heat_slots = slots
         if heat.bins <= LABEL_CELLS_UP_TO:
             for b in range(heat.bins):
                 r, c = divmod(b, cols)
@@ -259,18 +318,26 @@ class SlotHeatmapView(RefreshWhenShown, QWidget):
                 t.setPos(c + 0.5, r + 0.5)
                 self.heat_plot.addItem(t)
                 self.cell_labels.append(t)
-            note = "; cells: #slot / chain length"
-        if heat.slots_per_bin > 1 and used.size <= DOTS_UP_TO and used.size < 0.02 * heat.bins:
+            note += "; cells: #slot / " + ("used slots" if heat.how == "used" else "chain length")
+        if sparse:
+            used = np.flatnonzero(flat)
             r, c = np.divmod(used, cols)
             lut = self.cmap.getLookupTable(0.0, 1.0, 256, alpha=False)
             colors = lut[np.clip((flat[used] / top * 255).astype(int), 0, 255)]
             self.dots.setData(x=c + 0.5, y=r + 0.5, brush=[pg.mkBrush(*col) for col in colors])
-            note = "; sparse: used pixels drawn as dots"
+            note += "; sparse: used pixels drawn as dots"
         else:
             self.dots.clear()
-        self.heat_plot.setTitle(
-            f"{self.result.stats.slots:,} slots, {heat.slots_per_bin:,} per pixel ({heat.how} chain length){note}",
-            color="#202020", size="10pt")
+        self._set_once(lambda t: self.heat_plot.setTitle(t, color="#202020", size="10pt"),
+                       f"{slots:,} slots, {heat.slots_per_bin:,} per pixel ({what}){note}", "title")
+
+    def _set_once(self, setter, text: str, key=None) -> None:
+        """Call setter(text) unless the same text was set last time (a label's setHtml and
+        the layout it triggers cost more than the rest of a re-bin)."""
+        key = key or setter
+        if self._titles.get(key) != text:
+            self._titles[key] = text
+            setter(text)
 
     def _draw_histogram(self) -> None:
         if self.result is None:
@@ -289,14 +356,17 @@ class SlotHeatmapView(RefreshWhenShown, QWidget):
             top = int(np.ceil(np.log10(max(obs.max(), exp.max(), 1))))
             self.hist_plot.getAxis("left").setTicks([[(float(e), f"{10 ** e:,}") for e in range(top + 1)], []])
             self.hist_plot.setLabel("left", "slots (log scale)", color="#202020")
+            y_range = (LOG_FLOOR, max(0.0, float(np.log10(max(obs.max(), exp.max(), 1.0)))))
         else:
             self.obs_bars.setOpts(x=k - 0.2, height=obs, y0=0)
             self.exp_bars.setOpts(x=k + 0.2, height=exp, y0=0)
             self.hist_plot.getAxis("left").setTicks(None)
             self.hist_plot.setLabel("left", "slots", color="#202020")
+            y_range = (0.0, float(max(obs.max(), exp.max(), 1.0)))
         self.hist_plot.getAxis("bottom").setTicks(
             [[(float(v), str(int(v))) for v in k[::max(1, len(k) // 25)]], []])
-        self.hist_plot.autoRange()
+        # the extent is known: no autoRange walking the bars' bounds
+        self.hist_plot.vb.setRange(xRange=(-0.4, float(k[-1]) + 0.4), yRange=y_range)
 
     def _fill_table(self) -> None:
         rows = self.result.histogram.rows()
@@ -353,6 +423,11 @@ class SlotHeatmapView(RefreshWhenShown, QWidget):
 
     def describe_pixel(self, row: int, col: int) -> str:
         lo, hi = self.bin_at(row, col)
+        if self.result is None or self.heat.how == "used":
+            hi = min(hi, self._heat_slots)
+            used = int(self.heat.image.ravel()[row * self.heat.image.shape[1] + col])
+            return f"slots {lo:,} – {hi - 1:,}: {used:,} used of {hi - lo:,}" if hi - lo > 1 else \
+                f"slot {lo:,}: {'used' if used else 'empty'}"
         hi = min(hi, len(self.result.lengths))
         seg = self.result.lengths[lo:hi]
         best = C.longest_slot_in(self.result.lengths, lo, hi)

@@ -1,0 +1,310 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Index file slot-table kernels: chain lengths in one pass over the entries, and binning.
+
+Reads the file's bytes straight from its map (big-endian fields, no numpy copy). Results
+equal the pure numpy code in gui/internals/compute.py (the reference; tests compare them):
+
+* a chain is walked from a slot's head through prevIndex links; entry numbers outside
+  1..L (L = min(indexCount, maxIndexNum - 1)) end it, so does coming back to an entry
+  already met (a cycle): the length is the number of distinct entries met, like
+  IndexFile.chain.
+* intact files only link an entry to an older one (0 < prev < e), so in entry order
+  len[e] = 1 + len[prev[e]] is known when e is reached: one sequential pass. Entries whose
+  chain takes a forward link (damage) are resolved afterwards as a functional graph
+  (each entry has one successor): every entry is walked once, a cycle is counted once.
+
+No numpy C API (the build has no numpy include path): typed memoryviews only, and the
+output arrays are made by the caller or with numpy at the Python level."""
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
+from libc.string cimport memset
+
+import numpy as np
+
+cdef extern from *:
+    """
+    #include <string.h>
+    #include <stdint.h>
+    #if defined(_MSC_VER)
+    #include <stdlib.h>
+    #define RMQ_BSWAP32(x) _byteswap_ulong(x)
+    #else
+    #define RMQ_BSWAP32(x) __builtin_bswap32(x)
+    #endif
+    static inline int32_t rmq_be32(const unsigned char *p) {
+        uint32_t v; memcpy(&v, p, 4); return (int32_t)RMQ_BSWAP32(v);
+    }
+    """
+    int32_t rmq_be32(const unsigned char *p) nogil
+
+
+cdef enum:
+    HEADER = 40
+    SLOT = 4
+    ENTRY = 20
+    PREV = 16          # prevIndex offset inside an entry
+
+
+def valid_limit(long long index_count, long long index_num):
+    """L: entry numbers 1..L can be part of a chain."""
+    cdef long long L = index_count if index_count < index_num - 1 else index_num - 1
+    return L if L > 0 else 0
+
+
+cdef int _resolve(const unsigned char *ent, int32_t *ln, int32_t L, int32_t *stack) noexcept nogil:
+    """Lengths of the entries pass 1 left unknown (-1): walk each once, memoised; a cycle's
+    members all get the cycle's size. In-progress entries hold -(2 + position on the path)."""
+    cdef int32_t e, x, p, top, pos, base, i
+    for e in range(1, L + 1):
+        if ln[e] != -1:
+            continue
+        top = 0
+        x = e
+        while True:
+            if ln[x] > 0:
+                base = ln[x]
+                break
+            if ln[x] <= -2:                      # met again on this path: a cycle
+                pos = -ln[x] - 2
+                base = top - pos
+                for i in range(pos, top):
+                    ln[stack[i]] = base
+                top = pos
+                break
+            ln[x] = -(2 + top)
+            stack[top] = x
+            top += 1
+            p = rmq_be32(ent + <int64_t>x * ENTRY + PREV)
+            if p <= 0 or p > L:                  # cannot happen for an unknown entry; be safe
+                base = 0
+                break
+            x = p
+        while top > 0:
+            top -= 1
+            base += 1
+            ln[stack[top]] = base
+    return 0
+
+
+cdef int _pass1_u8(const unsigned char *ent, uint8_t *ln, int32_t L) noexcept nogil:
+    """Pass 1 with one byte per entry (a quarter of the random reads' footprint). Returns 1
+    when it cannot finish: a forward or self link, or a chain of 255 or more."""
+    cdef int32_t e, p
+    cdef uint8_t v
+    ln[0] = 0
+    for e in range(1, L + 1):
+        p = rmq_be32(ent + <int64_t>e * ENTRY + PREV)
+        if p <= 0 or p > L:
+            ln[e] = 1
+        elif p < e:
+            v = ln[p]
+            if v == 255:
+                return 1
+            ln[e] = v + 1
+        else:
+            return 1
+    return 0
+
+
+cdef int _pass1_i32(const unsigned char *ent, int32_t *ln, int32_t L) noexcept nogil:
+    """Pass 1, four bytes per entry; entries whose chain takes a forward link are left -1.
+    Returns 1 when there are such entries."""
+    cdef int32_t e, p, v
+    cdef int unknown = 0
+    ln[0] = 0
+    for e in range(1, L + 1):
+        p = rmq_be32(ent + <int64_t>e * ENTRY + PREV)
+        if p <= 0 or p > L:
+            ln[e] = 1
+        elif p < e:
+            v = ln[p]
+            if v > 0:
+                ln[e] = v + 1
+            else:
+                ln[e] = -1
+                unknown = 1
+        else:                                    # forward link or self link
+            ln[e] = -1
+            unknown = 1
+    return unknown
+
+
+cdef void _heads_u8(const unsigned char *slots, Py_ssize_t slot_num, const uint8_t *ln, int32_t L,
+                    int32_t *out, int64_t *counts) noexcept nogil:
+    """Pass 2: every slot's length is its head's; the histogram on the way (lengths < 256)."""
+    cdef Py_ssize_t s
+    cdef int32_t h
+    cdef uint8_t v
+    for s in range(slot_num):
+        h = rmq_be32(slots + SLOT * s)
+        v = ln[h] if 0 < h <= L else 0
+        out[s] = v
+        counts[v] += 1
+
+
+cdef int32_t _heads_i32(const unsigned char *slots, Py_ssize_t slot_num, const int32_t *ln, int32_t L,
+                        int32_t *out) noexcept nogil:
+    cdef Py_ssize_t s
+    cdef int32_t h, v, mx = 0
+    for s in range(slot_num):
+        h = rmq_be32(slots + SLOT * s)
+        v = ln[h] if 0 < h <= L else 0
+        out[s] = v
+        if v > mx:
+            mx = v
+    return mx
+
+
+def chain_lengths(const unsigned char[::1] buf, Py_ssize_t slot_num, Py_ssize_t index_num,
+                  long long index_count):
+    """(lengths int32[slot_num], counts int64[max + 1]) for the index file in `buf` (its
+    whole map): chain length of every slot and how many slots have each length.
+
+    Entry lengths are kept one byte each when every chain is shorter than 255 and no link
+    goes forward (any intact file of a sane load); otherwise the four-byte pass runs, with
+    the forward-link resolution when needed."""
+    if slot_num < 0 or index_num < 0:
+        raise ValueError("negative table size")
+    cdef Py_ssize_t need = HEADER + SLOT * slot_num + ENTRY * index_num
+    if buf.shape[0] < need:
+        raise ValueError(f"buffer holds {buf.shape[0]} bytes, the index file needs {need}")
+    cdef long long Lq = valid_limit(index_count, index_num)
+    if Lq > 0x7FFFFFF0:
+        raise ValueError("too many entries")
+    cdef int32_t L = <int32_t>Lq
+    cdef const unsigned char *base = &buf[0] if buf.shape[0] else NULL
+    cdef const unsigned char *slots = base + HEADER
+    cdef const unsigned char *ent = base + HEADER + SLOT * slot_num
+    lengths = np.empty(slot_num, dtype=np.int32)
+    cdef int32_t[::1] out = lengths
+    cdef int32_t *outp = &out[0] if slot_num else NULL
+    cdef int64_t c8[256]
+    cdef int32_t mx = 0, k
+    cdef int slow
+    # scratch from numpy: its allocator reuses freed blocks and asks for huge pages
+    small = np.empty(<Py_ssize_t>L + 1, dtype=np.uint8)
+    cdef uint8_t[::1] ln8 = small
+    with nogil:
+        slow = _pass1_u8(ent, &ln8[0], L)
+    if not slow:
+        memset(c8, 0, sizeof(c8))
+        with nogil:
+            _heads_u8(slots, slot_num, &ln8[0], L, outp, c8)
+        del ln8, small
+        for k in range(256):
+            if c8[k]:
+                mx = k
+        counts = np.zeros(<Py_ssize_t>mx + 1, dtype=np.int64)
+        for k in range(mx + 1):
+            counts[k] = c8[k]
+        return lengths, counts
+    del ln8, small
+    wide = np.empty(<Py_ssize_t>L + 1, dtype=np.int32)
+    cdef int32_t[::1] ln = wide
+    cdef int32_t[::1] stack
+    with nogil:
+        slow = _pass1_i32(ent, &ln[0], L)
+    if slow:
+        path = np.empty(<Py_ssize_t>L + 1, dtype=np.int32)
+        stack = path
+        with nogil:
+            _resolve(ent, &ln[0], L, &stack[0])
+    with nogil:
+        mx = _heads_i32(slots, slot_num, &ln[0], L, outp)
+    counts = np.zeros(<Py_ssize_t>mx + 1, dtype=np.int64)
+    _count(out, counts)
+    return lengths, counts
+
+
+cdef void _count(const int32_t[::1] lengths, int64_t[::1] counts) noexcept nogil:
+    cdef Py_ssize_t i, n = lengths.shape[0]
+    for i in range(n):
+        counts[lengths[i]] += 1
+
+
+def bincount(const int32_t[::1] lengths, Py_ssize_t size):
+    """np.bincount(lengths, minlength=size) for non-negative lengths below `size`."""
+    counts = np.zeros(size, dtype=np.int64)
+    cdef int64_t[::1] c = counts
+    with nogil:
+        _count(lengths, c)
+    return counts
+
+
+def bin_lengths(const int32_t[::1] lengths, Py_ssize_t per, Py_ssize_t nb, float[::1] out, int how_max):
+    """out[b] = max (how_max) or mean of lengths[b*per : (b+1)*per] (the last bin shorter)."""
+    cdef Py_ssize_t n = lengths.shape[0], b, i, lo, hi
+    cdef int32_t m
+    cdef int64_t t
+    if out.shape[0] < nb or nb * per < n or (nb - 1) * per >= n:
+        raise ValueError("bins do not cover the lengths")
+    with nogil:
+        for b in range(nb):
+            lo = b * per
+            hi = lo + per
+            if hi > n:
+                hi = n
+            if how_max:
+                m = 0
+                for i in range(lo, hi):
+                    if lengths[i] > m:
+                        m = lengths[i]
+                out[b] = <float>m
+            else:
+                t = 0
+                for i in range(lo, hi):
+                    t += lengths[i]
+                out[b] = <float>(<double>t / <double>(hi - lo))
+
+
+def slot_occupancy(const unsigned char[::1] buf, Py_ssize_t slot_num, Py_ssize_t per, Py_ssize_t nb,
+                   float[::1] out, unsigned char[::1] idx=None):
+    """out[b] = slots in use (non-zero) among slots b*per .. (b+1)*per - 1 of the slot table
+    in `buf` (the index file's map); with `idx`, also its colour indices (see to_indices, top
+    = per). Returns (used slots, bins with a used slot). Reads the slot table only."""
+    cdef Py_ssize_t need = HEADER + SLOT * slot_num
+    if buf.shape[0] < need:
+        raise ValueError(f"buffer holds {buf.shape[0]} bytes, the slot table needs {need}")
+    if out.shape[0] < nb or nb * per < slot_num or (nb - 1) * per >= slot_num:
+        raise ValueError("bins do not cover the slots")
+    cdef int with_idx = idx is not None
+    if with_idx and idx.shape[0] < out.shape[0]:
+        raise ValueError("idx is shorter than out")
+    cdef const uint32_t *st = <const uint32_t *>(&buf[0] + HEADER) if slot_num else NULL
+    cdef Py_ssize_t b, i, lo, hi
+    cdef int32_t c
+    cdef int64_t used = 0, bins_used = 0
+    cdef float scale = 254.0 / per
+    with nogil:
+        for b in range(nb):
+            lo = b * per
+            hi = lo + per
+            if hi > slot_num:
+                hi = slot_num
+            c = 0
+            for i in range(lo, hi):
+                c += st[i] != 0
+            out[b] = <float>c
+            used += c
+            bins_used += c != 0
+            if with_idx:
+                idx[b] = <unsigned char>(c * scale + 0.5)
+        if with_idx:
+            for b in range(nb, idx.shape[0]):
+                idx[b] = 255
+    return used, bins_used
+
+
+def to_indices(const float[::1] values, Py_ssize_t nb, float top, unsigned char[::1] out):
+    """Colour indices for an 8-bit indexed image: out[b] = round(values[b] / top * 254) for
+    b < nb (clipped to 0..254), 255 (the transparent entry) from nb on."""
+    cdef Py_ssize_t b, n = out.shape[0]
+    cdef float scale = 254.0 / top if top > 0 else 0.0
+    cdef float v
+    if values.shape[0] < nb or n < nb:
+        raise ValueError("nb is larger than the arrays")
+    with nogil:
+        for b in range(nb):
+            v = values[b] * scale + 0.5
+            out[b] = 254 if v >= 254 else (0 if not (v > 0) else <unsigned char>v)
+        for b in range(nb, n):
+            out[b] = 255
