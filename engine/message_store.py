@@ -27,13 +27,18 @@ from .msgid import decode_offset_msg_id, looks_like_msg_id
 from .store_lock import StoreLock, holder_pid
 
 
+from . import page as _page  # noqa: E402 - getMessage's loop and its lazy page
+
+
 @dataclass
 class GetMessageResult:
+    """`messages` is a MessagePage (a list of Message built on access, plus numpy columns)
+    when the read found any; an empty list otherwise."""
     status: str
     nextBeginOffset: int
     minOffset: int
     maxOffset: int
-    messages: list[Message] = field(default_factory=list)
+    messages: list[Message] | _page.MessagePage = field(default_factory=list)
     bufferTotalSize: int = 0
     skipped: list[tuple[int, str]] = field(default_factory=list)  # (queue offset, why)
 
@@ -544,61 +549,21 @@ class MessageStore:
             return GetMessageResult("OFFSET_OVERFLOW_ONE", offset, mn, mx)
         if offset > mx:
             return GetMessageResult("OFFSET_OVERFLOW_BADLY", mx, mn, mx)
-        res = GetMessageResult("NO_MATCHED_MESSAGE", offset, mn, mx)
-        cl = self.commitlog
-        units = cq.units_to_file_end(offset) if broker else cq.units(offset, offset + max(max_count, 1) * 2 + 64)
-        if broker and len(units) == 0:
+        if broker:
+            limit_count = self.cfg.maxTransferCountOnMessageInMemory
+            limit_bytes = self.cfg.maxTransferBytesOnMessageInMemory
+        else:
+            limit_count, limit_bytes = (max_count if max_count > 1 else 1), 0
+        k = _page.KERNEL  # the compiled loop (engine/accel/_page.pyx), else the reference one
+        if k is not None and max_count >= 1:
+            status, nxt, page, total, skipped = k.read(self.commitlog, cq, offset, mx, max_count, broker,
+                                                       limit_count, limit_bytes or 0)
+        else:
+            status, nxt, page, total, skipped = _page.read_page(self.commitlog, cq, offset, mx, max_count, broker,
+                                                                limit_count, limit_bytes, kernel=False)
+        if status is None:
             return GetMessageResult("OFFSET_FOUND_NULL", offset, mn, mx)
-        limit_count = self.cfg.maxTransferCountOnMessageInMemory if broker else max(max_count, 1)
-        limit_bytes = self.cfg.maxTransferBytesOnMessageInMemory if broker else None
-        next_file_start = None
-        i = 0
-        q = offset
-        # the units as Python ints in one go: a numpy scalar per field costs more than the decode
-        phys, sizes = units["phyOffset"].tolist(), units["size"].tolist()
-        cl_min, opts = cl.min_offset, cl.read_opts
-        f = None  # commitlog file of the previous record: a page's records mostly share one
-        while True:
-            if i >= len(phys):
-                if broker or q >= mx or len(res.messages) >= max_count:
-                    break
-                units, i = cq.units(q, q + max_count * 2 + 64), 0
-                if len(units) == 0:
-                    break
-                phys, sizes = units["phyOffset"].tolist(), units["size"].tolist()
-            phy, size = phys[i], sizes[i]
-            if res.messages and (max_count <= len(res.messages) or len(res.messages) >= limit_count
-                                 or (limit_bytes and res.bufferTotalSize + size > limit_bytes)):
-                break
-            i += 1
-            q += 1
-            if next_file_start is not None and phy < next_file_start:
-                continue
-            if phy == 0 and size == FILLER_SIZE:
-                res.skipped.append((q - 1, "filler unit"))
-                continue
-            msg = None  # cl.get_message(phy, size), without a file lookup per record
-            if phy >= cl_min:
-                if f is None or not f.file_from_offset <= phy < f.file_from_offset + f.file_size:
-                    f = cl.queue.find(phy)
-                if f is not None and phy - f.file_from_offset < f.wrote_position:
-                    r = check_record(f.buf, phy - f.file_from_offset, f.wrote_position, phy, opts)
-                    if r.status is RecordStatus.MESSAGE and r.size == size:
-                        msg = r.message
-            if msg is None:
-                if not res.messages:
-                    res.status = "MESSAGE_WAS_REMOVING"
-                why = "record expired" if phy < cl.min_offset else "no valid record of that size there"
-                res.skipped.append((q - 1, why))
-                if phy < cl.min_offset:
-                    next_file_start = cl.roll_next_file(phy)
-                continue
-            res.messages.append(msg)
-            res.bufferTotalSize += size
-            res.status = "FOUND"
-            next_file_start = None
-        res.nextBeginOffset = q
-        return res
+        return GetMessageResult(status, nxt, mn, mx, page, total, skipped)
 
     # ---- reading by key / id / time ----------------------------------------------------
     def query_message(self, topic: str, key: str, begin: int = 0, end: int = LONG_MAX,

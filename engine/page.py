@@ -1,0 +1,328 @@
+"""getMessage pages: the page loop and the lazy page it returns.
+
+`read_page` is MessageStore.get_message's loop (the store does the bounds and the statuses
+before it). With the compiled kernel (engine/accel/_page.pyx) it runs through the CQ units of
+a page in C, one call per run of records in one commitlog file, and writes each message's
+fixed fields into one row of a byte buffer: no Python object per message. Everything the
+kernel does not decide (fillers, expired records, units pointing elsewhere, damaged records,
+SCHEDULE_TOPIC_XXXX delays, non-ASCII tags) goes through the reference loop body and
+check_record, so both paths give the same page. Without the kernel (not built, or
+RMQSTORE_PURE_PYTHON=1) the reference loop decodes every record with check_record.
+
+`MessagePage` is what GetMessageResult.messages holds: a read-only sequence of Message that
+builds a Message only when an item is first read (and keeps it), plus the decoded columns
+for callers that want no objects at all (`page.columns["storeTimestamp"]`, `page.body(i)`).
+A page keeps the commitlog files it points into mapped (its own buffer export: closing the
+store leaves those maps to the page) and reads the record bytes when an item is first read."""
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+
+import numpy as np
+
+from . import accel
+from .consume_queue import FILLER_SIZE
+from .message import MESSAGE_MAGIC_V2, Message, RecordStatus, check_record
+from .properties import parse_properties
+
+CQ_UNIT = 20
+ROW_FIELDS = [
+    ("commitLogOffset", "i8"), ("queueOffset", "i8"), ("physicalOffsetField", "i8"),
+    ("bornTimestamp", "i8"), ("storeTimestamp", "i8"), ("preparedTransactionOffset", "i8"),
+    ("tagsCode", "i8"),
+    ("storeSize", "i4"), ("magicCode", "i4"), ("bodyCRC", "i4"), ("queueId", "i4"), ("flag", "i4"),
+    ("sysFlag", "i4"), ("reconsumeTimes", "i4"),
+    # where the variable parts are inside the commitlog file row["file"] of the page
+    ("bodyPos", "i4"), ("bodyLength", "i4"), ("topicPos", "i4"), ("topicLength", "i4"),
+    ("propertiesPos", "i4"), ("propertiesLength", "i4"), ("file", "i4"),
+]
+ROW_DTYPE = np.dtype([(n, "=" + t) for n, t in ROW_FIELDS])
+ROW_STRUCT = struct.Struct("=7q14i")
+ROW_SIZE = ROW_STRUCT.size
+assert ROW_DTYPE.itemsize == ROW_SIZE
+_TAGS_AT = ROW_DTYPE.fields["tagsCode"][1]
+_I64 = struct.Struct("=q")
+_UNIT = struct.Struct(">qi")
+_I8, _I16 = struct.Struct(">b"), struct.Struct(">h")
+_unpack_row = ROW_STRUCT.unpack_from
+
+KERNEL = accel.load("_page")
+if KERNEL is not None and (KERNEL.ROW_SIZE != ROW_SIZE or KERNEL.ROW_FORMAT != ROW_STRUCT.format):
+    KERNEL = None  # a stale build with another row layout: not used
+
+WHY_FILLER = "filler unit"
+WHY_EXPIRED = "record expired"
+WHY_INVALID = "no valid record of that size there"
+
+
+class MessagePage(Sequence):
+    """A page of messages: len, [i] (negative too), [a:b] (a list), iteration, bool and == a
+    list behave like the list of Message it stands for; a Message is built on first access.
+
+    Columns (numpy, no objects): `columns` is a structured array with one row per message
+    (ROW_FIELDS: the record's fixed fields as check_record decodes them, tagsCode included,
+    and where body, topic and properties are in the file); `body(i)`, `topic(i)` and
+    `properties_raw(i)` read the variable parts."""
+    __slots__ = ("_n", "_rows", "_views", "_cache", "_cols", "_fidx", "_froms")
+    __hash__ = None
+
+    def __init__(self, n: int = 0, rows=None, views=(), cache=None):
+        self._n = n
+        self._rows = rows           # bytearray of ROW_SIZE rows (None: built from messages)
+        self._views = views         # memoryview per commitlog file (row["file"] indexes it)
+        self._cache = cache         # list of Message | None once an item was read
+        self._cols = None
+        self._fidx = None
+        self._froms = None
+
+    @classmethod
+    def from_messages(cls, messages: list, file_index: list[int] | None = None, views=(),
+                      file_starts=()) -> "MessagePage":
+        """A page of already decoded messages (the pure-Python loop); columns are derived
+        from them (and the record bytes, for the positions) when first asked for."""
+        p = cls(len(messages), None, views, list(messages))
+        p._fidx = file_index
+        p._froms = file_starts
+        return p
+
+    # ---- the list ------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return self._n
+
+    def __bool__(self) -> bool:
+        return self._n > 0
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._get(k) for k in range(*i.indices(self._n))]
+        n = self._n
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("page index out of range")
+        return self._get(i)
+
+    def _get(self, i: int) -> Message:
+        c = self._cache
+        if c is None:
+            c = self._cache = [None] * self._n
+        m = c[i]
+        if m is None:
+            m = c[i] = self._build(i)
+        return m
+
+    def __iter__(self):
+        get = self._get
+        for i in range(self._n):
+            yield get(i)
+
+    def __reversed__(self):
+        for i in range(self._n - 1, -1, -1):
+            yield self._get(i)
+
+    def __eq__(self, other):
+        if isinstance(other, (MessagePage, list, tuple)):
+            return len(self) == len(other) and list(self) == list(other)
+        return NotImplemented
+
+    def __add__(self, other):
+        return list(self) + list(other)
+
+    def __radd__(self, other):
+        return list(other) + list(self)
+
+    def __repr__(self) -> str:
+        return repr(list(self))
+
+    def __reduce__(self):
+        return list, (list(self),)
+
+    def tolist(self) -> list[Message]:
+        return list(self)
+
+    # ---- a Message from its row ----------------------------------------------------------
+    def _build(self, i: int) -> Message:
+        (clo, qoff, phys, born_ts, store_ts, prep, tcode, size, magic, crc, qid, flag, sysflag, recons,
+         bp, bl, tp, tl, pp, pl, fi) = _unpack_row(self._rows, i * ROW_SIZE)
+        buf = self._views[fi]
+        bh = 20 if sysflag & 0x10 else 8
+        sh = 20 if sysflag & 0x20 else 8
+        hp = bp - 24 - sh - bh  # the born host (record start + 48)
+        raw = str(buf[pp:pp + pl], "utf-8", "replace") if pl > 0 else ""
+        return Message(str(buf[tp:tp + tl], "utf-8", "replace"), qid, qoff, clo, size, crc, flag, sysflag,
+                       born_ts, bytes(buf[hp:hp + bh]), store_ts, bytes(buf[hp + bh + 8:hp + bh + 8 + sh]),
+                       recons, prep, bytes(buf[bp:bp + bl]) if bl > 0 else b"", raw,
+                       parse_properties(raw) if pl > 0 else {}, magic, phys, tcode)
+
+    # ---- columns ---------------------------------------------------------------------------
+    @property
+    def columns(self) -> np.ndarray:
+        """One structured row per message (dtype ROW_DTYPE): columns["storeTimestamp"], ..."""
+        cols = self._cols
+        if cols is None:
+            if self._rows is not None:
+                cols = np.frombuffer(self._rows, ROW_DTYPE, self._n)
+            else:
+                cols = np.array([self._row_of(i) for i in range(self._n)], ROW_DTYPE)
+            self._cols = cols
+        return cols
+
+    def column(self, name: str) -> np.ndarray:
+        return self.columns[name]
+
+    def _row_of(self, i: int) -> tuple:
+        """The row of a decoded message (pure-Python pages): its fields, and the positions
+        read back from the record."""
+        m = self._cache[i]
+        fi = self._fidx[i]
+        buf = self._views[fi]
+        pos = m.commitLogOffset - self._froms[fi]
+        bp = pos + 72 + (20 if m.sysFlag & 0x10 else 8) + (20 if m.sysFlag & 0x20 else 8)
+        bl = len(m.body)
+        if m.magicCode == MESSAGE_MAGIC_V2:
+            tl, tp = _I16.unpack_from(buf, bp + bl)[0], bp + bl + 2
+        else:
+            tl, tp = _I8.unpack_from(buf, bp + bl)[0], bp + bl + 1
+        pl = _I16.unpack_from(buf, tp + tl)[0]
+        return (m.commitLogOffset, m.queueOffset, m.physicalOffsetField, m.bornTimestamp, m.storeTimestamp,
+                m.preparedTransactionOffset, m.tagsCode, m.storeSize, m.magicCode, m.bodyCRC, m.queueId,
+                m.flag, m.sysFlag, m.reconsumeTimes, bp, bl, tp, tl, tp + tl + 2, max(pl, 0), fi)
+
+    def _part(self, i: int, at: str, length: str) -> memoryview:
+        if i < 0:
+            i += self._n
+        if not 0 <= i < self._n:
+            raise IndexError("page index out of range")
+        row = self.columns[i]
+        p, n = int(row[at]), int(row[length])
+        return self._views[int(row["file"])][p:p + n]
+
+    def body(self, i: int) -> memoryview:
+        """Message i's body, zero-copy (read-only) from the commitlog map."""
+        return self._part(i, "bodyPos", "bodyLength")
+
+    def topic(self, i: int) -> str:
+        return str(self._part(i, "topicPos", "topicLength"), "utf-8", "replace")
+
+    def properties_raw(self, i: int) -> str:
+        return str(self._part(i, "propertiesPos", "propertiesLength"), "utf-8", "replace")
+
+
+
+def read_page(cl, cq, offset: int, mx: int, max_count: int, broker: bool, limit_count: int,
+              limit_bytes: int | None, kernel: bool = True):
+    """getMessage's loop from queue offset `offset` (min <= offset < mx = the queue's max):
+    (status, nextBeginOffset, page, bufferTotalSize, skipped); status None means
+    OFFSET_FOUND_NULL (broker mode, no units there). kernel=False: the reference loop."""
+    k = KERNEL
+    if k is not None and kernel and max_count >= 1:
+        return k.read(cl, cq, offset, mx, max_count, broker, limit_count, limit_bytes or 0)
+    return _read_page_py(cl, cq, offset, mx, max_count, broker, limit_count, limit_bytes)
+
+
+def _confirm(cl, f, cqmm, u: int, rows: bytearray, j: int, cache):
+    """A row the kernel wrote that check_record decides (a SCHEDULE_TOPIC_XXXX delay, tags
+    that are not ASCII): on a MESSAGE of the unit's size its tagsCode goes into row j and the
+    Message into the cache at j. Returns (cache, confirmed)."""
+    phy, size = _UNIT.unpack_from(cqmm, u * CQ_UNIT)
+    r = check_record(f.buf, phy - f.file_from_offset, f.wrote_position, phy, cl.read_opts)
+    if cache is not None and len(cache) > j:
+        cache[j] = None
+    if r.status is not RecordStatus.MESSAGE or r.size != size:
+        return cache, False
+    _I64.pack_into(rows, j * ROW_SIZE + _TAGS_AT, r.message.tagsCode)
+    if cache is None:
+        cache = []
+    if len(cache) <= j:
+        cache.extend([None] * (j + 1 - len(cache)))
+    cache[j] = r.message
+    return cache, True
+
+
+if KERNEL is not None:
+    KERNEL.bind(MessagePage, _confirm, WHY_FILLER, WHY_EXPIRED, WHY_INVALID)
+
+
+def _read_page_py(cl, cq, offset: int, mx: int, max_count: int, broker: bool, limit_count: int,
+                  limit_bytes: int | None):
+    """The reference loop: every record through check_record."""
+    units = cq.units_to_file_end(offset) if broker else cq.units(offset, offset + max(max_count, 1) * 2 + 64)
+    if broker and len(units) == 0:
+        return None, offset, MessagePage(), 0, []
+    status = "NO_MATCHED_MESSAGE"
+    messages: list = []
+    fidx: list = []
+    files: list = []
+    views: list = []
+    skipped: list = []
+    total = 0
+    next_file_start = None
+    i = 0
+    q = offset
+    # the units as Python ints in one go: a numpy scalar per field costs more than the decode
+    phys, sizes = units["phyOffset"].tolist(), units["size"].tolist()
+    cl_min, opts = cl.min_offset, cl.read_opts
+    f = None  # commitlog file of the previous record: a page's records mostly share one
+    fi = -1
+    while True:
+        if i >= len(phys):
+            if broker or q >= mx or len(messages) >= max_count:
+                break
+            units, i = cq.units(q, q + max_count * 2 + 64), 0
+            if len(units) == 0:
+                break
+            phys, sizes = units["phyOffset"].tolist(), units["size"].tolist()
+        phy, size = phys[i], sizes[i]
+        if messages and (max_count <= len(messages) or len(messages) >= limit_count
+                         or (limit_bytes and total + size > limit_bytes)):
+            break
+        i += 1
+        q += 1
+        if next_file_start is not None and phy < next_file_start:
+            continue
+        if phy == 0 and size == FILLER_SIZE:
+            skipped.append((q - 1, WHY_FILLER))
+            continue
+        msg = None  # cl.get_message(phy, size), without a file lookup per record
+        if phy >= cl_min:
+            if f is None or not f.file_from_offset <= phy < f.file_from_offset + f.file_size:
+                f = cl.queue.find(phy)
+                if f is not None:
+                    if f in files:
+                        fi = files.index(f)
+                    else:
+                        fi = len(files)
+                        files.append(f)
+                        views.append(memoryview(f.mm))
+            if f is not None and phy - f.file_from_offset < f.wrote_position:
+                r = check_record(f.buf, phy - f.file_from_offset, f.wrote_position, phy, opts)
+                if r.status is RecordStatus.MESSAGE and r.size == size:
+                    msg = r.message
+        if msg is None:
+            if not messages:
+                status = "MESSAGE_WAS_REMOVING"
+            why = WHY_EXPIRED if phy < cl.min_offset else WHY_INVALID
+            skipped.append((q - 1, why))
+            if phy < cl.min_offset:
+                next_file_start = cl.roll_next_file(phy)
+            continue
+        messages.append(msg)
+        fidx.append(fi)
+        total += size
+        status = "FOUND"
+        next_file_start = None
+    page = MessagePage.from_messages(messages, fidx, views, [g.file_from_offset for g in files])
+    return status, q, page, total, skipped
+
+
+def columns_of(pages) -> np.ndarray:
+    """The columns of several pages in one structured array (the rows in page order; the
+    "file" column indexes each row's own page's files)."""
+    rows = []
+    for p in pages:
+        if p._rows is None:
+            return np.concatenate([q.columns for q in pages])
+        if p._n:
+            rows.append(memoryview(p._rows)[:p._n * ROW_SIZE])
+    return np.frombuffer(b"".join(rows), ROW_DTYPE)

@@ -1,0 +1,417 @@
+"""getMessage pages (engine/page.py) and the compiled page loop (engine/accel/_page.pyx):
+
+- the compiled loop against the reference loop (check_record per record): every queue of
+  every conformance fixture, every start offset (from the first unit of the first CQ file,
+  below the queue's min too), several page sizes, broker mode; all Message fields, the
+  columns, status, nextBeginOffset, bufferTotalSize and the skipped units;
+- crafted stores: IPv6 hosts, V2 topics, SCHEDULE_TOPIC_XXXX delays, non-ASCII tags, empty
+  bodies, pages across CQ and commitlog files, broker byte limits; then damaged (flipped
+  bytes, torn records, CQ units with the wrong size or pointing nowhere) and read with the
+  CRC checks on;
+- the record check alone (classify) against check_record on fuzzed records;
+- the lazy page as a list.
+
+Comparisons with the compiled module are skipped when it is not built or turned off
+(RMQSTORE_PURE_PYTHON=1); the page tests then run on the reference loop alone."""
+from __future__ import annotations
+
+import pickle
+import random
+import struct
+import zlib
+
+import numpy as np
+import pytest
+
+from conftest import FIXTURES, fixture_copy, unpack  # noqa: F401 - fixture_copy is a fixture
+from engine import MessageStore, StoreConfig
+from engine import page as PG
+from engine.message import (DecodeOptions, Message, MessageDraft, RecordStatus, check_record, encode_record,
+                            prop_crc_tail)
+
+KERNEL = PG.KERNEL
+needs_kernel = pytest.mark.skipif(KERNEL is None, reason="engine.accel._page not built or RMQSTORE_PURE_PYTHON=1")
+SMALL = dict(mappedFileSizeCommitLog=65536, mappedFileSizeConsumeQueue=400, maxHashSlotNum=64, maxIndexNum=256)
+
+
+# ---- helpers -----------------------------------------------------------------------------------
+def snapshot(r) -> tuple:
+    msgs = list(r.messages)
+    cols = r.messages.columns.tolist() if isinstance(r.messages, PG.MessagePage) else []
+    return (r.status, r.nextBeginOffset, r.minOffset, r.maxOffset, r.bufferTotalSize, list(r.skipped),
+            msgs, [m.to_json() for m in msgs], cols)
+
+
+def both(fn):
+    """fn() with the compiled loop, then with the reference loop."""
+    saved = PG.KERNEL
+    try:
+        a = fn()
+        PG.KERNEL = None
+        b = fn()
+    finally:
+        PG.KERNEL = saved
+    return a, b
+
+
+def read_all(store, counts=(1, 3, 32), step=1, broker=(False, True)) -> list:
+    """get_message from every `step`-th offset of every queue (from the first unit of its
+    first CQ file to max + 1), plus read_page below the queue's min (fillers, expired)."""
+    out = []
+    for (topic, qid), cq in sorted(store.queues.items()):
+        lo = cq.queue.min_offset // 20
+        for off in range(lo, cq.max_offset + 2, step):
+            for n in counts:
+                for b in broker:
+                    out.append(((topic, qid, off, n, b), snapshot(store.get_message(topic, qid, off, n, broker=b))))
+                    if off < cq.max_offset:
+                        st, nxt, page, total, skipped = PG.read_page(
+                            store.commitlog, cq, off, cq.max_offset, n, b, 32 if b else max(n, 1),
+                            256 * 1024 if b else None, kernel=PG.KERNEL is not None)
+                        out.append(((topic, qid, off, n, b, "raw"),
+                                    (st, nxt, total, skipped, list(page), page.columns.tolist())))
+    return out
+
+
+def assert_same(a, b):
+    assert len(a) == len(b)
+    for x, y in zip(a, b):
+        assert x[0] == y[0]
+        assert x[1] == y[1], x[0]
+
+
+def check_page_parts(page):
+    """columns / body / topic / properties_raw agree with the Message of every row."""
+    cols = page.columns
+    assert len(cols) == len(page)
+    for i, m in enumerate(page):
+        row = cols[i]
+        for name in ("commitLogOffset", "queueOffset", "physicalOffsetField", "bornTimestamp", "storeTimestamp",
+                     "preparedTransactionOffset", "tagsCode", "storeSize", "magicCode", "bodyCRC", "queueId",
+                     "flag", "sysFlag", "reconsumeTimes"):
+            assert int(row[name]) == getattr(m, name), name
+        assert int(row["bodyLength"]) == len(m.body)
+        assert bytes(page.body(i)) == m.body
+        assert page.topic(i) == m.topic
+        assert page.properties_raw(i) == m.propertiesRaw
+
+
+# ---- conformance fixtures ----------------------------------------------------------------------
+@needs_kernel
+@pytest.mark.parametrize("name", FIXTURES)
+def test_compiled_pages_equal_reference_pages_on_fixtures(name):
+    root = unpack(name)
+    with MessageStore.open(root) as s:
+        total = sum(cq.max_offset - cq.queue.min_offset // 20 for cq in s.queues.values())
+        step = max(1, total // 1500)
+        a, b = both(lambda: read_all(s, step=step))
+        assert_same(a, b)
+        assert sum(len(x[1][6]) for x in a if len(x[0]) == 5) > 0
+
+
+@pytest.mark.parametrize("name", ["small", "v5", "crashed_torn"])
+def test_page_parts_agree_with_messages(name):
+    with MessageStore.open(unpack(name)) as s:
+        for (topic, qid), cq in sorted(s.queues.items()):
+            if cq.max_offset > cq.min_offset:
+                r = s.get_message(topic, qid, cq.min_offset, 64)
+                check_page_parts(r.messages)
+
+
+@needs_kernel
+def test_expired_files_and_late_queues(fixture_copy):
+    root = fixture_copy("small")
+    for f in sorted((root / "commitlog").iterdir())[:2]:
+        f.unlink()
+    with MessageStore.open(root) as s:
+        a, b = both(lambda: read_all(s, counts=(1, 32)))
+        assert_same(a, b)
+        skipped = {why for _, snap in a for why in [w for _, w in (snap[5] if len(snap) > 6 else snap[3])]}
+        assert PG.WHY_EXPIRED in skipped
+
+
+# ---- crafted stores ----------------------------------------------------------------------------
+def crafted_store(root):
+    s = MessageStore.create(root, StoreConfig.from_mapping(SMALL))
+    rnd = random.Random(3)
+    for i in range(260):
+        kind = i % 9
+        body = bytes(rnd.randrange(256) for _ in range(rnd.choice((0, 1, 40, 300, 2000))))
+        if kind == 0:
+            s.put_message("TopicA", body, 0, tags="TagA", keys=f"k{i}")
+        elif kind == 1:
+            s.put_message("TopicA", body, 1, tags="标签-ü", keys=f"k{i} u{i}")
+        elif kind == 2:
+            s.put_message("TopicA", body, 0, tags="TagB", born_host="[2001:db8::7]:4242")
+        elif kind == 3:
+            s.put_message("TopicB", body, 0, tags="late", delay_level=1 + i % 5)
+        elif kind == 4:
+            s.put_message("TopicB", body, 1, properties={"a": "b", "TAGS": "x\x01y"})
+        elif kind == 5:
+            s.put_messages("TopicA", [body, body[:5], b""], 1, tags="batch")
+        elif kind == 6:
+            s.put_message("TopicC", body, 0, tags=None, keys=None, flag=7)
+        elif kind == 7:
+            s.put_message("TopicC", body, 1, properties={"DELAY": "3"}, tags="d")
+        else:
+            s.put_message("T" * 100, body, 0, tags="long")
+    s.close()
+    return root
+
+
+@pytest.fixture
+def crafted(tmp_path):
+    return crafted_store(tmp_path / "crafted")
+
+
+@needs_kernel
+def test_crafted_store(crafted):
+    with MessageStore.open(crafted) as s:
+        assert len(s.commitlog.files) >= 3
+        sched = [k for k in s.queues if k[0] == "SCHEDULE_TOPIC_XXXX"]
+        assert sched
+        a, b = both(lambda: read_all(s, counts=(1, 5, 32, 1000)))
+        assert_same(a, b)
+        msgs = [m for _, snap in a if len(snap) > 6 for m in snap[6]]
+        assert any(m.bornHostBytes and len(m.bornHostBytes) == 20 for m in msgs)
+        assert any(m.topic == "SCHEDULE_TOPIC_XXXX" and m.tagsCode > 10 ** 12 for m in msgs)
+        assert any(m.tags == "标签-ü" for m in msgs)
+        for (topic, qid), cq in sorted(s.queues.items()):
+            check_page_parts(s.get_message(topic, qid, cq.min_offset, 10 ** 6).messages)
+
+
+@needs_kernel
+def test_crafted_store_broker_limits(crafted):
+    with MessageStore.open(crafted) as s:
+        for limits in ((3, 10 ** 6), (32, 2500), (32, 1), (0, 0)):
+            s.cfg.maxTransferCountOnMessageInMemory, s.cfg.maxTransferBytesOnMessageInMemory = limits
+            a, b = both(lambda: read_all(s, counts=(0, 2, 32), broker=(True,)))
+            assert_same(a, b)
+
+
+def _damage(root, seed: int, n: int = 40):
+    """Flip bytes inside records, tear some, and give CQ units wrong sizes / offsets."""
+    rnd = random.Random(seed)
+    cl_files = sorted((root / "commitlog").iterdir())
+    with MessageStore.open(root) as s:
+        units = []
+        for cq in s.queues.values():
+            got = cq.units(cq.min_offset, cq.max_offset)
+            units += [(cq, cq.min_offset + i, int(u["phyOffset"]), int(u["size"])) for i, u in enumerate(got)]
+        fsize = s.commitlog.file_size
+    for _ in range(n):
+        cq, q, phy, size = rnd.choice(units)
+        path = cl_files[0].parent / f"{phy - phy % fsize:020d}"
+        if not path.exists():
+            continue
+        data = bytearray(path.read_bytes())
+        pos = phy % fsize
+        how = rnd.randrange(6)
+        if how == 0:    # a header field (size, magic, crc, sysflag incl. the host flags, ...)
+            k = pos + rnd.choice((0, 1, 3, 4, 7, 8, 36, 39))
+        elif how == 1:  # anywhere in the record
+            k = pos + rnd.randrange(size)
+        elif how == 2:  # the lengths near the tail (topic / properties length)
+            k = pos + size - rnd.randrange(1, 40)
+        else:
+            k = None
+        if k is not None:
+            data[k] ^= 1 << rnd.randrange(8)
+            path.write_bytes(bytes(data))
+            continue
+        cq_dir = root / "consumequeue" / cq.topic / str(cq.queue_id)
+        cq_file_size = cq.file_size
+        cpath = cq_dir / f"{q * 20 - q * 20 % cq_file_size:020d}"
+        if not cpath.exists():
+            continue
+        cdata = bytearray(cpath.read_bytes())
+        at = q * 20 % cq_file_size
+        if how == 3:    # wrong size
+            struct.pack_into(">i", cdata, at + 8, size + rnd.choice((-1, 1, 8, -size + 1)))
+        elif how == 4:  # pointing into the middle of a record / past the data
+            struct.pack_into(">q", cdata, at, phy + rnd.choice((1, 4, size // 2, 10 ** 7)))
+        else:           # a filler unit
+            struct.pack_into(">qiq", cdata, at, 0, 0x7FFFFFFF, 0)
+        cpath.write_bytes(bytes(cdata))
+
+
+@needs_kernel
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_damaged_crafted_store(crafted, seed):
+    _damage(crafted, seed)
+    with MessageStore.open(crafted) as s:
+        for check_crc, force in ((False, False), (True, False), (True, True)):
+            s.commitlog.read_opts.check_crc = check_crc
+            s.commitlog.read_opts.force_verify_prop_crc = force
+            a, b = both(lambda: read_all(s, counts=(1, 32)))
+            assert_same(a, b)
+        assert any(snap[5] for _, snap in a if len(snap) > 6)  # the damage was seen
+
+
+@needs_kernel
+def test_damaged_fixture(fixture_copy):
+    root = fixture_copy("small")
+    _damage(root, 11, 80)
+    with MessageStore.open(root) as s:
+        a, b = both(lambda: read_all(s, counts=(1, 32), step=3))
+        assert_same(a, b)
+
+
+@needs_kernel
+def test_v2_refused_when_not_accepted():
+    with MessageStore.open(unpack("v5")) as s:
+        s.commitlog.read_opts.accept_v2 = False
+        try:
+            a, b = both(lambda: read_all(s, counts=(32,), step=5, broker=(False,)))
+        finally:
+            s.commitlog.read_opts.accept_v2 = True
+        assert_same(a, b)
+
+
+# ---- the record check alone --------------------------------------------------------------------
+def _records(rnd):
+    out = []
+    for i in range(60):
+        props = {"TAGS": rnd.choice(["TagA", "ü-tag", "", "a\x01b"]), "KEYS": f"k{i}", "UNIQ_KEY": f"{i:032X}"}
+        if i % 5 == 0:
+            props["DELAY"] = rnd.choice(["2", "x", "99", "-1", "٣"])
+        topic = "SCHEDULE_TOPIC_XXXX" if i % 4 == 0 else rnd.choice(["T", "Topic" * 30, "Top\xe9"])
+        d = MessageDraft(topic=topic, body=bytes(rnd.randrange(256) for _ in range(rnd.choice((0, 3, 200)))),
+                         queueId=i % 3, flag=i, properties={k: v for k, v in props.items() if v},
+                         bornHost=rnd.choice([b"\x7f\0\0\1" + b"\0\0\0\1", bytes(16) + b"\0\0\1\0"]),
+                         storeHost=rnd.choice([b"\x0a\0\0\1" + b"\0\0\x2a\x9f", bytes(range(16)) + b"\0\0\1\1"]),
+                         reconsumeTimes=i % 4, preparedTransactionOffset=i * 1000)
+        v2 = i % 3 == 0 or len(topic) > 127
+        e = encode_record(d, v2=v2, props_trailing=bool(i % 2), crc_tail=i % 6 == 1)
+        e.patch(i * 7, 12345 + i, 1_700_000_000_000 + i)
+        out.append(bytes(e.data))
+    out.append(struct.pack(">ii", 200, -875286124) + bytes(192))  # the blank record at a file's end
+    return out
+
+
+OPTS = [DecodeOptions(), DecodeOptions(check_crc=True), DecodeOptions(check_crc=True, force_verify_prop_crc=True),
+        DecodeOptions(accept_v2=False)]
+
+
+def _flags(o: DecodeOptions) -> int:
+    return ((KERNEL.CHECK_CRC if o.check_crc else 0) | (KERNEL.FORCE_PROP_CRC if o.force_verify_prop_crc else 0)
+            | (KERNEL.ACCEPT_V2 if o.accept_v2 else 0))
+
+
+@needs_kernel
+def test_classify_matches_check_record_on_fuzzed_records():
+    rnd = random.Random(5)
+    recs = _records(rnd)
+    seen = set()
+    rows = bytearray(PG.ROW_SIZE)
+    for trial in range(6000):
+        rec = bytearray(rnd.choice(recs))
+        how = trial % 6
+        if how == 1:
+            for _ in range(rnd.randrange(1, 4)):
+                rec[rnd.randrange(len(rec))] ^= 1 << rnd.randrange(8)
+        elif how == 2:
+            k = rnd.choice((0, 4, 8, 36, 39, len(rec) - 3, len(rec) - 1, len(rec) // 2))
+            rec[k] ^= 1 << rnd.randrange(8)
+        prefix = bytes(rnd.randrange(256) for _ in range(rnd.randrange(0, 5)))
+        buf = prefix + bytes(rec) + bytes(rnd.randrange(0, 60))
+        pos = len(prefix) if how != 3 else 0  # 3: starting in the wrong place
+        limit = len(buf) if how != 4 else pos + rnd.randrange(0, len(rec) + 1)  # 4: a torn record
+        if how == 5:
+            buf = buf[:rnd.randrange(pos, len(buf) + 1)]
+            limit = len(buf)
+        if pos >= limit:
+            continue
+        for o in OPTS:
+            want = check_record(buf, pos, limit, pos, o)
+            st, size = KERNEL.classify(buf, pos, limit, _flags(o), rows, 0)
+            seen.add((want.status, st))
+            if st == KERNEL.NEEDS_PY:
+                # what the kernel leaves to check_record: a scheduled delay, tags outside ASCII
+                assert want.message is None or want.message.topic == "SCHEDULE_TOPIC_XXXX" \
+                    or not want.message.tags.isascii()
+                continue
+            assert (st, size) == ({RecordStatus.MESSAGE: KERNEL.MESSAGE, RecordStatus.END_OF_FILE: KERNEL.END_OF_FILE,
+                                   RecordStatus.INVALID: KERNEL.INVALID,
+                                   RecordStatus.SIZE_MISMATCH: KERNEL.SIZE_MISMATCH}[want.status], want.size), \
+                (trial, how, o, want.reason)
+            if st == KERNEL.MESSAGE:
+                page = PG.MessagePage(1, rows, [memoryview(buf)])
+                assert page[0] == want.message
+    # every status met, the kernel confirming messages and leaving some to Python
+    assert {w for w, _ in seen} == set(RecordStatus)
+    assert (RecordStatus.MESSAGE, KERNEL.MESSAGE) in seen and (RecordStatus.MESSAGE, KERNEL.NEEDS_PY) in seen
+
+
+@needs_kernel
+def test_blank_record_and_short_tails():
+    blank = struct.pack(">ii", 8, -875286124)
+    assert KERNEL.classify(blank + bytes(100), 0, 108, 4)[0] == KERNEL.END_OF_FILE
+    for n in range(0, 12):
+        buf = struct.pack(">i", 60) + bytes(n)
+        for limit in range(1, len(buf) + 1):
+            want = check_record(buf, 0, limit, 0)
+            st, size = KERNEL.classify(buf, 0, limit, 4)
+            assert (st, size) == ({RecordStatus.INVALID: KERNEL.INVALID, RecordStatus.END_OF_FILE: KERNEL.END_OF_FILE,
+                                   RecordStatus.SIZE_MISMATCH: KERNEL.SIZE_MISMATCH}[want.status], want.size)
+
+
+@needs_kernel
+def test_kernel_crc32_is_zlibs():
+    rnd = random.Random(1)
+    for n in (0, 1, 7, 8, 9, 63, 64, 65, 1000, 16384 + 3):
+        data = bytes(rnd.randrange(256) for _ in range(n))
+        assert KERNEL.crc32_of(data) == zlib.crc32(data)
+    assert KERNEL.crc32_of(prop_crc_tail(7)) == zlib.crc32(prop_crc_tail(7))
+
+
+# ---- the lazy page as a list ---------------------------------------------------------------------
+def test_page_behaves_as_a_list():
+    with MessageStore.open(unpack("small")) as s:
+        (topic, qid), cq = next((k, c) for k, c in sorted(s.queues.items()) if c.max_offset - c.min_offset >= 10)
+        r = s.get_message(topic, qid, cq.min_offset, 10)
+        page = r.messages
+        plain = [s.commitlog.get_message(int(m.commitLogOffset)) for m in page]
+        assert isinstance(page, PG.MessagePage)
+        assert len(page) == 10 and bool(page) and all(isinstance(m, Message) for m in page)
+        assert page == plain and plain == page and not (page != plain) and page != plain[:-1]
+        assert page[0] is page[0]  # built once
+        assert page[-1] == plain[-1] and page[-10] == plain[0]
+        with pytest.raises(IndexError):
+            page[10]
+        with pytest.raises(IndexError):
+            page[-11]
+        assert page[2:5] == plain[2:5] and page[::-3] == plain[::-3] and page[:] == plain
+        assert list(reversed(page)) == plain[::-1]
+        assert plain[3] in page and page.index(plain[4]) == 4 and page.count(plain[4]) == 1
+        assert page + [] == plain and [] + page == plain
+        assert pickle.loads(pickle.dumps(page)) == plain
+        assert repr(page) == repr(plain)
+        assert page.tolist() == plain
+        assert [m.queueOffset for m in page] == list(page.columns["queueOffset"])
+        assert r.to_json()["messages"] == [m.to_json() for m in plain]
+        empty = s.get_message(topic, qid, cq.max_offset, 10).messages
+        assert not empty and len(empty) == 0 and empty == []
+
+
+def test_page_outlives_its_store():
+    s = MessageStore.open(unpack("small"))
+    (topic, qid), cq = sorted(s.queues.items())[0]
+    r = s.get_message(topic, qid, cq.min_offset, 20)
+    want = [s.commitlog.get_message(int(o)) for o in r.messages.columns["commitLogOffset"]]
+    s.close()
+    assert list(r.messages) == want
+    assert bytes(r.messages.body(0)) == want[0].body
+
+
+@needs_kernel
+def test_compiled_page_builds_no_message_until_asked():
+    with MessageStore.open(unpack("small")) as s:
+        (topic, qid), cq = sorted(s.queues.items())[0]
+        page = s.get_message(topic, qid, cq.min_offset, 32).messages
+        assert page._cache is None or all(m is None for m in page._cache)
+        cols = page.columns
+        assert cols.dtype == PG.ROW_DTYPE and len(cols) == len(page)
+        assert np.all(np.diff(cols["queueOffset"]) == 1)
+        assert page._cache is None or all(m is None for m in page._cache)
+        assert page[3].queueOffset == int(cols["queueOffset"][3])
