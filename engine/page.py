@@ -321,8 +321,9 @@ def columns_of(pages) -> np.ndarray:
     "file" column indexes each row's own page's files)."""
     rows = []
     for p in pages:
-        if p._rows is None:
-            return np.concatenate([q.columns for q in pages])
+        if p._rows is None:  # pages of the reference loop: rows from their messages
+            return np.array([q._row_of(i) if q._rows is None else tuple(q.columns[i])
+                             for q in pages for i in range(q._n)], ROW_DTYPE)
         if p._n:
             rows.append(memoryview(p._rows)[:p._n * ROW_SIZE])
     return np.frombuffer(b"".join(rows), ROW_DTYPE)

@@ -389,9 +389,15 @@ def test_page_behaves_as_a_list():
         assert repr(page) == repr(plain)
         assert page.tolist() == plain
         assert [m.queueOffset for m in page] == list(page.columns["queueOffset"])
+        both_pages = PG.columns_of([page, empty_page(s, topic, qid, cq), page])
+        assert both_pages.tolist() == page.columns.tolist() * 2
         assert r.to_json()["messages"] == [m.to_json() for m in plain]
         empty = s.get_message(topic, qid, cq.max_offset, 10).messages
         assert not empty and len(empty) == 0 and empty == []
+
+
+def empty_page(s, topic, qid, cq):
+    return s.get_message(topic, qid, cq.max_offset, 10, broker=False).messages or PG.MessagePage()
 
 
 def test_page_outlives_its_store():
