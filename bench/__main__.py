@@ -5,10 +5,15 @@ the table. Sections: baselines, append, key-query, scaling (get-page mix, scan-l
 scan-spark, memory and the curves), get-page, open (open, gui-first-page), heatmap."""
 from __future__ import annotations
 
+import os
+
+# numpy's OpenBLAS threads spin between calls; the store never uses BLAS, and on a 2-core
+# machine a spinning thread takes the core the kernel's page-fault and writeback work needs
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+
 import argparse
 import importlib.util
 import json
-import os
 import shutil
 import sys
 import tempfile

@@ -24,9 +24,17 @@ def _fresh_map(path: Path, size: int) -> mmap.mmap:
         os.close(fd)
 
 
+def settle() -> None:
+    """Wait until the kernel has written back what earlier steps left dirty: a write timed
+    while the journal and writeback are busy with someone else's pages runs up to 3x slower
+    (seen here), for the engine and the baseline alike."""
+    os.sync()
+
+
 def raw_write(data, scratch: Path) -> float:
     """Seconds to write `data` (bytes-like) sequentially into a fresh mmap'd file."""
     n = len(data)
+    settle()
     path = scratch / "raw-write.tmp"
     mm = _fresh_map(path, max(n, 1))
     src = memoryview(data)
@@ -45,6 +53,7 @@ def raw_write_sync(records: list[bytes], scratch: Path, per: int = 1) -> float:
     """Seconds to write `records` into a fresh mmap'd file with an msync after every `per`
     records (from the start of the page holding the first unsynced byte)."""
     n = sum(len(r) for r in records)
+    settle()
     path = scratch / "raw-write-sync.tmp"
     mm = _fresh_map(path, max(n, 1))
     try:

@@ -12,14 +12,18 @@ Only the 32-bit hash is stored, so a walk returns collisions; callers that care 
 from __future__ import annotations
 
 import struct
-from dataclasses import asdict, dataclass
+from array import array
+from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
 from .config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from .javahash import index_key_hash
+from .accel import load as _load_accel
 from .mapped_file import MappedFile
+
+_INDEX = _load_accel("_index")  # compiled chain lengths (None: the numpy walk below)
 
 INDEX_HEADER_DTYPE = np.dtype([
     ("beginTimestamp", ">i8"), ("endTimestamp", ">i8"),
@@ -44,17 +48,44 @@ _HEADER_TIMES = struct.Struct(">qqqq")
 assert _ENTRY.size == INDEX_ENTRY_SIZE and _HEADER.size == INDEX_HEADER_SIZE
 
 
-@dataclass
+_HEADER_FIELDS = ("beginTimestamp", "endTimestamp", "beginPhyOffset", "endPhyOffset", "hashSlotCount",
+                  "indexCount")
+
+
 class IndexHeader:
-    beginTimestamp: int = 0
-    endTimestamp: int = 0
-    beginPhyOffset: int = 0
-    endPhyOffset: int = 0
-    hashSlotCount: int = 0
-    indexCount: int = 1
+    """IndexHeader's six fields, kept in one array('q') so the compiled put loop
+    (engine/accel/_append.pyx) reads and updates them in place."""
+    __slots__ = ("values",)
+
+    def __init__(self, beginTimestamp: int = 0, endTimestamp: int = 0, beginPhyOffset: int = 0,
+                 endPhyOffset: int = 0, hashSlotCount: int = 0, indexCount: int = 1):
+        self.values = array("q", (beginTimestamp, endTimestamp, beginPhyOffset, endPhyOffset, hashSlotCount,
+                                  indexCount))
 
     def to_json(self) -> dict:
-        return asdict(self)
+        return dict(zip(_HEADER_FIELDS, self.values))
+
+    def copy(self) -> "IndexHeader":
+        return IndexHeader(*self.values)
+
+    def __eq__(self, other) -> bool:
+        return isinstance(other, IndexHeader) and self.values == other.values
+
+    def __repr__(self) -> str:
+        return "IndexHeader(" + ", ".join(f"{k}={v}" for k, v in self.to_json().items()) + ")"
+
+
+def _header_field(i: int) -> property:
+    def get(self) -> int:
+        return self.values[i]
+
+    def set(self, v: int) -> None:
+        self.values[i] = v
+    return property(get, set)
+
+
+for _i, _name in enumerate(_HEADER_FIELDS):
+    setattr(IndexHeader, _name, _header_field(_i))
 
 
 @dataclass
@@ -86,7 +117,7 @@ class IndexFile:
         self._entry_base = INDEX_HEADER_SIZE + slot_num * INDEX_SLOT_SIZE
         h = self.header_view[0]
         self.header = IndexHeader(*(int(h[n]) for n in INDEX_HEADER_DTYPE.names))
-        self.header_on_disk = IndexHeader(**asdict(self.header))
+        self.header_on_disk = self.header.copy()
         if self.header.indexCount <= 0:
             self.header.indexCount = 1  # a never-flushed header reads as zeros
 
@@ -175,7 +206,11 @@ class IndexFile:
         """Chain length of every slot. Vectorised one chain step at a time over the live
         slots; slots still walking after `vector_steps` (very long chains or cycles in a
         damaged file) are finished one by one with a visited set, so a cycle costs its
-        length once instead of indexCount passes. Broken links end a chain."""
+        length once instead of indexCount passes. Broken links end a chain.
+        The compiled kernel (engine/accel/_index.pyx) gives the same answer in one pass."""
+        if _INDEX is not None:
+            return _INDEX.chain_lengths(self.file.mm, self.slot_num, self.index_num,
+                                        self.header.indexCount)[0].astype(np.int64)
         count = self.header.indexCount
         cur = self.slots.astype(np.int64)
         cur[(cur <= 0) | (cur > count) | (cur >= self.index_num)] = 0

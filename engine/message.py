@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from . import properties as P
+from .crc import crc32
 from .errors import MessageRejectedError
 from .javahash import tags_code as _tags_code
 
@@ -51,7 +52,7 @@ _INT_RE = re.compile(r"[+-]?\d+\Z")
 
 def body_crc(body: bytes) -> int:
     """RocketMQ's UtilAll.crc32: CRC-32 with the top bit cleared."""
-    return zlib.crc32(body) & 0x7FFFFFFF if body else 0
+    return crc32(body) & 0x7FFFFFFF if body else 0
 
 
 def transaction_type(sys_flag: int) -> int:
@@ -291,7 +292,7 @@ def verify_prop_crc(buf, pos: int, total: int) -> bool:
     if not (tail[:9] == b"__CRC32#\x01" and tail[-1:] == b"\x02" and tail[9:19].isdigit()):
         return False
     value = int(tail[9:19][::-1])
-    return zlib.crc32(bytes(buf[pos:pos + total - 20])) & 0x7FFFFFFF == value
+    return crc32(bytes(buf[pos:pos + total - 20])) & 0x7FFFFFFF == value
 
 
 def prop_crc_tail(value: int) -> bytes:
@@ -349,7 +350,7 @@ class EncodedRecord:
         _I64.pack_into(d, self.phys_pos, physical_offset)
         _I64.pack_into(d, self.store_ts_pos, store_ts)
         if self.crc_tail:
-            crc = zlib.crc32(memoryview(d)[:len(d) - 20]) & 0x7FFFFFFF
+            crc = crc32(memoryview(d)[:len(d) - 20]) & 0x7FFFFFFF
             d[len(d) - 20:] = prop_crc_tail(crc)
 
 

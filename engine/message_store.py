@@ -25,6 +25,9 @@ from .index_service import IndexService
 from .message import Message, RecordStatus, check_record
 from .msgid import decode_offset_msg_id, looks_like_msg_id
 from .store_lock import StoreLock, holder_pid
+from .accel import load as _load_accel
+
+_APPEND = _load_accel("_append")  # the compiled put loop for plain messages (None: Python's own)
 
 
 from . import page as _page  # noqa: E402 - getMessage's loop and its lazy page
@@ -360,6 +363,10 @@ class MessageStore:
                     keys=None, properties: dict | None = None, flag: int = 0, **kw):
         """Append one message (RocketMQ encoding, UNIQ_KEY generated unless given) and dispatch it."""
         w = self._writer()
+        if _APPEND is not None and properties is None and not flag and not kw:
+            out = (w._appender or _APPEND.appender(w)).put(topic, [body], queue_id, tags, keys)
+            if out is not None:
+                return out[0]
         return w.put([w.draft(topic, body, queue_id, tags, keys, properties, flag, **kw)])[0]
 
     def put_messages(self, topic: str, bodies: list[bytes], queue_id: int | None = None, tags: str | None = None,
@@ -368,6 +375,11 @@ class MessageStore:
         w = self._writer()
         if not bodies:
             raise MessageRejectedError("a batch needs at least one message")
+        if _APPEND is not None and properties is None:
+            out = (w._appender or _APPEND.appender(w)).put(
+                topic, bodies if type(bodies) is list else list(bodies), queue_id, tags, keys)
+            if out is not None:
+                return out
         first = w.draft(topic, bodies[0], queue_id, tags, keys, properties)
         drafts = [first] + [w.draft(topic, b, first.queueId, tags, keys, properties) for b in bodies[1:]]
         return w.put(drafts)

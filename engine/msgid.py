@@ -51,14 +51,15 @@ class UniqKeyGenerator:
         loader_hash = random.getrandbits(32) if loader_hash is None else loader_hash
         self.prefix = (ip + struct.pack(">H", pid & 0xFFFF) + struct.pack(">I", loader_hash & 0xFFFFFFFF)).hex().upper()
         self.counter = 0
-        self._month = (0, 0)
+        self._month_start_cached = self._month_end_cached = 0  # [start, end) of the current month, ms
 
     def next(self, now_ms: int | None = None) -> str:
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-        t = time.localtime(now_ms / 1000)
-        if (t.tm_year, t.tm_mon) != self._month:
-            self._month = (t.tm_year, t.tm_mon)
+        if not self._month_start_cached <= now_ms < self._month_end_cached:
+            t = time.localtime(now_ms / 1000)
+            y, m = (t.tm_year, t.tm_mon + 1) if t.tm_mon < 12 else (t.tm_year + 1, 1)
             self._month_start_cached = int(time.mktime((t.tm_year, t.tm_mon, 1, 0, 0, 0, 0, 0, -1)) * 1000)
+            self._month_end_cached = int(time.mktime((y, m, 1, 0, 0, 0, 0, 0, -1)) * 1000)
         span = (now_ms - self._month_start_cached) & 0xFFFFFFFF
         self.counter = (self.counter + 1) & 0xFFFF
         return self.prefix + f"{span:08X}{self.counter:04X}"

@@ -10,7 +10,7 @@ microseconds; most records of a store need no more than this:
 2. gather the length fields of all those records at once with numpy and keep the records
    whose fields add up to TOTALSIZE exactly (and that are not SCHEDULE_TOPIC_XXXX records,
    whose DELAY property check_record parses);
-3. check the body CRC of each, one zlib call per record, when the options ask for it.
+3. check the body CRC of each, one zlib(-ng) call per record, when the options ask for it.
 
 `run_of_messages` answers how many records from `pos` on check_record would classify as
 messages for certain; the caller classifies the first record after that run with check_record
@@ -19,11 +19,11 @@ from __future__ import annotations
 
 import mmap
 import struct
-import zlib
 from array import array
 
 import numpy as np
 
+from .crc import crc32
 from .message import MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, SCHEDULE_TOPIC, DecodeOptions
 
 _TM = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE
@@ -127,7 +127,7 @@ def run_of_messages(buf, pos: int, limit: int, opts: DecodeOptions,
             crc = fields.i32(s[:n] + 8)
             mv = memoryview(buf)
             spans = map(slice, body_pos[:n].tolist(), (body_pos[:n] + body_len[:n]).tolist())
-            got = np.fromiter(map(zlib.crc32, map(mv.__getitem__, spans)), dtype=np.int64, count=n)
+            got = np.fromiter(map(crc32, map(mv.__getitem__, spans)), dtype=np.int64, count=n)
             mv.release()
             wrong = np.flatnonzero(((got & 0x7FFFFFFF) != crc) & (body_len[:n] > 0))
             if wrong.size:

@@ -61,6 +61,13 @@ def arm(fault: str, nth: int) -> None:
         return mf.path.parent.name == "commitlog"
 
     MF = mapped_file.MappedFile
+    from engine.accel import load
+    fast = load("_append")
+    if fast is not None and fault in ("before-write", "batch-torn", "undispatched", "cq-unit", "index-key"):
+        def fast_hook(point: str) -> None:   # the same kill points inside the compiled put loop
+            if point == fault and hit():
+                die()
+        fast.set_fault_hook(fast_hook)
     if fault in ("before-write", "batch-torn"):
         from engine import message, writer
         in_put = [0]

@@ -1,0 +1,670 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""The writer's put loop for the common message (engine/writer.py stays the reference).
+
+A producer's plain message -- a V1 topic already validated, a bytes body, tags, keys, the
+generated UNIQ_KEY, no user properties, no delay -- is encoded straight into the commitlog
+map, its CQ unit and index entries written from C, in the same order and with the same crash
+rules as StoreWriter.put + dispatch: the batch's first TOTALSIZE last, each index entry then
+its slot then the header. Anything else (roll-over to a new commitlog, CQ or index file, a
+queue's first unit, user properties, SCHEDULE_TOPIC, a broken writer) returns None before
+any state is touched and the caller takes the Python path."""
+cimport cython
+from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.unicode cimport PyUnicode_DecodeASCII
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.string cimport memcpy, memset
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+
+cdef extern from "<time.h>" nogil:
+    ctypedef long time_t
+    struct timespec:
+        time_t tv_sec
+        long tv_nsec
+    int clock_gettime(int clk_id, timespec *tp)
+    int CLOCK_REALTIME
+
+from engine.crc import crc32 as _crc32
+
+from engine.writer import PutResult, wall_clock_ms
+
+cdef int32_t MAGIC_V1 = -626843481
+cdef int32_t INDEX_HEADER_SIZE = 40
+cdef int32_t INDEX_SLOT_SIZE = 4
+cdef int32_t INDEX_ENTRY_SIZE = 20
+cdef int32_t CQ_UNIT = 20
+cdef const char* HEX = b"0123456789ABCDEF"
+SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
+
+# The crash tests' kill points (tests/reliability/writer_proc.py): a callable given the
+# point's name, the same names as the Python writer's patched steps. None in production.
+cdef object _fault_hook = None
+
+
+def set_fault_hook(hook):
+    global _fault_hook
+    _fault_hook = hook
+
+
+# ---- bytes ---------------------------------------------------------------------------------
+cdef inline void be32(uint8_t* p, int64_t v) noexcept nogil:
+    cdef uint32_t u = <uint32_t>v
+    p[0] = u >> 24
+    p[1] = (u >> 16) & 0xFF
+    p[2] = (u >> 8) & 0xFF
+    p[3] = u & 0xFF
+
+
+cdef inline void be64(uint8_t* p, int64_t v) noexcept nogil:
+    be32(p, <int64_t>(<uint64_t>v >> 32))
+    be32(p + 4, v)
+
+
+cdef inline int32_t rd32(const uint8_t* p) noexcept nogil:
+    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3])
+
+
+cdef inline int64_t now_ms() noexcept nogil:
+    cdef timespec ts
+    clock_gettime(CLOCK_REALTIME, &ts)
+    return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
+
+
+# ---- Java String.hashCode --------------------------------------------------------------------
+cdef inline uint32_t jhash_more(uint32_t h, str s):
+    """Continue a String.hashCode over s's UTF-16 code units (non-BMP: two surrogates)."""
+    cdef Py_ssize_t i, n = len(s)
+    cdef uint32_t c
+    for i in range(n):
+        c = <uint32_t>(<Py_UCS4>s[i])
+        if c >= 0x10000:
+            c -= 0x10000
+            h = h * 31 + (0xD800 + (c >> 10))
+            h = h * 31 + (0xDC00 + (c & 0x3FF))
+        else:
+            h = h * 31 + c
+    return h
+
+
+def java_hash(str s):
+    return <int32_t>jhash_more(0, s)
+
+
+cdef inline int32_t index_hash(uint32_t topic_hash, str key):
+    """IndexFile.indexKeyHashMethod of "topic#key": abs(hashCode), MIN_VALUE -> 0."""
+    cdef int32_t h = <int32_t>jhash_more(topic_hash * 31 + 35, key)   # 35 = '#'
+    if h == -2147483648:
+        return 0
+    return -h if h < 0 else h
+
+
+# ---- the index ---------------------------------------------------------------------------------
+cdef struct IndexState:
+    uint8_t* mm
+    int64_t entry_base
+    int64_t slot_num
+    int64_t* h    # IndexHeader.values: beginTs, endTs, beginPhy, endPhy, hashSlotCount, indexCount
+
+
+cdef void index_put(IndexState* s, int32_t key_hash, int64_t phy, int64_t store_ts) noexcept nogil:
+    """IndexFile.put_key (room checked by the caller): entry, slot, then the header."""
+    cdef int64_t* h = s.h
+    cdef uint8_t* slot = s.mm + INDEX_HEADER_SIZE + (key_hash % s.slot_num) * INDEX_SLOT_SIZE
+    cdef int64_t prev = rd32(slot), count = h[5]
+    cdef int64_t diff
+    if prev <= 0 or prev > count:
+        prev = 0
+    diff = store_ts - h[0]
+    diff = diff // 1000 if diff >= 0 else -((-diff) // 1000)
+    if h[0] <= 0 or diff < 0:
+        diff = 0
+    elif diff > 0x7FFFFFFF:
+        diff = 0x7FFFFFFF
+    cdef uint8_t* e = s.mm + s.entry_base + count * INDEX_ENTRY_SIZE
+    be32(e, key_hash)
+    be64(e + 4, phy)
+    be32(e + 12, diff)
+    be32(e + 16, prev)
+    be32(slot, count)
+    if count <= 1:
+        h[2] = phy
+        h[0] = store_ts
+    if prev == 0:
+        h[4] += 1
+    h[5] = count + 1
+    h[3] = phy
+    h[1] = store_ts
+    be64(s.mm, h[0])
+    be64(s.mm + 8, h[1])
+    be64(s.mm + 16, h[2])
+    be64(s.mm + 24, h[3])
+    be32(s.mm + 32, h[4])
+    be32(s.mm + 36, h[5])
+
+
+cdef int write_crc_tail(uint8_t* p, Py_ssize_t total) except -1:
+    """5.x __CRC32#: CRC of the whole record but its 20-byte tail (TOTALSIZE included even
+    while the first record's is still unwritten), 10 digits LSD first."""
+    cdef uint8_t head[4]
+    be32(head, total)
+    cdef int64_t c = _crc32((<char*>p)[4:total - 20], _crc32((<char*>head)[:4])) & 0x7FFFFFFF
+    cdef uint8_t* d = p + total - 11
+    cdef int i
+    for i in range(10):
+        d[i] = 48 + c % 10
+        c //= 10
+    return 0
+
+
+cdef str msg_id(const uint8_t* host, Py_ssize_t host_len, int64_t phy):
+    cdef char buf[56]
+    cdef Py_ssize_t i, n = 0
+    cdef uint8_t b
+    for i in range(host_len):
+        b = host[i]
+        buf[n] = HEX[b >> 4]
+        buf[n + 1] = HEX[b & 0xF]
+        n += 2
+    for i in range(8):
+        b = (<uint64_t>phy >> (56 - 8 * i)) & 0xFF
+        buf[n] = HEX[b >> 4]
+        buf[n + 1] = HEX[b & 0xF]
+        n += 2
+    return PyUnicode_DecodeASCII(buf, n, NULL)
+
+
+cdef extern from "Python.h":
+    const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL
+
+
+cdef inline int count_tokens(str keys):
+    """How many KEYS tokens Java's split(" ") gives, empty ones skipped."""
+    cdef Py_ssize_t i, n = len(keys)
+    cdef int count = 0
+    cdef bint inside = False
+    for i in range(n):
+        if <Py_UCS4>keys[i] == 32:
+            inside = False
+        elif not inside:
+            inside = True
+            count += 1
+    return count
+
+
+cdef void index_tokens(IndexState* st, uint32_t topic_hash, str keys, int64_t phy, int64_t store_ts):
+    """index_put for every KEYS token, hashing "topic#token" in place (no split, no strings)."""
+    cdef Py_ssize_t i, n = len(keys)
+    cdef uint32_t h = 0, c
+    cdef int32_t k
+    cdef bint inside = False
+    for i in range(n + 1):
+        c = 32 if i == n else <uint32_t>(<Py_UCS4>keys[i])
+        if c == 32:
+            if inside:
+                k = <int32_t>h
+                k = 0 if k == -2147483648 else (-k if k < 0 else k)
+                index_put(st, k, phy, store_ts)
+            inside = False
+            continue
+        if not inside:
+            inside = True
+            h = topic_hash * 31 + 35
+        if c >= 0x10000:
+            c -= 0x10000
+            h = h * 31 + (0xD800 + (c >> 10))
+            h = h * 31 + (0xDC00 + (c & 0x3FF))
+        else:
+            h = h * 31 + c
+
+
+cdef class _Topic:
+    cdef bytes name_b
+    cdef uint32_t hash
+    cdef bint in_table
+    cdef long qcount          # writeQueueNums from topics.json; 0: ask the writer every time
+    cdef dict queues          # queue id -> (key tuple, ConsumeQueue)
+
+
+# A plain message's PROPERTIES parts around its UNIQ_KEY (the strings stay alive in put).
+cdef struct Parts:
+    const char* tags
+    Py_ssize_t tags_len
+    bint has_tags
+    const char* keys
+    Py_ssize_t keys_len
+    bint has_keys
+    int nkeys                # index keys per message: UNIQ_KEY + KEYS tokens
+    int64_t tags_code
+    Py_ssize_t plen          # TAGS and KEYS entries
+
+
+@cython.no_gc
+cdef class PutResults:
+    """What a put returns: a read-only sequence of PutResult, each built when it is looked
+    at (a batch writer that only counts acknowledgements builds none)."""
+    cdef int64_t* phys
+    cdef int64_t* sizes
+    cdef Py_ssize_t n
+    cdef int64_t qoff0, store_ts
+    cdef long qid
+    cdef str topic, prefix
+    cdef bytes tails          # n x 12 ASCII: each UNIQ_KEY after the generator's prefix
+    cdef bytes store_host
+
+    def __dealloc__(self):
+        PyMem_Free(self.phys)
+
+    def __len__(self):
+        return self.n
+
+    cdef object item(self, Py_ssize_t i):
+        cdef const char* t = self.tails
+        return tuple.__new__(PutResult, (
+            "PUT_OK", self.phys[i], self.qoff0 + i, self.store_ts,
+            msg_id(<const uint8_t*>self.store_host, len(self.store_host), self.phys[i]),
+            self.prefix + PyUnicode_DecodeASCII(t + 12 * i, 12, NULL), self.topic, self.qid, self.sizes[i]))
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self.item(k) for k in range(*i.indices(self.n))]
+        cdef Py_ssize_t k = i
+        if k < 0:
+            k += self.n
+        if not 0 <= k < self.n:
+            raise IndexError("PutResults index out of range")
+        return self.item(k)
+
+    def __iter__(self):
+        cdef Py_ssize_t k
+        for k in range(self.n):
+            yield self.item(k)
+
+    def __eq__(self, other):
+        try:
+            return list(self) == list(other)
+        except TypeError:
+            return NotImplemented
+
+    def __repr__(self):
+        return repr(list(self))
+
+
+import collections.abc
+collections.abc.Sequence.register(PutResults)
+
+
+cdef class Appender:
+    """StoreWriter.put for plain messages. One per writer; state stays in the writer's own
+    objects (positions, offsets, headers) so the Python path can take over at any put."""
+    cdef object w, store, lock, dirty, rr, queue_offsets, gen, cl_files, index, new_topics
+    cdef dict topics
+    cdef bytes born_host, store_host, tail, prefix_b
+    cdef str prefix
+    cdef bint crc_tail, index_enabled, sync_flush, usable
+    cdef long max_size
+    cdef Py_ssize_t fixed     # bytes of a record but its body, topic, TAGS and KEYS
+
+    def __init__(self, w):
+        cfg = w.cfg
+        self.w, self.store, self.lock, self.dirty = w, w.store, w.lock, w._dirty
+        self.rr, self.queue_offsets, self.gen, self.new_topics = w._rr, w.queue_offsets, w.uniq, w.new_topics
+        self.cl_files = w.store.commitlog.queue.files
+        self.index = w.store.index
+        self.topics = {}
+        self.born_host, self.store_host = w.default_born_host, w.store_host
+        self.crc_tail = cfg.enabledAppendPropCRC
+        self.index_enabled = cfg.messageIndexEnable
+        self.sync_flush = cfg.sync_flush
+        self.max_size = cfg.maxMessageSize
+        cluster = cfg.brokerClusterName
+        self.usable = bool(cluster) and "\x02" not in cluster and "\x01" not in cluster
+        tail = "\x02CLUSTER\x01" + cluster
+        if self.crc_tail:
+            tail += "\x02__CRC32#\x010000000000\x02"
+        self.tail = tail.encode("utf-8")
+        self.prefix = w.uniq.prefix
+        self.prefix_b = self.prefix.encode("ascii")
+        self.fixed = (74 + len(self.born_host) + len(self.store_host) + 1 + 9 + len(self.prefix_b) + 12
+                      + len(self.tail))
+
+    cdef _Topic topic(self, str topic):
+        t = self.topics.get(topic)
+        if t is None:
+            from engine.writer import TOPIC_MAX_V1, TOPIC_RE
+            if not (0 < len(topic) <= TOPIC_MAX_V1 and TOPIC_RE.match(topic) is not None
+                    and not topic.startswith(SCHEDULE_TOPIC)):
+                self.topics[topic] = False
+                return None
+            t = _Topic.__new__(_Topic)
+            (<_Topic>t).name_b = topic.encode("ascii")
+            (<_Topic>t).hash = jhash_more(0, topic)
+            table = self.w.topic_table
+            (<_Topic>t).in_table = topic in table
+            tc = table.get(topic)
+            n = tc.get("writeQueueNums") if isinstance(tc, dict) else None
+            (<_Topic>t).qcount = n if isinstance(n, int) and 0 < n < 1 << 31 else 0
+            (<_Topic>t).queues = {}
+            self.topics[topic] = t
+        elif t is False:
+            return None
+        return <_Topic>t
+
+    cdef object queue(self, _Topic t, str topic, long qid):
+        """(key, ConsumeQueue) of an existing queue, or None (its first unit: Python path)."""
+        q = t.queues.get(qid)
+        if q is None:
+            key = (topic, qid)
+            cq = self.store.queues.get(key)
+            if cq is None:
+                return None
+            q = t.queues[qid] = (key, cq)
+        return q
+
+    cdef Py_ssize_t record(self, uint8_t* p, bint first, Py_ssize_t total, _Topic t, Parts* m, long qid,
+                           int64_t qoff, int64_t phy, int64_t born_ts, int64_t store_ts, bytes body,
+                           const char* tail12) except -1:
+        """One record at p (TOTALSIZE left for the caller when `first`)."""
+        cdef Py_ssize_t blen = len(body), tlen = len(t.name_b)
+        cdef Py_ssize_t plen = m.plen + 9 + len(self.prefix_b) + 12 + len(self.tail)
+        cdef Py_ssize_t bh = len(self.born_host), sh = len(self.store_host)
+        cdef int64_t crc = (_crc32(body) & 0x7FFFFFFF) if blen else 0
+        cdef uint8_t* q = p
+        if not first:
+            be32(q, total)
+        be32(q + 4, MAGIC_V1)
+        be32(q + 8, crc)
+        be32(q + 12, qid)
+        be32(q + 16, 0)                      # flag
+        be64(q + 20, qoff)
+        be64(q + 28, phy)
+        be32(q + 36, (0x10 if bh == 20 else 0) | (0x20 if sh == 20 else 0))
+        be64(q + 40, born_ts)
+        q += 48
+        memcpy(q, <const char*>self.born_host, bh); q += bh
+        be64(q, store_ts); q += 8
+        memcpy(q, <const char*>self.store_host, sh); q += sh
+        memset(q, 0, 12); q += 12            # reconsumeTimes, preparedTransactionOffset
+        be32(q, blen); q += 4
+        memcpy(q, <const char*>body, blen); q += blen
+        q[0] = <uint8_t>tlen; q += 1
+        memcpy(q, <const char*>t.name_b, tlen); q += tlen
+        q[0] = (plen >> 8) & 0xFF
+        q[1] = plen & 0xFF
+        q += 2
+        if m.has_tags:
+            memcpy(q, b"TAGS\x01", 5); q += 5
+            memcpy(q, m.tags, m.tags_len); q += m.tags_len
+            q[0] = 2; q += 1
+        if m.has_keys:
+            memcpy(q, b"KEYS\x01", 5); q += 5
+            memcpy(q, m.keys, m.keys_len); q += m.keys_len
+            q[0] = 2; q += 1
+        memcpy(q, b"UNIQ_KEY\x01", 9); q += 9
+        memcpy(q, <const char*>self.prefix_b, len(self.prefix_b)); q += len(self.prefix_b)
+        memcpy(q, tail12, 12); q += 12
+        memcpy(q, <const char*>self.tail, len(self.tail)); q += len(self.tail)
+        if self.crc_tail:  # 5.x __CRC32#: CRC of the record before the 20-byte tail, LSD first
+            write_crc_tail(p, total)
+        return q - p
+
+    cdef int uniq_tails(self, char* out, Py_ssize_t n) except -1:
+        """n UNIQ_KEYs (UniqKeyGenerator.next: its own call outside the cached month), the 12
+        characters after the prefix of each."""
+        gen = self.gen
+        cdef int64_t start = gen._month_start_cached, end = gen._month_end_cached, now
+        cdef uint32_t span, counter = gen.counter
+        cdef Py_ssize_t i, pl = len(self.prefix_b)
+        cdef int k
+        for i in range(n):
+            now = now_ms()
+            if now < start or now >= end:
+                gen.counter = counter
+                s = gen.next()
+                b = (<str>s).encode("ascii")
+                if len(b) != pl + 12:
+                    raise ValueError("unexpected UNIQ_KEY shape")
+                memcpy(out + 12 * i, (<const char*>b) + pl, 12)
+                counter = gen.counter
+                start, end = gen._month_start_cached, gen._month_end_cached
+                continue
+            span = <uint32_t>((now - start) & 0xFFFFFFFF)
+            counter = (counter + 1) & 0xFFFF
+            for k in range(8):
+                out[12 * i + k] = HEX[(span >> (28 - 4 * k)) & 0xF]
+            for k in range(4):
+                out[12 * i + 8 + k] = HEX[(counter >> (12 - 4 * k)) & 0xF]
+        gen.counter = counter
+        return 0
+
+    def put(self, str topic, list bodies, queue_id, tags, keys):
+        """PutResults of `bodies` (one topic, one queue, same tags and keys: one message or
+        a put_messages batch), or None for the Python path, with nothing written."""
+        w = self.w
+        if not bodies or not self.usable or w.broken is not None:
+            return None
+        cdef _Topic t = self.topic(topic)
+        if t is None:
+            return None
+        cdef Parts m
+        m.has_tags = m.has_keys = False
+        m.tags_len = m.keys_len = 0
+        m.tags_code = 0
+        if tags is not None:
+            if type(tags) is not str or "\x02" in tags:
+                return None
+            if tags:
+                try:
+                    m.tags = PyUnicode_AsUTF8AndSize(tags, &m.tags_len)
+                except UnicodeError:
+                    return None
+                m.has_tags = True
+                m.tags_code = <int32_t>jhash_more(0, tags)
+        if keys is not None:
+            if type(keys) is not str:
+                if type(keys) is not list and type(keys) is not tuple:
+                    return None
+                for k in keys:
+                    if type(k) is not str:
+                        return None
+                keys = " ".join(keys)
+            if "\x02" in keys:
+                return None
+            if keys:
+                try:
+                    m.keys = PyUnicode_AsUTF8AndSize(keys, &m.keys_len)
+                except UnicodeError:
+                    return None
+                m.has_keys = True
+            else:
+                keys = None
+        m.nkeys = 1 + (count_tokens(keys) if m.has_keys else 0)
+        m.plen = (6 + m.tags_len if m.has_tags else 0) + (6 + m.keys_len if m.has_keys else 0)
+        if m.plen + 9 + len(self.prefix_b) + 12 + len(self.tail) > 32767:
+            return None
+        cdef Py_ssize_t n = len(bodies), total = 0, per = self.fixed + len(t.name_b) + m.plen
+        for b in bodies:
+            if type(b) is not bytes or len(<bytes>b) > self.max_size:
+                return None
+            total += per + len(<bytes>b)
+        lock = self.lock
+        lock.acquire()
+        try:
+            return self._put(t, &m, topic, keys, bodies, n, total, queue_id)
+        finally:
+            lock.release()
+
+    cdef object _put(self, _Topic t, Parts* m, str topic, keys, list bodies, Py_ssize_t n, Py_ssize_t total,
+                     queue_id):
+        cdef long qid, rr_next = -1
+        w = self.w
+        if queue_id is None:
+            rr_next = self.rr.get(topic, -1) + 1
+            qid = rr_next % (t.qcount or w._queue_count(topic))
+        else:
+            if type(queue_id) is not int or not 0 <= queue_id <= 0x7FFFFFFF:
+                return None
+            qid = queue_id
+        q = self.queue(t, topic, qid)
+        if q is None:
+            return None
+        key, cq = q
+        # room: the commitlog file, the CQ's last file, the index's last file (no roll-over here)
+        files = self.cl_files
+        if not files:
+            return None
+        f = files[len(files) - 1]
+        cdef int64_t pos = f.wrote_position
+        if not f.reserved or pos + total + 8 > f.file_size:
+            return None
+        cq_files = cq.queue.files
+        if not cq_files:
+            return None
+        cqf = cq_files[len(cq_files) - 1]
+        cdef int64_t cq_pos = cqf.wrote_position
+        if cq_pos + n * CQ_UNIT > cq.file_size:
+            return None
+        cdef Py_buffer hb
+        idx = None
+        if self.index_enabled:
+            ifiles = self.index.files
+            if not ifiles:
+                return None
+            idx = ifiles[len(ifiles) - 1]
+            hv = idx.header.values
+            if hv[5] + n * m.nkeys > idx.index_num:
+                return None
+        # write: records, then the batch's first TOTALSIZE; CQ units; index entries
+        clock = w.clock
+        cdef bint wall = clock is wall_clock_ms
+        cdef int64_t store_ts, phy, rec_total, base = f.file_from_offset, start = pos
+        cdef int64_t qoff = self.queue_offsets.get(key, 0), qoff0 = qoff
+        cdef int64_t cq_start = cqf.file_from_offset, max_phy = cq.max_physic_offset
+        cdef bint wrote_unit = False
+        cdef Py_buffer clb, cqb, ixb
+        cdef IndexState st
+        cdef uint8_t* u
+        cdef Py_ssize_t i
+        cdef int32_t first_total = 0
+        cdef PutResults res = PutResults.__new__(PutResults)
+        res.phys = <int64_t*>PyMem_Malloc(n * sizeof(int64_t) * 3)
+        if res.phys == NULL:
+            raise MemoryError()
+        res.sizes = res.phys + n
+        cdef int64_t* born = res.phys + 2 * n
+        cdef char* tails = <char*>PyMem_Malloc(12 * n)
+        if tails == NULL:
+            raise MemoryError()
+        try:
+            for i in range(n):
+                born[i] = now_ms() if wall else clock()   # one per draft, as draft() does
+            self.uniq_tails(tails, n)
+            store_ts = now_ms() if wall else clock()
+            if store_ts < w.last_store_ts:
+                store_ts = w.last_store_ts
+            if _fault_hook is not None:
+                _fault_hook("before-write")
+            PyObject_GetBuffer(f.buf, &clb, PyBUF_WRITABLE)
+            try:
+                for i in range(n):
+                    if i == 1 and _fault_hook is not None:
+                        _fault_hook("batch-torn")
+                    body = <bytes>bodies[i]
+                    rec_total = self.fixed + len(t.name_b) + m.plen + len(body)
+                    phy = base + pos
+                    self.record(<uint8_t*>clb.buf + pos, i == 0, rec_total, t, m, qid, qoff, phy, born[i],
+                                store_ts, body, tails + 12 * i)
+                    if i == 0:
+                        first_total = rec_total
+                    res.phys[i], res.sizes[i] = phy, rec_total
+                    qoff += 1
+                    pos += rec_total
+                be32(<uint8_t*>clb.buf + start, first_total)   # the batch becomes visible
+            finally:
+                PyBuffer_Release(&clb)
+            f.wrote_position = pos
+            w.last_store_ts = store_ts
+            self.queue_offsets[key] = qoff
+            if rr_next >= 0:
+                self.rr[topic] = rr_next
+            if _fault_hook is not None:
+                _fault_hook("undispatched")
+            # dispatch: CQ units (§8.7), then the index (§9.8)
+            PyObject_GetBuffer(cqf.buf, &cqb, PyBUF_WRITABLE)
+            try:
+                for i in range(n):
+                    if res.phys[i] + res.sizes[i] <= max_phy:
+                        continue
+                    if qoff0 + i != 0 and (qoff0 + i) * CQ_UNIT < cq_start + cq_pos:
+                        continue  # "build consume queue repeatedly"
+                    u = <uint8_t*>cqb.buf + cq_pos
+                    be64(u, res.phys[i])
+                    be32(u + 8, res.sizes[i])
+                    be64(u + 12, m.tags_code)
+                    cq_pos += CQ_UNIT
+                    max_phy = res.phys[i] + res.sizes[i]
+                    wrote_unit = True
+            finally:
+                PyBuffer_Release(&cqb)
+            cqf.wrote_position = cq_pos
+            cq.max_physic_offset = max_phy
+            if wrote_unit:
+                w.last_dispatched_ts = store_ts
+                if _fault_hook is not None:
+                    _fault_hook("cq-unit")
+            if idx is not None:
+                PyObject_GetBuffer(idx.file.mm, &ixb, PyBUF_WRITABLE)
+                try:
+                    PyObject_GetBuffer(hv, &hb, PyBUF_WRITABLE)
+                    try:
+                        st.mm = <uint8_t*>ixb.buf
+                        st.entry_base = idx._entry_base
+                        st.slot_num = idx.slot_num
+                        st.h = <int64_t*>hb.buf
+                        for i in range(n):
+                            if res.phys[i] < st.h[3]:
+                                continue  # indexed already
+                            index_put(&st, index_uniq(t.hash, self.prefix_b, tails + 12 * i), res.phys[i],
+                                      store_ts)
+                            if _fault_hook is not None:
+                                _fault_hook("index-key")
+                            if m.has_keys:
+                                index_tokens(&st, t.hash, keys, res.phys[i], store_ts)
+                    finally:
+                        PyBuffer_Release(&hb)
+                finally:
+                    PyBuffer_Release(&ixb)
+            if not t.in_table:
+                self.new_topics.add(topic)
+            if self.sync_flush:
+                f.flush()
+            dirty = self.dirty
+            if not dirty.is_set():
+                dirty.set()
+            res.n = n
+            res.qoff0, res.store_ts, res.qid = qoff0, store_ts, qid
+            res.topic, res.prefix, res.store_host = topic, self.prefix, self.store_host
+            res.tails = tails[:12 * n]
+            return res
+        finally:
+            PyMem_Free(tails)
+
+
+cdef inline int32_t index_uniq(uint32_t topic_hash, bytes prefix, const char* tail12) noexcept:
+    """Index hash of "topic#UNIQ_KEY" from the ASCII prefix and the 12 characters after it."""
+    cdef uint32_t h = topic_hash * 31 + 35
+    cdef const unsigned char* p = <const unsigned char*>(<const char*>prefix)
+    cdef Py_ssize_t i
+    for i in range(len(prefix)):
+        h = h * 31 + p[i]
+    for i in range(12):
+        h = h * 31 + <unsigned char>tail12[i]
+    cdef int32_t k = <int32_t>h
+    return 0 if k == -2147483648 else (-k if k < 0 else k)
+
+
+def appender(w):
+    """The writer's Appender (made on first use)."""
+    a = w._appender
+    if a is None:
+        a = w._appender = Appender(w)
+    return a
+

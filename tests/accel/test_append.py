@@ -1,0 +1,215 @@
+"""The compiled put loop (engine/accel/_append.pyx) against the Python writer it replaces:
+the same operations on two stores, one with the fast path and one without, must leave
+byte-identical commitlogs, ConsumeQueues and index files and return equal PutResults --
+including the puts the fast path hands back (roll-overs, first units of a queue, user
+properties, V2 topics, delays), which exercises every hand-over between the two."""
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+import engine.message_store as ms
+from engine import MessageStore, StoreConfig
+from engine.msgid import UniqKeyGenerator, decode_uniq_key
+
+ACCEL = ms._APPEND
+needs_accel = pytest.mark.skipif(ACCEL is None and os.environ.get("RMQSTORE_PURE_PYTHON") == "1",
+                                reason="RMQSTORE_PURE_PYTHON=1: compiled modules off")
+
+
+@needs_accel
+def test_compiled_put_loop_is_built_and_used():
+    """make/pip build it; a silent fallback to Python would hide a 10x slowdown."""
+    assert ACCEL is not None, "engine.accel._append not built (run make / pip install -e .)"
+
+
+class CountingUniq(UniqKeyGenerator):
+    """Deterministic UNIQ_KEYs; its month range stays empty, so the compiled loop asks it too."""
+
+    def next(self, now_ms=None):
+        self.counter = (self.counter + 1) & 0xFFFF
+        return self.prefix + f"{0x1234:08X}{self.counter:04X}"
+
+
+SMALL = dict(mappedFileSizeCommitLog=65536, mappedFileSizeConsumeQueue=400, maxHashSlotNum=16, maxIndexNum=60)
+
+
+def make_store(root, fast: bool, **cfg):
+    s = MessageStore.create(root, StoreConfig.from_mapping(cfg))
+    w = s.writer
+    w.uniq = CountingUniq(ip=b"\x0a\x00\x00\x07", pid=77, loader_hash=0xABCDEF)
+    tick = [1_795_000_000_000]
+
+    def clock():
+        tick[0] += 7
+        return tick[0]
+    w.clock = clock
+    return s
+
+
+def run_ops(s, ops, fast: bool):
+    saved = ms._APPEND
+    ms._APPEND = saved if fast else None
+    out = []
+    try:
+        for kind, topic, bodies, qid, tags, keys, props in ops:
+            try:
+                if kind == "one":
+                    r = [s.put_message(topic, bodies[0], qid, tags, keys, props)]
+                else:
+                    r = list(s.put_messages(topic, bodies, qid, tags, keys, props))
+                out.append([x.to_json() for x in r])
+            except Exception as e:  # noqa: BLE001 - both paths must refuse alike
+                out.append(f"{type(e).__name__}: {e}")
+    finally:
+        ms._APPEND = saved
+    return out
+
+
+def store_bytes(s) -> dict:
+    """Every data file's bytes, index files by position (their names are wall-clock times)."""
+    out = {}
+    for f in s.commitlog.files:
+        out[f"commitlog/{f.path.name}"] = bytes(f.buf)
+    for (topic, qid), cq in sorted(s.queues.items()):
+        for f in cq.queue.files:
+            out[f"cq/{topic}/{qid}/{f.path.name}"] = bytes(f.buf)
+    for i, f in enumerate(s.index.files):
+        out[f"index/{i}"] = bytes(f.file.mm)
+        out[f"index/{i}/header"] = f.header.to_json()
+    return out
+
+
+def compare(tmp_path, ops, **cfg):
+    a = make_store(tmp_path / "fast", True, **cfg)
+    b = make_store(tmp_path / "pure", False, **cfg)
+    try:
+        ra, rb = run_ops(a, ops, True), run_ops(b, ops, False)
+        assert ra == rb
+        da, db = store_bytes(a), store_bytes(b)
+        assert sorted(da) == sorted(db)
+        for k in da:
+            assert da[k] == db[k], f"{k} differs"
+        assert a.writer.queue_offsets == b.writer.queue_offsets
+        assert a.writer.last_dispatched_ts == b.writer.last_dispatched_ts
+        assert a.writer.new_topics == b.writer.new_topics
+    finally:
+        a.close()
+        b.close()
+    return ra
+
+
+TOPICS = ["Orders", "Pay_ments-2", "%RETRY%grp", "T" * 130, "SCHEDULE_TOPIC_XXXX", "bad topic"]
+TAGS = [None, "", "TagA", "标签", "a\x01b", "x\x02y", 7]
+KEYS = [None, "", "k1", "k1 k2", "  lead  trail ", ["a", "b"], ("x y", "z"), [], "😀 ü", ["a", 3], "k\x02"]
+PROPS = [None, None, None, {"custom": "v"}]
+
+op = st.tuples(
+    st.sampled_from(["one", "one", "batch"]),
+    st.sampled_from(TOPICS[:3] * 4 + TOPICS[3:]),
+    st.lists(st.sampled_from([b"", b"x", b"y" * 100, bytes(range(256)) * 12]), min_size=1, max_size=5),
+    st.sampled_from([None, None, 0, 1, 3]),
+    st.sampled_from(TAGS),
+    st.sampled_from(KEYS),
+    st.sampled_from(PROPS),
+)
+
+
+@needs_accel
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(op, min_size=1, max_size=60), crc=st.booleans(), index=st.booleans())
+def test_fast_and_python_paths_write_the_same_bytes(tmp_path_factory, ops, crc, index):
+    tmp = tmp_path_factory.mktemp("diff")
+    compare(tmp, ops, enabledAppendPropCRC=crc, messageIndexEnable=index, **SMALL)
+
+
+@needs_accel
+def test_long_run_with_roll_overs_is_identical(tmp_path):
+    """Hundreds of puts through tiny files: commitlog, CQ and index roll over many times,
+    each time the fast path hands one put to Python and takes over again."""
+    ops = []
+    for i in range(400):
+        topic = TOPICS[i % 2]
+        if i % 9 == 0:
+            ops.append(("batch", topic, [b"b" * (i % 50)] * (1 + i % 4), i % 3, "TagB", ["bk", f"u{i}"], None))
+        else:
+            ops.append(("one", topic, [bytes([i % 256]) * (i % 700)], None, "TagA", f"key-{i} k{i % 5}", None))
+    res = compare(tmp_path, ops, **SMALL)
+    assert all(isinstance(r, list) for r in res)   # every put succeeded
+
+
+@needs_accel
+def test_ipv6_hosts_and_default_sizes(tmp_path):
+    ops = [("one", "Orders", [b"v6"], None, "T", "k", None)] * 5 + [("batch", "Orders", [b"a", b"b"], 1, None, None, None)]
+    compare(tmp_path, ops, brokerIP1="2001:db8::7")
+
+
+@needs_accel
+def test_results_are_a_sequence(tmp_path):
+    s = make_store(tmp_path / "s", True)
+    try:
+        s.put_messages("Orders", [b"first"], 0)               # the queue's first unit: Python path
+        r = s.put_messages("Orders", [b"a", b"bb", b"ccc"], 0, "T", ["k"])
+        assert type(r).__name__ == "PutResults"              # the compiled path answered
+        assert len(r) == 3 and bool(r)
+        assert [x.queueOffset for x in r] == [1, 2, 3]
+        assert r[-1] == r[2] and r[-1].storeSize - r[0].storeSize == 2
+        assert r[1:] == [r[1], r[2]]
+        assert r == list(r)
+        with pytest.raises(IndexError):
+            r[3]
+        assert r[0].msgId == (s.writer.store_host + r[0].commitLogOffset.to_bytes(8, "big")).hex().upper()
+        got = s.get_message("Orders", 0, 1, 3).messages
+        assert [m.uniqKey for m in got] == [x.uniqKey for x in r]
+        assert [m.commitLogOffset for m in got] == [x.commitLogOffset for x in r]
+    finally:
+        s.close()
+
+
+@needs_accel
+def test_uniq_keys_from_the_compiled_generator(tmp_path):
+    """The compiled loop formats UNIQ_KEYs itself within the current month: same prefix,
+    consecutive counters, a send time that decodes to now."""
+    s = MessageStore.create(tmp_path / "s", StoreConfig())
+    try:
+        s.put_message("Orders", b"x", 0)                       # Python path: first unit, caches the month
+        before = int(time.time() * 1000)
+        rs = [s.put_message("Orders", b"x", 0) for _ in range(50)]
+        after = int(time.time() * 1000)
+        prefix = s.writer.uniq.prefix
+        counters = []
+        for r in rs:
+            assert r.uniqKey.startswith(prefix) and len(r.uniqKey) == len(prefix) + 12
+            d = decode_uniq_key(r.uniqKey, now_ms=after + 5000)
+            assert before - 1000 <= d["approxTimestamp"] <= after + 1000
+            counters.append(d["counter"])
+        assert counters == list(range(counters[0], counters[0] + 50))
+        m = s.get_message("Orders", 0, 1, 1).messages[0]
+        assert m.uniqKey == rs[0].uniqKey
+        assert [x.commitLogOffset for x in s.query_message("Orders", rs[7].uniqKey).messages] == [rs[7].commitLogOffset]
+    finally:
+        s.close()
+
+
+@needs_accel
+def test_store_written_fast_reopens_and_checks_clean(tmp_path):
+    s = MessageStore.create(tmp_path / "s", StoreConfig.from_mapping(SMALL))
+    for i in range(300):
+        s.put_message(f"T{i % 3}", b"p" * (i % 300), None, "Tag", [f"k{i}", "shared"])
+    s.close()
+    from engine.check import check_store
+    with MessageStore.open(tmp_path / "s", StoreConfig.from_mapping(SMALL)) as r:
+        report = check_store(r)
+        assert report["ok"], report["problems"] if "problems" in report else report
+        assert r.query_message("T1", "k7").messages[0].body == b"p" * 7
+
+
+def test_pure_python_switch_turns_the_compiled_modules_off():
+    code = "import engine.accel as a, engine.message_store as m; print(m._APPEND is None, any(a.status().values()))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                         env={**os.environ, "RMQSTORE_PURE_PYTHON": "1"}).stdout.split()
+    assert out == ["True", "False"]
