@@ -71,6 +71,9 @@ def test_layout(bundle):
     for heavy in ("pyspark", "pyarrow", "py4j", "pandas"):
         assert not (internal / heavy).exists(), heavy
     assert not list(internal.glob("libarrow*"))
+    # the compiled fast paths travel with the bundle (loaded by name, so PyInstaller must be told)
+    for mod in ("_append", "_page", "_index"):
+        assert list(internal.glob(f"engine/accel/{mod}.*.so")), mod
 
 
 def test_cli_reads_the_demo_store(bundle, demo_store):

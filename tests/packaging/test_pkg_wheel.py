@@ -17,7 +17,7 @@ import pytest
 import resources
 
 ROOT = Path(__file__).resolve().parents[2]
-SOURCES = ["pyproject.toml", "README.md", "engine", "gui", "resources"]
+SOURCES = ["pyproject.toml", "setup.py", "README.md", "engine", "gui", "resources"]
 
 
 def build_wheel(src: Path, out: Path) -> Path:
@@ -38,7 +38,7 @@ def wheel(tmp_path_factory) -> Path:
     tmp = tmp_path_factory.mktemp("wheel")
     src = tmp / "src"
     src.mkdir()
-    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info")
+    ignore = shutil.ignore_patterns("__pycache__", "*.pyc", "*.egg-info", "*.so", "*.c")  # compiled by the build
     for name in SOURCES:
         p = ROOT / name
         if p.is_dir():
@@ -70,6 +70,14 @@ def test_python_packages(names):
             if "__pycache__" not in py.parts:
                 assert py.relative_to(ROOT).as_posix() in names, f"{py.relative_to(ROOT)} not in the wheel"
     assert not [n for n in names if n.startswith(("tests/", "packaging/", "bench/"))]
+
+
+def test_compiled_fast_paths(names):
+    """The wheel carries the compiled put loop, page loop and index kernel (built from the
+    .pyx by the wheel build), not their C sources."""
+    for mod in ("_append", "_page", "_index"):
+        assert [n for n in names if n.startswith(f"engine/accel/{mod}.") and n.endswith(".so")], mod
+    assert not [n for n in names if n.startswith("engine/accel/") and n.endswith(".c")]
 
 
 def test_resources(names):
