@@ -23,6 +23,7 @@ from .javahash import index_key_hash
 from .accel import load as _load_accel
 from .mapped_file import MappedFile
 
+MADV_POPULATE_WRITE = 23  # <linux/mman.h>; Python's mmap module does not name it yet
 _INDEX = _load_accel("_index")  # compiled chain lengths (None: the numpy walk below)
 
 INDEX_HEADER_DTYPE = np.dtype([
@@ -115,11 +116,23 @@ class IndexFile:
         self.entries = np.frombuffer(mm, dtype=INDEX_ENTRY_DTYPE, count=index_num,
                                      offset=INDEX_HEADER_SIZE + slot_num * INDEX_SLOT_SIZE)
         self._entry_base = INDEX_HEADER_SIZE + slot_num * INDEX_SLOT_SIZE
+        if create and writable:
+            self._populate_slots()
         h = self.header_view[0]
         self.header = IndexHeader(*(int(h[n]) for n in INDEX_HEADER_DTYPE.names))
         self.header_on_disk = self.header.copy()
         if self.header.indexCount <= 0:
             self.header.indexCount = 1  # a never-flushed header reads as zeros
+
+    def _populate_slots(self) -> None:
+        """Fault the header and slot table of a new file in at once (MADV_POPULATE_WRITE,
+        Linux 5.14+): puts write slots at random, and 5,000 first-touch faults scattered over
+        the writer's puts cost several times one sequential populate. Zeros stay zeros; a
+        kernel without the advice just faults them in later."""
+        try:
+            self.file.mm.madvise(MADV_POPULATE_WRITE, 0, self._entry_base)
+        except (OSError, ValueError, AttributeError):
+            pass
 
     # ---- facts -----------------------------------------------------------------------
     @property

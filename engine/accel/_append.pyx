@@ -172,6 +172,9 @@ cdef str msg_id(const uint8_t* host, Py_ssize_t host_len, int64_t phy):
     return PyUnicode_DecodeASCII(buf, n, NULL)
 
 
+cdef extern from *:
+    void __builtin_prefetch(const void* addr, int rw, int locality) nogil
+
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL
 
@@ -406,16 +409,17 @@ cdef class Appender:
             write_crc_tail(p, total)
         return q - p
 
-    cdef int uniq_tails(self, char* out, Py_ssize_t n) except -1:
+    cdef int uniq_tails(self, char* out, Py_ssize_t n, const int64_t* nows) except -1:
         """n UNIQ_KEYs (UniqKeyGenerator.next: its own call outside the cached month), the 12
-        characters after the prefix of each."""
+        characters after the prefix of each. `nows`: the wall-clock times already read for the
+        messages' born timestamps (NULL: read the clock here)."""
         gen = self.gen
         cdef int64_t start = gen._month_start_cached, end = gen._month_end_cached, now
         cdef uint32_t span, counter = gen.counter
         cdef Py_ssize_t i, pl = len(self.prefix_b)
         cdef int k
         for i in range(n):
-            now = now_ms()
+            now = nows[i] if nows != NULL else now_ms()
             if now < start or now >= end:
                 gen.counter = counter
                 s = gen.next()
@@ -550,13 +554,14 @@ cdef class Appender:
             raise MemoryError()
         res.sizes = res.phys + n
         cdef int64_t* born = res.phys + 2 * n
-        cdef char* tails = <char*>PyMem_Malloc(12 * n)
+        cdef char* tails = <char*>PyMem_Malloc(16 * n)   # 12 UNIQ_KEY characters + an int32 hash each
         if tails == NULL:
             raise MemoryError()
+        cdef int32_t* hashes = <int32_t*>(tails + 12 * n)
         try:
             for i in range(n):
                 born[i] = now_ms() if wall else clock()   # one per draft, as draft() does
-            self.uniq_tails(tails, n)
+            self.uniq_tails(tails, n, born if wall else NULL)
             store_ts = now_ms() if wall else clock()
             if store_ts < w.last_store_ts:
                 store_ts = w.last_store_ts
@@ -619,11 +624,16 @@ cdef class Appender:
                         st.entry_base = idx._entry_base
                         st.slot_num = idx.slot_num
                         st.h = <int64_t*>hb.buf
+                        # the UNIQ_KEYs' slots are random in a 20 MB table: hash them all first and
+                        # prefetch their slots, so the cache misses overlap instead of queueing
+                        for i in range(n):
+                            hashes[i] = index_uniq(t.hash, self.prefix_b, tails + 12 * i)
+                            __builtin_prefetch(st.mm + INDEX_HEADER_SIZE + (hashes[i] % st.slot_num) * INDEX_SLOT_SIZE,
+                                               1, 1)
                         for i in range(n):
                             if res.phys[i] < st.h[3]:
                                 continue  # indexed already
-                            index_put(&st, index_uniq(t.hash, self.prefix_b, tails + 12 * i), res.phys[i],
-                                      store_ts)
+                            index_put(&st, hashes[i], res.phys[i], store_ts)
                             if _fault_hook is not None:
                                 _fault_hook("index-key")
                             if m.has_keys:
