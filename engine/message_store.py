@@ -33,7 +33,7 @@ _APPEND = _load_accel("_append")  # the compiled put loop for plain messages (No
 from . import page as _page  # noqa: E402 - getMessage's loop and its lazy page
 
 
-@dataclass
+@dataclass(slots=True)
 class GetMessageResult:
     """`messages` is a MessagePage (a list of Message built on access, plus numpy columns)
     when the read found any; an empty list otherwise."""
