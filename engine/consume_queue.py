@@ -15,6 +15,9 @@ import numpy as np
 from .config import CQ_UNIT_SIZE
 from .mapped_file import MappedFile
 from .mapped_file_queue import MappedFileQueue
+from .accel import load as _load_accel
+
+_CQ = _load_accel("_cq")  # the compiled first-invalid-unit scan (None: numpy's)
 
 CQ_UNIT_DTYPE = np.dtype([
     ("phyOffset", ">i8"),   # commitlog offset of the record
@@ -77,9 +80,12 @@ class ConsumeQueue:
         end_file, end_pos = files[-1], self.file_size
         for f in files[max(0, len(files) - 3):]:
             u = self.view(f)
-            valid = (u["phyOffset"] >= 0) & (u["size"] > 0)
-            bad = np.flatnonzero(~valid)
-            n = int(bad[0]) if bad.size else self.units_per_file
+            if _CQ is not None:
+                n = _CQ.first_invalid(f.mm, 0, self.units_per_file)
+            else:
+                valid = (u["phyOffset"] >= 0) & (u["size"] > 0)
+                bad = np.flatnonzero(~valid)
+                n = int(bad[0]) if bad.size else self.units_per_file
             if n:
                 last = u[n - 1]
                 self.max_physic_offset = int(last["phyOffset"]) + int(last["size"])
@@ -101,10 +107,13 @@ class ConsumeQueue:
             # dirty units of the file before it in place
             if first_phy >= phy_end or first_phy < 0 or first_size <= 0:
                 continue
-            ok = (u["phyOffset"] >= 0) & (u["size"] > 0) & (u["phyOffset"] < phy_end)
-            ok[0] = True  # Java compares unit 0 with the end only
-            bad = np.flatnonzero(~ok)
-            n = int(bad[0]) if bad.size else len(u)
+            if _CQ is not None:  # Java compares unit 0 with the end only: the scan starts at 1
+                n = _CQ.first_invalid(f.mm, 1, len(u), phy_end)
+            else:
+                ok = (u["phyOffset"] >= 0) & (u["size"] > 0) & (u["phyOffset"] < phy_end)
+                ok[0] = True
+                bad = np.flatnonzero(~ok)
+                n = int(bad[0]) if bad.size else len(u)
             last = u[n - 1]
             self.max_physic_offset = int(last["phyOffset"]) + int(last["size"])
             end = f.file_from_offset + n * CQ_UNIT_SIZE

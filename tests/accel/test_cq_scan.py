@@ -1,0 +1,56 @@
+"""The compiled first-invalid-unit scan of ConsumeQueue recovery against the numpy rule it
+replaces (consume_queue.py keeps both), and recovery results with it on the fixtures."""
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from conftest import CLEAN, CRASHED, unpack
+from engine import MessageStore
+from engine.accel import load
+from engine.consume_queue import CQ_UNIT_DTYPE
+
+CQ = load("_cq")
+needs = pytest.mark.skipif(CQ is None, reason="engine.accel._cq not built or RMQSTORE_PURE_PYTHON=1")
+
+
+def numpy_rule(units, start, phy_end):
+    ok = (units["phyOffset"] >= 0) & (units["size"] > 0)
+    if phy_end >= 0:
+        ok &= units["phyOffset"] < phy_end
+    ok[:start] = True
+    bad = np.flatnonzero(~ok)
+    return int(bad[0]) if bad.size else len(units)
+
+
+unit = st.tuples(st.sampled_from([0, 1, 500, 10_000, -1, -(1 << 62), (1 << 62)]),
+                 st.sampled_from([0, 1, 100, -5, 1 << 30]), st.integers(-(1 << 63), (1 << 63) - 1))
+
+
+@needs
+@settings(max_examples=300, deadline=None)
+@given(units=st.lists(unit, max_size=40), start=st.integers(0, 2), phy_end=st.sampled_from([-1, 0, 600, 20_000]))
+def test_scan_matches_numpy(units, start, phy_end):
+    a = np.array(units, dtype=CQ_UNIT_DTYPE)
+    assert CQ.first_invalid(a.tobytes(), start, len(a), phy_end) == numpy_rule(a, start, phy_end)
+
+
+@needs
+def test_count_beyond_the_buffer_is_clamped():
+    a = np.array([(5, 10, 0)] * 3, dtype=CQ_UNIT_DTYPE)
+    assert CQ.first_invalid(a.tobytes(), 0, 1000) == 3
+
+
+@needs
+@pytest.mark.parametrize("name", CLEAN + CRASHED)
+def test_fixture_queues_recover_to_the_same_ends(name, monkeypatch):
+    """Opening every fixture with and without the compiled scan gives the same queue bounds."""
+    import engine.consume_queue as cqmod
+    root = unpack(name)
+    ends = []
+    for scan in (CQ, None):
+        monkeypatch.setattr(cqmod, "_CQ", scan)
+        with MessageStore.open(root) as s:
+            ends.append({k: (q.min_offset, q.max_offset, q.max_physic_offset) for k, q in s.queues.items()})
+    assert ends[0] == ends[1] and ends[0]
