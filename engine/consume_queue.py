@@ -72,8 +72,11 @@ class ConsumeQueue:
         return self.max_offset - self.min_offset
 
     # ---- recovery ------------------------------------------------------------------
-    def recover(self) -> None:
-        """§8.9: scan the last three files for the first invalid unit."""
+    def recover(self, exact: bool = True) -> None:
+        """§8.9: scan the last three files for the first invalid unit. exact=False (read-only
+        opens and refreshes, with the compiled scan): the end by binary search plus an exact
+        scan of the last 1,024 units before it -- where a crash or a live writer leaves torn
+        units -- so an open costs O(files), not O(messages)."""
         files = self.queue.files
         if not files:
             return
@@ -81,7 +84,8 @@ class ConsumeQueue:
         for f in files[max(0, len(files) - 3):]:
             u = self.view(f)
             if _CQ is not None:
-                n = _CQ.first_invalid(f.mm, 0, self.units_per_file)
+                n = (_CQ.first_invalid(f.mm, 0, self.units_per_file) if exact
+                     else _CQ.end_of_units(f.mm, self.units_per_file))
             else:
                 valid = (u["phyOffset"] >= 0) & (u["size"] > 0)
                 bad = np.flatnonzero(~valid)

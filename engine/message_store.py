@@ -262,7 +262,7 @@ class MessageStore:
         written); read-write (dispatch=True) they are applied to the files: untrusted index
         files deleted, records re-dispatched, torn tails truncated and zeroed."""
         for cq in self.queues.values():
-            cq.recover()
+            cq.recover(exact=dispatch)
         cq_max = max((cq.max_physic_offset for cq in self.queues.values()), default=-1)
         cl = self.commitlog
         deleted_index: list[str] = []
@@ -289,6 +289,8 @@ class MessageStore:
         scan.deleted_files = cl.apply_end(scan.end_offset, zero=dispatch)
         if cq_max >= scan.end_offset:
             for cq in self.queues.values():
+                if not dispatch and cq.max_physic_offset <= scan.end_offset:
+                    continue  # read-only: every unit it kept ends inside the log, none is dirty
                 before = cq.max_offset
                 cq.truncate_dirty(scan.end_offset)
                 if cq.max_offset != before:
@@ -437,7 +439,7 @@ class MessageStore:
             cq.queue.load_new()
             for g in cq.queue.files[-3:]:
                 g.wrote_position = g.file_size
-            cq.recover()
+            cq.recover(exact=False)
             if cq.max_physic_offset >= cl.max_offset:
                 cq.truncate_dirty(cl.max_offset)
             cq.correct_min_offset(cl.min_offset)

@@ -43,3 +43,41 @@ def first_invalid(buf, Py_ssize_t start, Py_ssize_t count, int64_t phy_end=-1):
         return i if start < count else count
     finally:
         PyBuffer_Release(&b)
+
+
+cdef inline bint unit_ok(const uint8_t* p, Py_ssize_t i) noexcept nogil:
+    return be64(p + 20 * i) >= 0 and be32(p + 20 * i + 8) > 0
+
+
+def end_of_units(buf, Py_ssize_t count, Py_ssize_t window=1024):
+    """first_invalid(buf, 0, count) for a file whose units are valid up to a point and invalid
+    after it (how a writer leaves a CQ file, a crash tearing at most its tail): the boundary by
+    binary search, then the exact scan over the last `window` units before it, so a torn or
+    damaged tail is found as the linear scan finds it. Damage further inside the file is
+    not looked for (read-only opens; recovery that writes uses first_invalid)."""
+    cdef Py_buffer b
+    cdef Py_ssize_t lo, hi, mid, n, i, start
+    cdef const uint8_t* p
+    PyObject_GetBuffer(buf, &b, PyBUF_SIMPLE)
+    try:
+        n = b.len // 20
+        if count > n:
+            count = n
+        p = <const uint8_t*>b.buf
+        with nogil:
+            lo, hi = 0, count       # invariant: units < lo are taken as valid, unit hi invalid (or end)
+            while lo < hi:
+                mid = (lo + hi) // 2
+                if unit_ok(p, mid):
+                    lo = mid + 1
+                else:
+                    hi = mid
+            start = lo - window if lo > window else 0
+            for i in range(start, lo):
+                if not unit_ok(p, i):
+                    break
+            else:
+                i = lo
+        return i
+    finally:
+        PyBuffer_Release(&b)

@@ -54,3 +54,28 @@ def test_fixture_queues_recover_to_the_same_ends(name, monkeypatch):
         with MessageStore.open(root) as s:
             ends.append({k: (q.min_offset, q.max_offset, q.max_physic_offset) for k, q in s.queues.items()})
     assert ends[0] == ends[1] and ends[0]
+
+
+valid_unit = st.tuples(st.integers(0, 1 << 40), st.integers(1, 1 << 20), st.integers(-(1 << 63), (1 << 63) - 1))
+
+
+@needs
+@settings(max_examples=300, deadline=None)
+@given(prefix=st.lists(valid_unit, max_size=3000), tail=st.lists(unit, max_size=30), zeros=st.integers(0, 50),
+       window=st.sampled_from([1, 16, 1024]))
+def test_end_of_units_is_the_linear_answer_for_writer_shaped_files(prefix, tail, zeros, window):
+    """Valid units, then whatever a crash leaves (within the window), then the zero tail: the
+    binary search plus the window scan gives what the full linear scan gives."""
+    if len(tail) > window:
+        tail = tail[:window]
+    a = np.array(prefix + tail + [(0, 0, 0)] * zeros, dtype=CQ_UNIT_DTYPE)
+    # the window reaches back over the whole damaged tail, so the first invalid unit is found
+    assert CQ.end_of_units(a.tobytes(), len(a), window) == numpy_rule(a, 0, -1)
+
+
+@needs
+def test_end_of_units_on_empty_and_full_files():
+    full = np.array([(i * 10, 10, 0) for i in range(5000)], dtype=CQ_UNIT_DTYPE).tobytes()
+    assert CQ.end_of_units(full, 5000) == 5000
+    assert CQ.end_of_units(bytes(20 * 100), 100) == 0
+    assert CQ.end_of_units(full, 10_000) == 5000        # count clamped to the buffer

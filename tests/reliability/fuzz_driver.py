@@ -396,8 +396,13 @@ def atheris_record(runs: int, seed: int = 0) -> None:
                 rr = check_record(buf, pos, len(buf), pos, o)
                 assert rr.status is RecordStatus.MESSAGE
                 pos += rr.size
-    atheris.Setup([sys.argv[0], f"-runs={runs}", f"-seed={seed}", "-max_len=2048", "-rss_limit_mb=2048",
-                   "-timeout=5"], one)
+    # libFuzzer's RSS limit reads getrusage's peak, and Linux carries a process's peak RSS
+    # across execve -- a child spawned (vfork) by a big pytest process starts "using" the
+    # parent's RSS (seen: 5.9 GB at INITED after the GUI and index tests, an instant OOM
+    # report). The limit is 2 GB on top of what the process started with.
+    inherited_mb = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024
+    atheris.Setup([sys.argv[0], f"-runs={runs}", f"-seed={seed}", "-max_len=2048",
+                   f"-rss_limit_mb={inherited_mb + 2048}", "-timeout=5"], one)
     atheris.Fuzz()
 
 
