@@ -8,12 +8,27 @@ QUICK  ?=
 
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: run test bench package soak system-deps clean screenshots
+.PHONY: run test bench package soak system-deps clean screenshots compiler
 
-$(STAMP): pyproject.toml setup.py $(wildcard engine/accel/*.pyx)
+# the engine's fast paths are compiled at install (Cython -> C): a C compiler is needed
+compiler:
+	@if ! command -v cc >/dev/null 2>&1 && ! command -v gcc >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing a C compiler for the compiled fast paths (gcc)"; \
+	    apt-get install -y -q gcc >/dev/null 2>&1 || \
+	      (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q gcc >/dev/null 2>&1) || \
+	      echo "WARNING: could not install gcc: the engine will run its pure-Python code"; \
+	  else echo "WARNING: no C compiler (cc/gcc): the engine will run its pure-Python code"; fi; \
+	fi
+
+$(STAMP): pyproject.toml setup.py $(wildcard engine/accel/*.pyx) | compiler
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'
+	@$(PY) -c "import engine.accel as a; m = [k for k, v in a.status().items() if not v]; \
+	  print('compiled fast paths: ' + ('built (' + ', '.join(a.MODULES) + ')' if not m else \
+	  'WARNING not built: ' + ', '.join(m) + ' -- needs a C compiler and the Python headers (Debian: gcc python3-dev);' \
+	  ' the engine runs its pure-Python code, 10-30x slower, and make test fails on it'))"
 	@touch $(STAMP)
 
 # Spark needs a JRE; screenshots of CJK keys need a CJK font. Install them when

@@ -22,9 +22,16 @@ needs_accel = pytest.mark.skipif(ACCEL is None and os.environ.get("RMQSTORE_PURE
 
 
 @needs_accel
-def test_compiled_put_loop_is_built_and_used():
-    """make/pip build it; a silent fallback to Python would hide a 10x slowdown."""
-    assert ACCEL is not None, "engine.accel._append not built (run make / pip install -e .)"
+def test_compiled_fast_paths_are_built_and_used():
+    """make/pip build them; a silent fallback to Python would hide a 10-30x slowdown. (Every
+    .pyx in engine/accel is listed in MODULES.)"""
+    import glob
+    import engine.accel as accel
+    from pathlib import Path
+    here = Path(accel.__file__).parent
+    assert sorted(Path(p).stem for p in glob.glob(str(here / "*.pyx"))) == sorted(accel.MODULES)
+    assert accel.status() == {n: True for n in accel.MODULES}, "run make (or pip install -e .) to build them"
+    assert ACCEL is not None
 
 
 class CountingUniq(UniqKeyGenerator):
