@@ -12,8 +12,8 @@ cimport cython
 from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.unicode cimport PyUnicode_DecodeASCII
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.string cimport memcpy, memset
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from libc.string cimport memcpy, memset
 
 cdef extern from "<time.h>" nogil:
     ctypedef long time_t
@@ -25,6 +25,7 @@ cdef extern from "<time.h>" nogil:
 
 from engine.crc import crc32 as _crc32
 
+from engine.message import SCHEDULE_TOPIC
 from engine.writer import PutResult, wall_clock_ms
 
 cdef int32_t MAGIC_V1 = -626843481
@@ -33,7 +34,6 @@ cdef int32_t INDEX_SLOT_SIZE = 4
 cdef int32_t INDEX_ENTRY_SIZE = 20
 cdef int32_t CQ_UNIT = 20
 cdef const char* HEX = b"0123456789ABCDEF"
-SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 
 # The crash tests' kill points (tests/reliability/writer_proc.py): a callable given the
 # point's name, the same names as the Python writer's patched steps. None in production.
@@ -87,14 +87,6 @@ cdef inline uint32_t jhash_more(uint32_t h, str s):
 
 def java_hash(str s):
     return <int32_t>jhash_more(0, s)
-
-
-cdef inline int32_t index_hash(uint32_t topic_hash, str key):
-    """IndexFile.indexKeyHashMethod of "topic#key": abs(hashCode), MIN_VALUE -> 0."""
-    cdef int32_t h = <int32_t>jhash_more(topic_hash * 31 + 35, key)   # 35 = '#'
-    if h == -2147483648:
-        return 0
-    return -h if h < 0 else h
 
 
 # ---- the index ---------------------------------------------------------------------------------
