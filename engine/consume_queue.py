@@ -140,9 +140,16 @@ class ConsumeQueue:
         files = self.queue.files
         self.min_logic_offset = files[0].file_from_offset if files else 0
         for f in files:
-            u = self.view(f)[: f.wrote_position // CQ_UNIT_SIZE]
-            if u.size == 0:
+            n = f.wrote_position // CQ_UNIT_SIZE
+            if n == 0:
                 continue
+            if _CQ is not None:  # reads units only up to the first live one
+                i = _CQ.first_live(f.mm, n, commitlog_min, FILLER_SIZE)
+                if i < n:
+                    self.min_logic_offset = f.file_from_offset + i * CQ_UNIT_SIZE
+                    return
+                continue
+            u = self.view(f)[:n]
             live = (u["phyOffset"] >= commitlog_min) & ~is_filler(u["phyOffset"], u["size"])
             hit = np.flatnonzero(live)
             if hit.size:

@@ -551,6 +551,9 @@ class MessageStore:
         """getMessage. broker=True reproduces the broker exactly (a page stops at the end of
         a CQ file; 32 messages / 256 KiB per page); the default reads `max_count` messages
         across CQ files and reports units it had to skip."""
+        k = _page.KERNEL  # the compiled loop (engine/accel/_page.pyx), else the reference one
+        if k is not None and 1 <= max_count <= LONG_MAX and -LONG_MAX <= offset <= LONG_MAX:
+            return k.get(self, topic, queue_id, offset, max_count, broker, GetMessageResult)
         cq = self.find_queue(topic, queue_id)
         if cq is None:
             return GetMessageResult("NO_MESSAGE_IN_QUEUE", 0, 0, 0)
@@ -568,13 +571,8 @@ class MessageStore:
             limit_bytes = self.cfg.maxTransferBytesOnMessageInMemory
         else:
             limit_count, limit_bytes = (max_count if max_count > 1 else 1), 0
-        k = _page.KERNEL  # the compiled loop (engine/accel/_page.pyx), else the reference one
-        if k is not None and max_count >= 1:
-            status, nxt, page, total, skipped = k.read(self.commitlog, cq, offset, mx, max_count, broker,
-                                                       limit_count, limit_bytes or 0)
-        else:
-            status, nxt, page, total, skipped = _page.read_page(self.commitlog, cq, offset, mx, max_count, broker,
-                                                                limit_count, limit_bytes, kernel=False)
+        status, nxt, page, total, skipped = _page.read_page(self.commitlog, cq, offset, mx, max_count, broker,
+                                                            limit_count, limit_bytes, kernel=False)
         if status is None:
             return GetMessageResult("OFFSET_FOUND_NULL", offset, mn, mx)
         return GetMessageResult(status, nxt, mn, mx, page, total, skipped)

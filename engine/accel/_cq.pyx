@@ -81,3 +81,29 @@ def end_of_units(buf, Py_ssize_t count, Py_ssize_t window=1024):
         return i
     finally:
         PyBuffer_Release(&b)
+
+
+def first_live(buf, Py_ssize_t count, int64_t commitlog_min, int32_t filler_size):
+    """Index of the first of units [0, count) that is not a filler (phyOffset 0, size
+    filler_size) and whose record is still in the commitlog (phyOffset >= commitlog_min);
+    `count` when none: correct_min_offset reads units only up to the live one, usually the
+    first."""
+    cdef Py_buffer b
+    cdef Py_ssize_t i
+    cdef const uint8_t* p
+    cdef int64_t phy
+    PyObject_GetBuffer(buf, &b, PyBUF_SIMPLE)
+    try:
+        if count > b.len // 20:
+            count = b.len // 20
+        p = <const uint8_t*>b.buf
+        with nogil:
+            for i in range(count):
+                phy = be64(p + 20 * i)
+                if phy >= commitlog_min and not (phy == 0 and be32(p + 20 * i + 8) == filler_size):
+                    break
+            else:
+                i = count
+        return i if count > 0 else 0
+    finally:
+        PyBuffer_Release(&b)

@@ -636,3 +636,40 @@ def read(cl, cq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint broker, 
     else:
         status = "MESSAGE_WAS_REMOVING" if removing else "NO_MATCHED_MESSAGE"
     return status, q, _Page(j, rows, views, cache), nbytes, skipped
+
+
+cdef object _result(cls, status, nxt, mn, mx, messages, total, skipped):
+    r = cls.__new__(cls)
+    r.status, r.nextBeginOffset, r.minOffset, r.maxOffset = status, nxt, mn, mx
+    r.messages, r.bufferTotalSize, r.skipped = messages, total, skipped
+    return r
+
+
+def get(store, topic, queue_id, int64_t offset, Py_ssize_t max_count, bint broker, result_cls):
+    """MessageStore.get_message (max_count >= 1) in one call: the queue's bounds and statuses,
+    the page loop, the GetMessageResult -- for pages of small messages the Python frame and
+    the dataclass around the loop cost as much as the loop."""
+    cq = store.queues.get((topic, queue_id))
+    if cq is None:
+        return _result(result_cls, "NO_MESSAGE_IN_QUEUE", 0, 0, 0, [], 0, [])
+    cdef int64_t mn = cq.min_offset, mx = cq.max_offset
+    if mx == 0:
+        return _result(result_cls, "NO_MESSAGE_IN_QUEUE", 0, mn, mx, [], 0, [])
+    if offset < mn:
+        return _result(result_cls, "OFFSET_TOO_SMALL", mn, mn, mx, [], 0, [])
+    if offset == mx:
+        return _result(result_cls, "OFFSET_OVERFLOW_ONE", offset, mn, mx, [], 0, [])
+    if offset > mx:
+        return _result(result_cls, "OFFSET_OVERFLOW_BADLY", mx, mn, mx, [], 0, [])
+    cdef Py_ssize_t limit_count
+    cdef int64_t limit_bytes
+    if broker:
+        cfg = store.cfg
+        limit_count, limit_bytes = cfg.maxTransferCountOnMessageInMemory, cfg.maxTransferBytesOnMessageInMemory or 0
+    else:
+        limit_count, limit_bytes = (max_count if max_count > 1 else 1), 0
+    status, nxt, page, total, skipped = read(store.commitlog, cq, offset, mx, max_count, broker, limit_count,
+                                             limit_bytes)
+    if status is None:
+        return _result(result_cls, "OFFSET_FOUND_NULL", offset, mn, mx, [], 0, [])
+    return _result(result_cls, status, nxt, mn, mx, page, total, skipped)

@@ -79,3 +79,17 @@ def test_end_of_units_on_empty_and_full_files():
     assert CQ.end_of_units(full, 5000) == 5000
     assert CQ.end_of_units(bytes(20 * 100), 100) == 0
     assert CQ.end_of_units(full, 10_000) == 5000        # count clamped to the buffer
+
+
+@needs
+@settings(max_examples=300, deadline=None)
+@given(units=st.lists(st.tuples(st.sampled_from([0, 5, 100, 1000, -3]), st.sampled_from([0, 20, 100, 0x7FFFFFFF]),
+                                st.integers(-5, 5)), max_size=40),
+       cl_min=st.sampled_from([0, 1, 100, 5000]))
+def test_first_live_matches_numpy(units, cl_min):
+    from engine.consume_queue import FILLER_SIZE, is_filler
+    a = np.array(units, dtype=CQ_UNIT_DTYPE)
+    live = (a["phyOffset"] >= cl_min) & ~is_filler(a["phyOffset"], a["size"])
+    hit = np.flatnonzero(live)
+    expect = int(hit[0]) if hit.size else len(a)
+    assert CQ.first_live(a.tobytes(), len(a), cl_min, FILLER_SIZE) == expect
