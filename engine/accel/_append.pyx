@@ -171,6 +171,16 @@ cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL
 
 
+cdef bint utf8(str s, const char** out, Py_ssize_t* n):
+    """s's UTF-8, cached in s (alive as long as s); False for lone surrogates (the Python
+    path then refuses the message with its own error)."""
+    try:
+        out[0] = PyUnicode_AsUTF8AndSize(s, n)
+    except UnicodeError:
+        return False
+    return True
+
+
 cdef inline int count_tokens(str keys):
     """How many KEYS tokens Java's split(" ") gives, empty ones skipped."""
     cdef Py_ssize_t i, n = len(keys)
@@ -448,9 +458,7 @@ cdef class Appender:
             if type(tags) is not str or "\x02" in tags:
                 return None
             if tags:
-                try:
-                    m.tags = PyUnicode_AsUTF8AndSize(tags, &m.tags_len)
-                except UnicodeError:
+                if not utf8(tags, &m.tags, &m.tags_len):
                     return None
                 m.has_tags = True
                 m.tags_code = <int32_t>jhash_more(0, tags)
@@ -465,9 +473,7 @@ cdef class Appender:
             if "\x02" in keys:
                 return None
             if keys:
-                try:
-                    m.keys = PyUnicode_AsUTF8AndSize(keys, &m.keys_len)
-                except UnicodeError:
+                if not utf8(keys, &m.keys, &m.keys_len):
                     return None
                 m.has_keys = True
             else:
