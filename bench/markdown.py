@@ -25,13 +25,14 @@ def scaling_table(d: dict) -> str:
     s = d.get("scaling", {})
     rows = {p["storeGiB"]: {"GiB": p["storeGiB"], "messages": p["messages"]} for p in s.get("append", [])}
     for key, field, label in (("append", "usPerMessage", "append us/msg"),
-                              ("append", "cpuUsPerMessage", "append CPU us/msg"), ("open", "seconds", "open s"),
+                              ("append", "userUsPerMessage", "append user us/msg"),
+                              ("append", "sysUsPerMessage", "append sys us/msg"), ("open", "seconds", "open s"),
                               ("getPage", "usPerMessage", "get-page us/msg"), ("query", "usPerQuery", "query us"),
                               ("scan", "usPerMessage", "scan us/msg")):
         for p in s.get(key, []):
             rows.setdefault(p["storeGiB"], {})[label] = p[field]
-    cols = ["GiB", "messages", "append us/msg", "append CPU us/msg", "open s", "get-page us/msg", "query us",
-            "scan us/msg"]
+    cols = ["GiB", "messages", "append us/msg", "append user us/msg", "append sys us/msg", "open s",
+            "get-page us/msg", "query us", "scan us/msg"]
     out = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
     for k in sorted(rows):
         out.append("| " + " | ".join(fmt(rows[k].get(c)) for c in cols) + " |")
