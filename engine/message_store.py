@@ -25,12 +25,10 @@ from .index_service import IndexService
 from .message import Message, RecordStatus, check_record
 from .msgid import decode_offset_msg_id, looks_like_msg_id
 from .store_lock import StoreLock, holder_pid
+from . import page as _page  # getMessage's loop and its lazy page
 from .accel import load as _load_accel
 
 _APPEND = _load_accel("_append")  # the compiled put loop for plain messages (None: Python's own)
-
-
-from . import page as _page  # noqa: E402 - getMessage's loop and its lazy page
 
 
 @dataclass(slots=True)

@@ -1,5 +1,6 @@
 """Compiled fast paths (Cython, built by `pip install` / `make`) for the loops CPython runs
-too slowly: record encode/decode, the put loop, index chains. Every one has a pure-Python
+too slowly: the put loop (_append), getMessage pages (_page), ConsumeQueue recovery scans
+(_cq) and index chain lengths (_index). Every one has a pure-Python
 twin in the engine that stays the reference; the compiled one must give the same bytes and
 answers (tests compare them). RMQSTORE_PURE_PYTHON=1 turns them all off."""
 from __future__ import annotations

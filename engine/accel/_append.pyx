@@ -70,18 +70,26 @@ cdef inline int64_t now_ms() noexcept nogil:
 
 
 # ---- Java String.hashCode --------------------------------------------------------------------
+cdef inline uint32_t jstep(uint32_t h, uint32_t c) noexcept nogil:
+    """String.hashCode over one code point: its UTF-16 unit, or its two surrogates."""
+    if c >= 0x10000:
+        c -= 0x10000
+        h = h * 31 + (0xD800 + (c >> 10))
+        return h * 31 + (0xDC00 + (c & 0x3FF))
+    return h * 31 + c
+
+
+cdef inline int32_t key_hash(uint32_t h) noexcept nogil:
+    """IndexFile.indexKeyHashMethod: abs(hashCode), Integer.MIN_VALUE -> 0."""
+    cdef int32_t k = <int32_t>h
+    return 0 if k == -2147483648 else (-k if k < 0 else k)
+
+
 cdef inline uint32_t jhash_more(uint32_t h, str s):
-    """Continue a String.hashCode over s's UTF-16 code units (non-BMP: two surrogates)."""
-    cdef Py_ssize_t i, n = len(s)
-    cdef uint32_t c
-    for i in range(n):
-        c = <uint32_t>(<Py_UCS4>s[i])
-        if c >= 0x10000:
-            c -= 0x10000
-            h = h * 31 + (0xD800 + (c >> 10))
-            h = h * 31 + (0xDC00 + (c & 0x3FF))
-        else:
-            h = h * 31 + c
+    """Continue a String.hashCode over s's code points."""
+    cdef Py_ssize_t i
+    for i in range(len(s)):
+        h = jstep(h, <uint32_t>(<Py_UCS4>s[i]))
     return h
 
 
@@ -199,26 +207,18 @@ cdef void index_tokens(IndexState* st, uint32_t topic_hash, str keys, int64_t ph
     """index_put for every KEYS token, hashing "topic#token" in place (no split, no strings)."""
     cdef Py_ssize_t i, n = len(keys)
     cdef uint32_t h = 0, c
-    cdef int32_t k
     cdef bint inside = False
     for i in range(n + 1):
         c = 32 if i == n else <uint32_t>(<Py_UCS4>keys[i])
         if c == 32:
             if inside:
-                k = <int32_t>h
-                k = 0 if k == -2147483648 else (-k if k < 0 else k)
-                index_put(st, k, phy, store_ts)
+                index_put(st, key_hash(h), phy, store_ts)
             inside = False
             continue
         if not inside:
             inside = True
             h = topic_hash * 31 + 35
-        if c >= 0x10000:
-            c -= 0x10000
-            h = h * 31 + (0xD800 + (c >> 10))
-            h = h * 31 + (0xDC00 + (c & 0x3FF))
-        else:
-            h = h * 31 + c
+        h = jstep(h, c)
 
 
 cdef class _Topic:
@@ -665,8 +665,7 @@ cdef inline int32_t index_uniq(uint32_t topic_hash, bytes prefix, const char* ta
         h = h * 31 + p[i]
     for i in range(12):
         h = h * 31 + <unsigned char>tail12[i]
-    cdef int32_t k = <int32_t>h
-    return 0 if k == -2147483648 else (-k if k < 0 else k)
+    return key_hash(h)
 
 
 def appender(w):

@@ -19,6 +19,11 @@ cdef inline int32_t be32(const uint8_t* p) noexcept nogil:
     return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3])
 
 
+cdef inline bint unit_ok(const uint8_t* p, Py_ssize_t i) noexcept nogil:
+    """ConsumeQueue recovery's valid unit: phyOffset >= 0 and size > 0."""
+    return be64(p + 20 * i) >= 0 and be32(p + 20 * i + 8) > 0
+
+
 def first_invalid(buf, Py_ssize_t start, Py_ssize_t count, int64_t phy_end=-1):
     """Index (from 0) of the first unit in units [start, count) of `buf` whose phyOffset is
     negative or whose size is not positive, or (phy_end >= 0) whose phyOffset is at or past
@@ -26,7 +31,6 @@ def first_invalid(buf, Py_ssize_t start, Py_ssize_t count, int64_t phy_end=-1):
     cdef Py_buffer b
     cdef Py_ssize_t i, n
     cdef const uint8_t* p
-    cdef int64_t phy
     PyObject_GetBuffer(buf, &b, PyBUF_SIMPLE)
     try:
         n = b.len // 20
@@ -35,18 +39,13 @@ def first_invalid(buf, Py_ssize_t start, Py_ssize_t count, int64_t phy_end=-1):
         p = <const uint8_t*>b.buf
         with nogil:
             for i in range(start, count):
-                phy = be64(p + 20 * i)
-                if phy < 0 or be32(p + 20 * i + 8) <= 0 or (phy_end >= 0 and phy >= phy_end):
+                if not unit_ok(p, i) or (phy_end >= 0 and be64(p + 20 * i) >= phy_end):
                     break
             else:
                 i = count
         return i if start < count else count
     finally:
         PyBuffer_Release(&b)
-
-
-cdef inline bint unit_ok(const uint8_t* p, Py_ssize_t i) noexcept nogil:
-    return be64(p + 20 * i) >= 0 and be32(p + 20 * i + 8) > 0
 
 
 def end_of_units(buf, Py_ssize_t count, Py_ssize_t window=1024):
