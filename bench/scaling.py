@@ -40,7 +40,7 @@ def checkpoints(ctx) -> tuple[list[int], list[str]]:
     return kept, skipped
 
 
-DECODE_BATCH = 256  # pages whose columns are checked in one numpy pass
+DECODE_BATCH = 64  # pages whose columns are checked in one numpy pass (their rows stay in L2)
 
 
 def walk_pages(store, cap: int, objects: bool = False) -> tuple[float, int, int]:

@@ -51,6 +51,10 @@ class GetMessageResult:
                 "skipped": [{"queueOffset": q, "reason": r} for q, r in self.skipped]}
 
 
+if _page.KERNEL is not None:
+    _page.KERNEL.bind_result(GetMessageResult)
+
+
 @dataclass
 class QueryResult:
     messages: list[Message]
@@ -549,9 +553,6 @@ class MessageStore:
         """getMessage. broker=True reproduces the broker exactly (a page stops at the end of
         a CQ file; 32 messages / 256 KiB per page); the default reads `max_count` messages
         across CQ files and reports units it had to skip."""
-        k = _page.KERNEL  # the compiled loop (engine/accel/_page.pyx), else the reference one
-        if k is not None and 1 <= max_count <= LONG_MAX and -LONG_MAX <= offset <= LONG_MAX:
-            return k.get(self, topic, queue_id, offset, max_count, broker, GetMessageResult)
         cq = self.find_queue(topic, queue_id)
         if cq is None:
             return GetMessageResult("NO_MESSAGE_IN_QUEUE", 0, 0, 0)
@@ -574,6 +575,10 @@ class MessageStore:
         if status is None:
             return GetMessageResult("OFFSET_FOUND_NULL", offset, mn, mx)
         return GetMessageResult(status, nxt, mn, mx, page, total, skipped)
+
+    _get_message_py = get_message  # the reference; the compiled twin falls back to it
+    if _page.KERNEL is not None:
+        get_message = _page.KERNEL.get_message
 
     # ---- reading by key / id / time ----------------------------------------------------
     def query_message(self, topic: str, key: str, begin: int = 0, end: int = LONG_MAX,

@@ -17,6 +17,7 @@ store leaves those maps to the page) and reads the record bytes when an item is 
 from __future__ import annotations
 
 import struct
+import sys
 from collections.abc import Sequence
 
 import numpy as np
@@ -56,16 +57,9 @@ WHY_EXPIRED = "record expired"
 WHY_INVALID = "no valid record of that size there"
 
 
-class MessagePage(Sequence):
-    """A page of messages: len, [i] (negative too), [a:b] (a list), iteration, bool and == a
-    list behave like the list of Message it stands for; a Message is built on first access.
-
-    Columns (numpy, no objects): `columns` is a structured array with one row per message
-    (ROW_FIELDS: the record's fixed fields as check_record decodes them, tagsCode included,
-    and where body, topic and properties are in the file); `body(i)`, `topic(i)` and
-    `properties_raw(i)` read the variable parts."""
+class _PageBase:
+    """MessagePage's storage and length (the compiled PageBase replaces it)."""
     __slots__ = ("_n", "_rows", "_views", "_cache", "_cols", "_fidx", "_froms")
-    __hash__ = None
 
     def __init__(self, n: int = 0, rows=None, views=(), cache=None):
         self._n = n
@@ -75,6 +69,24 @@ class MessagePage(Sequence):
         self._cols = None
         self._fidx = None
         self._froms = None
+
+    def __len__(self) -> int:
+        return self._n
+
+    def __bool__(self) -> bool:
+        return self._n > 0
+
+
+class MessagePage(_PageBase if KERNEL is None else KERNEL.PageBase, Sequence):
+    """A page of messages: len, [i] (negative too), [a:b] (a list), iteration, bool and == a
+    list behave like the list of Message it stands for; a Message is built on first access.
+
+    Columns (numpy, no objects): `columns` is a structured array with one row per message
+    (ROW_FIELDS: the record's fixed fields as check_record decodes them, tagsCode included,
+    and where body, topic and properties are in the file); `body(i)`, `topic(i)` and
+    `properties_raw(i)` read the variable parts."""
+    __slots__ = ()
+    __hash__ = None
 
     @classmethod
     def from_messages(cls, messages: list, file_index: list[int] | None = None, views=(),
@@ -87,12 +99,6 @@ class MessagePage(Sequence):
         return p
 
     # ---- the list ------------------------------------------------------------------------
-    def __len__(self) -> int:
-        return self._n
-
-    def __bool__(self) -> bool:
-        return self._n > 0
-
     def __getitem__(self, i):
         if isinstance(i, slice):
             return [self._get(k) for k in range(*i.indices(self._n))]
@@ -241,7 +247,7 @@ def _confirm(cl, f, cqmm, u: int, rows: bytearray, j: int, cache):
 
 
 if KERNEL is not None:
-    KERNEL.bind(MessagePage, _confirm, WHY_FILLER, WHY_EXPIRED, WHY_INVALID)
+    KERNEL.bind(sys.modules[__name__], MessagePage, _confirm, WHY_FILLER, WHY_EXPIRED, WHY_INVALID)
 
 
 def _read_page_py(cl, cq, offset: int, mx: int, max_count: int, broker: bool, limit_count: int,

@@ -12,7 +12,7 @@ Python decoder (a SCHEDULE_TOPIC_XXXX record with a DELAY property, TAGS that ar
 the page limits, a full row buffer, the end of the units."""
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
-from libc.string cimport memchr, memcmp
+from libc.string cimport memcmp, memcpy
 
 cdef int32_t MAGIC_V1 = -626843481
 cdef int32_t MAGIC_V2 = -626843477
@@ -143,6 +143,50 @@ def crc32_of(data) -> int:
 
 
 # ---- one record ----------------------------------------------------------------------------
+cdef extern from *:
+    """
+    #if defined(_MSC_VER)
+    #include <intrin.h>
+    static __inline int rmq_ctz64(unsigned long long x) { unsigned long i; _BitScanForward64(&i, x); return (int)i; }
+    #else
+    #define rmq_ctz64(x) __builtin_ctzll(x)
+    #endif
+    #if defined(_MSC_VER)
+    #include <xmmintrin.h>
+    #define rmq_prefetch(p) _mm_prefetch((const char*)(p), _MM_HINT_T0)
+    #else
+    #define rmq_prefetch(p) __builtin_prefetch((p), 0, 3)
+    #endif
+    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
+    #define RMQ_LITTLE_ENDIAN 0
+    #else
+    #define RMQ_LITTLE_ENDIAN 1
+    #endif
+    """
+    int rmq_ctz64(uint64_t x) noexcept nogil
+    int RMQ_LITTLE_ENDIAN
+    void rmq_prefetch(const void* p) noexcept nogil
+
+
+cdef inline Py_ssize_t find_sep(const uint8_t* b, Py_ssize_t q, Py_ssize_t stop) noexcept nogil:
+    """The first k in [q, stop) with b[k] == 0x02 (the property separator), else stop. Eight
+    bytes per step: property segments are short, so a memchr call per segment cost more
+    than the search."""
+    cdef uint64_t v, t
+    while q + 8 <= stop:
+        memcpy(&v, b + q, 8)
+        v ^= 0x0202020202020202ULL
+        t = (v - 0x0101010101010101ULL) & ~v & 0x8080808080808080ULL  # 0x80 where a byte was 0x02
+        if t:
+            if RMQ_LITTLE_ENDIAN:  # the lowest flag is the first 0x02 (a borrow only flags later bytes)
+                return q + (rmq_ctz64(t) >> 3)
+            break
+        q += 8
+    while q < stop and b[q] != 2:
+        q += 1
+    return q
+
+
 cdef int verify_prop_crc(const uint8_t* b, Py_ssize_t pos, int32_t total) noexcept nogil:
     """engine.message.verify_prop_crc."""
     cdef const uint8_t* t = b + pos + total - 20
@@ -167,7 +211,6 @@ cdef int check(const uint8_t* b, Py_ssize_t L, Py_ssize_t pos, Py_ssize_t limit,
     cdef int has_magic = 1, tls, tl, pl, needs_py = 0, tags_found = 0, delay_found = 0, ascii
     cdef uint32_t h
     cdef int64_t tcode = 0
-    cdef const uint8_t* hit
     size[0] = -1
     if rem >= 48:
         total = be32(b + pos)
@@ -240,8 +283,7 @@ cdef int check(const uint8_t* b, Py_ssize_t L, Py_ssize_t pos, Py_ssize_t limit,
         stop = p + pl
         while q <= stop:
             seg = q
-            hit = <const uint8_t*>memchr(b + q, 2, stop - q)
-            q = (hit - b) if hit != NULL else stop
+            q = find_sep(b, q, stop)
             # segment [seg, q): the name runs to the first 0x01; only TAGS and DELAY matter
             if q - seg >= 6 and (b[seg + 4] == 1 or b[seg + 5] == 1):
                 if b[seg + 4] == 1 and memcmp(b + seg, b"TAGS", 4) == 0:
@@ -326,12 +368,35 @@ def classify(buf, Py_ssize_t pos, Py_ssize_t limit, int flags, rows=None, Py_ssi
 
 
 # ---- a run of CQ units -----------------------------------------------------------------------
+cdef enum:
+    PREFETCH_AHEAD = 4  # records whose lines are requested before their turn
+
+
+cdef inline void prefetch_record(const uint8_t* b, Py_ssize_t L, int64_t pos, int32_t size) noexcept nogil:
+    """Ask for the lines check reads of the record at pos: its head (the fixed fields) and its
+    last 256 bytes (topic and properties follow the body). A page's records are far apart in
+    the log, or at least each other record is: without this every record waits for memory."""
+    cdef int64_t k, end, tail
+    if pos < 0 or pos >= L or size <= 0:
+        return
+    end = pos + size
+    if end > L:
+        end = L
+    tail = end - 256
+    k = pos & ~63
+    while k < end:
+        rmq_prefetch(b + k)
+        k += 64
+        if k >= pos + 128 and k < tail:
+            k = tail & ~63
+
+
 cdef int run(const uint8_t* b, Py_ssize_t L, Py_ssize_t limit, int64_t file_from, int64_t file_size,
              const uint8_t* cq, Py_ssize_t* pu, Py_ssize_t u_end, Row* out, Py_ssize_t nrows,
              Py_ssize_t* pj, Py_ssize_t cap, int64_t* pnbytes, int64_t limit_bytes, int file_index,
              int flags, bint single) noexcept nogil:
     """The loop of `scan` (see there); *pu, *pj, *pnbytes in and out; returns the STOP_*."""
-    cdef Py_ssize_t u = pu[0], j = pj[0], pos
+    cdef Py_ssize_t u = pu[0], j = pj[0], pos, pf = u, pf_end
     cdef int64_t nbytes = pnbytes[0], phy
     cdef int32_t usize, size
     cdef int st, stop
@@ -341,6 +406,12 @@ cdef int run(const uint8_t* b, Py_ssize_t L, Py_ssize_t limit, int64_t file_from
         if u >= u_end:
             stop = 0
             break
+        pf_end = u + PREFETCH_AHEAD
+        if pf_end > u_end:
+            pf_end = u_end
+        while pf < pf_end:
+            prefetch_record(b, L, be64(cq + pf * 20) - file_from, be32(cq + pf * 20 + 8))
+            pf += 1
         phy = be64(cq + u * 20)
         usize = be32(cq + u * 20 + 8)
         if j > 0 and (j >= cap or (limit_bytes and nbytes + usize > limit_bytes)):
@@ -412,16 +483,53 @@ def scan(clbuf, Py_ssize_t limit, int64_t file_from, int64_t file_size, cqbuf, P
 
 
 # ---- the page loop (engine.page.read_page; its pure twin _read_page_py is the reference) ----------
+cdef object _page_module = None
 cdef object _Page = None
+cdef object _Result = None
 cdef object _confirm = None
 cdef object WHY_FILLER = None, WHY_EXPIRED = None, WHY_INVALID = None
 
 
-def bind(page_cls, confirm, why_filler, why_expired, why_invalid):
+cdef class PageBase:
+    """MessagePage's storage and length (engine.page._PageBase is the pure twin): a page of
+    small messages is read in a few microseconds, so building it and asking its length must
+    not cost Python frames."""
+    cdef public Py_ssize_t _n
+    cdef public object _rows, _views, _cache, _cols, _fidx, _froms
+
+    def __init__(self, Py_ssize_t n=0, rows=None, views=(), cache=None):
+        self._n = n
+        self._rows = rows
+        self._views = views
+        self._cache = cache
+
+    def __len__(self):
+        return self._n
+
+    def __bool__(self):
+        return self._n > 0
+
+
+cdef inline object new_page(Py_ssize_t n, rows, views, cache):
+    cdef PageBase p = PageBase.__new__(_Page)
+    p._n = n
+    p._rows = rows
+    p._views = views
+    p._cache = cache
+    return p
+
+
+def bind(page_module, page_cls, confirm, why_filler, why_expired, why_invalid):
     """engine.page hands over what the loop builds and calls (it imports this module)."""
-    global _Page, _confirm, WHY_FILLER, WHY_EXPIRED, WHY_INVALID
-    _Page, _confirm = page_cls, confirm
+    global _page_module, _Page, _confirm, WHY_FILLER, WHY_EXPIRED, WHY_INVALID
+    _page_module, _Page, _confirm = page_module, page_cls, confirm
     WHY_FILLER, WHY_EXPIRED, WHY_INVALID = why_filler, why_expired, why_invalid
+
+
+def bind_result(result_cls):
+    """engine.message_store hands over GetMessageResult."""
+    global _Result
+    _Result = result_cls
 
 
 cdef object find_file(q, int64_t offset):
@@ -450,6 +558,11 @@ def read(cl, cq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint broker, 
     (status, nextBeginOffset, page, bufferTotalSize, skipped), status None for
     OFFSET_FOUND_NULL. The runs go through `run`; every other unit through the reference
     loop body (fillers, expired records and the skip after them, other commitlog files)."""
+    return _read(cl, cq.queue, offset, mx, max_count, broker, limit_count, limit_bytes)
+
+
+cdef tuple _read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint broker, Py_ssize_t limit_count,
+                 int64_t limit_bytes):
     cdef Py_ssize_t cap = max_count if max_count < limit_count else limit_count
     cdef Py_ssize_t u, u_end, unit, j = 0, j0, nrows, fi = -1
     cdef int64_t first, q = offset, phy, cl_min, nbytes = 0, nfs = 0
@@ -463,18 +576,17 @@ def read(cl, cq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint broker, 
     cdef int flags
     opts = cl.read_opts
     flags = (F_CRC if opts.check_crc else 0) | (F_FORCE if opts.force_verify_prop_crc else 0) | (F_V2 if opts.accept_v2 else 0)
-    cqq = cq.queue
     clq = cl.queue
     fq = find_file(cqq, offset * 20)
     if fq is None:
-        return (None if broker else "NO_MATCHED_MESSAGE"), offset, _Page(), 0, []
+        return (None if broker else "NO_MATCHED_MESSAGE"), offset, new_page(0, None, (), None), 0, []
     first = fq.file_from_offset // 20
     u = offset - first
     u_end = fq.wrote_position // 20
     if not broker and u_end > mx - first:
         u_end = mx - first
     if u >= u_end:
-        return (None if broker else "NO_MATCHED_MESSAGE"), offset, _Page(), 0, []
+        return (None if broker else "NO_MATCHED_MESSAGE"), offset, new_page(0, None, (), None), 0, []
     nrows = u_end - u
     if nrows > cap:
         nrows = cap
@@ -486,7 +598,7 @@ def read(cl, cq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint broker, 
     files = []
     views = []
     f = None
-    cl_min = cl.min_offset
+    cl_min = queue_min(clq)
     try:
         cqmm = fq.mm
         PyObject_GetBuffer(cqmm, &qv, PyBUF_SIMPLE)
@@ -503,9 +615,10 @@ def read(cl, cq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint broker, 
                 f = g
                 fi = 0
                 files.append(g)
-                views.append(memoryview(g.mm))
+                gmm = g.mm
+                views.append(memoryview(gmm))
                 f_from, f_size, f_wrote = g.file_from_offset, g.file_size, g.wrote_position
-                PyObject_GetBuffer(g.mm, &cv, PyBUF_SIMPLE)
+                PyObject_GetBuffer(gmm, &cv, PyBUF_SIMPLE)
                 has_cv = True
         while True:
             if u >= u_end:  # this CQ file's units are done
@@ -635,41 +748,72 @@ def read(cl, cq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint broker, 
         status = "FOUND"
     else:
         status = "MESSAGE_WAS_REMOVING" if removing else "NO_MATCHED_MESSAGE"
-    return status, q, _Page(j, rows, views, cache), nbytes, skipped
+    return status, q, new_page(j, rows, views, cache), nbytes, skipped
 
 
-cdef object _result(cls, status, nxt, mn, mx, messages, total, skipped):
-    r = cls.__new__(cls)
+cdef int64_t queue_min(q):
+    """MappedFileQueue.min_offset."""
+    files = q.files
+    return files[0].file_from_offset if files else 0
+
+
+cdef int64_t queue_max(q):
+    """MappedFileQueue.max_offset: the last file holding data, at its write position."""
+    files = q.files
+    cdef Py_ssize_t i
+    cdef int64_t w
+    for i in range(len(files) - 1, -1, -1):
+        f = files[i]
+        w = f.wrote_position
+        if w > 0:
+            return f.file_from_offset + w
+    return files[0].file_from_offset if files else 0
+
+
+cdef object _result(status, nxt, mn, mx, messages, total, skipped):
+    r = _Result.__new__(_Result)
     r.status, r.nextBeginOffset, r.minOffset, r.maxOffset = status, nxt, mn, mx
     r.messages, r.bufferTotalSize, r.skipped = messages, total, skipped
     return r
 
 
-def get(store, topic, queue_id, int64_t offset, Py_ssize_t max_count, bint broker, result_cls):
-    """MessageStore.get_message (max_count >= 1) in one call: the queue's bounds and statuses,
-    the page loop, the GetMessageResult -- for pages of small messages the Python frame and
-    the dataclass around the loop cost as much as the loop."""
+cdef int64_t LONG_MAX = 0x7FFFFFFFFFFFFFFF
+
+
+def get_message(store, topic, queue_id, offset, max_count=32, broker=False):
+    """getMessage. broker=True reproduces the broker exactly (a page stops at the end of
+    a CQ file; 32 messages / 256 KiB per page); the default reads `max_count` messages
+    across CQ files and reports units it had to skip.
+
+    MessageStore.get_message compiled (engine/accel/_page.pyx) in one call: the queue's bounds
+    and statuses, the page loop, the GetMessageResult -- for pages of small messages the
+    Python frames around the loop cost as much as the loop. Anything unusual (arguments
+    outside int64, the kernel switched off) goes to the reference, store._get_message_py."""
+    if (_page_module.KERNEL is None or type(offset) is not int or type(max_count) is not int
+            or not 1 <= max_count <= LONG_MAX or not -LONG_MAX <= offset <= LONG_MAX):
+        return store._get_message_py(topic, queue_id, offset, max_count, broker)
     cq = store.queues.get((topic, queue_id))
     if cq is None:
-        return _result(result_cls, "NO_MESSAGE_IN_QUEUE", 0, 0, 0, [], 0, [])
-    cdef int64_t mn = cq.min_offset, mx = cq.max_offset
+        return _result("NO_MESSAGE_IN_QUEUE", 0, 0, 0, [], 0, [])
+    cqq = cq.queue
+    cdef int64_t off = offset, mn = cq.min_logic_offset // 20, mx = queue_max(cqq) // 20
+    cdef bint brk = broker
     if mx == 0:
-        return _result(result_cls, "NO_MESSAGE_IN_QUEUE", 0, mn, mx, [], 0, [])
-    if offset < mn:
-        return _result(result_cls, "OFFSET_TOO_SMALL", mn, mn, mx, [], 0, [])
-    if offset == mx:
-        return _result(result_cls, "OFFSET_OVERFLOW_ONE", offset, mn, mx, [], 0, [])
-    if offset > mx:
-        return _result(result_cls, "OFFSET_OVERFLOW_BADLY", mx, mn, mx, [], 0, [])
-    cdef Py_ssize_t limit_count
+        return _result("NO_MESSAGE_IN_QUEUE", 0, mn, mx, [], 0, [])
+    if off < mn:
+        return _result("OFFSET_TOO_SMALL", mn, mn, mx, [], 0, [])
+    if off == mx:
+        return _result("OFFSET_OVERFLOW_ONE", off, mn, mx, [], 0, [])
+    if off > mx:
+        return _result("OFFSET_OVERFLOW_BADLY", mx, mn, mx, [], 0, [])
+    cdef Py_ssize_t limit_count, n = max_count
     cdef int64_t limit_bytes
-    if broker:
+    if brk:
         cfg = store.cfg
         limit_count, limit_bytes = cfg.maxTransferCountOnMessageInMemory, cfg.maxTransferBytesOnMessageInMemory or 0
     else:
-        limit_count, limit_bytes = (max_count if max_count > 1 else 1), 0
-    status, nxt, page, total, skipped = read(store.commitlog, cq, offset, mx, max_count, broker, limit_count,
-                                             limit_bytes)
+        limit_count, limit_bytes = n, 0
+    status, nxt, page, total, skipped = _read(store.commitlog, cqq, off, mx, n, brk, limit_count, limit_bytes)
     if status is None:
-        return _result(result_cls, "OFFSET_FOUND_NULL", offset, mn, mx, [], 0, [])
-    return _result(result_cls, status, nxt, mn, mx, page, total, skipped)
+        return _result("OFFSET_FOUND_NULL", off, mn, mx, [], 0, [])
+    return _result(status, nxt, mn, mx, page, total, skipped)

@@ -268,6 +268,31 @@ def test_v2_refused_when_not_accepted():
         assert_same(a, b)
 
 
+@needs_kernel
+def test_unusual_arguments_answer_as_the_reference():
+    """The compiled get_message takes plain ints in int64; anything else (numpy ints, huge or
+    negative offsets, counts below one) goes to the reference and gets its answer."""
+    assert MessageStore.get_message is KERNEL.get_message
+    with MessageStore.open(unpack("small")) as s:
+        (topic, qid), cq = sorted(s.queues.items())[0]
+        mn, mx = cq.min_offset, cq.max_offset
+        calls = [(topic, qid, off, n, b) for off in (mn, np.int64(mn), mx - 1, mx, mx + 5, -1, -2 ** 63, 2 ** 63, 2 ** 70)
+                 for n in (1, 32, np.int32(3), 0, -4, 2 ** 63 - 1, 2 ** 64) for b in (False, True, 1, 0)]
+        calls += [(topic, qid + 1000, mn, 32, False), ("no-such-topic", 0, 0, 32, True)]
+
+        def run():
+            out = []
+            for t, q, off, n, b in calls:
+                try:
+                    out.append(snapshot(s.get_message(t, q, off, n, broker=b)))
+                except (OverflowError, ValueError, TypeError) as e:
+                    out.append(type(e).__name__)
+            return out
+        a, b = both(run)
+        assert a == b
+        assert sum(1 for r in a if isinstance(r, tuple) and r[0] == "FOUND") >= 8
+
+
 # ---- the record check alone --------------------------------------------------------------------
 def _records(rnd):
     out = []
@@ -341,6 +366,43 @@ def test_classify_matches_check_record_on_fuzzed_records():
     # every status met, the kernel confirming messages and leaving some to Python
     assert {w for w, _ in seen} == set(RecordStatus)
     assert (RecordStatus.MESSAGE, KERNEL.MESSAGE) in seen and (RecordStatus.MESSAGE, KERNEL.NEEDS_PY) in seen
+
+
+@needs_kernel
+def test_property_scan_at_every_alignment():
+    """The kernel finds property separators eight bytes at a time: raw property strings with
+    TAGS / DELAY segments (duplicates, empty parts, names that only start like TAGS, separators
+    at every offset around a word) give check_record's tagsCode and status."""
+    rnd = random.Random(11)
+    names = ["TAGS", "DELAY", "KEYS", "TAG", "TAGSX", "DELAYS", "", "\x02", "X" * 7]
+    values = ["", "a", "TagA", "ab\x01c", "\xfc", "3", "x" * 9, "\x02\x02"]
+    rows = bytearray(PG.ROW_SIZE)
+    checked = 0
+    for trial in range(3000):
+        segs = []
+        for _ in range(rnd.randrange(0, 6)):
+            n, v = rnd.choice(names), rnd.choice(values)
+            segs.append(n + ("\x01" + v if rnd.random() < 0.9 else v))
+        raw = "\x02".join(segs) + ("\x02" if rnd.random() < 0.5 else "")
+        raw = "P" * rnd.randrange(0, 9) + ("\x02" if rnd.random() < 0.5 else "") + raw if rnd.random() < 0.3 else raw
+        topic = "SCHEDULE_TOPIC_XXXX" if trial % 5 == 0 else "T" * rnd.randrange(1, 12)
+        d = MessageDraft(topic=topic, body=b"b" * rnd.randrange(0, 9), propertiesRaw=raw)
+        e = encode_record(d)
+        e.patch(trial, 7, 1_700_000_000_000)
+        buf = bytes(e.data) + bytes(8)
+        want = check_record(buf, 0, len(buf), 0)
+        st, size = KERNEL.classify(buf, 0, len(buf), KERNEL.ACCEPT_V2, rows, 0)
+        if st == KERNEL.NEEDS_PY:
+            assert want.message is None or topic == "SCHEDULE_TOPIC_XXXX" or not want.message.tags.isascii()
+            continue
+        assert (st, size) == ({RecordStatus.MESSAGE: KERNEL.MESSAGE, RecordStatus.INVALID: KERNEL.INVALID,
+                               RecordStatus.SIZE_MISMATCH: KERNEL.SIZE_MISMATCH}[want.status], want.size), raw
+        if st == KERNEL.MESSAGE:
+            page = PG.MessagePage(1, rows, [memoryview(buf)])
+            assert page.columns["tagsCode"][0] == want.message.tagsCode, raw
+            assert page[0] == want.message, raw
+            checked += 1
+    assert checked > 1500
 
 
 @needs_kernel
