@@ -203,16 +203,18 @@ cdef inline int count_tokens(str keys):
     return count
 
 
-cdef void index_tokens(IndexState* st, uint32_t topic_hash, str keys, int64_t phy, int64_t store_ts):
-    """index_put for every KEYS token, hashing "topic#token" in place (no split, no strings)."""
-    cdef Py_ssize_t i, n = len(keys)
+cdef void token_hashes(uint32_t topic_hash, str keys, int32_t* out):
+    """The index hash of "topic#token" for every KEYS token (count_tokens of them), hashed in
+    place (no split, no strings): once per put, as every message of a batch has the same keys."""
+    cdef Py_ssize_t i, n = len(keys), k = 0
     cdef uint32_t h = 0, c
     cdef bint inside = False
     for i in range(n + 1):
         c = 32 if i == n else <uint32_t>(<Py_UCS4>keys[i])
         if c == 32:
             if inside:
-                index_put(st, key_hash(h), phy, store_ts)
+                out[k] = key_hash(h)
+                k += 1
             inside = False
             continue
         if not inside:
@@ -552,10 +554,13 @@ cdef class Appender:
             raise MemoryError()
         res.sizes = res.phys + n
         cdef int64_t* born = res.phys + 2 * n
-        cdef char* tails = <char*>PyMem_Malloc(16 * n)   # 12 UNIQ_KEY characters + an int32 hash each
+        # 12 UNIQ_KEY characters + its int32 hash per message, then the KEYS tokens' hashes
+        cdef char* tails = <char*>PyMem_Malloc(16 * n + 4 * m.nkeys)
         if tails == NULL:
             raise MemoryError()
         cdef int32_t* hashes = <int32_t*>(tails + 12 * n)
+        cdef int32_t* tok_hashes = hashes + n
+        cdef int k
         try:
             for i in range(n):
                 born[i] = now_ms() if wall else clock()   # one per draft, as draft() does
@@ -624,6 +629,8 @@ cdef class Appender:
                         st.h = <int64_t*>hb.buf
                         # the UNIQ_KEYs' slots are random in a 20 MB table: hash them all first and
                         # prefetch their slots, so the cache misses overlap instead of queueing
+                        if m.has_keys:
+                            token_hashes(t.hash, keys, tok_hashes)
                         for i in range(n):
                             hashes[i] = index_uniq(t.hash, self.prefix_b, tails + 12 * i)
                             __builtin_prefetch(st.mm + INDEX_HEADER_SIZE + (hashes[i] % st.slot_num) * INDEX_SLOT_SIZE,
@@ -634,8 +641,8 @@ cdef class Appender:
                             index_put(&st, hashes[i], res.phys[i], store_ts)
                             if _fault_hook is not None:
                                 _fault_hook("index-key")
-                            if m.has_keys:
-                                index_tokens(&st, t.hash, keys, res.phys[i], store_ts)
+                            for k in range(m.nkeys - 1):
+                                index_put(&st, tok_hashes[k], res.phys[i], store_ts)
                     finally:
                         PyBuffer_Release(&hb)
                 finally:
