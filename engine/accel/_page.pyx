@@ -11,6 +11,7 @@ unit, a unit outside the file, a unit that is not a message, a record whose answ
 Python decoder (a SCHEDULE_TOPIC_XXXX record with a DELAY property, TAGS that are not ASCII),
 the page limits, a full row buffer, the end of the units."""
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytearray cimport PyByteArray_FromStringAndSize
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 
@@ -592,7 +593,7 @@ cdef tuple _read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
         nrows = cap
     if nrows < 1:
         nrows = 1
-    rows = bytearray(nrows * sizeof(Row))
+    rows = PyByteArray_FromStringAndSize(NULL, nrows * sizeof(Row))  # not zeroed: rows past j are never read
     skipped = []
     cache = None
     files = []
