@@ -375,8 +375,9 @@ cdef enum:
 
 cdef inline void prefetch_record(const uint8_t* b, Py_ssize_t L, int64_t pos, int32_t size) noexcept nogil:
     """Ask for the lines check reads of the record at pos: its head (the fixed fields) and its
-    last 256 bytes (topic and properties follow the body). A page's records are far apart in
-    the log, or at least each other record is: without this every record waits for memory."""
+    last 256 bytes (topic and properties follow the body). Checking one record takes a few
+    hundred instructions, so the core never reaches the next record's loads on its own:
+    without this every record waits for memory."""
     cdef int64_t k, end, tail
     if pos < 0 or pos >= L or size <= 0:
         return
