@@ -49,8 +49,9 @@ _I8, _I16 = struct.Struct(">b"), struct.Struct(">h")
 _unpack_row = ROW_STRUCT.unpack_from
 
 KERNEL = accel.load("_page")
-if KERNEL is not None and (KERNEL.ROW_SIZE != ROW_SIZE or KERNEL.ROW_FORMAT != ROW_STRUCT.format):
-    KERNEL = None  # a stale build with another row layout: not used
+if KERNEL is not None and (KERNEL.ROW_SIZE != ROW_SIZE or KERNEL.ROW_FORMAT != ROW_STRUCT.format
+                           or getattr(KERNEL, "API", 0) != 2):
+    KERNEL = None  # a stale build (another row layout or interface): not used
 
 WHY_FILLER = "filler unit"
 WHY_EXPIRED = "record expired"

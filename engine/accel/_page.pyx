@@ -14,6 +14,7 @@ from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyOb
 from cpython.bytearray cimport PyByteArray_FromStringAndSize
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
+from operator import index
 
 cdef int32_t MAGIC_V1 = -626843481
 cdef int32_t MAGIC_V2 = -626843477
@@ -79,6 +80,7 @@ cdef packed struct Row:
 
 ROW_SIZE = sizeof(Row)
 ROW_FORMAT = "=7q14i"
+API = 2  # what engine.page expects of this module (2: PageBase, get_message, bind_result)
 
 
 # ---- bytes ---------------------------------------------------------------------------------
@@ -146,22 +148,24 @@ def crc32_of(data) -> int:
 # ---- one record ----------------------------------------------------------------------------
 cdef extern from *:
     """
-    #if defined(_MSC_VER)
+    #if defined(_MSC_VER) && (defined(_M_X64) || defined(_M_ARM64))
     #include <intrin.h>
     static __inline int rmq_ctz64(unsigned long long x) { unsigned long i; _BitScanForward64(&i, x); return (int)i; }
-    #else
+    #define RMQ_LITTLE_ENDIAN 1
+    #elif defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
     #define rmq_ctz64(x) __builtin_ctzll(x)
+    #define RMQ_LITTLE_ENDIAN 1
+    #else  /* unknown byte order or no bit scan: find_sep takes its byte loop */
+    #define rmq_ctz64(x) 0
+    #define RMQ_LITTLE_ENDIAN 0
     #endif
-    #if defined(_MSC_VER)
+    #if defined(__GNUC__)
+    #define rmq_prefetch(p) __builtin_prefetch((p), 0, 3)
+    #elif defined(_MSC_VER) && (defined(_M_X64) || defined(_M_IX86))
     #include <xmmintrin.h>
     #define rmq_prefetch(p) _mm_prefetch((const char*)(p), _MM_HINT_T0)
     #else
-    #define rmq_prefetch(p) __builtin_prefetch((p), 0, 3)
-    #endif
-    #if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_BIG_ENDIAN__
-    #define RMQ_LITTLE_ENDIAN 0
-    #else
-    #define RMQ_LITTLE_ENDIAN 1
+    #define rmq_prefetch(p) ((void)(p))
     #endif
     """
     int rmq_ctz64(uint64_t x) noexcept nogil
@@ -412,7 +416,8 @@ cdef int run(const uint8_t* b, Py_ssize_t L, Py_ssize_t limit, int64_t file_from
         if pf_end > u_end:
             pf_end = u_end
         while pf < pf_end:
-            prefetch_record(b, L, be64(cq + pf * 20) - file_from, be32(cq + pf * 20 + 8))
+            prefetch_record(b, L, <int64_t>(<uint64_t>be64(cq + pf * 20) - <uint64_t>file_from),
+                            be32(cq + pf * 20 + 8))
             pf += 1
         phy = be64(cq + u * 20)
         usize = be32(cq + u * 20 + 8)
@@ -790,9 +795,16 @@ def get_message(store, topic, queue_id, offset, max_count=32, broker=False):
     MessageStore.get_message compiled (engine/accel/_page.pyx) in one call: the queue's bounds
     and statuses, the page loop, the GetMessageResult -- for pages of small messages the
     Python frames around the loop cost as much as the loop. Anything unusual (arguments
-    outside int64, the kernel switched off) goes to the reference, store._get_message_py."""
-    if (_page_module.KERNEL is None or type(offset) is not int or type(max_count) is not int
-            or not 1 <= max_count <= LONG_MAX or not -LONG_MAX <= offset <= LONG_MAX):
+    that are not integers or lie outside int64, the kernel switched off) goes to the
+    reference, store._get_message_py."""
+    if _page_module.KERNEL is None:
+        return store._get_message_py(topic, queue_id, offset, max_count, broker)
+    if type(offset) is not int or type(max_count) is not int:  # numpy integers, bool
+        try:
+            offset, max_count = index(offset), index(max_count)
+        except TypeError:
+            return store._get_message_py(topic, queue_id, offset, max_count, broker)
+    if not 1 <= max_count <= LONG_MAX or not -LONG_MAX <= offset <= LONG_MAX:
         return store._get_message_py(topic, queue_id, offset, max_count, broker)
     cq = store.queues.get((topic, queue_id))
     if cq is None:
