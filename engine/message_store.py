@@ -12,17 +12,16 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from . import properties as P
 from .checkpoint import Checkpoint
 from .commit_log import CommitLog, ScanResult
-from .config import CQ_UNIT_SIZE, INDEX_HEADER_SIZE, StoreConfig
+from .config import INDEX_HEADER_SIZE, StoreConfig
 from .config_json import CONFIG_FILES, consumer_offsets, load_config_json, store_config_json
 from .dispatcher import dispatch
-from .consume_queue import FILLER_SIZE, ConsumeQueue
+from .consume_queue import ConsumeQueue
 from .errors import ConfigError, MessageRejectedError, NotAStoreError, ReadOnlyStoreError, StoreError
 from .index_file import LONG_MAX
 from .index_service import IndexService
-from .message import Message, RecordStatus, check_record
+from .message import Message, RecordStatus
 from .msgid import decode_offset_msg_id, looks_like_msg_id
 from .store_lock import StoreLock, holder_pid
 from . import page as _page  # getMessage's loop and its lazy page

@@ -19,6 +19,12 @@ cdef inline int32_t be32(const uint8_t* p) noexcept nogil:
     return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3])
 
 
+cdef Py_ssize_t units_of(buf, Py_buffer* b, Py_ssize_t count) except -1:
+    """Export buf into *b (the caller releases it); `count` clamped to the whole units in it."""
+    PyObject_GetBuffer(buf, b, PyBUF_SIMPLE)
+    return count if count <= b.len // 20 else b.len // 20
+
+
 cdef inline bint unit_ok(const uint8_t* p, Py_ssize_t i) noexcept nogil:
     """ConsumeQueue recovery's valid unit: phyOffset >= 0 and size > 0."""
     return be64(p + 20 * i) >= 0 and be32(p + 20 * i + 8) > 0
@@ -29,13 +35,10 @@ def first_invalid(buf, Py_ssize_t start, Py_ssize_t count, int64_t phy_end=-1):
     negative or whose size is not positive, or (phy_end >= 0) whose phyOffset is at or past
     phy_end; `count` when all pass."""
     cdef Py_buffer b
-    cdef Py_ssize_t i, n
+    cdef Py_ssize_t i
     cdef const uint8_t* p
-    PyObject_GetBuffer(buf, &b, PyBUF_SIMPLE)
+    count = units_of(buf, &b, count)
     try:
-        n = b.len // 20
-        if count > n:
-            count = n
         p = <const uint8_t*>b.buf
         with nogil:
             for i in range(start, count):
@@ -55,13 +58,10 @@ def end_of_units(buf, Py_ssize_t count, Py_ssize_t window=1024):
     damaged tail is found as the linear scan finds it. Damage further inside the file is
     not looked for (read-only opens; recovery that writes uses first_invalid)."""
     cdef Py_buffer b
-    cdef Py_ssize_t lo, hi, mid, n, i, start
+    cdef Py_ssize_t lo, hi, mid, i, start
     cdef const uint8_t* p
-    PyObject_GetBuffer(buf, &b, PyBUF_SIMPLE)
+    count = units_of(buf, &b, count)
     try:
-        n = b.len // 20
-        if count > n:
-            count = n
         p = <const uint8_t*>b.buf
         with nogil:
             lo, hi = 0, count       # invariant: units < lo are taken as valid, unit hi invalid (or end)
@@ -91,10 +91,8 @@ def first_live(buf, Py_ssize_t count, int64_t commitlog_min, int32_t filler_size
     cdef Py_ssize_t i
     cdef const uint8_t* p
     cdef int64_t phy
-    PyObject_GetBuffer(buf, &b, PyBUF_SIMPLE)
+    count = units_of(buf, &b, count)
     try:
-        if count > b.len // 20:
-            count = b.len // 20
         p = <const uint8_t*>b.buf
         with nogil:
             for i in range(count):

@@ -559,6 +559,39 @@ cdef object find_file(q, int64_t offset):
     return q.find(offset)
 
 
+cdef const uint8_t* take_units(cqmm, Py_buffer* qv, Py_ssize_t* u_end) except NULL:
+    """Export a CQ file's map into *qv (the caller releases it); *u_end clamped to its units."""
+    PyObject_GetBuffer(cqmm, qv, PyBUF_SIMPLE)
+    if u_end[0] * 20 > qv.len:
+        u_end[0] = qv.len // 20
+    return <const uint8_t*>qv.buf
+
+
+cdef Py_ssize_t grow_rows(bytearray rows, Py_buffer* rv) except -1:
+    """Double the row buffer, re-exported into *rv; returns its row count."""
+    PyBuffer_Release(rv)  # leaves rv.obj NULL: a second release (the caller's finally) is a no-op
+    rows.extend(bytes(len(rows)))
+    PyObject_GetBuffer(rows, rv, PyBUF_WRITABLE)
+    return len(rows) // sizeof(Row)
+
+
+cdef Py_ssize_t take_file(g, list files, list views, Py_buffer* cv) except -1:
+    """Commitlog file g's index in the page's files (added, with the view the page keeps, when
+    new); its map exported into *cv last (the caller releases it)."""
+    cdef Py_ssize_t k, fi = -1
+    for k in range(len(files)):
+        if files[k] is g:
+            fi = k
+            break
+    mm = g.mm
+    if fi < 0:
+        fi = len(files)
+        files.append(g)
+        views.append(memoryview(mm))
+    PyObject_GetBuffer(mm, cv, PyBUF_SIMPLE)
+    return fi
+
+
 def read(cl, cq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint broker, Py_ssize_t limit_count,
          int64_t limit_bytes):
     """getMessage's loop from queue offset `offset` (max_count >= 1, min <= offset < mx):
@@ -608,11 +641,8 @@ cdef tuple _read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
     cl_min = queue_min(clq)
     try:
         cqmm = fq.mm
-        PyObject_GetBuffer(cqmm, &qv, PyBUF_SIMPLE)
+        cqp = take_units(cqmm, &qv, &u_end)
         has_qv = True
-        cqp = <const uint8_t*>qv.buf
-        if u_end * 20 > qv.len:
-            u_end = qv.len // 20
         PyObject_GetBuffer(rows, &rv, PyBUF_WRITABLE)
         has_rv = True
         phy = be64(cqp + u * 20)  # the commitlog file of the first record (the loop finds others)
@@ -620,13 +650,9 @@ cdef tuple _read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
             g = find_file(clq, phy)
             if g is not None:
                 f = g
-                fi = 0
-                files.append(g)
-                gmm = g.mm
-                views.append(memoryview(gmm))
-                f_from, f_size, f_wrote = g.file_from_offset, g.file_size, g.wrote_position
-                PyObject_GetBuffer(gmm, &cv, PyBUF_SIMPLE)
+                fi = take_file(g, files, views, &cv)
                 has_cv = True
+                f_from, f_size, f_wrote = g.file_from_offset, g.file_size, g.wrote_position
         while True:
             if u >= u_end:  # this CQ file's units are done
                 if broker or q >= mx or j >= max_count:
@@ -644,11 +670,8 @@ cdef tuple _read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
                 PyBuffer_Release(&qv)
                 has_qv = False
                 cqmm = fq.mm
-                PyObject_GetBuffer(cqmm, &qv, PyBUF_SIMPLE)
+                cqp = take_units(cqmm, &qv, &u_end)
                 has_qv = True
-                cqp = <const uint8_t*>qv.buf
-                if u_end * 20 > qv.len:
-                    u_end = qv.len // 20
                 continue
             if has_cv and not have_nfs:  # a run of records in file f
                 unit = u
@@ -661,12 +684,7 @@ cdef tuple _read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
                 if stop == 1:
                     break
                 if stop == 2:
-                    PyBuffer_Release(&rv)
-                    has_rv = False
-                    rows.extend(bytes(len(rows)))
-                    nrows *= 2
-                    PyObject_GetBuffer(rows, &rv, PyBUF_WRITABLE)
-                    has_rv = True
+                    nrows = grow_rows(rows, &rv)
                     continue
                 if stop == 5 or stop == 4:
                     ok = False
@@ -703,25 +721,12 @@ cdef tuple _read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
                             PyBuffer_Release(&cv)
                             has_cv = False
                         f = g
-                        f_from, f_size, f_wrote = g.file_from_offset, g.file_size, g.wrote_position
-                        PyObject_GetBuffer(g.mm, &cv, PyBUF_SIMPLE)
+                        fi = take_file(g, files, views, &cv)
                         has_cv = True
-                        for k in range(len(files)):
-                            if files[k] is g:
-                                fi = k
-                                break
-                        else:
-                            fi = len(files)
-                            files.append(g)
-                            views.append(memoryview(g.mm))
+                        f_from, f_size, f_wrote = g.file_from_offset, g.file_size, g.wrote_position
                 if has_cv and f_from <= phy < f_from + f_size and phy - f_from < f_wrote:
                     if j >= nrows:
-                        PyBuffer_Release(&rv)
-                        has_rv = False
-                        rows.extend(bytes(len(rows)))
-                        nrows *= 2
-                        PyObject_GetBuffer(rows, &rv, PyBUF_WRITABLE)
-                        has_rv = True
+                        nrows = grow_rows(rows, &rv)
                     j0 = j
                     u = unit
                     stop = run(<const uint8_t*>cv.buf, cv.len, f_wrote, f_from, f_size, cqp, &u, unit + 1,
