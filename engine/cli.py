@@ -13,7 +13,7 @@ import time
 from datetime import datetime
 
 from . import __version__
-from .config import StoreConfig
+from .config import StoreConfig, load_store_config
 from .errors import StoreError
 from .index_file import LONG_MAX
 from .message_store import MessageStore
@@ -267,22 +267,7 @@ def _add_optional_commands(sub, add) -> None:
 
 
 def load_config(args) -> StoreConfig | None:
-    path = getattr(args, "sub_config", None) or args.config
-    cfg = StoreConfig.from_file(path) if path else None
-    sets = getattr(args, "set", []) or []
-    if sets:
-        values = {}
-        for s in sets:
-            k, sep, v = s.partition("=")
-            if not sep:
-                raise CliError(f"--set expects KEY=VALUE, got {s!r}")
-            values[k.strip()] = v
-        base = cfg.to_dict() if cfg else {}
-        explicit = set(cfg.explicit) if cfg else set()
-        base = {k: v for k, v in base.items() if k in explicit}
-        base.update(values)
-        cfg = StoreConfig.from_mapping(base)
-    return cfg
+    return load_store_config(getattr(args, "sub_config", None) or args.config, getattr(args, "set", None))
 
 
 def main(argv: list[str] | None = None) -> int:

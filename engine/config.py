@@ -144,6 +144,29 @@ class StoreConfig:
             raise ConfigError(f"invalid messageDelayLevel={self.messageDelayLevel!r}") from None
 
 
+def parse_settings(pairs) -> dict[str, str]:
+    """`KEY=VALUE` strings (the CLI's and the browser's `--set`) as a mapping."""
+    values: dict[str, str] = {}
+    for s in pairs:
+        k, sep, v = str(s).partition("=")
+        if not sep or not k.strip():
+            raise ConfigError(f"--set expects KEY=VALUE, got {s!r}")
+        values[k.strip()] = v.strip()
+    return values
+
+
+def load_store_config(config_file: str | os.PathLike | None = None, settings=None) -> StoreConfig | None:
+    """A broker.conf-style file, then `settings` (a mapping or KEY=VALUE strings) over it;
+    None when neither is given (everything detected from the files)."""
+    cfg = StoreConfig.from_file(config_file) if config_file else None
+    if not settings:
+        return cfg
+    values = dict(settings) if isinstance(settings, dict) else parse_settings(settings)
+    base = {k: v for k, v in cfg.to_dict().items() if k in cfg.explicit} if cfg else {}
+    base.update(values)
+    return StoreConfig.from_mapping(base, source=str(config_file) if config_file else None)
+
+
 def _round_cq(v: int) -> int:
     """MessageStoreConfig rounds the CQ file size up to a whole number of 20-byte units."""
     return -(-int(v) // CQ_UNIT_SIZE) * CQ_UNIT_SIZE
