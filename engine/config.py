@@ -50,6 +50,8 @@ class StoreConfig:
     explicit: set[str] = field(default_factory=set, repr=False, compare=False)
     # which sizes were detected from the files
     detected: set[str] = field(default_factory=set, repr=False, compare=False)
+    # what detection could not decide and assumed (shown as store warnings)
+    notes: list[str] = field(default_factory=list, repr=False, compare=False)
 
     # ---- derived values -------------------------------------------------------------
     def __post_init__(self) -> None:
@@ -89,7 +91,7 @@ class StoreConfig:
         return self.flushDiskType.upper() == "SYNC_FLUSH"
 
     def to_dict(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("explicit", "detected")}
+        return {f.name: getattr(self, f.name) for f in fields(self) if f.name not in _META}
 
     def with_values(self, **values) -> "StoreConfig":
         new = dataclasses.replace(self, **values)
@@ -99,7 +101,7 @@ class StoreConfig:
     # ---- construction -----------------------------------------------------------------
     @classmethod
     def from_mapping(cls, values: dict[str, str | int | bool], source: str | None = None) -> "StoreConfig":
-        known = {f.name: f for f in fields(cls) if f.name not in ("explicit", "detected")}
+        known = {f.name: f for f in fields(cls) if f.name not in _META}
         kwargs = {}
         for key, raw in values.items():
             if key not in known:
@@ -165,6 +167,9 @@ def load_store_config(config_file: str | os.PathLike | None = None, settings=Non
     base = {k: v for k, v in cfg.to_dict().items() if k in cfg.explicit} if cfg else {}
     base.update(values)
     return StoreConfig.from_mapping(base, source=str(config_file) if config_file else None)
+
+
+_META = ("explicit", "detected", "notes")
 
 
 def _round_cq(v: int) -> int:

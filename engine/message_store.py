@@ -19,6 +19,7 @@ from .config_json import CONFIG_FILES, consumer_offsets, load_config_json, store
 from .dispatcher import dispatch
 from .consume_queue import ConsumeQueue
 from .errors import ConfigError, MessageRejectedError, NotAStoreError, ReadOnlyStoreError, StoreError
+from . import index_geometry
 from .index_file import LONG_MAX
 from .index_service import IndexService
 from .message import Message, RecordStatus
@@ -80,7 +81,7 @@ class RecoveryReport:
     dispatched: int = 0
 
 
-def detect_config(root: Path, cfg: StoreConfig) -> StoreConfig:
+def detect_config(root: Path, cfg: StoreConfig, read_only: bool = True) -> StoreConfig:
     """Fill in file sizes the caller did not set, from the files, when they agree."""
     values = {}
     if "mappedFileSizeCommitLog" not in cfg.explicit:
@@ -98,22 +99,44 @@ def detect_config(root: Path, cfg: StoreConfig) -> StoreConfig:
             raise ConfigError(f"consume queue files have different sizes {sorted(sizes)}", path=str(cq_root))
         if sizes:
             values["mappedFileSizeConsumeQueue"] = sizes.pop()
+    notes: list[str] = []
     if not {"maxHashSlotNum", "maxIndexNum"} & cfg.explicit:
-        sizes = _sizes([root / "index"], counts=True)
-        if sizes:
-            size = max(sizes, key=lambda s: (sizes[s], s))  # the majority; odd ones are skipped
-            if size != cfg.index_file_size:
-                if (size - INDEX_HEADER_SIZE) % 84:
-                    raise ConfigError(f"index file size {size} does not fit maxIndexNum = 4 x maxHashSlotNum; "
-                                      "set maxHashSlotNum and maxIndexNum", path=str(root / "index"))
-                slots = (size - INDEX_HEADER_SIZE) // 84
-                values.update(maxHashSlotNum=slots, maxIndexNum=4 * slots)
+        values.update(_index_geometry(root / "index", cfg, read_only, notes))
     if values:
         explicit = cfg.explicit
         cfg = cfg.with_values(**values)
         cfg.explicit = set(explicit)  # detected, not chosen
         cfg.detected = set(values)
+    cfg.notes = notes
     return cfg
+
+
+def _index_geometry(index_dir: Path, cfg: StoreConfig, read_only: bool, notes: list[str]) -> dict:
+    """maxHashSlotNum and maxIndexNum as the index files' entries decide them (index_geometry).
+    Files with no entries cannot decide: a reader loses nothing by any fitting pair; a writer
+    would write entries where RocketMQ would not look, so it is refused with the candidates."""
+    verdict = index_geometry.read_store(index_dir)
+    g = verdict.geometry
+    if g is not None:
+        return {"maxHashSlotNum": g.slots, "maxIndexNum": g.entries}
+    size = verdict.size
+    if size is None or size == cfg.index_file_size:
+        return {}
+    fits = index_geometry.candidates(size, limit=4)
+    problems = "; ".join(f"{Path(f.path).name}: {f.problem}" for f in verdict.files if f.problem)
+    if not fits:
+        raise ConfigError(f"index file size {size} fits no index geometry (40 + 4 x maxHashSlotNum + "
+                          f"20 x maxIndexNum); set maxHashSlotNum and maxIndexNum", path=str(index_dir))
+    listed = ", ".join(f"maxHashSlotNum={c.slots} maxIndexNum={c.entries}" for c in fits)
+    why = (f"no index file of {size} bytes decides its geometry ({problems})" if problems else
+           f"the index files ({size} bytes) hold no entries, so their geometry cannot be decided")
+    count = index_geometry.count_candidates(size)
+    if not read_only:
+        raise ConfigError(f"{why}: {count} pairs fit, e.g. {listed}; set maxHashSlotNum and maxIndexNum",
+                          path=str(index_dir))
+    notes.append(f"{why}; reading them as maxHashSlotNum={fits[0].slots} maxIndexNum={fits[0].entries} "
+                 f"({count} pairs fit)")
+    return {"maxHashSlotNum": fits[0].slots, "maxIndexNum": fits[0].entries}
 
 
 def refuse_foreign_files(root: Path, cfg: StoreConfig) -> None:
@@ -194,7 +217,7 @@ class MessageStore:
         if (root / "consumequeue" / "CURRENT").exists():
             raise NotAStoreError("consume queues are in RocksDB (storeType=defaultRocksDB); not supported",
                                  path=str(root / "consumequeue"))
-        cfg = detect_config(root, cfg)
+        cfg = detect_config(root, cfg, read_only)
         cfg.validate()
         store = cls(root, cfg, read_only)
         try:
@@ -226,7 +249,7 @@ class MessageStore:
             self.warnings.append(f"commitlog files missing between offsets {gap[0]} and {gap[1]}")
         self._load_queues(writable)
         self.index = IndexService(cfg, writable).load()
-        self.warnings.extend(self.index.warnings)
+        self.warnings.extend(self.cfg.notes + self.index.warnings)
         self.writer = None
         if writable:
             from .writer import StoreWriter
@@ -457,7 +480,7 @@ class MessageStore:
         known = self.cfg.explicit | self.cfg.detected
         if {"mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue"} <= known:
             return False
-        cfg = detect_config(self.root, self.cfg)
+        cfg = detect_config(self.root, self.cfg, self.read_only)
         if not cfg.detected - self.cfg.detected:
             return False
         cfg.detected |= self.cfg.detected
