@@ -3,7 +3,10 @@ import os
 os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
 os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
 
+import fcntl
+import hashlib
 import json
+import lzma
 import shutil
 import subprocess
 import sys
@@ -13,34 +16,75 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-CONFORMANCE = (ROOT / ".." / "shared" / "conformance").resolve()
+# The conformance fixtures: stores written by the real RocketMQ 4.9.7 / 5.3.3 (sparse tarballs,
+# byte-identical to the originals) and what RocketMQ answered about them (xz-compressed JSON
+# manifests). See tests/fixtures/README.md.
+FIXTURE_DIR = ROOT / "tests" / "fixtures"
 UNPACKED = ROOT / "build" / "conformance"
 FIXTURES = ["small", "default", "v5", "crashed", "crashed_live", "crashed_torn", "crashed_badcrc", "v5_crashed"]
 CLEAN = ["small", "default", "v5"]
 CRASHED = ["crashed", "crashed_live", "crashed_torn", "crashed_badcrc", "v5_crashed"]
+# in tests/fixtures too, described by README_DLEDGER.md / README_5X_LAYOUTS.md
+MORE_FIXTURES = ["dledger", "v5_timer", "v5_lmq", "v5_rocksdb_cq", "v5_batchcq"]
+ALL_FIXTURES = FIXTURES + MORE_FIXTURES
+FIXTURE_READMES = ["README.md", "README_5X_LAYOUTS.md", "README_DLEDGER.md"]
+
+
+def archive_path(name: str) -> Path:
+    return FIXTURE_DIR / f"{name}.tar.gz"
+
+
+def manifest_path(name: str) -> Path:
+    return FIXTURE_DIR / f"{name}.manifest.json.xz"
+
+
+def _require(path: Path) -> Path:
+    """A missing fixture fails the test (or the collection), it never skips."""
+    if not path.is_file():
+        pytest.fail(f"conformance fixture missing: {path} (tests/fixtures must hold every fixture)",
+                    pytrace=False)
+    return path
+
+
+_unpacked: dict[str, Path] = {}
 
 
 def unpack(name: str) -> Path:
     """The pristine fixture folder (unpacked once per checkout, sparse). Never write to it:
     tests that modify a store use `fixture_copy`."""
-    archive = CONFORMANCE / f"{name}.tar.gz"
-    if not archive.exists():
-        pytest.skip(f"conformance fixture {archive} not available")
+    if name in _unpacked:
+        return _unpacked[name]
+    archive = _require(archive_path(name))
     target = UNPACKED / name
     stamp = UNPACKED / f".{name}.stamp"
-    key = f"{archive.stat().st_size}:{archive.stat().st_mtime_ns}"
-    if not (stamp.exists() and stamp.read_text() == key and target.exists()):
-        shutil.rmtree(target, ignore_errors=True)
-        UNPACKED.mkdir(parents=True, exist_ok=True)
-        subprocess.run(["tar", "--sparse", "-xzf", str(archive), "-C", str(UNPACKED)], check=True)
-        stamp.write_text(key)
+    key = hashlib.sha256(archive.read_bytes()).hexdigest()
+    UNPACKED.mkdir(parents=True, exist_ok=True)
+    # several pytest runs may share a checkout: one unpacks, the others wait for it
+    with open(UNPACKED / ".lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not (stamp.exists() and stamp.read_text() == key and target.is_dir()):
+            stamp.unlink(missing_ok=True)
+            shutil.rmtree(target, ignore_errors=True)
+            tmp = UNPACKED / f".{name}.unpacking"
+            shutil.rmtree(tmp, ignore_errors=True)
+            tmp.mkdir()
+            subprocess.run(["tar", "--sparse", "-xzf", str(archive), "-C", str(tmp)], check=True)
+            (tmp / name).rename(target)
+            tmp.rmdir()
+            stamp.write_text(key)
+    _unpacked[name] = target
     return target
+
+
+def read_manifest(name: str) -> dict:
+    """The manifest, decompressed and parsed afresh (not cached)."""
+    with lzma.open(_require(manifest_path(name)), "rt", encoding="utf-8") as fh:
+        return json.load(fh)
 
 
 @lru_cache(maxsize=None)
 def manifest(name: str) -> dict:
-    with open(CONFORMANCE / f"{name}.manifest.json", encoding="utf-8") as fh:
-        return json.load(fh)
+    return read_manifest(name)
 
 
 @pytest.fixture
