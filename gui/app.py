@@ -2,7 +2,10 @@
 
 With no STORE: the demo store (engine.demo.ensure_demo_store, created on first use in the
 user data folder) if the engine has it, else the small conformance fixture of a checkout
-(build/conformance/small), else an empty window that asks for a folder."""
+(build/conformance/small), else an empty window that asks for a folder.
+
+`--config broker.conf` and `--set KEY=VALUE` give store settings by RocketMQ's names, as for
+`rmqstore`; once the store opens with them they are remembered for it (Store ▸ Store Settings…)."""
 from __future__ import annotations
 
 import argparse
@@ -68,13 +71,36 @@ def _install_excepthook(window_getter) -> None:
     sys.excepthook = hook
 
 
-def main(argv: list[str] | None = None) -> int:
+def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[str, str]]:
+    """The command line, and the store settings it gives (`--config FILE`, then `--set K=V`
+    over it, like `rmqstore`). A bad file or value: one line on stderr, exit code 2."""
     from engine import __version__
+    from engine.errors import ConfigError
+
+    from .store_config import from_command_line
     parser = argparse.ArgumentParser(prog="rmqstore-browser", description="Browse a RocketMQ store folder")
     parser.add_argument("store", nargs="?", help="store root folder (default: the demo store)")
     parser.add_argument("--read-write", action="store_true", help="open read-write (default: read-only)")
+    parser.add_argument("--config", metavar="FILE", help="broker.conf-style store settings")
+    parser.add_argument("--set", action="append", default=[], metavar="KEY=VALUE",
+                        help="a store setting by its RocketMQ name, e.g. mappedFileSizeCommitLog=65536 "
+                             "(repeatable; over --config)")
     parser.add_argument("--version", action="version", version=f"rmqstore-browser {__version__}")
     args = parser.parse_args(argv)
+    if (args.config or args.set) and not args.store:
+        parser.error("--config and --set need a STORE folder")
+    try:
+        values, notes = from_command_line(args.config, args.set)
+    except ConfigError as e:
+        print(f"rmqstore-browser: error: {e}", file=sys.stderr)
+        raise SystemExit(2) from None
+    for note in notes:
+        print(f"rmqstore-browser: note: {note}", file=sys.stderr)
+    return args, values
+
+
+def main(argv: list[str] | None = None) -> int:
+    args, values = parse_args(argv)  # before Qt: a bad setting costs no window
 
     from PySide6.QtWidgets import QApplication
 
@@ -89,7 +115,10 @@ def main(argv: list[str] | None = None) -> int:
     _install_excepthook(lambda: win)
     win.show()
     if args.store:
-        win.open_store(args.store, read_only=not args.read_write)
+        # settings from the command line win over the remembered ones and are remembered once the store opens
+        given = bool(args.config or args.set)
+        win.open_store(args.store, read_only=not args.read_write, settings=values if given else None,
+                       remember=given)
     else:
         open_default(win)
     return app.exec()

@@ -8,12 +8,13 @@ from pathlib import Path
 import resources
 from PySide6.QtCore import QSettings, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (QFileDialog, QLabel, QMainWindow, QPushButton, QSplitter, QStackedWidget, QTabWidget,
-                               QToolBar, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QAbstractItemView, QDialog, QDialogButtonBox, QFileDialog, QLabel, QMainWindow,
+                               QPushButton, QSplitter, QStackedWidget, QTabWidget, QToolBar, QVBoxLayout, QWidget)
 
 from engine import StoreError, StoreLockedError, __version__
 
 from . import settings as st
+from . import store_config as sc
 from .models.overview import compute_overview
 from .session import StoreSession
 from .views import dialogs
@@ -75,6 +76,11 @@ class MainWindow(QMainWindow):
         self._overview_lane = Lane(self.session.runner)
         self._restore: tuple | None = None
         self._rw_requested = False
+        self._attempt: tuple | None = None    # (path, read_only, settings) of the last open asked for
+        self._remember_on_open: tuple | None = None   # (resolved path, settings) to remember once open
+        self.error_box = None                 # the open-failure box offering store settings
+        self.settings_dialog = None
+        self.help_dialog = None
         self.setWindowTitle("rmqstore browser")
         self.setAcceptDrops(True)
         self.resize(1440, 900)
@@ -176,6 +182,9 @@ class MainWindow(QMainWindow):
                         True)
         self.act_send = A("&Send Test Messages…", self.send_dialog, "Ctrl+Shift+M",
                           "Append test messages (read-write only)")
+        self.act_store_settings = A("Store S&ettings…", lambda: self.store_settings_dialog(), None,
+                                    "File sizes and other settings by RocketMQ's names (or from a broker.conf); "
+                                    "remembered for the store")
         self.act_help = A("&Keyboard Shortcuts", self.show_help, "F1")
         self.act_about = A("&About", self.show_about)
 
@@ -196,6 +205,8 @@ class MainWindow(QMainWindow):
         m = mb.addMenu("&Store")
         m.addAction(self.act_rw)
         m.addAction(self.act_send)
+        m.addSeparator()
+        m.addAction(self.act_store_settings)
         m = mb.addMenu("&Help")
         m.addAction(self.act_help)
         m.addAction(self.act_about)
@@ -246,18 +257,76 @@ class MainWindow(QMainWindow):
         if path:
             self.open_store(path, read_only)
 
-    def open_store(self, path, read_only: bool | None = None) -> None:
-        """Open a store folder in the background (read-only unless asked or switched)."""
+    def open_store(self, path, read_only: bool | None = None, settings: dict[str, str] | None = None,
+                   remember: bool = False) -> None:
+        """Open a store folder in the background (read-only unless asked or switched), with
+        `settings` (RocketMQ names -> text) or else the settings remembered for that store.
+        `remember`: once it opens, remember `settings` for the store (the command line's)."""
         if read_only is None:
             read_only = not self.act_rw.isChecked()
         self._rw_requested = not read_only
-        self.session.open(path, read_only=read_only)
+        if settings is None:
+            settings = st.store_settings(self.settings, path)
+        settings = sc.clean(settings)
+        self._attempt = (str(path), read_only, settings)
+        self._remember_on_open = (_resolved(path), settings) if remember else None
+        try:
+            config = sc.to_config(settings)
+        except StoreError as exc:  # remembered settings the engine no longer takes
+            self.session.openFailed.emit(str(Path(path).expanduser()), exc)
+            return
+        self.session.open(path, read_only=read_only, config=config)
+
+    def _reopen(self, read_only: bool) -> None:
+        """The current store again (mode switch, reopen), with the settings it is open with."""
+        self.session.open(self.session.path, read_only=read_only, config=self.session.config)
+
+    def current_settings(self) -> dict[str, str]:
+        """The settings the open store was opened with ({}: everything detected)."""
+        return sc.from_config(self.session.config)
+
+    def store_settings_dialog(self, path=None, reason: str = "", values: dict[str, str] | None = None):
+        """The store settings dialog (non-blocking); OK remembers the settings for the store
+        and (re)opens it with them. Without a store open or a path, asks for the folder first."""
+        read_only = None
+        if path is None and self.session.is_open:
+            path, read_only = self.session.path, self.session.read_only
+            values = self.current_settings() if values is None else values
+        elif path is None and self._attempt is not None:
+            path, read_only = self._attempt[0], self._attempt[1]
+            values = self._attempt[2] if values is None else values
+        elif path is None:
+            path = QFileDialog.getExistingDirectory(self, "Store settings for which store folder?", str(Path.home()))
+            if not path:
+                return None
+        if self._attempt is not None and _resolved(self._attempt[0]) == _resolved(path):
+            read_only = self._attempt[1] if read_only is None else read_only
+        if values is None:
+            values = st.store_settings(self.settings, path)
+        from .views.store_settings import StoreSettingsDialog
+        dlg = StoreSettingsDialog(path, values, self, reason=reason)
+        dlg.setAttribute(Qt.WA_DeleteOnClose)
+
+        def accepted():
+            chosen = dlg.values()
+            st.set_store_settings(self.settings, path, chosen)
+            if self.session.is_open and _resolved(self.session.path) == _resolved(path):
+                self._remember_position()
+            self.open_store(path, read_only, settings=chosen)
+
+        dlg.accepted.connect(accepted)
+        dlg.open()
+        self.settings_dialog = dlg
+        return dlg
 
     def close_store(self) -> None:
         self.session.close()
 
     def _on_opened(self, store) -> None:
         st.add_recent(self.settings, store.root)
+        remember, self._remember_on_open = self._remember_on_open, None
+        if remember is not None and remember[0] == _resolved(store.root):
+            st.set_store_settings(self.settings, store.root, remember[1])
         self._rebuild_recent()
         self._set_open_state(True)
         first_time = self.stack.currentWidget() is not self.split
@@ -298,6 +367,12 @@ class MainWindow(QMainWindow):
             dialogs.warning(self, "Read-write refused",
                             f"{path} cannot be opened read-write:\n\n{line}" +
                             ("\n\nIt stays open read-only." if same else ""))
+        elif sc.offers_settings(exc):
+            self._remember_on_open = None
+            tried = self._attempt[2] if self._attempt and _resolved(self._attempt[0]) == _resolved(path) else None
+            self.error_box = dialogs.error_offering(
+                self, "Cannot open store", line, "Store settings…",
+                lambda: self.store_settings_dialog(path, reason=line, values=tried), detail=str(path))
         else:
             dialogs.error(self, "Cannot open store", line, detail=str(path))
         self._sync_rw(self.session.store)
@@ -363,7 +438,7 @@ class MainWindow(QMainWindow):
             return
         self._remember_position()
         self._rw_requested = on
-        self.session.open(store.root, read_only=not on)
+        self._reopen(read_only=not on)
 
     def _remember_position(self) -> None:
         m = self.browser.model
@@ -457,7 +532,7 @@ class MainWindow(QMainWindow):
             self.session.notify_changed()  # read-write: this process is the only writer
         else:
             self._remember_position()
-            self.session.open(self.session.path, read_only=self.session.read_only)
+            self._reopen(read_only=self.session.read_only)
 
     def _on_refreshed(self, changed: bool) -> None:
         if not changed:
@@ -507,9 +582,36 @@ class MainWindow(QMainWindow):
         self.send_dlg = dlg
         return dlg
 
-    def show_help(self) -> None:
-        width = max(len(k) for k, _ in SHORTCUTS)
-        dialogs.info(self, "Keyboard shortcuts", "\n".join(f"{k:<{width}}   {v}" for k, v in SHORTCUTS))
+    def show_help(self):
+        """The keyboard shortcuts as a two-column table (non-blocking; F1 again raises it)."""
+        from .views.tables import fill_table, make_table
+        dlg = self.help_dialog
+        if dlg is None:
+            dlg = QDialog(self)
+            dlg.setWindowTitle("Keyboard shortcuts")
+            table = make_table(["Shortcut", "Does"], dlg)
+            table.setSelectionMode(QAbstractItemView.NoSelection)
+            table.setFocusPolicy(Qt.NoFocus)
+            table.setShowGrid(False)
+            fill_table(table, [list(r) for r in SHORTCUTS], tooltips=False)
+            for r in range(table.rowCount()):
+                f = table.item(r, 0).font()
+                f.setBold(True)
+                table.item(r, 0).setFont(f)
+            table.resizeColumnsToContents()
+            buttons = QDialogButtonBox(QDialogButtonBox.Close, dlg)
+            buttons.rejected.connect(dlg.close)
+            lay = QVBoxLayout(dlg)
+            lay.addWidget(table)
+            lay.addWidget(buttons)
+            w = table.columnWidth(0) + table.columnWidth(1) + 40
+            h = table.verticalHeader().length() + table.horizontalHeader().height() + 90
+            dlg.resize(min(w, 900), min(h, 700))
+            dlg.table = table
+            self.help_dialog = dlg
+        dlg.show()
+        dlg.raise_()
+        return dlg
 
     def show_about(self) -> None:
         dialogs.info(self, "About rmqstore", about_text())
@@ -561,3 +663,10 @@ class MainWindow(QMainWindow):
         self.session.close()
         self.session._open_runner.wait()
         super().closeEvent(event)
+
+
+def _resolved(path) -> str:
+    try:
+        return str(Path(path).expanduser().resolve())
+    except OSError:
+        return str(path)

@@ -57,6 +57,7 @@ class StoreSession(QObject):
         self._open_gen = 0
         self._open_task = None
         self._refresh_task = None
+        self.config = None   # the StoreConfig the current store was opened with (None: detected)
 
     # ---- state -----------------------------------------------------------------------
     @property
@@ -76,11 +77,13 @@ class StoreSession(QObject):
         return self._open_task is not None and not self._open_task.done
 
     # ---- open / close ------------------------------------------------------------------
-    def open(self, path, read_only: bool = True) -> None:
-        """Open `path` in the background; emits opened or openFailed."""
+    def open(self, path, read_only: bool = True, config=None) -> None:
+        """Open `path` in the background with `config` (an engine StoreConfig, or None to detect
+        everything from the files); emits opened or openFailed."""
         path = Path(path).expanduser()
         same = self.store is not None and _same(self.store.root, path)
         fallback = None
+        fallback_config = self.config
         if same and (read_only != self.store.read_only or not read_only):
             # the same folder in another mode, or again read-write: let go of the current maps
             # (and of the lock, which one process holds once) first
@@ -97,6 +100,7 @@ class StoreSession(QObject):
             if self.store is not None:
                 self.close()
             self.store = store
+            self.config = config
             self.generation += 1
             self.opened.emit(store)
 
@@ -105,18 +109,19 @@ class StoreSession(QObject):
                 return
             self.openFailed.emit(str(path), exc)
             if fallback is not None and self.store is None:
-                self.open(fallback, read_only=True)
+                self.open(fallback, read_only=True, config=fallback_config)
 
         # results are always delivered (no stale filter): `done` closes a superseded store
-        self._open_task = self._open_runner.submit(MessageStore.open, path, read_only=read_only,
-                                             on_result=done, on_error=failed)
+        self._open_task = self._open_runner.submit(MessageStore.open, path, config=config, read_only=read_only,
+                                                   on_result=done, on_error=failed)
 
-    def open_blocking(self, path, read_only: bool = True) -> MessageStore:
+    def open_blocking(self, path, read_only: bool = True, config=None) -> MessageStore:
         """Open on the calling thread (startup, tests); raises the engine's errors."""
-        store = MessageStore.open(Path(path).expanduser(), read_only=read_only)
+        store = MessageStore.open(Path(path).expanduser(), config=config, read_only=read_only)
         if self.store is not None:
             self.close()
         self.store = store
+        self.config = config
         self.generation += 1
         self.opened.emit(store)
         return store
@@ -130,6 +135,7 @@ class StoreSession(QObject):
         self.runner.wait()
         with self.lock:
             store, self.store = self.store, None
+            self.config = None
             store.close()
         self.closed.emit()
 

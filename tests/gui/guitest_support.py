@@ -16,10 +16,13 @@ SHOTS = ROOT / "build" / "screenshots"
 
 
 class DialogRecorder:
-    """Stands in for QMessageBox's static functions: records instead of blocking."""
+    """Stands in for QMessageBox's static functions: records instead of blocking. Error boxes
+    that offer an action (dialogs.error_offering: non-blocking, real) are recorded as
+    "critical" too, and kept in `boxes` so a test can press their buttons."""
 
     def __init__(self):
         self.calls: list[tuple[str, str, str]] = []
+        self.boxes: list = []
 
     def record(self, kind):
         def fn(parent, title, text, *a, **k):
@@ -36,6 +39,16 @@ def dialogs(monkeypatch):
     rec = DialogRecorder()
     for kind in ("critical", "warning", "information", "question"):
         monkeypatch.setattr(QMessageBox, kind, staticmethod(rec.record(kind)))
+    from gui.views import dialogs as gui_dialogs
+    original = gui_dialogs.error_offering
+
+    def offering(parent, title, exc, action, on_action, detail=""):
+        box = original(parent, title, exc, action, on_action, detail)
+        rec.calls.append(("critical", title, box.text()))
+        rec.boxes.append(box)
+        return box
+
+    monkeypatch.setattr(gui_dialogs, "error_offering", offering)
     return rec
 
 
