@@ -205,6 +205,7 @@ def cmd_time(store: MessageStore, args) -> int:
 COMMANDS = {"info": cmd_info, "dump": cmd_dump, "get": cmd_get, "cq": cmd_cq, "query-key": cmd_query_key,
             "msgid": cmd_msgid, "uniq": cmd_uniq, "time": cmd_time}
 WRITE_COMMANDS: set[str] = set()
+PREPARE: dict = {}  # command -> check(args, cfg) run before a store is opened read-write
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -255,7 +256,7 @@ def _add_optional_commands(sub, add) -> None:
     """Commands living in other modules register here (write path, scans)."""
     try:
         from . import cli_write
-        cli_write.register(add, COMMANDS, WRITE_COMMANDS)
+        cli_write.register(add, COMMANDS, WRITE_COMMANDS, PREPARE)
     except ImportError:
         pass
     try:
@@ -282,13 +283,23 @@ def main(argv: list[str] | None = None) -> int:
             from pathlib import Path
             from .cli_write import print_recover_result, recover
             return print_recover_result(args, recover(Path(args.store), cfg, args.dry_run))
+        if args.command == "init":
+            from pathlib import Path
+            from .cli_write import init_store
+            out = init_store(Path(args.store), cfg)
+            emit(args, out, f"new store in {out['store']}: commitlog files of {out['mappedFileSizeCommitLog']} bytes, "
+                            f"CQ files of {out['mappedFileSizeConsumeQueue']} bytes, index files of "
+                            f"{out['maxHashSlotNum']} slots / {out['maxIndexNum']} entries")
+            return 0
         if args.command == "demo":
             from pathlib import Path
             from .demo import generate_demo_store
             root = Path(args.store)
             if root.exists() and any(root.iterdir()):
                 raise CliError(f"{root} exists and is not empty")
-            generate_demo_store(root, args.messages)
+            if args.messages < 0:
+                raise CliError(f"--messages must be 0 or more, got {args.messages}")
+            generate_demo_store(root, args.messages, config=cfg)
             emit(args, {"store": str(root)}, f"demo store written to {root}")
             return 0
         if args.command == "rebuild":
@@ -298,6 +309,8 @@ def main(argv: list[str] | None = None) -> int:
             emit(args, out, "rebuilt: " + ", ".join(f"{k} {v}" for k, v in out.items()))
             return 0
         read_only = args.command not in WRITE_COMMANDS
+        if args.command in PREPARE:
+            PREPARE[args.command](args, cfg)
         with MessageStore.open(args.store, config=cfg, read_only=read_only) as store:
             return COMMANDS[args.command](store, args)
     except (StoreError, CliError) as e:

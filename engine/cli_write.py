@@ -12,10 +12,12 @@ from pathlib import Path
 from .errors import StoreError
 
 
-def register(add, commands: dict, write_commands: set) -> None:
+def register(add, commands: dict, write_commands: set, prepare: dict) -> None:
+    sp = add("init", "make a new, empty store in STORE (a missing or empty folder); sizes from --set/--config")
+    commands["init"] = None  # handled before opening
     sp = add("send", "append a test message (opens the store read-write)")
-    sp.add_argument("topic")
-    sp.add_argument("--queue", type=int, default=None)
+    sp.add_argument("topic", help="topic name ([%%|a-zA-Z0-9_-], at most 127 characters)")
+    sp.add_argument("--queue", type=int, default=None, help="queue id (default: round robin over the topic's queues)")
     sp.add_argument("--tags")
     sp.add_argument("--keys", help='space-separated keys, e.g. "K1 K2"')
     sp.add_argument("--prop", action="append", default=[], metavar="K=V")
@@ -30,6 +32,7 @@ def register(add, commands: dict, write_commands: set) -> None:
                     help="sync: msync before each acknowledgement (default: the store's flushDiskType)")
     commands["send"] = cmd_send
     write_commands.add("send")
+    prepare["send"] = prepare_send
     sp = add("recover", "run RocketMQ's recovery (normal or abnormal, as the abort file says) and report it")
     sp.add_argument("--dry-run", action="store_true", help="report what recovery would do; change nothing")
     commands["recover"] = None  # handled before opening (it may be a dry run)
@@ -61,10 +64,73 @@ def template(text: str | None, i: int) -> str | None:
             .replace("{ts}", str(int(time.time() * 1000))))
 
 
+def init_store(root: Path, cfg) -> dict:
+    """A new, empty store: the folders, checkpoint, lock and config files RocketMQ makes at its
+    first start, plus STORE_SETTINGS_FILE with the sizes (no data file exists until a message)."""
+    from .config import STORE_SETTINGS_FILE, StoreConfig
+    from .message_store import MessageStore
+    if root.exists() and (not root.is_dir() or any(root.iterdir())):
+        raise StoreError("exists and is not an empty folder; init makes new stores only", path=str(root))
+    cfg = cfg or StoreConfig()
+    outside = {"storePathRootDir", "storePathCommitLog"} & cfg.explicit
+    if outside:
+        raise StoreError(f"{', '.join(sorted(outside))} would put files outside the store; not allowed here")
+    cfg.validate()
+    root.mkdir(parents=True, exist_ok=True)
+    (root / STORE_SETTINGS_FILE).write_text(cfg.store_settings_text(), encoding="utf-8")
+    with MessageStore.create(root, cfg) as store:
+        sizes = {k: getattr(store.cfg, k) for k in ("mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue",
+                                                    "maxHashSlotNum", "maxIndexNum")}
+    return {"store": str(root), **sizes}
+
+
+def _read_bounded(path: str, limit: int) -> bytes:
+    """A body file (or '-' for stdin) of at most `limit` bytes; /dev/zero and the like end at once."""
+    try:
+        if path == "-":
+            data = sys.stdin.buffer.read(limit + 1)
+        else:
+            p = Path(path)
+            if p.is_dir():
+                raise StoreError("--body-file is a folder", path=path)
+            with open(p, "rb") as fh:
+                data = fh.read(limit + 1)
+    except OSError as e:
+        raise StoreError(f"cannot read --body-file: {e.strerror}", path=path) from None
+    if len(data) > limit:
+        raise StoreError(f"--body-file is larger than maxMessageSize ({limit} bytes)", path=path)
+    return data
+
+
+def prepare_send(args, cfg) -> None:
+    """Every argument checked before the store is opened read-write: a refused send changes
+    not one byte (the store is probed read-only for its sizes and limits)."""
+    from .message_store import MessageStore
+    from .properties import KEYS, TAGS
+    from .writer import validate_message
+    root = Path(args.store)
+    if not root.exists() or (root.is_dir() and not any(root.iterdir())):
+        raise StoreError(f"no store here; make one with `rmqstore init {root}`", path=str(root))
+    if args.count < 1:
+        raise StoreError(f"--count must be at least 1, got {args.count}")
+    props = _props(args.prop)
+    with MessageStore.open(root, cfg, read_only=True) as probe:
+        pcfg = probe.cfg
+    levels = len(pcfg.delay_level_millis)
+    if not 0 <= args.delay <= levels:
+        raise StoreError(f"--delay must be a level in 0..{levels} (0 = none), got {args.delay}")
+    if args.body_file:
+        args.body_bytes = _read_bounded(args.body_file, pcfg.maxMessageSize)
+    body = args.body_bytes if args.body_file else (template(args.body, 0) or "").encode("utf-8")
+    extra = {TAGS: template(args.tags, 0) or "", KEYS: template(args.keys, 0) or ""}
+    validate_message(pcfg, args.topic, len(body), args.queue, args.flag, args.delay,
+                     {**props, **{k: v for k, v in extra.items() if v}})
+
+
 def cmd_send(store, args) -> int:
     """Each line is printed only after its message is stored (and, under sync flush, msynced)."""
     if args.body_file:
-        raw = sys.stdin.buffer.read() if args.body_file == "-" else Path(args.body_file).read_bytes()
+        raw = args.body_bytes  # read (bounded) by prepare_send
         body_of = lambda i: raw  # noqa: E731
     else:
         body_of = lambda i: (template(args.body, i) or "").encode("utf-8")  # noqa: E731

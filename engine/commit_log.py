@@ -21,6 +21,8 @@ import struct
 
 _I32 = struct.Struct(">i")
 
+COMMITLOG_RESERVE_STEP = 16 << 20  # blocks reserved ahead of the appends: one fallocate per 16 MiB
+
 
 @dataclass
 class ScanResult:
@@ -37,7 +39,8 @@ class ScanResult:
 class CommitLog:
     def __init__(self, cfg: StoreConfig, writable: bool = False):
         self.cfg = cfg
-        self.queue = MappedFileQueue(cfg.commitlog_dirs, cfg.mappedFileSizeCommitLog, writable).load()
+        self.queue = MappedFileQueue(cfg.commitlog_dirs, cfg.mappedFileSizeCommitLog, writable,
+                                     reserve_step=COMMITLOG_RESERVE_STEP).load()
         delays = cfg.delay_level_millis
         self.read_opts = DecodeOptions(check_crc=False, delay_level_millis=delays)
         self.recover_opts = DecodeOptions(check_crc=cfg.checkCRCOnRecover,

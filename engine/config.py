@@ -16,6 +16,11 @@ INDEX_HEADER_SIZE = 40
 INDEX_SLOT_SIZE = 4
 INDEX_ENTRY_SIZE = 20
 CHECKPOINT_SIZE = 4096
+# Sizes are not recorded in RocketMQ's files, so `rmqstore init` writes the settings it made a
+# store with here (broker.conf syntax); RocketMQ ignores the file, opens read it below what the
+# caller sets and what the files decide.
+STORE_SETTINGS_FILE = "rmqstore.conf"
+SIZE_SETTINGS = ("mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "maxHashSlotNum", "maxIndexNum")
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 
 
@@ -127,6 +132,28 @@ class StoreConfig:
                 continue
             values[line[:sep].strip()] = line[sep + 1:].strip()
         return cls.from_mapping(values, source=str(path))
+
+    def under_store_settings(self, root: Path) -> "StoreConfig":
+        """This config with the store's own settings file (STORE_SETTINGS_FILE) filling what the
+        caller did not set. They stay non-explicit: sizes the files decide still win."""
+        path = Path(root) / STORE_SETTINGS_FILE
+        if not path.is_file():
+            return self
+        saved = StoreConfig.from_file(path)
+        values = {k: getattr(saved, k) for k in saved.explicit - self.explicit}
+        if not values:
+            return self
+        cfg = dataclasses.replace(self, **values)
+        cfg.explicit, cfg.detected = set(self.explicit), set(self.detected)
+        return cfg
+
+    def store_settings_text(self) -> str:
+        """The STORE_SETTINGS_FILE a new store gets: its sizes and every setting given."""
+        keys = list(SIZE_SETTINGS) + sorted(self.explicit - set(SIZE_SETTINGS) - {"storePathRootDir"})
+        lines = ["# written by `rmqstore init`: the settings this store was made with (RocketMQ ignores this file)"]
+        lines += [f"{k}={str(getattr(self, k)).lower() if isinstance(getattr(self, k), bool) else getattr(self, k)}"
+                  for k in keys]
+        return "\n".join(lines) + "\n"
 
     def validate(self) -> None:
         checks = [

@@ -25,6 +25,7 @@ CQ_UNIT_DTYPE = np.dtype([
     ("tagsCode", ">i8"),    # tag hash, delivery time (SCHEDULE_TOPIC_XXXX) or ext address
 ])
 assert CQ_UNIT_DTYPE.itemsize == CQ_UNIT_SIZE
+CQ_RESERVE_STEP = 64 << 10  # 3,276 units reserved at a time: a queue of a few messages stays small
 FILLER_SIZE = 0x7FFFFFFF  # pre-blank unit of a queue that starts late: (0, MAX_INT, 0)
 _UNIT = struct.Struct(">qiq")
 FILLER_UNIT = b"\0" * 8 + FILLER_SIZE.to_bytes(4, "big") + b"\0" * 8
@@ -46,7 +47,7 @@ class ConsumeQueue:
         self.directory = Path(directory)
         self.file_size = file_size
         self.units_per_file = file_size // CQ_UNIT_SIZE
-        self.queue = MappedFileQueue(self.directory, file_size, writable).load()
+        self.queue = MappedFileQueue(self.directory, file_size, writable, reserve_step=CQ_RESERVE_STEP).load()
         self.min_logic_offset = 0            # byte position, like Java
         self.max_physic_offset = -1          # end of the last unit's record
         self._views: dict[int, np.ndarray] = {}

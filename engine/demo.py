@@ -25,7 +25,8 @@ def demo_data() -> dict:
     return json.loads(text)
 
 
-def generate_demo_store(root, messages: int = 12000, seed: int = 7) -> Path:
+def generate_demo_store(root, messages: int = 12000, seed: int = 7, config: StoreConfig | None = None) -> Path:
+    """`config`'s explicit settings (the CLI's --set) go over the demo's small sizes."""
     from .message_store import MessageStore
     root = Path(root)
     data = demo_data()
@@ -33,7 +34,8 @@ def generate_demo_store(root, messages: int = 12000, seed: int = 7) -> Path:
     topics = data["topics"]
     names = list(topics)
     weights = [topics[t]["weight"] for t in names]
-    cfg = StoreConfig.from_mapping(DEMO_SIZES)
+    cfg = StoreConfig.from_mapping({**DEMO_SIZES, **{k: getattr(config, k) for k in config.explicit}}
+                                   if config else DEMO_SIZES)
     with MessageStore.create(root, cfg) as store:
         # traffic spread over the last six hours, with a busy hour, so time views have a shape
         now = int(time.time() * 1000)

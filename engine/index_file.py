@@ -24,6 +24,7 @@ from .accel import load as _load_accel
 from .mapped_file import MappedFile
 
 MADV_POPULATE_WRITE = 23  # <linux/mman.h>; Python's mmap module does not name it yet
+INDEX_RESERVE_STEP = 1 << 20  # entries reserved 52,428 at a time, after the whole slot table
 _INDEX = _load_accel("_index")  # compiled chain lengths (None: the numpy walk below)
 
 INDEX_HEADER_DTYPE = np.dtype([
@@ -109,7 +110,8 @@ class IndexFile:
         self.index_num = index_num
         size = INDEX_HEADER_SIZE + slot_num * INDEX_SLOT_SIZE + index_num * INDEX_ENTRY_SIZE
         # MappedFile wants a numeric name; index names are 17-digit times, so that holds
-        self.file = MappedFile(self.path, size, writable=writable, create=create)
+        self.file = MappedFile(self.path, size, writable=writable, create=create,
+                               reserve_step=INDEX_RESERVE_STEP, reserve_from_start=True)
         mm = self.file.mm
         self.header_view = np.frombuffer(mm, dtype=INDEX_HEADER_DTYPE, count=1)
         self.slots = np.frombuffer(mm, dtype=">i4", count=slot_num, offset=INDEX_HEADER_SIZE)
@@ -117,12 +119,20 @@ class IndexFile:
                                      offset=INDEX_HEADER_SIZE + slot_num * INDEX_SLOT_SIZE)
         self._entry_base = INDEX_HEADER_SIZE + slot_num * INDEX_SLOT_SIZE
         if create and writable:
+            self._room(0)
             self._populate_slots()
         h = self.header_view[0]
         self.header = IndexHeader(*(int(h[n]) for n in INDEX_HEADER_DTYPE.names))
         self.header_on_disk = self.header.copy()
         if self.header.indexCount <= 0:
             self.header.indexCount = 1  # a never-flushed header reads as zeros
+
+    def _room(self, entries: int) -> None:
+        """Blocks reserved for the header, the whole slot table (slots are written at random)
+        and entries up to number `entries` (MappedFile.ensure_room)."""
+        end = self._entry_base + (entries + 1) * INDEX_ENTRY_SIZE
+        if end > self.file.reserved_until:
+            self.file.ensure_room(end)
 
     def _populate_slots(self) -> None:
         """Fault the header and slot table of a new file in at once (MADV_POPULATE_WRITE,
@@ -252,6 +262,7 @@ class IndexFile:
         h = self.header
         if h.indexCount >= self.index_num:
             return False
+        self._room(h.indexCount)
         key_hash = index_key_hash(key)
         slot_pos = INDEX_HEADER_SIZE + (key_hash % self.slot_num) * INDEX_SLOT_SIZE
         mm = self.file.mm
@@ -280,6 +291,7 @@ class IndexFile:
         """Java writes each header field as it changes: a new file inherits begin/end values
         at once but its counters reach the disk only with the first entry."""
         h = self.header
+        self._room(0)
         if counts:
             _HEADER.pack_into(self.file.mm, 0, h.beginTimestamp, h.endTimestamp, h.beginPhyOffset,
                               h.endPhyOffset, h.hashSlotCount, h.indexCount)
@@ -296,6 +308,8 @@ class IndexFile:
         count = self.header.indexCount
         slots = self.slots
         bad = np.flatnonzero(slots >= count)
+        if len(bad):
+            self._room(count)
         for s in bad.tolist():
             n = int(slots[s])
             prev = int(self.entries[n]["prevIndex"]) if n == count and n < self.index_num else 0

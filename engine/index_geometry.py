@@ -107,8 +107,16 @@ def read_file(path: str | os.PathLike) -> FileVerdict:
         if not count_candidates(size):
             verdict.problem = f"size {size} fits no index geometry (40 + 4 x slots + 20 x entries)"
             return verdict
-        with mmap.mmap(fd, size, access=mmap.ACCESS_READ) as mm:
+        mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+        try:
             _decide(fd, mm, verdict)
+        except (ValueError, IndexError, RuntimeError) as e:  # bytes changing under a live writer
+            verdict.problem = f"unreadable while it changed: {e}"
+        finally:
+            try:
+                mm.close()
+            except BufferError:
+                pass  # a view is still alive (an exception's frame); the map goes with it
         return verdict
     finally:
         os.close(fd)
@@ -156,7 +164,7 @@ def _last_nonzero_word(fd: int, words: np.ndarray) -> int | None:
     while end > 0:
         start = max(0, end - _CHUNK_WORDS)
         if not seek or _data_before(fd, INDEX_HEADER_SIZE + 4 * start, INDEX_HEADER_SIZE + 4 * end):
-            nz = np.flatnonzero(words[start:end])
+            nz = np.flatnonzero(np.array(words[start:end]))  # a copy: a live writer may be adding entries
             if len(nz):
                 return start + int(nz[-1])
         end = start

@@ -10,6 +10,8 @@ import mmap
 import os
 from pathlib import Path
 
+import numpy as np
+
 from .errors import ConfigError, StoreError, StoreFullError
 
 NAME_DIGITS = 20
@@ -19,11 +21,18 @@ def offset_to_name(offset: int) -> str:
     return f"{offset:0{NAME_DIGITS}d}"
 
 
-def allocate(fd: int, size: int) -> None:
-    """Reserve the blocks of [0, size) now. A write through the map into a hole of a sparse file
-    on a full disk is SIGBUS (the process dies); reserving first makes it an error up front."""
+PAGE = mmap.PAGESIZE
+SEEK_DATA = getattr(os, "SEEK_DATA", 3)
+SEEK_HOLE = getattr(os, "SEEK_HOLE", 4)
+DEFAULT_RESERVE_STEP = 4 << 20
+
+
+def allocate(fd: int, start: int, length: int) -> None:
+    """Reserve the blocks of [start, start + length) now. A write through the map into a hole of
+    a sparse file on a full disk is SIGBUS (the process dies); reserving first makes it an error
+    up front. Filesystems without fallocate leave the file sparse."""
     try:
-        os.posix_fallocate(fd, 0, size)
+        os.posix_fallocate(fd, start, length)
     except AttributeError:  # no posix_fallocate on this platform: the file stays sparse
         pass
     except OSError as e:
@@ -31,15 +40,39 @@ def allocate(fd: int, size: int) -> None:
             raise
 
 
+def data_extents(fd: int, start: int, end: int):
+    """The allocated ranges of [start, end) (SEEK_DATA/SEEK_HOLE); the whole range where the
+    filesystem cannot tell. Holes read as zeros and need no scan."""
+    pos = start
+    while pos < end:
+        try:
+            lo = os.lseek(fd, pos, SEEK_DATA)
+        except OSError as e:
+            if e.errno == errno.ENXIO:
+                return  # only a hole from here on
+            yield pos, end  # no SEEK_DATA: everything may hold data
+            return
+        if lo >= end:
+            return
+        hi = min(end, os.lseek(fd, lo, SEEK_HOLE))
+        yield lo, hi
+        pos = hi
+
+
 class MappedFile:
-    def __init__(self, path: Path, file_size: int, writable: bool = False, create: bool = False):
+    def __init__(self, path: Path, file_size: int, writable: bool = False, create: bool = False,
+                 reserve_step: int = DEFAULT_RESERVE_STEP, reserve_from_start: bool = False):
         self.path = Path(path)
         self.file_from_offset = int(self.path.name)
         self.file_size = file_size
         self.writable = writable
         self.wrote_position = 0
         self.flushed_position = 0
-        self.reserved = create  # blocks allocated (see allocate); files we did not create may be sparse
+        # files are sparse, as RocketMQ's are; blocks are reserved a step ahead of the writes
+        # (ensure_room), so a full disk refuses a put instead of killing the process
+        self.reserved_until = 0
+        self.reserve_step = reserve_step
+        self.reserve_from_start = reserve_from_start  # random writes from 0 (index slots), not appends
         flags = os.O_RDWR if writable else os.O_RDONLY
         if create:
             flags |= os.O_CREAT | os.O_EXCL
@@ -50,8 +83,8 @@ class MappedFile:
         try:
             if create:
                 try:
-                    os.ftruncate(fd, file_size)  # reads as zeros like Java's mapped file ...
-                    allocate(fd, file_size)      # ... with its blocks reserved: no SIGBUS when the disk fills
+                    os.ftruncate(fd, file_size)  # sparse, reads as zeros like Java's mapped file
+                    self._reserve(fd, min(file_size, reserve_step))  # the first writes' blocks
                 except OSError as e:
                     os.unlink(self.path)
                     raise StoreFullError(f"cannot size new file: {e.strerror}", path=str(self.path)) from None
@@ -77,23 +110,40 @@ class MappedFile:
         return bytes(self.buf[pos:pos + size])
 
     # ---- writing -----------------------------------------------------------------------
-    def reserve(self) -> None:
-        """Allocate a file someone else created (possibly sparse) before appending to it."""
+    def ensure_room(self, end: int) -> None:
+        """Blocks for every byte up to `end` are reserved (plus a step ahead, so this costs one
+        fallocate per step). Raises StoreFullError, before anything is written, when the disk
+        has no room."""
+        if end <= self.reserved_until:
+            return
         try:
             fd = os.open(self.path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
             try:
-                allocate(fd, self.file_size)
+                self._reserve(fd, end)
             finally:
                 os.close(fd)
         except OSError as e:
-            raise StoreFullError(f"cannot reserve disk space for the file: {e.strerror}", path=str(self.path)) from None
-        self.reserved = True
+            raise StoreFullError(f"cannot reserve disk space for the file: {e.strerror}", path=str(self.path),
+                                 offset=self.file_from_offset + self.reserved_until) from None
+
+    def _reserve(self, fd: int, end: int) -> None:
+        start = self.reserved_until if self.reserve_from_start else max(self.reserved_until, self.wrote_position)
+        start -= start % PAGE
+        stop = max(end, start + self.reserve_step)
+        stop = min(self.file_size, stop + (-stop) % PAGE)
+        if stop > start:
+            allocate(fd, start, stop - start)
+        self.reserved_until = stop
 
     def write_at(self, pos: int, data: bytes) -> None:
+        if pos + len(data) > self.reserved_until:
+            self.ensure_room(pos + len(data))
         self.buf[pos:pos + len(data)] = data
 
     def append(self, data: bytes) -> int:
         pos = self.wrote_position
+        if pos + len(data) > self.reserved_until:
+            self.ensure_room(pos + len(data))
         self.buf[pos:pos + len(data)] = data
         self.wrote_position = pos + len(data)
         return pos
@@ -107,12 +157,22 @@ class MappedFile:
             self.flushed_position = end
 
     def zero_tail(self, pos: int) -> None:
-        """Zero [pos, end of file) so stale bytes can never pass for records later."""
+        """Zero [pos, end of file) so stale bytes can never pass for records later. Only the
+        allocated extents are read (holes are zeros), a MiB at a time with numpy, and only
+        their non-zero spans are written, so a clean sparse tail costs a few lseeks."""
+        fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        try:
+            extents = list(data_extents(fd, pos, self.file_size))
+        finally:
+            os.close(fd)
         step = 1 << 20
-        for p in range(pos, self.file_size, step):
-            n = min(step, self.file_size - p)
-            if any(self.buf[p:p + n]):
-                self.buf[p:p + n] = bytes(n)
+        for lo, hi in extents:
+            for p in range(max(lo, pos), hi, step):
+                n = min(step, hi - p)
+                nz = np.flatnonzero(np.frombuffer(self.mm, dtype=np.uint8, count=n, offset=p))
+                if len(nz):
+                    a, b = p + int(nz[0]), p + int(nz[-1]) + 1
+                    self.buf[a:b] = bytes(b - a)
 
     def close(self) -> None:
         try:

@@ -7,13 +7,15 @@ from bisect import bisect_right
 from pathlib import Path
 
 from .errors import ConfigError, StoreError
-from .mapped_file import MappedFile, offset_to_name
+from .mapped_file import DEFAULT_RESERVE_STEP, MappedFile, offset_to_name
 
 
 class MappedFileQueue:
-    def __init__(self, dirs: Path | list[Path], file_size: int, writable: bool = False):
+    def __init__(self, dirs: Path | list[Path], file_size: int, writable: bool = False,
+                 reserve_step: int = DEFAULT_RESERVE_STEP):
         self.dirs = [Path(d) for d in (dirs if isinstance(dirs, list) else [dirs])]
         self.file_size = file_size
+        self.reserve_step = reserve_step  # blocks reserved ahead of the appends (MappedFile.ensure_room)
         self.writable = writable
         self.files: list[MappedFile] = []
         self.skipped: list[str] = []     # names that are not data files
@@ -47,7 +49,7 @@ class MappedFileQueue:
             if start % self.file_size:
                 raise ConfigError(f"file name is not a multiple of the configured file size {self.file_size}",
                                   path=str(p))
-            self.files.append(MappedFile(p, self.file_size, writable=self.writable))
+            self.files.append(MappedFile(p, self.file_size, writable=self.writable, reserve_step=self.reserve_step))
         for a, b in zip(self.files, self.files[1:]):
             if b.file_from_offset != a.end_offset:
                 self.gaps.append((a.end_offset, b.file_from_offset))
@@ -127,7 +129,8 @@ class MappedFileQueue:
             start = self.last.end_offset if self.last else 0
         d = self.dirs[0]
         d.mkdir(parents=True, exist_ok=True)
-        f = MappedFile(d / offset_to_name(start), self.file_size, writable=True, create=True)
+        f = MappedFile(d / offset_to_name(start), self.file_size, writable=True, create=True,
+                       reserve_step=self.reserve_step)
         self.files.append(f)
         return f
 

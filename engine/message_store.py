@@ -208,6 +208,7 @@ class MessageStore:
         cfg = config or (StoreConfig.from_file(config_file) if config_file else StoreConfig())
         cfg = cfg.with_values(storePathRootDir=str(root)) if not cfg.storePathRootDir else cfg
         cfg.explicit.discard("storePathRootDir")
+        cfg = cfg.under_store_settings(root)
         markers = [cfg.commitlog_dirs[0], root / "consumequeue", root / "index", root / "checkpoint"]
         if not any(m.exists() for m in markers):
             if any(p.name.startswith("dledger") for p in root.iterdir()):

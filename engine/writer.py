@@ -7,6 +7,7 @@ is written only after the data it vouches for is durable, so crash recovery alwa
 early enough (§12.4)."""
 from __future__ import annotations
 
+import operator
 import os
 import re
 import threading
@@ -64,6 +65,37 @@ def validate_topic(topic: str, allow_v2: bool) -> bool:
     raise MessageRejectedError(f"topic is {len(topic)} characters; the limit is {TOPIC_MAX_V1}")
 
 
+INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
+
+
+def validate_message(cfg, topic: str, body_size: int = 0, queue_id: int | None = None, flag: int = 0,
+                     delay_level: int = 0, properties: dict | None = None) -> None:
+    """Every rule a message must pass that needs no store (the CLI checks them before it opens
+    a store read-write; draft() and encode() apply them again)."""
+    validate_topic(topic, cfg.autoMessageVersionOnTopicLen)
+    if queue_id is not None and not 0 <= _integer(queue_id, "queue id") <= INT32_MAX:
+        raise MessageRejectedError(f"queue id {queue_id} is outside 0..{INT32_MAX}")
+    if not INT32_MIN <= _integer(flag, "flag") <= INT32_MAX:
+        raise MessageRejectedError(f"flag {flag} does not fit a 32-bit int ({INT32_MIN}..{INT32_MAX})")
+    if not 0 <= _integer(delay_level, "delay level") <= INT32_MAX:
+        raise MessageRejectedError(f"delay level {delay_level} is negative or too large")
+    if body_size > cfg.maxMessageSize:
+        raise MessageRejectedError(f"body is {body_size} bytes; maxMessageSize is {cfg.maxMessageSize}")
+    for k, v in (properties or {}).items():
+        if not isinstance(k, str) or not isinstance(v, str) or not k or "\x01" in k or "\x02" in k \
+                or "\x02" in v:
+            raise MessageRejectedError(f"invalid property {k!r}={v!r}")
+
+
+def _integer(v, what: str) -> int:
+    if isinstance(v, bool):
+        raise MessageRejectedError(f"{what} {v!r} is not an integer")
+    try:
+        return operator.index(v)
+    except TypeError:
+        raise MessageRejectedError(f"{what} {v!r} is not an integer") from None
+
+
 class StoreWriter:
     def __init__(self, store):
         self.store = store
@@ -99,17 +131,12 @@ class StoreWriter:
             props[P.KEYS] = keys if isinstance(keys, str) else P.KEY_SEPARATOR.join(keys)
         props[P.UNIQ_KEY] = uniq_key or props.get(P.UNIQ_KEY) or self.uniq.next()
         props.setdefault("CLUSTER", self.cfg.brokerClusterName)
-        for k, v in props.items():
-            if not isinstance(k, str) or not isinstance(v, str) or not k or "\x01" in k or "\x02" in k \
-                    or "\x02" in v:
-                raise MessageRejectedError(f"invalid property {k!r}={v!r}")
+        validate_message(self.cfg, topic, len(body), queue_id, flag, max(0, delay_level), props)
         if queue_id is None:  # a producer's default selector: round robin over the write queues
             n = self._rr.get(topic, -1) + 1
             self._rr[topic] = n
             queue_id = n % self._queue_count(topic)
         qid = queue_id
-        if qid < 0:
-            raise MessageRejectedError(f"queue id {qid} is negative")
         now = self.clock()
         if born_host:
             born = parse_host(born_host)
@@ -224,8 +251,7 @@ class StoreWriter:
         q = self.store.commitlog.queue
         f = q.last
         if f is not None and f.wrote_position < f.file_size and size + 8 <= f.file_size - f.wrote_position:
-            if not f.reserved:
-                f.reserve()  # a sparse file from a broker: a full disk must refuse, not SIGBUS
+            f.ensure_room(f.wrote_position + size + 8)  # a full disk refuses here, before any write
             return f
         start = f.end_offset if f is not None else 0
         try:  # the next file first: if the disk is full, nothing (not even the BLANK) is written
@@ -234,6 +260,7 @@ class StoreWriter:
             raise StoreFullError(f"cannot create commitlog file: {e}", path=str(q.dirs[0])) from None
         if f is not None and f.wrote_position < f.file_size:
             remaining = f.file_size - f.wrote_position
+            f.ensure_room(f.wrote_position + 8)
             f.write_at(f.wrote_position, _BLANK.pack(remaining, BLANK_MAGIC))
             f.wrote_position = f.file_size
             f.flush()

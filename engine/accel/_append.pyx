@@ -517,14 +517,14 @@ cdef class Appender:
             return None
         f = files[len(files) - 1]
         cdef int64_t pos = f.wrote_position
-        if not f.reserved or pos + total + 8 > f.file_size:
+        if pos + total + 8 > f.reserved_until:   # blocks reserved (and within the file)
             return None
         cq_files = cq.queue.files
         if not cq_files:
             return None
         cqf = cq_files[len(cq_files) - 1]
         cdef int64_t cq_pos = cqf.wrote_position
-        if cq_pos + n * CQ_UNIT > cq.file_size:
+        if cq_pos + n * CQ_UNIT > cqf.reserved_until:
             return None
         cdef Py_buffer hb
         idx = None
@@ -534,7 +534,8 @@ cdef class Appender:
                 return None
             idx = ifiles[len(ifiles) - 1]
             hv = idx.header.values
-            if hv[5] + n * m.nkeys > idx.index_num:
+            if hv[5] + n * m.nkeys > idx.index_num or \
+                    idx._entry_base + (hv[5] + n * m.nkeys) * INDEX_ENTRY_SIZE > idx.file.reserved_until:
                 return None
         # write: records, then the batch's first TOTALSIZE; CQ units; index entries
         clock = w.clock
