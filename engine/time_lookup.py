@@ -18,10 +18,9 @@ def _jdiv(a: int, b: int) -> int:
 
 
 def _mtime_ms(path) -> int:
-    """File modification time in ms. A whole-second mtime has usually lost its fraction
-    (tar, some copies): take the end of that second, the latest the file can have changed."""
-    ns = os.stat(path).st_mtime_ns
-    return ns // 1_000_000 + (999 if ns % 1_000_000_000 == 0 else 0)
+    """File modification time in ms as it is on disk (Java's File.lastModified): RocketMQ
+    uses it as it is, even where a copy lost the sub-second part."""
+    return os.stat(path).st_mtime_ns // 1_000_000
 
 
 def _unit(view, pos):

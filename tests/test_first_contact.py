@@ -145,3 +145,19 @@ def test_reservation_follows_the_writes(tmp_path):
         assert cq.reserved_until >= cq.wrote_position
         idx = st.index.files[-1]
         assert idx.file.reserved_until >= idx._entry_base + idx.header.indexCount * 20
+
+
+def test_time_lookup_uses_the_mtime_as_it_is(fixture_copy):
+    """4.9 picks the first CQ file modified at or after t. A whole-second mtime is used as it is
+    (RocketMQ does; adding 999 ms to it changed 8 of 42 answers on a broker's store)."""
+    store = fixture_copy("small")
+    qdir = store / "consumequeue" / "TopicTest" / "0"
+    files = sorted(qdir.iterdir())
+    assert len(files) >= 2
+    base = 1_000_000_000  # 2001: before every store time, so each file answers its first unit
+    for i, f in enumerate(files):
+        os.utime(f, ns=((base + i) * 1_000_000_000,) * 2)
+    with MessageStore.open(store) as st:
+        per_file = st.find_queue("TopicTest", 0).units_per_file
+        assert st.get_offset_in_queue_by_time("TopicTest", 0, base * 1000 + 500) == per_file  # the second file
+        assert st.get_offset_in_queue_by_time("TopicTest", 0, base * 1000) == 0             # the first
