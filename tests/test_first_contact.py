@@ -161,3 +161,13 @@ def test_time_lookup_uses_the_mtime_as_it_is(fixture_copy):
         per_file = st.find_queue("TopicTest", 0).units_per_file
         assert st.get_offset_in_queue_by_time("TopicTest", 0, base * 1000 + 500) == per_file  # the second file
         assert st.get_offset_in_queue_by_time("TopicTest", 0, base * 1000) == 0             # the first
+
+
+def test_raw_query_max_zero_means_no_cap(fixture_copy):
+    """`query-key --raw --max 0` means what `--max 0` means without --raw: no cap."""
+    store = fixture_copy("small")
+    with MessageStore.open(store) as st:
+        exact = st.query_message("TopicTest", "order-dup-001", max_num=0)
+        raw = st.query_message("TopicTest", "order-dup-001", max_num=0, raw=True)
+        assert len(exact.messages) > st.cfg.maxMsgsNumBatch  # more than the raw default cap
+        assert sorted(set(raw.offsets)) == sorted(exact.offsets)
