@@ -38,6 +38,58 @@ PLOT_PEN_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c56
                    "#bcbd22", "#17becf"]
 
 
+class CategoryAxis(pg.AxisItem):
+    """A bottom axis naming bars 0..n-1, whose labels never overlap: when names are wider than
+    a bar, labels alternate between two lines (each gets the width of two bars), are elided in
+    the middle to that width (full names in `labels` and the table), and when bars are too
+    narrow even for that, only every k-th bar is named. Recomputed on every resize and zoom
+    (tickValues gets the axis length)."""
+    MIN_LABEL_PX = 40
+    GAP_PX = 8
+
+    def __init__(self, labels: list[str] | None = None, **kw):
+        super().__init__("bottom", **kw)
+        self.labels: list[str] = list(labels or [])
+        self._px_per_label = 80.0
+        self._step = 1
+
+    def set_labels(self, labels: list[str]) -> None:
+        self.labels = list(labels)
+        self.picture = None
+        self.update()
+
+    def _metrics(self):
+        from PySide6.QtGui import QFont, QFontMetrics
+        return QFontMetrics(self.style.get("tickFont") or QFont())
+
+    def tickValues(self, minVal, maxVal, size):
+        n = len(self.labels)
+        if n == 0 or size <= 0 or maxVal <= minVal:
+            return []
+        lo, hi = max(0, int(np.ceil(minVal))), min(n - 1, int(np.floor(maxVal)))
+        if hi < lo:
+            return []
+        px_per_bar = size / (maxVal - minVal)
+        step = max(1, int(np.ceil(self.MIN_LABEL_PX / max(px_per_bar, 1e-9))))
+        self._px_per_label, self._step = px_per_bar * step, step
+        first = lo + (-lo) % step
+        return [(float(step), [float(v) for v in range(first, hi + 1, step)])]
+
+    def layout_labels(self, values) -> list[tuple[int, str]]:
+        """(line 0 or 1, elided text) for each tick value."""
+        fm = self._metrics()
+        idx = [int(round(v)) for v in values]
+        texts = [self.labels[i] if 0 <= i < len(self.labels) else "" for i in idx]
+        one_line = int(self._px_per_label) - self.GAP_PX
+        stagger = len(texts) > 1 and max(fm.horizontalAdvance(t) for t in texts) > one_line
+        width = max(8, int(2 * self._px_per_label) - self.GAP_PX if stagger else one_line)
+        return [((i // self._step) % 2 if stagger else 0, fm.elidedText(t, Qt.ElideMiddle, width))
+                for i, t in zip(idx, texts)]
+
+    def tickStrings(self, values, scale, spacing):
+        return [("\n" + t if line else t) for line, t in self.layout_labels(values)]
+
+
 class RowsModel(QAbstractTableModel):
     """Read-only table over a list of row dicts."""
 
@@ -230,7 +282,9 @@ class ScanPanel(QWidget):
         self.table.horizontalHeader().setStretchLastSection(True)
         self.plot = pg.PlotWidget(background="w")
         self.plot.showGrid(x=True, y=True, alpha=0.3)
-        self.plot.addLegend(offset=(10, 10))
+        # an opaque legend box: the curves pass under the names instead of through them
+        self.plot.addLegend(offset=(10, 10), brush=pg.mkBrush(255, 255, 255, 230), pen=pg.mkPen("#c8c8c8"),
+                            labelTextColor="#202020")
         self.plot.setVisible(False)
         self.splitter = QSplitter(Qt.Horizontal)
         self.splitter.addWidget(self.table)
@@ -403,6 +457,7 @@ class ScanPanel(QWidget):
             p.plotItem.legend.clear()
         rows = result.rows
         shown = True
+        headroom = 0.0
         if result.job == "traffic" and rows:
             by_topic: dict[str, list[tuple[int, int]]] = {}
             for r in rows:
@@ -412,6 +467,7 @@ class ScanPanel(QWidget):
             lo, hi = min(r["bucketStart"] for r in rows), max(r["bucketStart"] for r in rows)
             step = self._bucket_ms or 0
             dense = step > 0 and (hi - lo) // step < 200_000
+            headroom = 0.0
             for i, t in enumerate(top):
                 pts = dict(by_topic[t])
                 if dense:   # a bucket without messages is a zero, not a gap to draw across
@@ -421,25 +477,28 @@ class ScanPanel(QWidget):
                     xs = np.array(sorted(pts), dtype=np.int64)
                     y = np.array([pts[int(b)] for b in xs], dtype=np.float64)
                 x = xs.astype(np.float64) / 1000
-                name = t if len(t) <= 40 else t[:39] + "…"
+                name = t if len(t) <= 32 else t[:15] + "…" + t[-16:]
                 p.plot(x, y, pen=pg.mkPen(PLOT_PEN_COLORS[i], width=2), symbol="o", symbolSize=4,
                        symbolBrush=PLOT_PEN_COLORS[i], name=name)
+                headroom = max(headroom, float(y.max()) if len(y) else 0.0)
+            if p.plotItem.legend is not None:
+                p.plotItem.legend.setColumnCount(2 if len(top) > 4 else 1)
+            legend_rows = (len(top) + 1) // 2 if len(top) > 4 else len(top)
+            headroom *= 1.05 + 0.08 * legend_rows   # the legend sits above the curves, not on them
             p.setLabel("left", "messages per bucket")
             p.setLabel("bottom", "store time (UTC)")
         elif result.job == "size-histogram" and rows:
-            p.setAxisItems({"bottom": pg.AxisItem("bottom")})
+            p.setAxisItems({"bottom": CategoryAxis([_size_label(r["sizeFrom"]) for r in rows])})
             x = np.arange(len(rows), dtype=np.float64)
             y = np.array([r["messages"] for r in rows], dtype=np.float64)
             p.addItem(pg.BarGraphItem(x=x, height=y, width=0.8, brush="#1f77b4"))
-            p.getAxis("bottom").setTicks([[(i, _size_label(r["sizeFrom"])) for i, r in enumerate(rows)]])
             p.setLabel("left", "messages")
             p.setLabel("bottom", "record size (from)")
         elif result.job == "topic-stats" and rows and not any("queueId" in r for r in rows):
-            p.setAxisItems({"bottom": pg.AxisItem("bottom")})
+            p.setAxisItems({"bottom": CategoryAxis([r["topic"] for r in rows])})
             x = np.arange(len(rows), dtype=np.float64)
             y = np.array([r["messages"] for r in rows], dtype=np.float64)
             p.addItem(pg.BarGraphItem(x=x, height=y, width=0.8, brush="#2ca02c"))
-            p.getAxis("bottom").setTicks([[(i, r["topic"][:14]) for i, r in enumerate(rows)]])
             p.setLabel("left", "messages")
             p.setLabel("bottom", "topic")
         else:
@@ -447,6 +506,8 @@ class ScanPanel(QWidget):
         p.setVisible(shown)
         if shown:
             p.autoRange()
+            if result.job == "traffic" and headroom > 0:
+                p.setYRange(0, headroom, padding=0)
             total = max(self.splitter.width(), 800)
             self.splitter.setSizes([total * 9 // 20, total * 11 // 20])
 

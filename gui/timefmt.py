@@ -1,17 +1,26 @@
 """Times as the browser shows them: ISO-8601 with milliseconds, in one chosen zone (the local
-zone or UTC), always with the zone written out. Pure Python (no Qt), so it is tested alone."""
+zone or UTC), always with the zone written out as a numeric offset (+08:00), never as an
+abbreviation (CST means three different zones). Pure Python (no Qt), so it is tested alone."""
 from __future__ import annotations
 
-import time
 from datetime import datetime, timedelta, timezone
 
 MISSING = "—"
 
 
 def local_zone() -> timezone:
-    """The machine's current local zone as a fixed offset (and its name)."""
+    """The machine's current local zone as a fixed offset (named by the offset, not an abbreviation)."""
     now = datetime.now().astimezone()
-    return timezone(now.utcoffset() or timedelta(0), now.tzname() or "local")
+    off = now.utcoffset() or timedelta(0)
+    return timezone(off, offset_text(off))
+
+
+def offset_text(off: timedelta | None) -> str:
+    """+08:00, -03:30, +00:00."""
+    minutes = int((off or timedelta(0)).total_seconds() // 60)
+    sign = "-" if minutes < 0 else "+"
+    h, m = divmod(abs(minutes), 60)
+    return f"{sign}{h:02d}:{m:02d}"
 
 
 def zone_of(utc: bool) -> timezone:
@@ -19,13 +28,10 @@ def zone_of(utc: bool) -> timezone:
 
 
 def zone_label(utc: bool) -> str:
-    """'UTC' or 'local +01:00 CET' — what a time column or a date picker says it uses."""
+    """'UTC' or 'local +01:00' — what a time column or a date picker says it uses."""
     if utc:
         return "UTC"
-    tz = local_zone()
-    off = datetime.now(tz).strftime("%z")
-    name = time.tzname[time.localtime().tm_isdst] if time.daylight else time.tzname[0]
-    return f"local {off[:3]}:{off[3:]} {name}"
+    return f"local {offset_text(local_zone().utcoffset(None))}"
 
 
 def to_datetime(ms: int, utc: bool) -> datetime:
@@ -41,6 +47,27 @@ def format_ms(ms: int | None, utc: bool = False) -> str:
     except (OverflowError, OSError, ValueError):
         return f"{ms} ms (out of range)"
     return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z" if utc else "+00:00")
+
+
+def format_ms_readable(ms: int | None, utc: bool = False, tz: timezone | None = None) -> str:
+    """'2026-11-22 09:25:26.891 +08:00': date, time with milliseconds and the numeric offset
+    (in `tz` when given, else the chosen zone). Negative or None -> '—'."""
+    if ms is None or ms < 0:
+        return MISSING
+    try:
+        dt = datetime.fromtimestamp(int(ms) / 1000, tz=timezone.utc).astimezone(tz or zone_of(utc))
+    except (OverflowError, OSError, ValueError):
+        return f"{ms} ms (out of range)"
+    return dt.strftime("%Y-%m-%d %H:%M:%S.") + f"{dt.microsecond // 1000:03d} " + offset_text(dt.utcoffset())
+
+
+def format_epoch_ms(ms: int | None, utc: bool = False, tz: timezone | None = None) -> str:
+    """'1732500000123 (2024-11-25 10:00:00.123 +08:00)': the stored integer, then the date."""
+    if ms is None:
+        return MISSING
+    if ms < 0:
+        return str(ms)
+    return f"{ms} ({format_ms_readable(ms, utc, tz)})"
 
 
 def format_ms_with_raw(ms: int | None, utc: bool = False) -> str:

@@ -2,16 +2,31 @@
 segment category, one per collision-chain entry kind."""
 from __future__ import annotations
 
+import colorsys
+
 from . import compute as C
 
-# qualitative palette (Tableau 20 reordered so neighbours differ), then a few extra hues
-TOPIC_PALETTE: list[tuple[int, int, int]] = [
+# qualitative palette (Tableau 20 reordered so neighbours differ, then a few ColorBrewer Dark2 /
+# Set2 hues) without the red-ish hues: red means "damaged" in every view (CATEGORY_COLORS)
+_CANDIDATES: list[tuple[int, int, int]] = [
     (31, 119, 180), (255, 127, 14), (44, 160, 44), (214, 39, 40), (148, 103, 189), (140, 86, 75),
     (227, 119, 194), (188, 189, 34), (23, 190, 207), (174, 199, 232), (255, 187, 120),
     (152, 223, 138), (255, 152, 150), (197, 176, 213), (196, 156, 148), (247, 182, 210),
     (219, 219, 141), (158, 218, 229), (57, 59, 121), (99, 121, 57), (140, 109, 49), (132, 60, 57),
     (123, 65, 115), (82, 84, 163), (181, 207, 107), (231, 186, 82), (214, 97, 107), (206, 109, 189),
+    (27, 158, 119), (117, 112, 179), (102, 166, 30), (166, 118, 29), (102, 194, 165), (141, 160, 203),
 ]
+RED_HUES = (340.0, 22.0)   # degrees: hues from 340 through 360/0 to 22 read as red
+
+
+def is_reddish(rgb: tuple[int, int, int]) -> bool:
+    """A colour that could be taken for the red of damaged bytes (hue near red, not grey)."""
+    h, lightness, sat = colorsys.rgb_to_hls(*(c / 255 for c in rgb))
+    deg = h * 360
+    return sat > 0.2 and 0.15 < lightness < 0.95 and (deg >= RED_HUES[0] or deg <= RED_HUES[1])
+
+
+TOPIC_PALETTE: list[tuple[int, int, int]] = [c for c in _CANDIDATES if not is_reddish(c)]
 
 CATEGORY_COLORS: dict[int, tuple[int, int, int]] = {
     C.BLANK: (70, 70, 70),          # the end-of-file blank tail: dark

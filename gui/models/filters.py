@@ -13,7 +13,7 @@ from typing import Callable, Iterator
 
 from engine import Message
 
-from .queue_rows import QueueRow, iter_rows_with_messages
+from .queue_rows import QueueRow, iter_rows_with_messages, row_of
 
 
 def parse_tag_expression(expr: str) -> frozenset[str] | None:
@@ -130,3 +130,50 @@ def scan(store, topic: str, queue_id: int, start: int, end: int, flt: MessageFil
         q = stop
         yield q - start, total
     return matches, q
+
+
+def scan_queue(store, topic: str, queue_id: int, start: int, end: int, flt: MessageFilter,
+               max_matches: int = 100_000, page: int = 1024) -> Iterator[tuple[int, int]]:
+    """Like `scan`, through the engine's getMessage pages (a page of `page` messages is one
+    compiled read): fast enough for a whole queue. Generator: yields (done, total) after each
+    page (the worker's cancel point) and returns (matches, scanned_end)."""
+    pred = flt.predicate()
+    matches: list[QueueRow] = []
+    cq = store.find_queue(topic, queue_id)
+    total = max(0, end - start)
+    if cq is None:
+        return matches, start
+    q = max(start, cq.min_offset)
+    end = min(end, cq.max_offset)
+    cl_min = store.commitlog.min_offset
+    while q < end:
+        res = store.get_message(topic, queue_id, q, min(page, end - q))
+        nxt = min(res.nextBeginOffset if res.nextBeginOffset > q else q + page, end)
+        for row, m in _page_rows(store, topic, queue_id, q, nxt, res, cl_min):
+            if m is not None and pred(m):
+                matches.append(row)
+                if len(matches) >= max_matches:
+                    return matches, row.queueOffset + 1
+        q = nxt
+        yield q - start, total
+    return matches, max(q, start)
+
+
+def _page_rows(store, topic, queue_id, q, nxt, res, cl_min):
+    """(row, message) for the units [q, nxt) a getMessage page covered: its messages taken in
+    unit order (units it skipped have no message); if the page and the units disagree
+    anywhere, the units are read one by one instead."""
+    cq = store.find_queue(topic, queue_id)
+    units = cq.units(q, nxt)
+    phys, sizes, codes = units["phyOffset"].tolist(), units["size"].tolist(), units["tagsCode"].tolist()
+    skipped = {o for o, _ in res.skipped}
+    msgs = res.messages
+    taken = [k for k in range(len(phys)) if q + k not in skipped]
+    if len(taken) == len(msgs) and all(msgs[i].commitLogOffset == phys[k] for i, k in enumerate(taken)):
+        by_unit = dict(zip(taken, range(len(msgs))))
+        for k in range(len(phys)):
+            i = by_unit.get(k)
+            m = msgs[i] if i is not None else None
+            yield row_of(q + k, phys[k], sizes[k], codes[k], m, cl_min), m
+    else:
+        yield from iter_rows_with_messages(store, topic, queue_id, q, nxt)

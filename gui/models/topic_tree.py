@@ -11,7 +11,13 @@ KIND_ROLE = Qt.UserRole + 1      # "topics" | "topic" | "queue" | "groups" | "gr
 TOPIC_ROLE = Qt.UserRole + 2
 QID_ROLE = Qt.UserRole + 3
 OFFSET_ROLE = Qt.UserRole + 4    # consumer offset of a group-queue item
-HEADERS = ["Name", "Min offset", "Max offset", "Messages"]
+HEADERS = ["Name", "Min", "Max", "Count"]
+HEADER_TIPS = [
+    "Topics and their queues; consumer groups and the queues they consume",
+    "Queue: the minimum queue offset. Consumer group: the group's consumer offset",
+    "The maximum queue offset (one past the last message)",
+    "Messages in the queue or topic; for consumer groups, the lag (max offset - consumer offset)",
+]
 
 
 def _num(n: int | str) -> QStandardItem:
@@ -30,17 +36,30 @@ def _text(s: str, kind: str, topic: str | None = None, qid: int | None = None) -
     return it
 
 
+def _tipped(items: list[QStandardItem], text: str) -> list[QStandardItem]:
+    """The same tooltip (with the full, unelided name) on every cell of a row."""
+    t = tip(text)
+    for it in items:
+        it.setToolTip(t)
+    return items
+
+
 class TopicTreeModel(QStandardItemModel):
     def __init__(self, parent=None):
         super().__init__(parent)
-        self.setHorizontalHeaderLabels(HEADERS)
+        self._headers()
         self.topics_item: QStandardItem | None = None
         self.groups_item: QStandardItem | None = None
+
+    def _headers(self) -> None:
+        self.setHorizontalHeaderLabels(HEADERS)
+        for i, t in enumerate(HEADER_TIPS):
+            self.setHeaderData(i, Qt.Horizontal, t, Qt.ToolTipRole)
 
     def populate(self, queues: list[dict], topics: list[str], lag: list[dict]) -> None:
         """queues: store.queue_list(); topics: store.topics(); lag: store.consumer_lag()."""
         self.clear()
-        self.setHorizontalHeaderLabels(HEADERS)
+        self._headers()
         by_topic: dict[str, list[dict]] = {t: [] for t in topics}
         for q in queues:
             by_topic.setdefault(q["topic"], []).append(q)
@@ -52,14 +71,15 @@ class TopicTreeModel(QStandardItemModel):
             qs = sorted(by_topic[topic], key=lambda q: q["queueId"])
             count = sum(q["maxOffset"] - q["minOffset"] for q in qs)
             t_item = _text(topic, "topic", topic)
-            t_item.setToolTip(tip(f"{topic}: {len(qs)} queues, {count} messages"))
-            self.topics_item.appendRow([t_item, _num(""), _num(""), _num(count)])
+            self.topics_item.appendRow(_tipped([t_item, _num(""), _num(""), _num(count)],
+                                               f"{topic}\n{len(qs)} queues, {count} messages"))
             for q in qs:
                 qi = _text(f"queue {q['queueId']}", "queue", topic, q["queueId"])
-                qi.setToolTip(tip(f"{topic} / queue {q['queueId']}: queue offsets "
-                                  f"[{q['minOffset']}, {q['maxOffset']})"))
-                t_item.appendRow([qi, _num(q["minOffset"]), _num(q["maxOffset"]),
-                                  _num(q["maxOffset"] - q["minOffset"])])
+                t_item.appendRow(_tipped([qi, _num(q["minOffset"]), _num(q["maxOffset"]),
+                                          _num(q["maxOffset"] - q["minOffset"])],
+                                         f"{topic} / queue {q['queueId']}\nqueue offsets "
+                                         f"[{q['minOffset']}, {q['maxOffset']}): "
+                                         f"{q['maxOffset'] - q['minOffset']} messages"))
         groups: dict[str, list[dict]] = {}
         for r in lag:
             groups.setdefault(r["group"], []).append(r)
@@ -70,15 +90,15 @@ class TopicTreeModel(QStandardItemModel):
         for g in sorted(groups):
             rows = groups[g]
             g_item = _text(g, "group")
-            g_item.setToolTip(tip(f"{g}: total lag {sum(r['lag'] for r in rows)}"))
-            self.groups_item.appendRow([g_item, _num(""), _num(""), _num(sum(r["lag"] for r in rows))])
+            self.groups_item.appendRow(_tipped([g_item, _num(""), _num(""), _num(sum(r["lag"] for r in rows))],
+                                               f"{g}\ntotal lag {sum(r['lag'] for r in rows)}"))
             for r in rows:
                 it = _text(f"{r['topic']} / queue {r['queueId']}", "group-queue", r["topic"], r["queueId"])
                 it.setData(r["consumerOffset"], OFFSET_ROLE)
-                it.setToolTip(tip(f"consumer offset {r['consumerOffset']}, max offset {r['maxOffset']}, "
-                                  f"lag {r['lag']} (double-click to open the queue at the consumer offset)"))
-                g_item.appendRow([it, _num(r["consumerOffset"]), _num(r["maxOffset"]), _num(r["lag"])])
-        self.setHeaderData(3, Qt.Horizontal, "Messages / lag")
+                g_item.appendRow(_tipped([it, _num(r["consumerOffset"]), _num(r["maxOffset"]), _num(r["lag"])],
+                                         f"{g}: {r['topic']} / queue {r['queueId']}\nconsumer offset "
+                                         f"{r['consumerOffset']}, max offset {r['maxOffset']}, lag {r['lag']}\n"
+                                         "(double-click to open the queue at the consumer offset)"))
 
     def find_queue_item(self, topic: str, qid: int):
         if self.topics_item is None:

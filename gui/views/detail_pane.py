@@ -14,7 +14,7 @@ from engine import Message
 from .. import body_format as bf
 from ..consts import COMPRESSED_FLAG, magic_text, sys_flag_text
 from ..models.position import Position
-from ..timefmt import format_ms
+from ..timefmt import format_epoch_ms, format_ms
 from .tables import fill_table, make_table
 
 
@@ -35,9 +35,9 @@ def header_rows(m: Message, utc: bool) -> list[list]:
         ["bodyCRC", m.bodyCRC, "CRC-32 of the body, top bit cleared"],
         ["flag", m.flag, "user flag"],
         ["sysFlag", m.sysFlag, sys_flag_text(m.sysFlag)],
-        ["bornTimestamp", m.bornTimestamp, format_ms(m.bornTimestamp, utc)],
+        ["bornTimestamp", format_epoch_ms(m.bornTimestamp, utc), "when the producer created it (epoch ms)"],
         ["bornHost", m.bornHost, ""],
-        ["storeTimestamp", m.storeTimestamp, format_ms(m.storeTimestamp, utc)],
+        ["storeTimestamp", format_epoch_ms(m.storeTimestamp, utc), "when the broker stored it (epoch ms)"],
         ["storeHost", m.storeHost, ""],
         ["reconsumeTimes", m.reconsumeTimes, ""],
         ["preparedTransactionOffset", m.preparedTransactionOffset, ""],
@@ -185,8 +185,8 @@ class MessageDetail(QWidget):
         split = QSplitter(Qt.Horizontal, self)
         split.addWidget(self.tabs)
         split.addWidget(self.body)
-        split.setStretchFactor(0, 2)
-        split.setStretchFactor(1, 3)
+        split.setStretchFactor(0, 1)   # the header's times need ~500 px: field, value, then meaning
+        split.setStretchFactor(1, 1)
         split.setChildrenCollapsible(False)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(2, 2, 2, 2)

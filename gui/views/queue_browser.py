@@ -4,21 +4,33 @@ from __future__ import annotations
 
 from PySide6.QtCore import QItemSelectionModel, QRegularExpression, Qt, QTimer, Signal
 from PySide6.QtGui import QRegularExpressionValidator
-from PySide6.QtWidgets import (QAbstractItemView, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
-                               QProgressBar, QPushButton, QSpinBox, QSplitter, QTableView, QToolButton,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
+                               QProgressBar, QPushButton, QSpinBox, QSplitter, QStyledItemDelegate, QTableView,
+                               QToolButton, QVBoxLayout, QWidget)
 
 from engine import Message
 
 from ..models import message_table as mt
-from ..models.filters import MessageFilter, scan
+from ..models.filters import MessageFilter, scan_queue
 from ..models.queue_rows import read_message
 from ..models.search import time_search
 from ..workers import Lane
 from .detail_pane import MessageDetail
 from .time_edit import MsDateTimeEdit
 
-COLUMN_WIDTHS = [95, 250, 120, 170, 60, 120, 270, 400]
+# the widest text each fixed column is sized for (font metrics, so any font fits); the body
+# preview is last and takes the rest: at 1440 px wide the whole row is on screen
+COLUMN_SAMPLES = {mt.COL_QOFF: "00000000", mt.COL_TIME: "2026-11-22T01:25:26.891+08:00",
+                  mt.COL_TAGS: "TagA TagB", mt.COL_KEYS: "order-00056 mk-3 key", mt.COL_SIZE: "4194304",
+                  mt.COL_PHY: "000000000000", mt.COL_MSGID: "0A00000500002A9F00"}
+
+
+class MiddleElide(QStyledItemDelegate):
+    """Elides in the middle: an offset msgId keeps its host and its commitlog offset."""
+
+    def initStyleOption(self, option, index) -> None:
+        super().initStyleOption(option, index)
+        option.textElideMode = Qt.ElideMiddle
 
 
 class QueueBrowser(QWidget):
@@ -89,6 +101,9 @@ class QueueBrowser(QWidget):
         self.f_count.setGroupSeparatorShown(True)
         self.f_count.setMaximumWidth(100)
         self.f_count.setToolTip("How many queue offsets to scan, from the selected row on")
+        self.f_whole = QCheckBox("whole queue", self)
+        self.f_whole.setToolTip("Scan every message of the queue (in the background, with progress; Cancel stops it)")
+        self.f_whole.toggled.connect(lambda on: self.f_count.setEnabled(not on))
         self.f_apply = QPushButton("Filter", self)
         self.f_clear = QPushButton("Clear", self)
         self.f_progress = QProgressBar(self)
@@ -103,6 +118,7 @@ class QueueBrowser(QWidget):
             flt.addWidget(w, 1)
         flt.addWidget(QLabel("scan"))
         flt.addWidget(self.f_count)
+        flt.addWidget(self.f_whole)
         flt.addWidget(self.f_apply)
         flt.addWidget(self.f_clear)
         flt.addWidget(self.f_progress)
@@ -123,8 +139,9 @@ class QueueBrowser(QWidget):
         hh = self.table.horizontalHeader()
         hh.setSectionResizeMode(QHeaderView.Interactive)
         hh.setStretchLastSection(True)
-        for i, w in enumerate(COLUMN_WIDTHS):
-            self.table.setColumnWidth(i, w)
+        self._msgid_delegate = MiddleElide(self.table)
+        self.table.setItemDelegateForColumn(mt.COL_MSGID, self._msgid_delegate)
+        self.fit_columns()
         self.info = QLabel(self)
         self.info.setTextFormat(Qt.PlainText)
 
@@ -168,6 +185,14 @@ class QueueBrowser(QWidget):
         self.model.loadFailed.connect(lambda msg: self.status.emit(f"read failed: {msg}"))
         self._update_info()
         self._update_enabled()
+
+    def fit_columns(self) -> None:
+        """Fixed columns as wide as their widest expected text or their header, no wider."""
+        fm = self.table.fontMetrics()
+        hfm = self.table.horizontalHeader().fontMetrics()
+        for col, sample in COLUMN_SAMPLES.items():
+            header = str(self.model.headerData(col, Qt.Horizontal) or "")
+            self.table.setColumnWidth(col, max(fm.horizontalAdvance(sample), hfm.horizontalAdvance(header)) + 18)
 
     # ---- queue ---------------------------------------------------------------------------------
     def set_queue(self, topic: str | None, queue_id: int | None, at_offset: int | None = None) -> None:
@@ -322,18 +347,25 @@ class QueueBrowser(QWidget):
             self.status.emit(f"filter: {exc}")
             return
         idx = self.table.currentIndex()
-        start = m.offset_of_row(idx.row()) if idx.isValid() and m.filtered is None else m.min_offset
-        end = min(m.max_offset, start + self.f_count.value())
+        whole = self.f_whole.isChecked()
+        if whole:
+            start, end = m.min_offset, m.max_offset
+        else:
+            start = m.offset_of_row(idx.row()) if idx.isValid() and m.filtered is None else m.min_offset
+            end = min(m.max_offset, start + self.f_count.value())
         self._set_scanning(True)
         self.f_progress.setRange(0, max(1, end - start))
         self.f_progress.setValue(0)
+        self.f_progress.setFormat("%p%" if whole else "%v")
 
         def done(result):
             matches, scanned_end = result
             self._set_scanning(False)
-            desc = f"{flt.describe()} in queue offsets [{start}, {scanned_end})"
+            where = "the whole queue" if whole and scanned_end >= end else "queue offsets"
+            desc = f"{flt.describe()} in {where} [{start}, {scanned_end})"
             m.set_filtered(matches, desc)
-            self.status.emit(f"filter: {len(matches):,} of {scanned_end - start:,} scanned match ({flt.describe()})")
+            self.status.emit(f"filter: {len(matches):,} of {scanned_end - start:,} scanned match ({flt.describe()})"
+                             + ("; stopped at the first matches, narrow the filter" if scanned_end < end else ""))
             if matches:
                 self.select_row(0)
 
@@ -341,7 +373,7 @@ class QueueBrowser(QWidget):
             self._set_scanning(False)
             self.status.emit(f"filter failed: {exc}")
 
-        self.session.submit(scan, m.topic, m.queue_id, start, end, flt, lane=self._scan_lane,
+        self.session.submit(scan_queue, m.topic, m.queue_id, start, end, flt, lane=self._scan_lane,
                             on_result=done, on_error=failed,
                             on_progress=lambda d, t: self.f_progress.setValue(d))
 

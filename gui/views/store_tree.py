@@ -3,12 +3,12 @@ queue asks the window to show it; a consumer group's queue opens at its consumer
 Rebuilding after a refresh keeps what was expanded and selected."""
 from __future__ import annotations
 
-from PySide6.QtCore import Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTreeView, QWidget
 
 from ..models.topic_tree import KIND_ROLE, OFFSET_ROLE, QID_ROLE, TOPIC_ROLE, TopicTreeModel
 
-COLUMN_WIDTHS = (150, 58, 58, 60)
+NAME_MIN_WIDTH = 120
 
 
 class StoreTree(QTreeView):
@@ -20,16 +20,25 @@ class StoreTree(QTreeView):
         self.setModel(self.tree_model)
         self.setUniformRowHeights(True)
         self.setSelectionMode(QAbstractItemView.SingleSelection)
-        self.header().setSectionResizeMode(QHeaderView.Interactive)
-        self.header().setStretchLastSection(False)
-        self.setMinimumWidth(240)
+        h = self.header()
+        h.setStretchLastSection(False)
+        h.setMinimumSectionSize(36)
+        # the numbers always fit (sized to their contents); the name takes the rest, elided in
+        # the middle (topics often share a prefix) with the full name in every cell's tooltip
+        h.setSectionResizeMode(0, QHeaderView.Stretch)
+        for c in range(1, self.tree_model.columnCount()):
+            h.setSectionResizeMode(c, QHeaderView.ResizeToContents)
+        self.setTextElideMode(Qt.ElideMiddle)
+        self.setMinimumWidth(260)
         self._size_columns()
         self.selectionModel().currentChanged.connect(self._current_changed)
         self.doubleClicked.connect(self.activate)
 
     def _size_columns(self) -> None:
-        for c, w in enumerate(COLUMN_WIDTHS):
-            self.setColumnWidth(c, w)
+        h = self.header()
+        for c in range(1, self.tree_model.columnCount()):
+            h.setSectionResizeMode(c, QHeaderView.ResizeToContents)
+        h.setSectionResizeMode(0, QHeaderView.Stretch)
 
     def populate(self, store) -> None:
         if store is None:

@@ -9,7 +9,7 @@ from PySide6.QtWidgets import QFileDialog
 
 from conftest import manifest, unpack
 from gui.models import message_table as mt
-from gui.timefmt import format_ms
+from gui.timefmt import format_ms, format_ms_readable
 from guitest_support import dialogs, open_and_wait, screenshot, settings, wait_idle, window  # noqa: F401
 
 
@@ -153,9 +153,12 @@ def test_detail_pane_shows_header_properties_body_and_position(qtbot, window, tm
     m = d.message
     fields = {d.header.item(r, 0).text(): d.header.item(r, 1).text() for r in range(d.header.rowCount())}
     for name in ("topic", "queueId", "queueOffset", "commitLogOffset", "storeSize", "bodyCRC", "flag", "sysFlag",
-                 "bornTimestamp", "bornHost", "storeTimestamp", "storeHost", "reconsumeTimes",
+                 "bornHost", "storeHost", "reconsumeTimes",
                  "preparedTransactionOffset", "msgId", "uniqKey", "tags", "keys", "tagsCode", "magicCode"):
         assert fields[name] == str(getattr(m, name) if getattr(m, name) is not None else ""), name
+    # times: the stored integer, then the date with its numeric zone offset (the window shows UTC)
+    assert fields["storeTimestamp"] == f"{m.storeTimestamp} ({format_ms_readable(m.storeTimestamp, utc=True)})"
+    assert fields["bornTimestamp"] == "1795310726716 (2026-11-22 01:25:26.716 +00:00)"
     assert fields["bornHost"] == "[2001:db8:0:0:0:0:0:42]:40000"
     props = {d.properties.item(r, 0).text(): d.properties.item(r, 1).text() for r in range(d.properties.rowCount())}
     assert props == m.properties and props["note"] == "ünïcödé ✓ 🎉"
