@@ -17,6 +17,7 @@ from .config import StoreConfig, load_store_config
 from .errors import StoreError
 from .index_file import LONG_MAX
 from .message_store import MessageStore
+from .msgid import looks_like_msg_id
 
 EXIT_ERROR = 2
 
@@ -33,7 +34,13 @@ def fmt_time(ms: int) -> str:
         dt = datetime.fromtimestamp(ms / 1000).astimezone()
     except (OverflowError, OSError, ValueError):
         return str(ms)
-    return dt.strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d} " + dt.strftime("%Z")
+    return dt.strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d} " + zone_offset(dt)
+
+
+def zone_offset(dt: datetime) -> str:
+    """+08:00, never an abbreviation (CST is China, Cuba and US Central alike)."""
+    z = dt.strftime("%z") or "+0000"
+    return f"{z[:3]}:{z[3:5]}"
 
 
 def parse_time(text: str) -> int:
@@ -143,7 +150,19 @@ def cmd_dump(store: MessageStore, args) -> int:
     return 0
 
 
+def require_queue(store: MessageStore, topic: str, queue: int) -> None:
+    """A topic or queue the store does not have is an error a user should see, not an empty
+    queue (RocketMQ itself answers NO_MESSAGE_IN_QUEUE for both)."""
+    if store.find_queue(topic, queue) is not None:
+        return
+    queues = sorted(q for t, q in store.queues if t == topic)
+    if not queues:
+        raise CliError(f"no topic {safe(topic)!r} in {store.root}")
+    raise CliError(f"topic {safe(topic)!r} has no queue {queue} (its queues: {', '.join(map(str, queues))})")
+
+
 def cmd_get(store: MessageStore, args) -> int:
+    require_queue(store, args.topic, args.queue)
     r = store.get_message(args.topic, args.queue, args.offset, args.count, broker=args.broker)
     human = (f"status {r.status}  next {r.nextBeginOffset}  queue offsets [{r.minOffset}, {r.maxOffset})\n"
              + message_rows(r.messages)
@@ -153,9 +172,10 @@ def cmd_get(store: MessageStore, args) -> int:
 
 
 def cmd_cq(store: MessageStore, args) -> int:
+    require_queue(store, args.topic, args.queue)
+    if (args.__dict__["from"] or 0) < 0 or args.count < 0:
+        raise CliError("--from and --count must not be negative")
     cq = store.find_queue(args.topic, args.queue)
-    if cq is None:
-        raise CliError(f"no consume queue {args.topic}/{args.queue} in {store.root}")
     start = cq.min_offset if args.__dict__["from"] is None else args.__dict__["from"]
     end = cq.max_offset if not args.count else min(cq.max_offset, start + args.count)
     if not args.json:
@@ -182,6 +202,9 @@ def cmd_query_key(store: MessageStore, args) -> int:
 
 
 def cmd_msgid(store: MessageStore, args) -> int:
+    if not looks_like_msg_id(args.id.strip()):
+        raise CliError(f"malformed msgId {safe(args.id)!r}: an offset msgId or a UNIQ_KEY is 32 hex digits "
+                       "(IPv4 hosts) or 56 (IPv6)")
     kind, msgs = store.lookup_id(args.id)
     emit(args, {"kind": kind, "messages": [m.to_json() for m in msgs]},
          f"{args.id} is {'an offset msgId' if kind == 'offset' else 'a UNIQ_KEY' if kind == 'uniq' else 'not found'}\n"
@@ -197,6 +220,7 @@ def cmd_uniq(store: MessageStore, args) -> int:
 
 def cmd_time(store: MessageStore, args) -> int:
     ts = parse_time(args.time)
+    require_queue(store, args.topic, args.queue)
     off = store.get_offset_in_queue_by_time(args.topic, args.queue, ts, args.boundary)
     emit(args, {"offset": off, "timestamp": ts}, f"{off}    (queue offset for {fmt_time(ts)})")
     return 0
@@ -229,27 +253,41 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--from", type=int, default=None, metavar="PHYOFFSET")
     sp.add_argument("--count", type=int, default=0, help="0 = all")
     sp = add("get", "messages of a queue from a queue offset")
-    sp.add_argument("topic"); sp.add_argument("queue", type=int); sp.add_argument("offset", type=int)
-    sp.add_argument("--count", type=int, default=32)
+    _topic_queue(sp)
+    sp.add_argument("offset", type=int, help="queue offset of the first message (0 = the queue's start)")
+    sp.add_argument("--count", type=int, default=32, help="messages to read (default 32)")
     sp.add_argument("--broker", action="store_true", help="exactly the broker's page (stops at CQ file end)")
     sp = add("cq", "ConsumeQueue units (JSON Lines with --json)")
-    sp.add_argument("topic"); sp.add_argument("queue", type=int)
-    sp.add_argument("--from", type=int, default=None, metavar="O"); sp.add_argument("--count", type=int, default=0)
+    _topic_queue(sp)
+    sp.add_argument("--from", type=int, default=None, metavar="O", help="first queue offset (default: the queue's min)")
+    sp.add_argument("--count", type=int, default=0, help="units to show (0 = all)")
     sp = add("query-key", "messages by key within a time range")
-    sp.add_argument("topic"); sp.add_argument("key")
-    sp.add_argument("--begin"); sp.add_argument("--end")
+    sp.add_argument("topic", help="topic the message was stored under")
+    sp.add_argument("key", help="one of the message's KEYS, or its UNIQ_KEY")
+    sp.add_argument("--begin", metavar="TIME", help=f"earliest store time: {TIME_FORMATS}")
+    sp.add_argument("--end", metavar="TIME", help=f"latest store time: {TIME_FORMATS}")
     sp.add_argument("--max", type=int, default=64, help="cap (0 = none)")
     sp.add_argument("--raw", action="store_true", help="RocketMQ's own hash-only answer")
     sp = add("msgid", "look up an offset msgId or a UNIQ_KEY")
-    sp.add_argument("id")
+    sp.add_argument("id", help="an offset msgId or a UNIQ_KEY: 32 hex digits (IPv4 hosts) or 56 (IPv6)")
     sp = add("uniq", "messages by UNIQ_KEY")
-    sp.add_argument("topic"); sp.add_argument("key")
+    sp.add_argument("topic", help="topic the message was stored under")
+    sp.add_argument("key", help="the UNIQ_KEY (32 or 56 hex digits)")
     sp = add("time", "queue offset for a store time")
-    sp.add_argument("topic"); sp.add_argument("queue", type=int); sp.add_argument("time")
+    _topic_queue(sp)
+    sp.add_argument("time", help=f"store time: {TIME_FORMATS}")
     sp.add_argument("--boundary", choices=["lower", "upper"], default=None,
                     help="5.x semantics (default: 4.9's nearest unit)")
     _add_optional_commands(sub, add)
     return p
+
+
+TIME_FORMATS = "epoch milliseconds, or ISO-8601 such as 2026-11-25T08:00:00+08:00 (local zone if none)"
+
+
+def _topic_queue(sp) -> None:
+    sp.add_argument("topic", help="topic name")
+    sp.add_argument("queue", type=int, help="queue id (0, 1, ...)")
 
 
 def _add_optional_commands(sub, add) -> None:

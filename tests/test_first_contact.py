@@ -171,3 +171,36 @@ def test_raw_query_max_zero_means_no_cap(fixture_copy):
         raw = st.query_message("TopicTest", "order-dup-001", max_num=0, raw=True)
         assert len(exact.messages) > st.cfg.maxMsgsNumBatch  # more than the raw default cap
         assert sorted(set(raw.offsets)) == sorted(exact.offsets)
+
+
+@pytest.mark.parametrize("argv,says", [
+    (["get", "{s}", "NoSuchTopic", "0", "0"], "no topic 'NoSuchTopic'"),
+    (["get", "{s}", "TopicTest", "9", "0", "--json"], "has no queue 9 (its queues: 0, 1, 2, 3)"),
+    (["time", "{s}", "NoSuchTopic", "0", "0"], "no topic"),
+    (["cq", "{s}", "TopicTest", "0", "--from", "-5"], "must not be negative"),
+    (["msgid", "{s}", "xyz"], "malformed msgId"),
+    (["msgid", "{s}", "0A00000500002A9F00000000000430"], "malformed msgId"),
+])
+def test_clear_answers_to_wrong_names(argv, says):
+    from conftest import unpack
+    rc, out, err = run(*[a.replace("{s}", str(unpack("small"))) for a in argv])
+    assert rc == 2 and says in err and err.count("\n") == 1 and not out, (out, err)
+
+
+def test_times_carry_a_numeric_zone():
+    from conftest import unpack
+    rc, out, _ = run("info", unpack("small"))
+    assert rc == 0 and ("+00:00" in out or "+0" in out or "-0" in out)
+    assert not any(z in out for z in (" UTC", " CST", " PST", " CET"))
+    env_tz = dict(os.environ, TZ="Asia/Shanghai")
+    p = subprocess.run([sys.executable, "-m", "engine", "get", str(unpack("small")), "TopicTest", "0", "0",
+                        "--count", "1"], capture_output=True, text=True, env=env_tz, timeout=60)
+    assert "+08:00" in p.stdout and "CST" not in p.stdout
+
+
+def test_help_names_every_positional_and_time_format():
+    for cmd, words in [("get", ["topic name", "queue id", "queue offset"]),
+                       ("query-key", ["epoch milliseconds", "ISO-8601", "UNIQ_KEY"]),
+                       ("time", ["epoch milliseconds"]), ("msgid", ["32 hex digits"])]:
+        rc, out, _ = run(cmd, "-h")
+        assert rc == 0 and all(w in out.replace("\n", " ").replace("  ", " ") for w in words), (cmd, out)

@@ -82,15 +82,9 @@ def _pairs(items: list[str], what: str) -> dict[str, str]:
 
 
 def _store_config(args):
-    from ..config import StoreConfig
-    path = getattr(args, "sub_config", None) or getattr(args, "config", None)
-    cfg = StoreConfig.from_file(path) if path else None
-    sets = _pairs(getattr(args, "set", []), "--set")
-    if sets:
-        base = {k: v for k, v in (cfg.to_dict() if cfg else {}).items() if cfg and k in cfg.explicit}
-        base.update(sets)
-        cfg = StoreConfig.from_mapping(base)
-    return cfg
+    from ..config import load_store_config
+    return load_store_config(getattr(args, "sub_config", None) or getattr(args, "config", None),
+                             getattr(args, "set", None))
 
 
 def one_line(exc: BaseException) -> str:
@@ -204,7 +198,7 @@ def format_cell(key: str, v) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int) and (key.endswith("Timestamp") or key == "bucketStart") and v > 0:
-        return datetime.fromtimestamp(v / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3]
+        return datetime.fromtimestamp(v / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " +00:00"
     if isinstance(v, float):
         return f"{v:.2f}".rstrip("0").rstrip(".")
     if isinstance(v, dict):
