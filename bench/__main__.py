@@ -1,7 +1,8 @@
 """python -m bench [--quick] [--only SECTION ...] [--keep] [--dir DIR]
 
 Writes bench/results/latest.json ({"machine", "mode", "results", "scaling", ...}) and prints
-the table. Sections: baselines, append, key-query, scaling (get-page mix, scan-local,
+the table. Sections: baselines, first-contact (disk of a new store, read-write against
+read-only open), append, key-query, scaling (get-page mix, scan-local,
 scan-spark, memory and the curves), get-page, open (open, gui-first-page), heatmap."""
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ from . import baselines
 from .common import MB, Row, disk_free, log, machine, row, table
 
 HERE = Path(__file__).resolve().parent
-SECTIONS = ["baselines", "append", "key-query", "scaling", "get-page", "open", "heatmap", "internals-scan"]
+SECTIONS = ["baselines", "first-contact", "append", "key-query", "scaling", "get-page", "open", "heatmap", "internals-scan"]
 
 
 class Context:
@@ -84,6 +85,7 @@ def main(argv=None) -> int:
     rows: list[Row] = []
     runners = {
         "baselines": baseline_rows,
+        "first-contact": lambda c: __import__("bench.first_contact", fromlist=["run"]).run(c),
         "append": lambda c: __import__("bench.append", fromlist=["run"]).run(c),
         "key-query": lambda c: __import__("bench.query", fromlist=["run"]).run(c),
         "scaling": lambda c: __import__("bench.scaling", fromlist=["run"]).run(c),
