@@ -7,6 +7,7 @@ is written only after the data it vouches for is durable, so crash recovery alwa
 early enough (§12.4)."""
 from __future__ import annotations
 
+import errno
 import operator
 import os
 import re
@@ -22,7 +23,7 @@ from .dispatcher import dispatch
 from .javahash import tags_code
 from .msgid import UniqKeyGenerator
 
-TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
+TOPIC_RE = re.compile(r"[%|a-zA-Z0-9_-]+\Z")  # \Z: "$" would let a trailing newline through
 TOPIC_MAX_V1 = 127
 TOPIC_MAX_RETRY = 255
 import struct
@@ -87,6 +88,17 @@ def validate_message(cfg, topic: str, body_size: int = 0, queue_id: int | None =
             raise MessageRejectedError(f"invalid property {k!r}={v!r}")
 
 
+def as_store_error(e: BaseException, what: str, root) -> StoreError:
+    """A typed error for a failure below the engine: a full disk is StoreFullError, any other
+    OS error a StoreError naming its file; other exceptions keep their type in the message."""
+    if isinstance(e, StoreError):
+        return e
+    if isinstance(e, OSError):
+        cls = StoreFullError if e.errno in (errno.ENOSPC, errno.EDQUOT, errno.EFBIG) else StoreError
+        return cls(f"{what}: {e.strerror or e}", path=e.filename or str(root))
+    return StoreError(f"{what}: {type(e).__name__}: {e}", path=str(root))
+
+
 def _integer(v, what: str) -> int:
     if isinstance(v, bool):
         raise MessageRejectedError(f"{what} {v!r} is not an integer")
@@ -118,7 +130,8 @@ class StoreWriter:
         self._flusher: threading.Thread | None = None
         self._stop = threading.Event()
         self._dirty = threading.Event()
-        self.broken: StoreError | None = None  # set when a dispatch failed: every put is refused
+        self.broken: StoreError | None = None  # set when a dispatch or flush failed: every put is refused
+        self.flush_failed: StoreError | None = None  # the background flusher's failure, raised at close
 
     # ---- building records ----------------------------------------------------------------
     def draft(self, topic: str, body: bytes, queue_id: int | None = None, tags: str | None = None,
@@ -179,7 +192,7 @@ class StoreWriter:
         """Append a message or a batch (one queue; the batch never spans files), dispatch it,
         flush per the flush mode. Returns only after the bytes are acknowledged."""
         if self.broken is not None:
-            raise type(self.broken)(f"writes refused since an earlier dispatch failed ({self.broken.message}); "
+            raise type(self.broken)(f"writes refused since an earlier failure ({self.broken.message}); "
                                     "reopen the store to recover", path=str(self.store.root))
         recs = [self.encode(d) for d in drafts]
         if len({(d.topic, d.queueId) for d in drafts}) > 1:
@@ -277,10 +290,12 @@ class StoreWriter:
             if dispatch(self.store, msg):
                 self.last_dispatched_ts = msg.storeTimestamp
         except Exception as e:
-            if not isinstance(e, StoreError):
-                e = StoreFullError(f"dispatch failed: {e}", path=str(self.store.root))
-            self.broken = e
-            raise e from None
+            # a full disk is what RocketMQ's RunningFlags cover; anything else is a bug or damage
+            # and surfaces as itself (the writer is stopped either way)
+            self.broken = as_store_error(e, "dispatch failed", self.store.root)
+            if isinstance(e, (StoreError, OSError)):
+                raise self.broken from None
+            raise
 
     # ---- flushing ----------------------------------------------------------------------------
     def flush(self) -> None:
@@ -314,14 +329,23 @@ class StoreWriter:
                 if self._dirty.is_set():
                     try:
                         self.flush()
-                    except Exception:  # noqa: BLE001 - a failed background flush retries next round
-                        pass
+                    except Exception as e:  # noqa: BLE001 - stops the writer: the next put and close fail
+                        self.broken = self.flush_failed = as_store_error(e, "background flush failed",
+                                                                         self.store.root)
+                        return
         self._flusher = threading.Thread(target=loop, name="rmqstore-flush", daemon=True)
         self._flusher.start()
 
     def stop(self) -> None:
+        """Stop the flusher and flush once more; a failure of either is raised (close keeps
+        `abort`, so the next open recovers)."""
         self._stop.set()
         if self._flusher is not None:
             self._flusher.join()
             self._flusher = None
-        self.flush()
+        try:
+            self.flush()
+        except Exception as e:  # noqa: BLE001 - typed, naming the file
+            raise as_store_error(e, "final flush failed", self.store.root) from None
+        if self.flush_failed is not None:
+            raise self.flush_failed
