@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import re
+import stat
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
@@ -16,6 +18,7 @@ INDEX_HEADER_SIZE = 40
 INDEX_SLOT_SIZE = 4
 INDEX_ENTRY_SIZE = 20
 CHECKPOINT_SIZE = 4096
+INT32_MAX = (1 << 31) - 1  # Java's int: the largest file a MappedFile maps
 # Sizes are not recorded in RocketMQ's files, so `rmqstore init` writes the settings it made a
 # store with here (broker.conf syntax); RocketMQ ignores the file, opens read it below what the
 # caller sets and what the files decide.
@@ -57,6 +60,8 @@ class StoreConfig:
     detected: set[str] = field(default_factory=set, repr=False, compare=False)
     # what detection could not decide and assumed (shown as store warnings)
     notes: list[str] = field(default_factory=list, repr=False, compare=False)
+    # settings a config file gave that were passed over (the broker's store paths)
+    ignored: list[str] = field(default_factory=list, repr=False, compare=False)
 
     # ---- derived values -------------------------------------------------------------
     def __post_init__(self) -> None:
@@ -105,12 +110,18 @@ class StoreConfig:
 
     # ---- construction -----------------------------------------------------------------
     @classmethod
-    def from_mapping(cls, values: dict[str, str | int | bool], source: str | None = None) -> "StoreConfig":
+    def from_mapping(cls, values: dict[str, str | int | bool], source: str | None = None,
+                     strict: bool = False) -> "StoreConfig":
+        """strict: every key must be a store setting (--set); otherwise other broker settings
+        are passed over (a broker.conf carries many the store does not use)."""
         known = {f.name: f for f in fields(cls) if f.name not in _META}
         kwargs = {}
         for key, raw in values.items():
             if key not in known:
-                continue  # a broker.conf carries many broker settings the store does not use
+                if strict:
+                    raise ConfigError(f"unknown store setting {key!r} (MessageStoreConfig names, e.g. "
+                                      "mappedFileSizeCommitLog, maxHashSlotNum, maxIndexNum)", path=source)
+                continue
             kwargs[key] = _coerce(known[key].type, raw, key, source)
         cfg = cls(**kwargs)
         cfg.explicit = set(kwargs)
@@ -118,20 +129,19 @@ class StoreConfig:
 
     @classmethod
     def from_file(cls, path: str | os.PathLike) -> "StoreConfig":
-        try:
-            text = Path(path).read_text(encoding="utf-8", errors="replace")
-        except OSError as e:
-            raise ConfigError(f"cannot read config file: {e.strerror}", path=str(path)) from None
-        values: dict[str, str] = {}
-        for line in text.splitlines():
-            line = line.strip()
-            if not line or line[0] in "#!":
-                continue
-            sep = min((i for i in (line.find("="), line.find(":")) if i >= 0), default=-1)
-            if sep <= 0:
-                continue
-            values[line[:sep].strip()] = line[sep + 1:].strip()
-        return cls.from_mapping(values, source=str(path))
+        """A broker.conf (Java properties: key=value or key: value, # and ! comments). Bounded
+        and checked: a device, a huge or binary file, or one with no RocketMQ setting in it is
+        refused. Its store paths describe where the broker kept the store, not this copy: they
+        are passed over with a note (the store is the folder given)."""
+        values = _read_properties(Path(path))
+        if not any(k in STORE_KEYS or k in BROKER_KEYS for k in values):
+            raise ConfigError("no RocketMQ broker or store setting in it; not a broker.conf", path=str(path))
+        ignored = sorted(k for k in values if k in PATH_KEYS)
+        cfg = cls.from_mapping({k: v for k, v in values.items() if k not in PATH_KEYS}, source=str(path))
+        if ignored:
+            cfg.ignored = ignored
+            cfg.notes = [f"{path}: {', '.join(ignored)} passed over (the store is the folder given)"]
+        return cfg
 
     def under_store_settings(self, root: Path) -> "StoreConfig":
         """This config with the store's own settings file (STORE_SETTINGS_FILE) filling what the
@@ -156,6 +166,12 @@ class StoreConfig:
         return "\n".join(lines) + "\n"
 
     def validate(self) -> None:
+        for name in ("mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue"):
+            if getattr(self, name) > INT32_MAX:
+                raise ConfigError(f"{name}={getattr(self, name)} is larger than RocketMQ maps a file (2 GiB - 1)")
+        if self.index_file_size > INT32_MAX:
+            raise ConfigError(f"index files of {self.index_file_size} bytes are larger than RocketMQ maps a file "
+                              f"(2 GiB - 1): maxHashSlotNum={self.maxHashSlotNum} maxIndexNum={self.maxIndexNum}")
         checks = [
             ("mappedFileSizeCommitLog", self.mappedFileSizeCommitLog > 64),
             ("mappedFileSizeConsumeQueue", self.mappedFileSizeConsumeQueue >= CQ_UNIT_SIZE),
@@ -191,12 +207,56 @@ def load_store_config(config_file: str | os.PathLike | None = None, settings=Non
     if not settings:
         return cfg
     values = dict(settings) if isinstance(settings, dict) else parse_settings(settings)
+    StoreConfig.from_mapping(values, strict=True)  # every --set must be a store setting
     base = {k: v for k, v in cfg.to_dict().items() if k in cfg.explicit} if cfg else {}
     base.update(values)
-    return StoreConfig.from_mapping(base, source=str(config_file) if config_file else None)
+    out = StoreConfig.from_mapping(base, source=str(config_file) if config_file else None)
+    out.notes = list(cfg.notes) if cfg else []
+    return out
 
 
-_META = ("explicit", "detected", "notes")
+_META = ("explicit", "detected", "notes", "ignored")
+STORE_KEYS = {f.name for f in fields(StoreConfig) if f.name not in _META}
+PATH_KEYS = {"storePathRootDir", "storePathCommitLog", "storePathConsumeQueue", "storePathIndex",
+             "storeCheckpoint", "abortFile", "storePathEpochFile", "storePathBrokerIdentity"}
+# broker.conf settings outside MessageStoreConfig (BrokerConfig, NettyServerConfig, ...): known, not used
+BROKER_KEYS = {"brokerName", "brokerId", "namesrvAddr", "deleteWhen", "fileReservedTime", "brokerIP2",
+               "autoCreateTopicEnable", "autoCreateSubscriptionGroup", "sendMessageThreadPoolNums",
+               "pullMessageThreadPoolNums", "enableDLegerCommitLog", "dLegerGroup", "dLegerPeers",
+               "dLegerSelfId", "transientStorePoolEnable", "diskMaxUsedSpaceRatio", "haListenPort",
+               "storeType", "enableControllerMode", "timerWheelEnable", "enableLmq", "enableMultiDispatch",
+               "aclEnable", "traceTopicEnable", "defaultTopicQueueNums", "useReentrantLockWhenPutMessage"}
+_KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
+MAX_CONFIG_BYTES = 1 << 20
+
+
+def _read_properties(path: Path) -> dict[str, str]:
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        raise ConfigError(f"cannot read config file: {e.strerror}", path=str(path)) from None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            raise ConfigError("config file is not a regular file", path=str(path))
+        data = os.read(fd, MAX_CONFIG_BYTES + 1)
+    except OSError as e:
+        raise ConfigError(f"cannot read config file: {e.strerror}", path=str(path)) from None
+    finally:
+        os.close(fd)
+    if len(data) > MAX_CONFIG_BYTES or b"\0" in data:
+        raise ConfigError("not a broker.conf (binary, or over 1 MiB)", path=str(path))
+    values: dict[str, str] = {}
+    for n, line in enumerate(data.decode("utf-8", errors="replace").splitlines(), 1):
+        line = line.strip()
+        if not line or line[0] in "#!":
+            continue
+        seps = [i for i in (line.find("="), line.find(":")) if i >= 0]
+        sep = min(seps) if seps else len(line)
+        key = line[:sep].strip()
+        if not _KEY_RE.match(key):
+            raise ConfigError(f"line {n} is not key=value: {line[:60]!r}", path=str(path))
+        values[key] = line[sep + 1:].strip()
+    return values
 
 
 def _round_cq(v: int) -> int:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from .checkpoint import Checkpoint
 from .commit_log import CommitLog, ScanResult
-from .config import INDEX_HEADER_SIZE, StoreConfig
+from .config import INT32_MAX, StoreConfig
 from .config_json import CONFIG_FILES, consumer_offsets, load_config_json, store_config_json
 from .dispatcher import dispatch
 from .consume_queue import ConsumeQueue
@@ -90,7 +90,7 @@ def detect_config(root: Path, cfg: StoreConfig, read_only: bool = True) -> Store
             raise ConfigError(f"commitlog files have different sizes {sorted(sizes)}; set mappedFileSizeCommitLog",
                               path=str(cfg.commitlog_dirs[0]))
         if sizes:
-            values["mappedFileSizeCommitLog"] = sizes.pop()
+            values["mappedFileSizeCommitLog"] = _mappable(sizes.pop(), cfg.commitlog_dirs[0])
     if "mappedFileSizeConsumeQueue" not in cfg.explicit:
         cq_root = root / "consumequeue"
         dirs = [q for t in _subdirs(cq_root) for q in _subdirs(t)]
@@ -98,7 +98,7 @@ def detect_config(root: Path, cfg: StoreConfig, read_only: bool = True) -> Store
         if len(sizes) > 1:
             raise ConfigError(f"consume queue files have different sizes {sorted(sizes)}", path=str(cq_root))
         if sizes:
-            values["mappedFileSizeConsumeQueue"] = sizes.pop()
+            values["mappedFileSizeConsumeQueue"] = _mappable(sizes.pop(), cq_root)
     notes: list[str] = []
     if not {"maxHashSlotNum", "maxIndexNum"} & cfg.explicit:
         values.update(_index_geometry(root / "index", cfg, read_only, notes))
@@ -107,7 +107,7 @@ def detect_config(root: Path, cfg: StoreConfig, read_only: bool = True) -> Store
         cfg = cfg.with_values(**values)
         cfg.explicit = set(explicit)  # detected, not chosen
         cfg.detected = set(values)
-    cfg.notes = notes
+    cfg.notes = list(cfg.notes) + notes
     return cfg
 
 
@@ -137,6 +137,28 @@ def _index_geometry(index_dir: Path, cfg: StoreConfig, read_only: bool, notes: l
     notes.append(f"{why}; reading them as maxHashSlotNum={fits[0].slots} maxIndexNum={fits[0].entries} "
                  f"({count} pairs fit)")
     return {"maxHashSlotNum": fits[0].slots, "maxIndexNum": fits[0].entries}
+
+
+def _mappable(size: int, where: Path) -> int:
+    """A data file RocketMQ could have written: Java maps files of at most 2 GiB - 1."""
+    if size > INT32_MAX:
+        raise ConfigError(f"a data file of {size} bytes: more than RocketMQ maps (2 GiB - 1); not a store file",
+                          path=str(where))
+    return size
+
+
+def refuse_escaping_paths(root: Path, cfg: StoreConfig) -> None:
+    """storePathRootDir and storePathCommitLog may only name the store folder and folders inside
+    it: a setting must never make a command read or write files elsewhere."""
+    real = os.path.realpath(root)
+    if cfg.storePathRootDir and os.path.realpath(cfg.storePathRootDir) != real:
+        raise ConfigError(f"storePathRootDir={cfg.storePathRootDir} is not the store folder; files outside the "
+                          "store are never used", path=str(root))
+    for d in filter(None, cfg.storePathCommitLog.split(",")):
+        p = os.path.realpath(d)
+        if os.path.commonpath([p, real]) != real:
+            raise ConfigError(f"storePathCommitLog={d} is outside the store; files outside the store are never used",
+                              path=str(root))
 
 
 def refuse_foreign_files(root: Path, cfg: StoreConfig) -> None:
@@ -206,7 +228,8 @@ class MessageStore:
         if not root.is_dir():
             raise NotAStoreError("not a folder", path=str(root))
         cfg = config or (StoreConfig.from_file(config_file) if config_file else StoreConfig())
-        cfg = cfg.with_values(storePathRootDir=str(root)) if not cfg.storePathRootDir else cfg
+        refuse_escaping_paths(root, cfg)
+        cfg = cfg.with_values(storePathRootDir=str(root))
         cfg.explicit.discard("storePathRootDir")
         cfg = cfg.under_store_settings(root)
         markers = [cfg.commitlog_dirs[0], root / "consumequeue", root / "index", root / "checkpoint"]

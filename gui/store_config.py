@@ -134,7 +134,7 @@ class Imported:
 def import_file(path: str | os.PathLike) -> Imported:
     """The settings a broker.conf sets explicitly; raises ConfigError (unreadable file, bad value)."""
     cfg = StoreConfig.from_file(path)
-    return Imported(from_config(cfg), sorted(k for k in cfg.explicit if k in EXCLUDED), str(path))
+    return Imported(from_config(cfg), sorted(cfg.ignored), str(path))
 
 
 def from_command_line(config_file: str | None, pairs: list[str] | None) -> tuple[dict[str, str], list[str]]:

@@ -65,3 +65,59 @@ def test_engine_validates_topics_like_the_cli(tmp_path, topic):
             st.put_message(topic, b"x")
         with pytest.raises(MessageRejectedError):
             st.put_message(topic, b"x", 0, None, None, {"p": "1"})
+
+
+def tree_state(root):
+    return {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("setting", ["storePathRootDir={elsewhere}", "storePathCommitLog={elsewhere}/commitlog",
+                                     "storePathCommitLog={store}/../x"])
+def test_settings_cannot_put_files_outside_the_store(fixture_copy, tmp_path, setting):
+    store = fixture_copy("small")
+    elsewhere = tmp_path / "elsewhere"
+    before = tree_state(store)
+    rc, out, err, _ = run("send", store, "TopicTest", "--body", "x", "--set",
+                          setting.format(elsewhere=elsewhere, store=store))
+    assert rc == 2 and ("outside the store" in err or "not the store folder" in err), err
+    assert not elsewhere.exists() and not (tmp_path / "x").exists()
+    assert tree_state(store) == before
+
+
+def test_a_broker_conf_describes_the_brokers_paths_not_this_copy(fixture_copy, tmp_path):
+    store = fixture_copy("small")
+    conf = tmp_path / "broker.conf"
+    conf.write_text("brokerClusterName=DefaultCluster\nbrokerName=broker-a\nstorePathRootDir=/data/rocketmq/store\n"
+                    "storePathCommitLog=/data/rocketmq/store/commitlog\nmappedFileSizeCommitLog=65536\n")
+    rc, out, err, _ = run("--config", conf, "info", store)
+    assert rc == 0 and "passed over" in out and "12 file(s)" in out, (out, err)
+
+
+@pytest.mark.parametrize("argv,says", [
+    (["info", "{s}", "--set", "unknownKey=1"], "unknown store setting"),
+    (["info", "{s}", "--set", "brokerName=x"], "unknown store setting"),
+    (["info", "{s}", "--config", "/etc/passwd"], "not a broker.conf"),
+    (["info", "{s}", "--config", "/dev/zero"], "not a regular file"),
+    (["info", "{s}", "--config", "{bin}"], "binary"),
+    (["info", "{s}", "--config", "{bad}"], "not key=value"),
+    (["cq", "{s}", "TopicTest", "0", "--from", "-5"], "negative"),
+])
+def test_hostile_input_ends_fast_with_one_line(fixture_copy, tmp_path, argv, says):
+    store = fixture_copy("small")
+    (tmp_path / "bin").write_bytes(b"mappedFileSizeCommitLog=1\0\x01" * 10)
+    (tmp_path / "bad").write_text("mappedFileSizeCommitLog=65536\n{not a key} = 1\n")
+    before = tree_state(store)
+    rc, out, err, secs = run(*[a.format(s=store, bin=tmp_path / "bin", bad=tmp_path / "bad") for a in argv])
+    assert rc == 2 and says in err and err.count("\n") == 1, err
+    assert secs < 5
+    assert tree_state(store) == before
+
+
+def test_a_huge_sparse_commitlog_file_is_refused_at_once(tmp_path):
+    root = tmp_path / "big"
+    (root / "commitlog").mkdir(parents=True)
+    with open(root / "commitlog" / f"{0:020d}", "wb") as fh:
+        fh.truncate(1 << 40)  # 1 TiB, sparse
+    for cmd in ("info", "check"):
+        rc, out, err, secs = run(cmd, root)
+        assert rc == 2 and "more than RocketMQ maps" in err and secs < 5, err
