@@ -1,7 +1,6 @@
 """The write path: encoding golden vectors, round trips, rebuild equality with RocketMQ's
 own files, crash recovery results of the real store, locking."""
 import base64
-import hashlib
 import os
 import shutil
 import subprocess
@@ -11,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import CLEAN, CRASHED, manifest, unpack
+from conftest import CLEAN, CRASHED, assert_same_file_bytes, manifest, unpack
 from engine import MessageStore, StoreConfig
 from engine.errors import MessageRejectedError, ReadOnlyStoreError, StoreLockedError
 from engine.index_file import IndexFile
@@ -140,7 +139,7 @@ def test_rebuild_from_commitlog_is_byte_identical_to_rocketmq(name, fixture_copy
     new_idx = sorted((root / "index").iterdir())
     assert len(orig_idx) == len(new_idx)
     for a, b in zip(orig_idx, new_idx):
-        assert hashlib.sha1(a.read_bytes()).digest() == hashlib.sha1(b.read_bytes()).digest(), a.name
+        assert_same_file_bytes(a, b)  # the default index file is 420 MB, nearly all holes
 
 
 @pytest.mark.parametrize("name", CRASHED)

@@ -16,6 +16,8 @@ import engine.message_store as ms
 from engine import MessageStore, StoreConfig
 from engine.msgid import UniqKeyGenerator, decode_uniq_key
 
+from conftest import data_ranges
+
 ACCEL = ms._APPEND
 needs_accel = pytest.mark.skipif(ACCEL is None and os.environ.get("RMQSTORE_PURE_PYTHON") == "1",
                                 reason="RMQSTORE_PURE_PYTHON=1: compiled modules off")
@@ -89,26 +91,6 @@ def store_files(s) -> dict:
     for i, f in enumerate(s.index.files):
         out[f"index/{i}"] = f.file
         out[f"index/{i}/header"] = f.header.to_json()
-    return out
-
-
-def data_ranges(path) -> list[tuple[int, int]]:
-    """The file's data extents (SEEK_DATA/SEEK_HOLE; dirty mapped pages count as data), in
-    whole 4 KiB blocks. Everything else is a hole and reads as zeros."""
-    out = []
-    fd = os.open(path, os.O_RDONLY)
-    try:
-        size, pos = os.fstat(fd).st_size, 0
-        while pos < size:
-            try:
-                start = os.lseek(fd, pos, os.SEEK_DATA)
-            except OSError:  # ENXIO: only holes left
-                break
-            end = os.lseek(fd, start, os.SEEK_HOLE)
-            out.append((start - start % 4096, end))
-            pos = end
-    finally:
-        os.close(fd)
     return out
 
 
