@@ -342,7 +342,8 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "rebuild":
             from pathlib import Path
-            from .cli_write import rebuild
+            from .cli_write import confirm_rebuild, rebuild
+            confirm_rebuild(Path(args.store), args.yes)
             out = rebuild(Path(args.store), cfg)
             emit(args, out, "rebuilt: " + ", ".join(f"{k} {v}" for k, v in out.items()))
             return 0

@@ -187,6 +187,20 @@ def recover(root: Path, cfg, dry_run: bool) -> dict:
             "startFile": r.commitlog.start_file, "stopReason": r.commitlog.stop_reason}
 
 
+def confirm_rebuild(root: Path, yes: bool) -> None:
+    """rebuild deletes every ConsumeQueue and index file before re-dispatching: it asks on a
+    terminal, and without one it needs --yes."""
+    if yes:
+        return
+    if not sys.stdin.isatty():
+        raise StoreError("rebuild rewrites every ConsumeQueue and index file; no terminal to ask, so give --yes",
+                         path=str(root))
+    answer = input(f"Rebuild the ConsumeQueues and the index of {root} from its commitlog? "
+                   "Every consumequeue/ and index/ file is deleted first. [y/N] ")
+    if answer.strip().lower() not in ("y", "yes"):
+        raise StoreError("rebuild not confirmed; nothing was changed", path=str(root))
+
+
 def rebuild(root: Path, cfg) -> dict:
     """§12.7: drop CQs and index, then recovery re-dispatches every record."""
     from .message_store import MessageStore

@@ -121,3 +121,70 @@ def test_a_huge_sparse_commitlog_file_is_refused_at_once(tmp_path):
     for cmd in ("info", "check"):
         rc, out, err, secs = run(cmd, root)
         assert rc == 2 and "more than RocketMQ maps" in err and secs < 5, err
+
+
+def test_rebuild_without_a_terminal_needs_yes(fixture_copy):
+    store = fixture_copy("small")
+    before = tree_state(store)
+    rc, out, err, _ = run("rebuild", store)
+    assert rc == 2 and "--yes" in err and tree_state(store) == before
+    rc, out, err, _ = run("rebuild", store, "--yes")
+    assert rc == 0, err
+
+
+def test_rebuild_asks_on_a_terminal(fixture_copy):
+    """A real terminal (a pty): answering no changes nothing."""
+    import pty
+    store = fixture_copy("small")
+    before = tree_state(store)
+    pid, fd = pty.fork()
+    if pid == 0:
+        os.execv(sys.executable, [sys.executable, "-m", "engine", "rebuild", str(store)])
+    seen = b""
+    while b"[y/N]" not in seen:
+        seen += os.read(fd, 1024)
+    os.write(fd, b"n\n")
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 2
+    assert tree_state(store) == before
+
+
+@pytest.mark.parametrize("where", ["inside", "inside-other", "dangling-link", "link"])
+def test_export_never_writes_into_a_store_or_through_a_link(fixture_copy, tmp_path, where):
+    store = fixture_copy("small")
+    other = fixture_copy("v5")
+    target = tmp_path / "target.jsonl"
+    out = {"inside": store / "commitlog" / "x", "inside-other": other / "index" / "y",
+           "dangling-link": tmp_path / "dangling", "link": tmp_path / "link"}[where]
+    if "link" in where:
+        if where == "link":
+            target.write_text("mine")
+        out.symlink_to(target)
+    before, before_other = tree_state(store), tree_state(other)
+    rc, _, err, _ = run("scan", store, "export", "--local", "--format", "jsonl", "--out", out, "--overwrite")
+    assert rc == 2 and ("inside the store" in err or "symbolic link" in err), err
+    assert tree_state(store) == before and tree_state(other) == before_other
+    assert (target.read_text() == "mine") if where == "link" else not target.exists()
+
+
+def test_export_appears_only_when_complete(fixture_copy, tmp_path, monkeypatch):
+    """Written under a temporary name and renamed: a failed export leaves nothing at --out."""
+    from engine.scan import local
+    from engine.scan.jobs import JobParams, run_job
+    store = fixture_copy("small")
+    (tmp_path / "exports").mkdir()
+    out = tmp_path / "exports" / "out.jsonl"
+    real = local.iter_blocks
+    def failing(*a, **k):
+        for i, b in enumerate(real(*a, **k)):
+            if i == 1:
+                raise OSError(errno.EIO, "simulated read error")
+            yield b
+    monkeypatch.setattr(local, "iter_blocks", failing)
+    with MessageStore.open(store) as st, pytest.raises(OSError):
+        run_job(st, "export", JobParams(format="jsonl", out=str(out), split_bytes=65536), engine="local")
+    assert not out.exists() and not list(out.parent.iterdir())
+    monkeypatch.undo()
+    with MessageStore.open(store) as st:
+        r = run_job(st, "export", JobParams(format="jsonl", out=str(out)), engine="local")
+    assert out.exists() and r.rows[0]["rows"] == sum(1 for _ in open(out)) and len(list(out.parent.iterdir())) == 1

@@ -18,7 +18,9 @@ Every job returns rows (JSON-ready dicts) with the same keys on both engines:
 """
 from __future__ import annotations
 
+import os
 import re
+import shutil
 import threading
 from dataclasses import dataclass, field
 from typing import Callable
@@ -144,6 +146,61 @@ def validate(job: str, params: JobParams) -> None:
         raise ValueError("--limit must be >= 0")
 
 
+def export_target(store_root, out: str) -> str:
+    """The absolute output path of an export, refused when it could harm a store: a symbolic
+    link (even a dangling one: it would be written at its target), or a path inside the
+    store being scanned or inside any other RocketMQ store."""
+    path = os.path.abspath(out)
+    if os.path.islink(path):
+        raise ValueError(f"--out {out} is a symbolic link; give the real path")
+    real = os.path.realpath(path)
+    roots = {os.path.realpath(store_root)}
+    parent = os.path.dirname(real)
+    while True:
+        if _looks_like_store(parent):
+            roots.add(parent)
+        up = os.path.dirname(parent)
+        if up == parent:
+            break
+        parent = up
+    for r in roots:
+        if real == r or os.path.commonpath([real, r]) == r:
+            raise ValueError(f"--out {out} is inside the store {r}; exports never write into a store")
+    if not os.path.isdir(os.path.dirname(real)):
+        raise ValueError(f"--out {out}: folder {os.path.dirname(real)} does not exist")
+    return path
+
+
+def _looks_like_store(d: str) -> bool:
+    return os.path.isfile(os.path.join(d, "checkpoint")) and (
+        os.path.isdir(os.path.join(d, "commitlog")) or os.path.isdir(os.path.join(d, "consumequeue")))
+
+
+def temporary_sibling(path: str) -> str:
+    """Where an export is written before it is renamed to `path` on success."""
+    d, name = os.path.split(path)
+    return os.path.join(d, f".{name}.rmqstore-{os.getpid()}.tmp")
+
+
+def publish(tmp: str, path: str, overwrite: bool) -> None:
+    """Rename a finished export into place (replacing `path` only when asked)."""
+    if os.path.lexists(path):
+        if not overwrite:
+            raise FileExistsError(f"{path} exists (use --overwrite)")
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.unlink(path)
+    os.replace(tmp, path)
+
+
+def discard(tmp: str) -> None:
+    if os.path.isdir(tmp) and not os.path.islink(tmp):
+        shutil.rmtree(tmp, ignore_errors=True)
+    elif os.path.lexists(tmp):
+        os.unlink(tmp)
+
+
 def run_job(store, job: str, params: JobParams | None = None, engine: str = "spark", spark=None,
             progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> JobResult:
     """Run `job` over the open `store`. engine='spark' needs a SparkSession (`spark`, or one
@@ -151,6 +208,8 @@ def run_job(store, job: str, params: JobParams | None = None, engine: str = "spa
     import time
     params = params or JobParams()
     validate(job, params)
+    if job == "export":
+        params.out = export_target(store.root, params.out)
     cancel = cancel or CancelToken()
     t0 = time.perf_counter()
     if engine == "local":

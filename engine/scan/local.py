@@ -312,11 +312,24 @@ def consistency(store, params, progress, cancel):
 
 
 def export(store, params, progress, cancel):
-    """One file at params.out (local engine); rows in commitlog order."""
-    from .arrow import block_to_arrow, message_arrow_schema
+    """One file at params.out (local engine); rows in commitlog order, written under a
+    temporary name and renamed on success."""
+    from .jobs import discard, publish, temporary_sibling
     out, fmt = params.out, params.format
-    if os.path.exists(out) and not params.overwrite:
+    if os.path.lexists(out) and not params.overwrite:
         raise FileExistsError(f"{out} exists (use --overwrite)")
+    tmp = temporary_sibling(out)
+    try:
+        n = _write_export(store, params, progress, cancel, tmp, fmt)
+        publish(tmp, out, params.overwrite)
+    except BaseException:
+        discard(tmp)
+        raise
+    return [{"path": out, "format": fmt, "rows": n, "files": 1}], False
+
+
+def _write_export(store, params, progress, cancel, out: str, fmt: str) -> int:
+    from .arrow import block_to_arrow, message_arrow_schema
     n = 0
     schema = message_arrow_schema(MESSAGE_COLUMN_NAMES)
     if fmt == "parquet":
@@ -340,7 +353,7 @@ def export(store, params, progress, cancel):
                 for r in b.rows_json():
                     w.writerow([csv_value(r.get(c)) for c in CSV_COLUMNS])
                 n += len(b)
-    return [{"path": out, "format": fmt, "rows": n, "files": 1}], False
+    return n
 
 
 JSON_COLUMNS = ["topic", "queueId", "queueOffset", "commitLogOffset", "storeSize", "bodyCRC", "flag", "sysFlag",

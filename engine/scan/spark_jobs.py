@@ -304,10 +304,12 @@ def export(ld: Loader, run: SparkRunner):
     Message.to_json() objects; csv: the to_json fields, properties as JSON, body base64)."""
     from pyspark.sql import Observation
     from .local import CSV_COLUMNS, JSON_COLUMNS
+    from .jobs import discard, publish, temporary_sibling
     p = ld.params
-    out = os.path.abspath(p.out)
-    if os.path.exists(out) and not p.overwrite:
-        raise FileExistsError(f"{out} exists (use --overwrite)")
+    final = os.path.abspath(p.out)
+    if os.path.lexists(final) and not p.overwrite:
+        raise FileExistsError(f"{final} exists (use --overwrite)")
+    out = temporary_sibling(final)  # renamed to `final` when every task has written its part
     df = ld.messages(MESSAGE_COLUMN_NAMES)
     body64 = F.regexp_replace(F.base64("body"), r"[\r\n]", "").alias("body")   # some Spark versions wrap at 76
     if p.format == "jsonl":
@@ -317,17 +319,22 @@ def export(ld: Loader, run: SparkRunner):
                          body64 if c == "body" else F.col(c) for c in CSV_COLUMNS])
     obs = Observation("rmqstore-export")
     df = df.observe(obs, F.count(F.lit(1)).alias("rows"))
-    w = df.write.mode("overwrite" if p.overwrite else "errorifexists")
-    run.check()
-    if p.format == "parquet":
-        w.parquet(out)
-    elif p.format == "jsonl":
-        w.option("ignoreNullFields", "false").json(out)
-    else:
-        w.option("header", "true").csv(out)
-    run.check()
-    files = sorted(n for n in os.listdir(out) if n.startswith("part-")) if os.path.isdir(out) else []
-    return [{"path": out, "format": p.format, "rows": int(obs.get["rows"]), "files": len(files)}], False
+    w = df.write.mode("overwrite")
+    try:
+        run.check()
+        if p.format == "parquet":
+            w.parquet(out)
+        elif p.format == "jsonl":
+            w.option("ignoreNullFields", "false").json(out)
+        else:
+            w.option("header", "true").csv(out)
+        run.check()
+        publish(out, final, p.overwrite)
+    except BaseException:
+        discard(out)
+        raise
+    files = sorted(n for n in os.listdir(final) if n.startswith("part-")) if os.path.isdir(final) else []
+    return [{"path": final, "format": p.format, "rows": int(obs.get["rows"]), "files": len(files)}], False
 
 
 JOB_FUNCS = {"topic-stats": topic_stats, "traffic": traffic, "size-histogram": size_histogram,
