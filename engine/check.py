@@ -1,23 +1,64 @@
-"""`check`: verify a store without writing a byte. Reports, with file and offset, what
-recovery would cut and where ConsumeQueue or index disagree with the commitlog."""
+"""`check`: verify a store without writing a byte, against every invariant RocketMQ relies on,
+and say where each break is (file, offset, what was expected).
+
+- commitlog: each record's size, magic and fields (check_record), body CRC, the stored
+  PHYSICALOFFSET and, where records carry it, the whole-record `__CRC32#`; data past the end
+  recovery would keep; missing files;
+- ConsumeQueue: each unit against its record (offset, size, queue offset, tagsCode by
+  RocketMQ's rule: tag hash, delay-level delivery time); every dispatchable record reachable
+  from its queue; no unit past the log;
+- index: every indexable key of every record in the indexed range has its entry; files that
+  could not be read, overlap or do not join; chains: out-of-range and forward links (every
+  cycle has one), entries in a chain whose key hash belongs to another slot, time order;
+- the checkpoint against the data, consumerOffset.json and topics.json against the queues.
+
+Long stores: `progress(done, total, phase)` is called as records are read, `cancel` (a
+threading.Event-like object with is_set) stops the walk with CheckCancelled."""
 from __future__ import annotations
 
 import numpy as np
 
-from .config import CQ_UNIT_SIZE
+from . import properties as P
+from .config import CQ_UNIT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from .consume_queue import FILLER_SIZE
+from .errors import StoreError
 from .javahash import index_key, index_key_hash
 from .message import (TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE, RecordStatus,
-                      body_crc)
+                      body_crc, verify_prop_crc)
+
+DISPATCHED = (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
 
 
-def check_store(store, max_problems: int = 1000) -> dict:
-    problems: list[dict] = []
+class CheckCancelled(StoreError):
+    """check was cancelled before it finished."""
 
-    def problem(kind, detail, file, offset):
-        if len(problems) < max_problems:
-            problems.append({"kind": kind, "detail": detail, "file": str(file), "offset": offset})
 
+class Problems:
+    def __init__(self, limit: int):
+        self.items: list[dict] = []
+        self.limit = limit
+        self.count = 0
+
+    def add(self, kind: str, detail: str, file, offset) -> None:
+        self.count += 1
+        if len(self.items) < self.limit:
+            self.items.append({"kind": kind, "detail": detail, "file": str(file), "offset": offset})
+
+
+def check_store(store, max_problems: int = 1000, progress=None, cancel=None) -> dict:
+    out = Problems(max_problems)
+    messages, n_messages, last_ts = _commitlog(store, out, progress, cancel)
+    n_units = _consume_queues(store, messages, out)
+    n_entries = _index(store, messages, out)
+    _checkpoint(store, last_ts, out)
+    _config_json(store, out)
+    return {"ok": not out.count, "messages": n_messages, "cqUnits": n_units, "indexEntries": n_entries,
+            "problemCount": out.count, "problems": out.items}
+
+
+# ---- commitlog ------------------------------------------------------------------------------
+def _commitlog(store, out: Problems, progress, cancel):
+    """Every record; returns {offset: (topic, qid, qoff, size, tranType, keys, tagsCode, storeTs)}."""
     cl = store.commitlog
     rec = store.recovery.commitlog
     last = cl.files[-1] if cl.files else None
@@ -25,77 +66,230 @@ def check_store(store, max_problems: int = 1000) -> dict:
         f = cl.queue.find(rec.end_offset) or last
         pos = rec.end_offset - f.file_from_offset
         if pos < f.file_size and any(f.buf[pos:min(f.file_size, pos + 4096)]):
-            problem("commitlog-tail", f"data after the end of the valid log ({rec.stop_reason})", f.path, rec.end_offset)
+            out.add("commitlog-tail", f"data after the end of the valid log ({rec.stop_reason})", f.path,
+                    rec.end_offset)
     if store.abort_present:
-        problem("abort", "abort file present: the store was not shut down cleanly", store.root / "abort", None)
+        out.add("abort", "abort file present: the store was not shut down cleanly", store.root / "abort", None)
     for a, b in cl.queue.gaps:
-        problem("commitlog-gap", f"files missing between {a} and {b}", cl.queue.dirs[0], a)
-
-    messages = {}
-    n_messages = 0
+        out.add("commitlog-gap", f"files missing between {a} and {b}", cl.queue.dirs[0], a)
+    for w in store.warnings:
+        if "skipped" in w or "missing" in w:
+            out.add("file", w, store.root, None)
+    messages: dict[int, tuple] = {}
+    last_ts = 0
+    total = max(1, cl.max_offset - cl.min_offset)
+    step = max(1 << 16, total // 200)
+    next_report = cl.min_offset
     for off, r in cl.walk():
+        if off >= next_report:
+            if cancel is not None and cancel.is_set():
+                raise CheckCancelled("check cancelled", path=str(store.root))
+            if progress is not None:
+                progress(off - cl.min_offset, total, "commitlog")
+            next_report = off + step
         if r.status is RecordStatus.MESSAGE:
             m = r.message
-            n_messages += 1
-            messages[off] = (m.topic, m.queueId, m.queueOffset, m.storeSize, m.sysFlag & 0x0C,
-                             [m.uniqKey] * bool(m.uniqKey) + m.key_list)
+            f = cl.queue.find(off)
+            tt = m.sysFlag & 0x0C
+            messages[off] = (m.topic, m.queueId, m.queueOffset, m.storeSize, tt,
+                             [m.uniqKey] * bool(m.uniqKey) + m.key_list, m.tagsCode, m.storeTimestamp)
+            last_ts = max(last_ts, m.storeTimestamp)
             if m.physicalOffsetField != off:
-                problem("commitlog-record", f"stored PHYSICALOFFSET {m.physicalOffsetField}", cl.queue.find(off).path, off)
+                out.add("commitlog-record", f"stored PHYSICALOFFSET {m.physicalOffsetField}, expected {off}", f.path, off)
             if m.body and body_crc(m.body) != m.bodyCRC:  # recovery checks CRCs in the last files only
-                problem("commitlog-crc", f"body CRC {body_crc(m.body)} != stored {m.bodyCRC}", cl.queue.find(off).path, off)
+                out.add("commitlog-crc", f"body CRC {body_crc(m.body)} != stored {m.bodyCRC}", f.path, off)
+            if P.CRC32_PROP in m.propertiesRaw and \
+                    not verify_prop_crc(f.buf, off - f.file_from_offset, m.storeSize):
+                out.add("commitlog-crc", "whole-record __CRC32# does not match the record's bytes", f.path, off)
         elif r.status is not RecordStatus.END_OF_FILE:
-            problem("commitlog-record", f"{r.status.value}: {r.reason}", cl.queue.find(off).path, off)
+            out.add("commitlog-record", f"{r.status.value}: {r.reason}", cl.queue.find(off).path, off)
+    if progress is not None:
+        progress(total, total, "commitlog")
+    return messages, len(messages), last_ts
 
+
+# ---- consume queues -------------------------------------------------------------------------
+def _consume_queues(store, messages: dict, out: Problems) -> int:
+    cl = store.commitlog
     n_units = 0
-    expected_units = {}
-    for off, (topic, qid, qoff, size, tt, _) in messages.items():
-        if tt in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
-            expected_units[(topic, qid, qoff)] = (off, size)
     seen = set()
     for (topic, qid), cq in store.queues.items():
         for cf in cq.queue.files:  # file by file: a file missing in the middle must not hide the rest
             first = max(cf.file_from_offset // CQ_UNIT_SIZE, cq.min_offset)
             units = cq.units(first, (cf.file_from_offset + cf.wrote_position) // CQ_UNIT_SIZE)
             n_units += len(units)
-            for i, (phy, size, _tags) in enumerate(units.tolist()):
+            for i, (phy, size, tags) in enumerate(units.tolist()):
                 q = first + i
-                where = cq.file_for(q)
-                path = where.path if where else cq.directory
+                pos = q * CQ_UNIT_SIZE % cq.file_size
                 if phy == 0 and size == FILLER_SIZE:
                     continue
                 m = messages.get(phy)
                 if m is None:
-                    if phy >= cl.min_offset:
-                        problem("cq-unit", f"{topic}/{qid} unit {q} points at {phy}, where no record starts", path,
-                                q * CQ_UNIT_SIZE % cq.file_size)
+                    if phy >= cl.max_offset:
+                        out.add("cq-unit", f"{topic}/{qid} unit {q} points at {phy}, past the end of the commitlog "
+                                f"({cl.max_offset})", cf.path, pos)
+                    elif phy >= cl.min_offset:
+                        out.add("cq-unit", f"{topic}/{qid} unit {q} points at {phy}, where no record starts",
+                                cf.path, pos)
                     continue
                 if (m[0], m[1], m[2], m[3]) != (topic, qid, q, size):
-                    problem("cq-unit", f"{topic}/{qid} unit {q} -> record {m[0]}/{m[1]}@{m[2]} size {m[3]} "
-                            f"(unit size {size})", path, q * CQ_UNIT_SIZE % cq.file_size)
+                    out.add("cq-unit", f"{topic}/{qid} unit {q} -> record {m[0]}/{m[1]}@{m[2]} size {m[3]} "
+                            f"(unit size {size})", cf.path, pos)
+                elif m[6] != tags:
+                    out.add("cq-tags", f"{topic}/{qid} unit {q}: tagsCode {tags}, expected {m[6]} from the record's "
+                            "TAGS (delivery time for delayed messages)", cf.path, pos)
                 seen.add((topic, qid, q))
-    for (topic, qid, qoff), (off, _size) in expected_units.items():
+    for off, m in messages.items():
+        topic, qid, qoff, _size, tt = m[:5]
+        if tt not in DISPATCHED or (topic, qid, qoff) in seen:
+            continue
         cq = store.find_queue(topic, qid)
-        if (topic, qid, qoff) not in seen and cq is not None and qoff >= cq.min_offset:
-            problem("cq-missing", f"record {topic}/{qid}@{qoff} has no ConsumeQueue unit", cl.queue.find(off).path, off)
-        elif cq is None:
-            problem("cq-missing", f"record {topic}/{qid}@{qoff}: no consume queue", cl.queue.find(off).path, off)
+        if cq is None:
+            out.add("cq-missing", f"record {topic}/{qid}@{qoff}: no consume queue", cl.queue.find(off).path, off)
+        elif qoff >= cq.min_offset:
+            out.add("cq-missing", f"record {topic}/{qid}@{qoff} has no ConsumeQueue unit", cl.queue.find(off).path, off)
+    return n_units
 
+
+# ---- index ----------------------------------------------------------------------------------
+def _index(store, messages: dict, out: Problems) -> int:
+    cl = store.commitlog
+    files = store.index.files
     n_entries = 0
-    for f in store.index.files:
+    actual: set[tuple[int, int]] = set()
+    for w in store.index.warnings:
+        out.add("index-file", w, store.index.directory, None)
+    for a, b in zip(files, files[1:]):
+        ha, hb = a.header, b.header
+        # (a begin of 0 is a header whose begin was never written: nothing reads it)
+        if hb.indexCount > 1 and ha.indexCount > 1 and 0 < hb.beginPhyOffset < ha.endPhyOffset:
+            out.add("index-file", f"{b.name} begins at commitlog offset {hb.beginPhyOffset}, before {a.name} ends "
+                    f"({ha.endPhyOffset}): overlapping index files", b.path, 16)
+    for f in files:
         count = f.header.indexCount
+        if count > f.index_num:
+            out.add("index-header", f"indexCount {count} is beyond the file's {f.index_num} entries", f.path, 36)
+            count = f.index_num
         e = f.entries[1:count]
         n_entries += len(e)
-        lengths = f.chain_lengths()
-        if lengths.sum() > max(0, count - 1):
-            problem("index-chain", "slot chains are longer than the entries (a cycle)", f.path, None)
-        for i, (h, phy) in enumerate(zip(e["keyHash"].tolist(), e["phyOffset"].tolist()), start=1):
+        hashes = e["keyHash"].astype(np.int64)
+        phys = e["phyOffset"].astype(np.int64)
+        actual.update(zip(hashes.tolist(), phys.tolist()))
+        _chains(f, count, hashes, e, out)
+        base = INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * f.slot_num
+        for i, (h, phy) in enumerate(zip(hashes.tolist(), phys.tolist()), start=1):
             m = messages.get(phy)
-            pos = 40 + 4 * f.slot_num + 20 * i
+            pos = base + INDEX_ENTRY_SIZE * i
             if m is None:
                 if cl.min_offset <= phy < cl.max_offset:
-                    problem("index-entry", f"entry {i} points at {phy}, where no record starts", f.path, pos)
+                    out.add("index-entry", f"entry {i} points at {phy}, where no record starts", f.path, pos)
                 continue
             if m[4] == TRANSACTION_ROLLBACK_TYPE or h not in {index_key_hash(index_key(m[0], k)) for k in m[5]}:
-                problem("index-entry", f"entry {i} hash {h} matches no key of the record at {phy}", f.path, pos)
-    return {"ok": not problems, "messages": n_messages, "cqUnits": n_units, "indexEntries": n_entries,
-            "problems": problems}
+                out.add("index-entry", f"entry {i} hash {h} matches no key of the record at {phy}", f.path, pos)
+    _index_completeness(store, messages, actual, out)
+    return n_entries
+
+
+def _chains(f, count: int, hashes: np.ndarray, e, out: Problems) -> None:
+    """Links, slot membership and time order of one file's chains, vectorized over entries."""
+    n = len(hashes)
+    s = f.slot_num
+    base = INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * s
+    idx = np.arange(1, n + 1)
+    prev = e["prevIndex"].astype(np.int64)
+    bad = (prev < 0) | (prev >= idx)
+    for i in np.flatnonzero(bad)[:20].tolist():
+        out.add("index-chain", f"entry {i + 1} links to entry {int(prev[i])}: not an older entry (a cycle or damage)",
+                f.path, base + INDEX_ENTRY_SIZE * (i + 1) + 16)
+    slots = f.slots.astype(np.int64)
+    over = np.flatnonzero((slots < 0) | (slots >= max(count, 1)))
+    for j in over[:20].tolist():
+        out.add("index-slot", f"slot {j} names entry {int(slots[j])}, beyond the entries (indexCount {count})",
+                f.path, INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * j)
+    if (hashes < 0).any():
+        for i in np.flatnonzero(hashes < 0)[:20].tolist():
+            out.add("index-entry", f"entry {i + 1} has a negative key hash", f.path, base + INDEX_ENTRY_SIZE * (i + 1))
+    slot_of = np.concatenate([[-1], hashes % s])          # slot_of[k] for entry number k
+    times = np.concatenate([[0], e["timeDiff"].astype(np.int64)])
+    linked = np.flatnonzero((prev > 0) & ~bad)
+    p = prev[linked]
+    wrong = linked[slot_of[p] != slot_of[linked + 1]]
+    for i in wrong[:20].tolist():
+        out.add("index-chain", f"entry {int(prev[i])} in the chain of slot {int(slot_of[i + 1])} hashes to slot "
+                f"{int(slot_of[prev[i]])}", f.path, base + INDEX_ENTRY_SIZE * (i + 1) + 16)
+    later = linked[(times[p] > times[linked + 1]) & (p > 1)]  # entry 1's timeDiff has RocketMQ's quirk (§9.4)
+    for i in later[:20].tolist():
+        out.add("index-time", f"entry {i + 1} links to entry {int(prev[i])}, which is newer "
+                f"(timeDiff {int(times[prev[i]])} > {int(times[i + 1])})", f.path, base + INDEX_ENTRY_SIZE * (i + 1))
+    heads = np.flatnonzero((slots > 0) & (slots < max(count, 1)))
+    misplaced = heads[slot_of[slots[heads]] != heads]
+    for j in misplaced[:20].tolist():
+        out.add("index-slot", f"slot {j} names entry {int(slots[j])}, whose key hashes to slot "
+                f"{int(slot_of[slots[j]])}", f.path, INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * j)
+
+
+def _index_completeness(store, messages: dict, actual: set, out: Problems) -> None:
+    """Every key RocketMQ indexes (UNIQ_KEY, each KEYS token; not ROLLBACK records) of every
+    record from the first index file's first entry to the last file's end has its entry.
+    After a clean shutdown every dispatched record is indexed, so the range runs to the log's end."""
+    if not store.cfg.messageIndexEnable or not store.index.files:
+        return
+    used = [f for f in store.index.files if f.header.indexCount > 1]
+    if not used:
+        return
+    lo = min(f.header.beginPhyOffset for f in used)
+    hi = max(f.header.endPhyOffset for f in used)
+    if not store.abort_present:
+        hi = max(hi, store.commitlog.max_offset)
+    cl = store.commitlog
+    missing = 0
+    for off, m in messages.items():
+        if not lo <= off <= hi or m[4] == TRANSACTION_ROLLBACK_TYPE:
+            continue
+        for k in m[5]:
+            if k and (index_key_hash(index_key(m[0], k)), off) not in actual:
+                missing += 1
+                if missing <= 100:
+                    out.add("index-missing", f"key {k!r} of record {m[0]}/{m[1]}@{m[2]} has no index entry "
+                            "(a query by it cannot find the message)", cl.queue.find(off).path, off)
+                else:
+                    out.count += 1
+
+
+# ---- checkpoint and config ------------------------------------------------------------------
+def _checkpoint(store, last_ts: int, out: Problems) -> None:
+    cp = store.checkpoint
+    path = store.root / "checkpoint"
+    if not store.checkpoint_exists:
+        if store.commitlog.files:
+            out.add("checkpoint", "no checkpoint file beside a commitlog", path, None)
+        return
+    if last_ts and cp.physicMsgTimestamp > last_ts:
+        out.add("checkpoint", f"physicMsgTimestamp {cp.physicMsgTimestamp} is after the last record's store time "
+                f"{last_ts}: records the checkpoint vouches for are gone", path, 0)
+    if last_ts and cp.logicsMsgTimestamp > last_ts:
+        out.add("checkpoint", f"logicsMsgTimestamp {cp.logicsMsgTimestamp} is after the last record's store time "
+                f"{last_ts}", path, 8)
+    ends = [f.header.endTimestamp for f in store.index.files if f.header.indexCount > 1]
+    if ends and cp.indexMsgTimestamp > max(ends):
+        out.add("checkpoint", f"indexMsgTimestamp {cp.indexMsgTimestamp} is after the newest index entry "
+                f"({max(ends)}): index files are missing", path, 16)
+
+
+def _config_json(store, out: Problems) -> None:
+    cfg_dir = store.root / "config"
+    for (topic, group, qid), off in sorted(store.consumer_offsets().items()):
+        cq = store.find_queue(topic, qid)
+        mx = cq.max_offset if cq else 0
+        if off > mx and cq is not None:
+            out.add("config", f"consumer group {group} is at offset {off} of {topic}/{qid}, past the queue's end "
+                    f"({mx})", cfg_dir / "consumerOffset.json", None)
+    table = store.topic_config()
+    for (topic, qid) in store.queues:
+        tc = table.get(topic)
+        if not isinstance(tc, dict):
+            continue
+        n = max(int(tc.get("readQueueNums") or 0), int(tc.get("writeQueueNums") or 0))
+        if n and qid >= n:
+            out.add("config", f"queue {topic}/{qid} exists but topics.json gives {topic} {n} queues",
+                    cfg_dir / "topics.json", None)

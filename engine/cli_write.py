@@ -222,12 +222,21 @@ def rebuild(root: Path, cfg) -> dict:
 
 def cmd_check(store, args) -> int:
     from .check import check_store
-    report = check_store(store)
+    show = sys.stderr.isatty()
+
+    def progress(done, total, phase):
+        if show:
+            print(f"\rcheck: {phase} {100 * done // max(1, total)}%", end="", file=sys.stderr, flush=True)
+    report = check_store(store, progress=progress)
+    if show:
+        print("\r" + " " * 40 + "\r", end="", file=sys.stderr, flush=True)
     if args.json:
         print(json.dumps(report))
     else:
         print(f"{'OK' if report['ok'] else 'PROBLEMS'}: {report['messages']} messages, "
-              f"{report['cqUnits']} CQ units, {report['indexEntries']} index entries checked")
+              f"{report['cqUnits']} CQ units, {report['indexEntries']} index entries checked"
+              + (f"; {report['problemCount']} problems" if report["problemCount"] else "")
+              + (f", first {len(report['problems'])} shown" if report["problemCount"] > len(report["problems"]) else ""))
         for p in report["problems"]:
             where = p["file"] + (f", offset {p['offset']}" if p["offset"] is not None else "")
             print(f"  {p['kind']}: {p['detail']} ({where})")

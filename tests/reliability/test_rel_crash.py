@@ -266,6 +266,8 @@ def test_torn_index_put_that_survives_crash_recovery(tmp_path):
         more = [s.put_message("T", b"n%d" % i, queue_id=0, keys=f"more{i}") for i in range(100)]
     with MessageStore.open(root) as s:
         rep = check_store(s)
-        assert rep["ok"], rep["problems"][:3]
+        # the forged indexMsgTimestamp above is itself what check reports about the checkpoint
+        real = [p for p in rep["problems"] if not (p["kind"] == "checkpoint" and "indexMsgTimestamp" in p["detail"])]
+        assert not real, real[:3]
         for r in acked + more:
             assert r.commitLogOffset in [m.commitLogOffset for m in s.query_message("T", r.uniqKey).messages]

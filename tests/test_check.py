@@ -1,0 +1,167 @@
+"""`check` finds each damage, says where, and exits 1; clean stores stay OK.
+
+Every store here is a private copy of a RocketMQ-written conformance store, damaged on purpose."""
+import json
+import os
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import CLEAN, unpack
+from engine import MessageStore
+
+STORE_TS = 56  # TOTALSIZE MAGIC BODYCRC QUEUEID FLAG QUEUEOFFSET PHYSICALOFFSET SYSFLAG BORNTS BORNHOST(v4)
+
+
+def check(store):
+    p = subprocess.run([sys.executable, "-m", "engine", "check", str(store), "--json"], capture_output=True,
+                       text=True, timeout=120, stdin=subprocess.DEVNULL)
+    assert p.returncode in (0, 1), p.stderr
+    report = json.loads(p.stdout)
+    assert (p.returncode == 0) == report["ok"]
+    return report
+
+
+def kinds(report) -> set[str]:
+    return {p["kind"] for p in report["problems"]}
+
+
+def record(store, topic="TopicTest", queue=0, offset=3):
+    with MessageStore.open(store) as st:
+        m = st.get_message(topic, queue, offset, 1).messages[0]
+        f = st.commitlog.queue.find(m.commitLogOffset)
+        return m, f.path, m.commitLogOffset - f.file_from_offset
+
+
+def patch(path, pos, data: bytes):
+    with open(path, "r+b") as fh:
+        fh.seek(pos)
+        fh.write(data)
+
+
+@pytest.mark.parametrize("name", CLEAN)
+def test_clean_stores_are_ok(name):
+    report = check(unpack(name))
+    assert report["ok"] and not report["problems"], report["problems"][:5]
+
+
+def test_store_timestamp_byte_breaks_the_whole_record_crc(fixture_copy):
+    store = fixture_copy("v5")
+    m, path, pos = record(store)
+    with open(path, "rb") as fh:
+        fh.seek(pos + STORE_TS + 7)
+        b = fh.read(1)[0]
+    patch(path, pos + STORE_TS + 7, bytes([b ^ 1]))
+    report = check(store)
+    hits = [p for p in report["problems"] if p["kind"] == "commitlog-crc" and p["offset"] == m.commitLogOffset]
+    assert hits and "__CRC32#" in hits[0]["detail"] and hits[0]["file"].endswith(os.path.basename(path))
+
+
+def test_tags_that_no_longer_hash_to_the_units_tags_code(fixture_copy):
+    store = fixture_copy("small")
+    m, path, pos = record(store)
+    assert m.tags == "TagA"
+    data = open(path, "rb").read()
+    at = data.index(b"TAGS\x01TagA", pos)
+    patch(path, at + 8, b"Z")  # TagA -> TagZ: same length, body CRC unchanged
+    report = check(store)
+    hits = [p for p in report["problems"] if p["kind"] == "cq-tags"]
+    assert hits and "TopicTest/0 unit 3" in hits[0]["detail"]
+    assert hits[0]["offset"] == 3 * 20 % (os.path.getsize(hits[0]["file"]))
+
+
+def _index_files(store):
+    return sorted((store / "index").iterdir())
+
+
+def test_index_file_truncated_to_half(fixture_copy):
+    store = fixture_copy("small")
+    f = _index_files(store)[2]
+    os.truncate(f, f.stat().st_size // 2)
+    report = check(store)
+    assert {"index-file", "index-missing"} <= kinds(report)
+    assert any(f.name in p["detail"] or f.name in p["file"] for p in report["problems"] if p["kind"] == "index-file")
+
+
+def test_index_file_deleted_from_the_middle(fixture_copy):
+    store = fixture_copy("small")
+    _index_files(store)[2].unlink()
+    report = check(store)
+    missing = [p for p in report["problems"] if p["kind"] == "index-missing"]
+    assert missing and "has no index entry" in missing[0]["detail"]
+    with MessageStore.open(store) as st:  # and it is real: the key named cannot be found
+        off = missing[0]["offset"]
+        m = st.commitlog.get_message(off)
+        key = missing[0]["detail"].split("'")[1]
+        assert off not in [x.commitLogOffset for x in st.query_message(m.topic, key, max_num=0).messages]
+
+
+def test_index_chain_closed_into_a_cycle(fixture_copy):
+    store = fixture_copy("small")
+    path = _index_files(store)[0]
+    with MessageStore.open(store) as st:
+        f = st.index.files[0]
+        slots, entries, count = f.slots.copy(), f.entries.copy(), f.header.indexCount
+    # a chain with at least two entries: its oldest entry now links to its newest
+    for s in np.flatnonzero(slots > 0):
+        head = int(slots[s])
+        n = head
+        while int(entries[n]["prevIndex"]) > 0:
+            n = int(entries[n]["prevIndex"])
+        if n != head:
+            break
+    base = 40 + 4 * len(slots)
+    patch(path, base + 20 * n + 16, struct.pack(">i", head))
+    report = check(store)
+    hits = [p for p in report["problems"] if p["kind"] == "index-chain"]
+    assert hits and f"entry {n} links to entry {head}" in hits[0]["detail"]
+    assert hits[0]["offset"] == base + 20 * n + 16
+
+
+def test_index_entry_in_the_wrong_slots_chain(fixture_copy):
+    store = fixture_copy("small")
+    path = _index_files(store)[0]
+    with MessageStore.open(store) as st:
+        f = st.index.files[0]
+        slots = f.slots.copy()
+    heads = np.flatnonzero(slots > 0)
+    a, b = int(heads[0]), int(heads[1])
+    patch(path, 40 + 4 * a, struct.pack(">i", int(slots[b])))  # slot a now names slot b's newest entry
+    report = check(store)
+    assert any(p["kind"] == "index-slot" and f"slot {a} names entry" in p["detail"] for p in report["problems"])
+
+
+def test_cq_unit_past_the_log(fixture_copy):
+    store = fixture_copy("small")
+    cq = sorted((store / "consumequeue" / "TopicTest" / "1").iterdir())[0]
+    patch(cq, 20 * 2, struct.pack(">q", 10 ** 12))
+    report = check(store)
+    assert any(p["kind"] == "cq-unit" and "past the end of the commitlog" in p["detail"] and p["offset"] == 40
+               for p in report["problems"])
+
+
+def test_consumer_offset_past_the_queue(fixture_copy):
+    from engine.config_json import load_config_json, store_config_json
+    store = fixture_copy("small")
+    data = load_config_json(store / "config", "consumerOffset.json") or {"offsetTable": {}}
+    data["offsetTable"]["TopicTest@cg_x"] = {"0": 10 ** 6}
+    store_config_json(store / "config", "consumerOffset.json", data)
+    report = check(store)
+    assert any(p["kind"] == "config" and "cg_x" in p["detail"] for p in report["problems"])
+
+
+def test_check_reports_progress_and_can_be_cancelled(fixture_copy):
+    import threading
+    from engine.check import CheckCancelled, check_store
+    store = unpack("small")
+    seen = []
+    with MessageStore.open(store) as st:
+        report = check_store(st, progress=lambda done, total, phase: seen.append((done, total, phase)))
+        assert report["ok"] and len(seen) > 2 and seen[-1][0] == seen[-1][1]
+        cancel = threading.Event()
+        cancel.set()
+        with pytest.raises(CheckCancelled):
+            check_store(st, cancel=cancel)
