@@ -194,7 +194,10 @@ def cmd_cq(store: MessageStore, args) -> int:
 def cmd_query_key(store: MessageStore, args) -> int:
     begin = parse_time(args.begin) if args.begin else 0
     end = parse_time(args.end) if args.end else LONG_MAX
-    r = store.query_message(args.topic, args.key, begin, end, args.max, raw=args.raw)
+    if args.raw and args.max == 0:  # --max 0 means "no cap" with or without --raw
+        r = store.query_message(args.topic, args.key, begin, end, LONG_MAX, raw=True, cap=0)
+    else:
+        r = store.query_message(args.topic, args.key, begin, end, args.max, raw=args.raw)
     human = message_rows(r.messages) + ("\n(truncated: more matches exist; raise --max or use --max 0)"
                                         if r.truncated else "")
     emit(args, r.to_json(), human)

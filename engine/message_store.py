@@ -628,15 +628,15 @@ class MessageStore:
 
     # ---- reading by key / id / time ----------------------------------------------------
     def query_message(self, topic: str, key: str, begin: int = 0, end: int = LONG_MAX,
-                      max_num: int = 64, raw: bool = False) -> QueryResult:
+                      max_num: int = 64, raw: bool = False, cap: int | None = None) -> QueryResult:
         """Messages by key. raw=True: IndexService's answer as is (hash and time only, walk
-        order, duplicates kept, capped by maxMsgsNumBatch; max_num 0 = no cap, as below). Default: each candidate checked
+        order, duplicates kept, capped by maxMsgsNumBatch unless `cap` says otherwise (0 = none);
+        max_num 0 answers nothing, as RocketMQ does). Default: each candidate checked
         against the message's real topic, KEYS tokens and UNIQ_KEY and its store time,
         de-duplicated, newest first, `max_num` (0 = no cap) with a truncated flag."""
         idx = self.index
         if raw:
-            offs, lts, loff = (idx.query_offset(topic, key, max_num, begin, end) if max_num else
-                               idx.query_offset(topic, key, LONG_MAX, begin, end, cap=0))
+            offs, lts, loff = idx.query_offset(topic, key, max_num, begin, end, cap=cap)
             msgs = [m for m in (self.commitlog.get_message(o) for o in offs) if m is not None]
             return QueryResult(msgs, False, offs, [], lts, loff)
         offs, lts, loff = idx.query_offset(topic, key, LONG_MAX, max(0, begin - 1000), LONG_MAX, cap=0)
