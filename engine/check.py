@@ -72,9 +72,8 @@ def _commitlog(store, out: Problems, progress, cancel):
         out.add("abort", "abort file present: the store was not shut down cleanly", store.root / "abort", None)
     for a, b in cl.queue.gaps:
         out.add("commitlog-gap", f"files missing between {a} and {b}", cl.queue.dirs[0], a)
-    for w in store.warnings:
-        if "skipped" in w or "missing" in w:
-            out.add("file", w, store.root, None)
+    for why in store.refused_files:
+        out.add("file", f"passed over: {why}", store.root, None)
     messages: dict[int, tuple] = {}
     last_ts = 0
     total = max(1, cl.max_offset - cl.min_offset)

@@ -353,7 +353,8 @@ def main(argv: list[str] | None = None) -> int:
         read_only = args.command not in WRITE_COMMANDS
         if args.command in PREPARE:
             PREPARE[args.command](args, cfg)
-        with MessageStore.open(args.store, config=cfg, read_only=read_only) as store:
+        with MessageStore.open(args.store, config=cfg, read_only=read_only,
+                               tolerant=args.command == "check") as store:
             return COMMANDS[args.command](store, args)
     except (StoreError, CliError) as e:
         print(f"rmqstore: error: {e}", file=sys.stderr)

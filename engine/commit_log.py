@@ -40,7 +40,7 @@ class CommitLog:
     def __init__(self, cfg: StoreConfig, writable: bool = False):
         self.cfg = cfg
         self.queue = MappedFileQueue(cfg.commitlog_dirs, cfg.mappedFileSizeCommitLog, writable,
-                                     reserve_step=COMMITLOG_RESERVE_STEP).load()
+                                     reserve_step=COMMITLOG_RESERVE_STEP).load(cfg.tolerant)
         delays = cfg.delay_level_millis
         self.read_opts = DecodeOptions(check_crc=False, delay_level_millis=delays)
         self.recover_opts = DecodeOptions(check_crc=cfg.checkCRCOnRecover,

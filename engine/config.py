@@ -62,6 +62,8 @@ class StoreConfig:
     notes: list[str] = field(default_factory=list, repr=False, compare=False)
     # settings a config file gave that were passed over (the broker's store paths)
     ignored: list[str] = field(default_factory=list, repr=False, compare=False)
+    # check's open: files of the wrong size are passed over and listed instead of refused
+    tolerant: bool = field(default=False, repr=False, compare=False)
 
     # ---- derived values -------------------------------------------------------------
     def __post_init__(self) -> None:
@@ -215,7 +217,7 @@ def load_store_config(config_file: str | os.PathLike | None = None, settings=Non
     return out
 
 
-_META = ("explicit", "detected", "notes", "ignored")
+_META = ("explicit", "detected", "notes", "ignored", "tolerant")
 STORE_KEYS = {f.name for f in fields(StoreConfig) if f.name not in _META}
 PATH_KEYS = {"storePathRootDir", "storePathCommitLog", "storePathConsumeQueue", "storePathIndex",
              "storeCheckpoint", "abortFile", "storePathEpochFile", "storePathBrokerIdentity"}

@@ -41,13 +41,14 @@ def is_filler(phy, size):
 
 
 class ConsumeQueue:
-    def __init__(self, topic: str, queue_id: int, directory: Path, file_size: int, writable: bool = False):
+    def __init__(self, topic: str, queue_id: int, directory: Path, file_size: int, writable: bool = False,
+                 tolerant: bool = False):
         self.topic = topic
         self.queue_id = queue_id
         self.directory = Path(directory)
         self.file_size = file_size
         self.units_per_file = file_size // CQ_UNIT_SIZE
-        self.queue = MappedFileQueue(self.directory, file_size, writable, reserve_step=CQ_RESERVE_STEP).load()
+        self.queue = MappedFileQueue(self.directory, file_size, writable, reserve_step=CQ_RESERVE_STEP).load(tolerant)
         self.min_logic_offset = 0            # byte position, like Java
         self.max_physic_offset = -1          # end of the last unit's record
         self._views: dict[int, np.ndarray] = {}

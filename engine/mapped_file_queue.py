@@ -20,8 +20,11 @@ class MappedFileQueue:
         self.files: list[MappedFile] = []
         self.skipped: list[str] = []     # names that are not data files
         self.gaps: list[tuple[int, int]] = []  # (expected start, found start)
+        self.refused: list[str] = []     # tolerant loads: files that do not fit, and why
 
-    def load(self) -> "MappedFileQueue":
+    def load(self, tolerant: bool = False) -> "MappedFileQueue":
+        """tolerant (check): a file of the wrong size or name is listed in `refused` and passed
+        over instead of refusing the whole store."""
         entries = []
         for d in self.dirs:
             try:
@@ -46,10 +49,16 @@ class MappedFileQueue:
                     p.unlink(missing_ok=True)
                 self.skipped.append(str(p))
                 continue
-            if start % self.file_size:
-                raise ConfigError(f"file name is not a multiple of the configured file size {self.file_size}",
-                                  path=str(p))
-            self.files.append(MappedFile(p, self.file_size, writable=self.writable, reserve_step=self.reserve_step))
+            try:
+                if start % self.file_size:
+                    raise ConfigError(f"file name is not a multiple of the configured file size {self.file_size}",
+                                      path=str(p))
+                self.files.append(MappedFile(p, self.file_size, writable=self.writable,
+                                             reserve_step=self.reserve_step))
+            except ConfigError as e:
+                if not tolerant:
+                    raise
+                self.refused.append(str(e))
         for a, b in zip(self.files, self.files[1:]):
             if b.file_from_offset != a.end_offset:
                 self.gaps.append((a.end_offset, b.file_from_offset))

@@ -6,6 +6,7 @@ still runs recovery's *reasoning* (where valid data ends, which CQ units are dir
 it reads exactly the prefix RocketMQ would keep."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 import time
@@ -85,20 +86,20 @@ def detect_config(root: Path, cfg: StoreConfig, read_only: bool = True) -> Store
     """Fill in file sizes the caller did not set, from the files, when they agree."""
     values = {}
     if "mappedFileSizeCommitLog" not in cfg.explicit:
-        sizes = _sizes(d for d in cfg.commitlog_dirs)
-        if len(sizes) > 1:
+        sizes = _sizes((d for d in cfg.commitlog_dirs), counts=True)
+        if len(sizes) > 1 and not cfg.tolerant:
             raise ConfigError(f"commitlog files have different sizes {sorted(sizes)}; set mappedFileSizeCommitLog",
                               path=str(cfg.commitlog_dirs[0]))
         if sizes:
-            values["mappedFileSizeCommitLog"] = _mappable(sizes.pop(), cfg.commitlog_dirs[0])
+            values["mappedFileSizeCommitLog"] = _mappable(_majority(sizes), cfg.commitlog_dirs[0])
     if "mappedFileSizeConsumeQueue" not in cfg.explicit:
         cq_root = root / "consumequeue"
         dirs = [q for t in _subdirs(cq_root) for q in _subdirs(t)]
-        sizes = _sizes(dirs)
-        if len(sizes) > 1:
+        sizes = _sizes(dirs, counts=True)
+        if len(sizes) > 1 and not cfg.tolerant:
             raise ConfigError(f"consume queue files have different sizes {sorted(sizes)}", path=str(cq_root))
         if sizes:
-            values["mappedFileSizeConsumeQueue"] = _mappable(sizes.pop(), cq_root)
+            values["mappedFileSizeConsumeQueue"] = _mappable(_majority(sizes), cq_root)
     notes: list[str] = []
     if not {"maxHashSlotNum", "maxIndexNum"} & cfg.explicit:
         values.update(_index_geometry(root / "index", cfg, read_only, notes))
@@ -191,6 +192,10 @@ def _subdirs(p: Path) -> list[Path]:
         return []
 
 
+def _majority(sizes: dict[int, int]) -> int:
+    return max(sizes, key=lambda s: (sizes[s], s))
+
+
 def _sizes(dirs, counts: bool = False):
     sizes: dict[int, int] = {}
     for d in dirs:
@@ -221,7 +226,9 @@ class MessageStore:
     # ---- opening ---------------------------------------------------------------------
     @classmethod
     def open(cls, root, config: StoreConfig | None = None, read_only: bool = True,
-             config_file: str | None = None) -> "MessageStore":
+             config_file: str | None = None, tolerant: bool = False) -> "MessageStore":
+        """tolerant (read-only, for check): files that do not fit the sizes are passed over and
+        listed in `refused_files` instead of refusing the store; mixed sizes take the majority."""
         root = Path(root)
         if not root.exists():
             raise NotAStoreError("no such folder", path=str(root))
@@ -241,6 +248,8 @@ class MessageStore:
         if (root / "consumequeue" / "CURRENT").exists():
             raise NotAStoreError("consume queues are in RocksDB (storeType=defaultRocksDB); not supported",
                                  path=str(root / "consumequeue"))
+        if tolerant and read_only:
+            cfg = dataclasses.replace(cfg, tolerant=True)
         cfg = detect_config(root, cfg, read_only)
         cfg.validate()
         store = cls(root, cfg, read_only)
@@ -298,7 +307,8 @@ class MessageStore:
                 if skip and (tdir.name, qid) in skip:
                     continue
                 try:
-                    cq = ConsumeQueue(tdir.name, qid, qdir, self.cfg.mappedFileSizeConsumeQueue, writable)
+                    cq = ConsumeQueue(tdir.name, qid, qdir, self.cfg.mappedFileSizeConsumeQueue, writable,
+                                      tolerant=self.cfg.tolerant)
                 except StoreError:
                     if skip is None:
                         raise
@@ -512,6 +522,14 @@ class MessageStore:
         self.cfg, self.queues, self.warnings = cfg, {}, []
         self._load()
         return True
+
+    @property
+    def refused_files(self) -> list[str]:
+        """Files a tolerant open passed over (wrong size or name), each with why."""
+        out = list(self.commitlog.queue.refused) if self.commitlog else []
+        for cq in self.queues.values():
+            out.extend(cq.queue.refused)
+        return out
 
     # ---- overview --------------------------------------------------------------------
     @property

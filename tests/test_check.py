@@ -165,3 +165,16 @@ def test_check_reports_progress_and_can_be_cancelled(fixture_copy):
         cancel.set()
         with pytest.raises(CheckCancelled):
             check_store(st, cancel=cancel)
+
+
+@pytest.mark.parametrize("which", ["commitlog/00000000000000131072", "consumequeue/TopicTest/1/00000000000000000000"])
+def test_check_runs_on_a_store_other_commands_refuse(fixture_copy, which):
+    """A file of the wrong size makes every other command refuse the store; check reports it."""
+    store = fixture_copy("small")
+    os.truncate(store / which, (store / which).stat().st_size // 2)
+    p = subprocess.run([sys.executable, "-m", "engine", "info", str(store)], capture_output=True, text=True)
+    assert p.returncode == 2
+    report = check(store)
+    files = [p for p in report["problems"] if p["kind"] == "file"]
+    assert len(files) == 1 and which.split("/")[-1] in files[0]["detail"] and "bytes" in files[0]["detail"]
+    assert not report["ok"] and report["messages"] > 1000
