@@ -86,7 +86,7 @@ def detect_config(root: Path, cfg: StoreConfig, read_only: bool = True) -> Store
     """Fill in file sizes the caller did not set, from the files, when they agree."""
     values = {}
     if "mappedFileSizeCommitLog" not in cfg.explicit:
-        sizes = _sizes((d for d in cfg.commitlog_dirs), counts=True)
+        sizes = _sizes(cfg.commitlog_dirs)
         if len(sizes) > 1 and not cfg.tolerant:
             raise ConfigError(f"commitlog files have different sizes {sorted(sizes)}; set mappedFileSizeCommitLog",
                               path=str(cfg.commitlog_dirs[0]))
@@ -95,7 +95,7 @@ def detect_config(root: Path, cfg: StoreConfig, read_only: bool = True) -> Store
     if "mappedFileSizeConsumeQueue" not in cfg.explicit:
         cq_root = root / "consumequeue"
         dirs = [q for t in _subdirs(cq_root) for q in _subdirs(t)]
-        sizes = _sizes(dirs, counts=True)
+        sizes = _sizes(dirs)
         if len(sizes) > 1 and not cfg.tolerant:
             raise ConfigError(f"consume queue files have different sizes {sorted(sizes)}", path=str(cq_root))
         if sizes:
@@ -196,7 +196,8 @@ def _majority(sizes: dict[int, int]) -> int:
     return max(sizes, key=lambda s: (sizes[s], s))
 
 
-def _sizes(dirs, counts: bool = False):
+def _sizes(dirs) -> dict[int, int]:
+    """{file size: how many data files have it} over the folders."""
     sizes: dict[int, int] = {}
     for d in dirs:
         try:
@@ -207,7 +208,7 @@ def _sizes(dirs, counts: bool = False):
                         sizes[s] = sizes.get(s, 0) + 1
         except OSError:
             continue
-    return sizes if counts else set(sizes)
+    return sizes
 
 
 class MessageStore:
