@@ -331,6 +331,8 @@ class MessageStore:
             if dispatch:
                 deleted_index = self.index.delete_after(self.checkpoint.indexMsgTimestamp)
                 on_message = self._dispatch_recovered
+                if deleted_index and cl.files:
+                    self._reindex_before(cl.files[start].file_from_offset)
         else:
             start = cl.normal_start_index(cq_max)
         start_pos = 0
@@ -363,6 +365,17 @@ class MessageStore:
         for cq in self.queues.values():
             cq.correct_min_offset(cl.min_offset)
         return report
+
+    def _reindex_before(self, offset: int) -> None:
+        """Crash recovery deletes the index files newer than indexMsgTimestamp but re-dispatches
+        from min(physic, logics), which is later unless messageIndexSafe: RocketMQ then loses the
+        keys in between (a hole between two index files). Index them again first."""
+        if not self.cfg.messageIndexEnable:
+            return
+        last = self.index.files[-1] if self.index.files else None
+        begin = max(self.commitlog.min_offset, last.header.endPhyOffset if last else 0)
+        for msg in self.commitlog.iter_messages(begin, offset):
+            self.index.build_index(msg)
 
     def _vouched_end(self) -> int | None:
         """End of the last record any consume queue references, if that record checks out."""
