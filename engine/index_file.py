@@ -306,10 +306,9 @@ class IndexFile:
         are lost). Before appending again, point such slots back where the entry links.
         Returns how many slots were repaired."""
         count = self.header.indexCount
+        self._room(count)  # before the slot table is read: its holes must not be touched unreserved
         slots = self.slots
         bad = np.flatnonzero(slots >= count)
-        if len(bad):
-            self._room(count)
         for s in bad.tolist():
             n = int(slots[s])
             prev = int(self.entries[n]["prevIndex"]) if n == count and n < self.index_num else 0

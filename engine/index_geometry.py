@@ -24,6 +24,7 @@ from pathlib import Path
 import numpy as np
 
 from .config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
+from .mapped_file import map_for_reading
 
 SEEK_DATA = getattr(os, "SEEK_DATA", 3)
 _WORDS_PER_ENTRY = INDEX_ENTRY_SIZE // 4           # 5
@@ -107,7 +108,7 @@ def read_file(path: str | os.PathLike) -> FileVerdict:
         if not count_candidates(size):
             verdict.problem = f"size {size} fits no index geometry (40 + 4 x slots + 20 x entries)"
             return verdict
-        mm = mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+        mm = map_for_reading(fd, size)
         try:
             _decide(fd, mm, verdict)
         except (ValueError, IndexError, RuntimeError) as e:  # bytes changing under a live writer

@@ -59,6 +59,80 @@ def data_extents(fd: int, start: int, end: int):
         pos = hi
 
 
+TMPFS_MAGIC = 0x01021994
+
+
+def _fs_type(fd: int) -> int | None:
+    """statfs f_type (Linux), None where it cannot be read."""
+    try:
+        import ctypes
+        import struct
+        libc = ctypes.CDLL(None, use_errno=True)
+        buf = ctypes.create_string_buffer(256)
+        if libc.fstatfs(fd, buf) != 0:
+            return None
+        return struct.unpack_from("l", buf)[0]
+    except (OSError, AttributeError, ValueError):
+        return None
+
+
+def holes_need_room(fd: int) -> int:
+    """Bytes of holes a read of this file could turn into pages that need room: on tmpfs a read
+    fault on a hole allocates a page, and on a full tmpfs that is SIGBUS. 0 elsewhere (disk
+    filesystems read holes as zeros without allocating)."""
+    st = os.fstat(fd)
+    holes = st.st_size - st.st_blocks * 512
+    if holes <= 0 or _fs_type(fd) != TMPFS_MAGIC:
+        return 0
+    return holes
+
+
+def map_for_reading(fd: int, size: int) -> mmap.mmap:
+    """A read-only map of the file; on a tmpfs without room for its holes, its data extents
+    are read into private anonymous memory instead (holes there read as the zero page), so no
+    read can die of SIGBUS. Such a copy does not follow later writes."""
+    holes = holes_need_room(fd)
+    if not holes:
+        return mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+    vfs = os.fstatvfs(fd)
+    if holes < vfs.f_bavail * vfs.f_frsize:
+        return mmap.mmap(fd, size, access=mmap.ACCESS_READ)
+    mm = mmap.mmap(-1, size, flags=mmap.MAP_PRIVATE | getattr(mmap, "MAP_ANONYMOUS", 0x20))
+    view = memoryview(mm)
+    try:
+        for lo, hi in data_extents(fd, 0, size):
+            at = lo
+            while at < hi:
+                n = os.preadv(fd, [view[at:min(hi, at + (16 << 20))]], at)
+                if n <= 0:
+                    break
+                at += n
+    finally:
+        view.release()
+    return mm
+
+
+WRITE_MARGIN = 8 << 20
+
+
+def refuse_full_tmpfs(path) -> None:
+    """Before a read-write open: on a tmpfs, recovery's reads past each file's data touch holes,
+    which allocate; with no room left that is SIGBUS, so a full tmpfs is refused up front."""
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return
+    try:
+        if _fs_type(fd) != TMPFS_MAGIC:
+            return
+        vfs = os.fstatvfs(fd)
+        if vfs.f_bavail * vfs.f_frsize < WRITE_MARGIN:
+            raise StoreFullError("the tmpfs holding the store is full (under 8 MiB free): no room to recover or "
+                                 "write", path=str(path))
+    finally:
+        os.close(fd)
+
+
 class MappedFile:
     def __init__(self, path: Path, file_size: int, writable: bool = False, create: bool = False,
                  reserve_step: int = DEFAULT_RESERVE_STEP, reserve_from_start: bool = False):
@@ -92,7 +166,8 @@ class MappedFile:
             if actual != file_size:
                 raise ConfigError(f"file is {actual} bytes but the configured size is {file_size}",
                                   path=str(self.path))
-            self.mm = mmap.mmap(fd, file_size, access=mmap.ACCESS_WRITE if writable else mmap.ACCESS_READ)
+            self.mm = mmap.mmap(fd, file_size, access=mmap.ACCESS_WRITE) if writable else \
+                map_for_reading(fd, file_size)
         finally:
             os.close(fd)
         self.buf = memoryview(self.mm)

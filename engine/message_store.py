@@ -22,6 +22,7 @@ from .consume_queue import ConsumeQueue
 from .errors import ConfigError, MessageRejectedError, NotAStoreError, ReadOnlyStoreError, StoreError
 from . import index_geometry
 from .index_file import LONG_MAX
+from .mapped_file import refuse_full_tmpfs
 from .index_service import IndexService
 from .message import Message, RecordStatus
 from .msgid import decode_offset_msg_id, looks_like_msg_id
@@ -273,6 +274,7 @@ class MessageStore:
         root, cfg = self.root, self.cfg
         writable = not self.read_only
         if writable:
+            refuse_full_tmpfs(root)
             refuse_foreign_files(root, cfg)
             self.lock = StoreLock(root)
             self.lock.acquire()

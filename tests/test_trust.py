@@ -188,3 +188,44 @@ def test_export_appears_only_when_complete(fixture_copy, tmp_path, monkeypatch):
     with MessageStore.open(store) as st:
         r = run_job(st, "export", JobParams(format="jsonl", out=str(out)), engine="local")
     assert out.exists() and r.rows[0]["rows"] == sum(1 for _ in open(out)) and len(list(out.parent.iterdir())) == 1
+
+
+def _mount_ns_available() -> bool:
+    import shutil
+    if shutil.which("unshare") is None:
+        return False
+    p = subprocess.run(["unshare", "--mount", "sh", "-c", "mount -t tmpfs -o size=64k tmpfs /mnt"], capture_output=True)
+    return p.returncode == 0
+
+
+def test_full_tmpfs_with_sparse_files_is_an_error_never_sigbus(tmp_path):
+    """A broker-like store of sparse default-size files on a tmpfs filled to the last byte: on
+    tmpfs even a read of a hole allocates, which is SIGBUS when it is full. Reads still answer
+    (the holes are read as zeros from private memory), writes are refused with one line."""
+    if not _mount_ns_available():
+        pytest.skip("cannot mount a tmpfs here (needs root or user namespaces)")
+    mnt = tmp_path / "mnt"
+    mnt.mkdir()
+    py = sys.executable
+    script = f"""
+set -u
+mount -t tmpfs -o size=64m tmpfs {mnt} || exit 99
+cd {os.getcwd()}
+{py} -m engine init {mnt}/s >/dev/null || exit 98
+{py} -m engine send {mnt}/s TopicTest --body hello --keys k1 --count 20 >/dev/null || exit 97
+head -c 200000000 /dev/zero > {mnt}/fill 2>/dev/null
+for cmd in "info {mnt}/s" "check {mnt}/s" "query-key {mnt}/s TopicTest k1 --json" "get {mnt}/s TopicTest 0 0" \\
+           "scan {mnt}/s topic-stats --local" "send {mnt}/s TopicTest --body x" "recover {mnt}/s"; do
+  {py} -m engine $cmd > {tmp_path}/out 2> {tmp_path}/err
+  echo "$cmd|$?|$(tail -c 300 {tmp_path}/err | tr '\\n' ' ')"
+done
+"""
+    p = subprocess.run(["unshare", "--mount", "sh", "-c", script], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, (p.returncode, p.stderr[-2000:])
+    results = {line.split("|")[0].split()[0]: line.split("|")[1:] for line in p.stdout.strip().splitlines()}
+    for cmd, (rc, err) in results.items():
+        assert rc != "135" and "Bus error" not in err, (cmd, rc, err)  # 135 = killed by SIGBUS
+    for cmd in ("info", "check", "query-key", "get", "scan"):
+        assert results[cmd][0] == "0", (cmd, results[cmd])
+    for cmd in ("send", "recover"):
+        assert results[cmd][0] == "2" and "full" in results[cmd][1], (cmd, results[cmd])

@@ -4,6 +4,7 @@ state; every function only reads."""
 from __future__ import annotations
 
 import mmap
+import os
 from dataclasses import dataclass, field
 from typing import Iterator
 
@@ -32,8 +33,9 @@ class SliceStats:
 
 
 def map_file(path: str) -> tuple[mmap.mmap, np.ndarray]:
+    from ..mapped_file import map_for_reading
     with open(path, "rb") as fh:
-        mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+        mm = map_for_reading(fh.fileno(), os.fstat(fh.fileno()).st_size)
     return mm, np.frombuffer(mm, dtype=np.uint8)
 
 
