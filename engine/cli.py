@@ -9,7 +9,6 @@ import argparse
 import json
 import os
 import sys
-import time
 from datetime import datetime
 
 from . import __version__

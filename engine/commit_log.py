@@ -14,7 +14,7 @@ from .config import StoreConfig
 from .mapped_file import MappedFile
 from .mapped_file_queue import MappedFileQueue
 from . import record_scan
-from .message import (BLANK_MAGIC, MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, DecodeOptions, Message,
+from .message import (MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, DecodeOptions, Message,
                       RecordResult, RecordStatus, _invalid, check_record, peek_store_timestamp)
 
 import struct

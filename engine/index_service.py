@@ -3,7 +3,6 @@ from __future__ import annotations
 
 import os
 import time
-from pathlib import Path
 
 from .config import StoreConfig
 from .errors import ConfigError, StoreError

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import errno
 import operator
-import os
 import re
 import threading
 import time

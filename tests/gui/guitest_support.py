@@ -6,11 +6,14 @@ import hashlib
 import os
 from pathlib import Path
 
+import numpy as np
 import pytest
 from PySide6.QtCore import QSettings
 from PySide6.QtWidgets import QMessageBox
 
 from conftest import ROOT
+from engine import MessageStore
+from engine.consume_queue import CQ_UNIT_DTYPE
 
 SHOTS = ROOT / "build" / "screenshots"
 
@@ -102,3 +105,19 @@ def screenshot(widget, name: str) -> Path:
     path = SHOTS / name
     assert widget.grab().save(str(path)), f"could not save {path}"
     return path
+
+
+def tile_queue(root, topic: str, n: int) -> np.ndarray:
+    """A queue of n units made of the real units of TopicTest (every row points at a real record)."""
+    with MessageStore.open(root) as s:
+        units = np.concatenate([s.queues[("TopicTest", q)].units(0, 10**6).copy() for q in range(4)])
+        per_file = s.cfg.mappedFileSizeConsumeQueue // 20
+    tiled = np.resize(units, n).astype(CQ_UNIT_DTYPE)
+    qdir = root / "consumequeue" / topic / "0"
+    qdir.mkdir(parents=True)
+    for k in range(0, n, per_file):
+        buf = np.zeros(per_file, dtype=CQ_UNIT_DTYPE)
+        part = tiled[k:k + per_file]
+        buf[:len(part)] = part
+        (qdir / f"{k * 20:020d}").write_bytes(buf.tobytes())
+    return tiled

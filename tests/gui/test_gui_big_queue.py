@@ -6,30 +6,16 @@ from __future__ import annotations
 import json
 import time
 
-import numpy as np
 
 from conftest import ROOT
-from engine import MessageStore
-from engine.consume_queue import CQ_UNIT_DTYPE
 from gui.models import message_table as mt
-from guitest_support import dialogs, open_and_wait, settings, wait_idle, window  # noqa: F401
+from guitest_support import dialogs, open_and_wait, settings, tile_queue, wait_idle, window  # noqa: F401
 
 N = 1_000_000
 
 
 def make_big_queue(root):
-    with MessageStore.open(root) as s:
-        units = np.concatenate([s.queues[("TopicTest", q)].units(0, 10**6).copy() for q in range(4)])
-        per_file = s.cfg.mappedFileSizeConsumeQueue // 20
-    tiled = np.resize(units, N).astype(CQ_UNIT_DTYPE)
-    qdir = root / "consumequeue" / "BigQueue" / "0"
-    qdir.mkdir(parents=True)
-    for k in range(0, N, per_file):
-        buf = np.zeros(per_file, dtype=CQ_UNIT_DTYPE)
-        part = tiled[k:k + per_file]
-        buf[:len(part)] = part
-        (qdir / f"{k * 20:020d}").write_bytes(buf.tobytes())
-    return tiled
+    return tile_queue(root, "BigQueue", N)
 
 
 def test_million_row_queue(qtbot, window, fixture_copy):

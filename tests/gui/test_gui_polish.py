@@ -15,11 +15,10 @@ from PySide6.QtCore import Qt
 
 from conftest import unpack
 from engine import MessageStore
-from engine.consume_queue import CQ_UNIT_DTYPE
 from gui import timefmt
 from gui.models import message_table as mt
 from gui.models.filters import MessageFilter
-from guitest_support import dialogs, open_and_wait, screenshot, settings, wait_idle, window  # noqa: F401
+from guitest_support import dialogs, open_and_wait, screenshot, settings, tile_queue, wait_idle, window  # noqa: F401
 
 
 # ---- times ----------------------------------------------------------------------------------------
@@ -89,20 +88,6 @@ def test_no_zone_abbreviations_anywhere_in_gui():
 
 
 # ---- whole-queue filter ------------------------------------------------------------------------------
-def tile_queue(root, topic: str, n: int) -> np.ndarray:
-    """A queue of n units made of the real units of TopicTest (every row points at a real record)."""
-    with MessageStore.open(root) as s:
-        units = np.concatenate([s.queues[("TopicTest", q)].units(0, 10**6).copy() for q in range(4)])
-        per_file = s.cfg.mappedFileSizeConsumeQueue // 20
-    tiled = np.resize(units, n).astype(CQ_UNIT_DTYPE)
-    qdir = root / "consumequeue" / topic / "0"
-    qdir.mkdir(parents=True)
-    for k in range(0, n, per_file):
-        buf = np.zeros(per_file, dtype=CQ_UNIT_DTYPE)
-        part = tiled[k:k + per_file]
-        buf[:len(part)] = part
-        (qdir / f"{k * 20:020d}").write_bytes(buf.tobytes())
-    return tiled
 
 
 def test_filter_the_whole_queue_in_the_background_and_cancel(qtbot, window, fixture_copy):
