@@ -40,6 +40,20 @@ def allocate(fd: int, start: int, length: int) -> None:
             raise
 
 
+def punch_hole(fd: int, start: int, end: int) -> None:
+    """Deallocate [start, end) (fallocate PUNCH_HOLE | KEEP_SIZE): the bytes read as zeros again.
+    Best effort: where the call is missing the blocks stay."""
+    if end <= start:
+        return
+    try:
+        import ctypes
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
+        libc.fallocate(fd, 0x02 | 0x01, start, end - start)  # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
+    except (OSError, AttributeError):
+        pass
+
+
 def data_extents(fd: int, start: int, end: int):
     """The allocated ranges of [start, end) (SEEK_DATA/SEEK_HOLE); the whole range where the
     filesystem cannot tell. Holes read as zeros and need no scan."""
@@ -207,7 +221,13 @@ class MappedFile:
         stop = max(end, start + self.reserve_step)
         stop = min(self.file_size, stop + (-stop) % PAGE)
         if stop > start:
-            allocate(fd, start, stop - start)
+            try:
+                allocate(fd, start, stop - start)
+            except OSError:
+                if not self.reserve_from_start:  # give back what a partial reservation took
+                    unused = start + (-start) % PAGE if start < self.wrote_position else start
+                    punch_hole(fd, max(unused, self.wrote_position + (-self.wrote_position) % PAGE), stop)
+                raise
         self.reserved_until = stop
 
     def write_at(self, pos: int, data: bytes) -> None:

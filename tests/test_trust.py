@@ -229,3 +229,35 @@ done
         assert results[cmd][0] == "0", (cmd, results[cmd])
     for cmd in ("send", "recover"):
         assert results[cmd][0] == "2" and "full" in results[cmd][1], (cmd, results[cmd])
+
+
+def test_failed_reservation_is_given_back_on_a_full_ext4(tmp_path):
+    """posix_fallocate on ext4 keeps what it allocated before ENOSPC: a refused put used to
+    leave the disk 100% full. The partial reservation is punched out again."""
+    import shutil
+    if not (shutil.which("mkfs.ext4") and _mount_ns_available()):
+        pytest.skip("needs mkfs.ext4 and a mount namespace")
+    img, mnt = tmp_path / "e4.img", tmp_path / "e4"
+    mnt.mkdir()
+    with open(img, "wb") as fh:
+        fh.truncate(40 << 20)
+    subprocess.run(["mkfs.ext4", "-q", "-F", str(img)], check=True, capture_output=True)
+    code = ("import os, pathlib, sys\n"
+            "from engine.mapped_file import MappedFile\n"
+            "from engine.errors import StoreFullError\n"
+            f"p = pathlib.Path('{mnt}') / ('0' * 20)\n"
+            "f = MappedFile(p, 256 << 20, writable=True, create=True, reserve_step=1 << 20)\n"
+            "f.append(b'x' * 100)\n"
+            "f.reserve_step = 200 << 20\n"
+            "try:\n    f.ensure_room((1 << 20) + 10)\n    print('reserved')\n"
+            "except StoreFullError:\n    print('refused')\n"
+            "st = os.statvfs(str(p.parent))\n"
+            "print(os.stat(p).st_blocks * 512, st.f_bavail * st.f_frsize)\n")
+    script = f"mount -o loop {img} {mnt} || exit 99\ncd {os.getcwd()}\n{sys.executable} -c \"{code}\""
+    p = subprocess.run(["unshare", "--mount", "sh", "-c", script], capture_output=True, text=True, timeout=120)
+    if p.returncode == 99:
+        pytest.skip("no loop devices here")
+    lines = p.stdout.split()
+    assert p.returncode == 0 and lines[0] == "refused", (p.stdout, p.stderr)
+    used, free = int(lines[1]), int(lines[2])
+    assert used <= 2 << 20 and free > 20 << 20  # the failed 200 MiB reservation took nothing with it
