@@ -232,6 +232,7 @@ COMMANDS = {"info": cmd_info, "dump": cmd_dump, "get": cmd_get, "cq": cmd_cq, "q
             "msgid": cmd_msgid, "uniq": cmd_uniq, "time": cmd_time}
 WRITE_COMMANDS: set[str] = set()
 PREPARE: dict = {}  # command -> check(args, cfg) run before a store is opened read-write
+SCAN_BROKEN: list[str] = []  # why engine.scan could not be imported
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -301,7 +302,12 @@ def _add_optional_commands(sub, add) -> None:
         pass
     try:
         from .scan import cli as scan_cli
-    except Exception:
+    except Exception as e:  # noqa: BLE001 - reported when `scan` is asked for, not hidden
+        broken = f"{type(e).__name__}: {e}"
+        sp = sub.add_parser("scan", help=f"whole-store scans (unavailable: {broken})")
+        sp.add_argument("rest", nargs=argparse.REMAINDER)
+        SCAN_BROKEN.append(broken)
+        COMMANDS["scan"] = None
         return
     scan_cli.add_scan_parser(sub)
     COMMANDS["scan"] = None  # runs without opening the store here
@@ -316,6 +322,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if args.command == "scan":
+            if SCAN_BROKEN:
+                raise CliError(f"scans are unavailable: engine.scan failed to import ({SCAN_BROKEN[0]})")
             from .scan import cli as scan_cli
             return scan_cli.run_scan(args)
         cfg = load_config(args)

@@ -261,3 +261,17 @@ def test_failed_reservation_is_given_back_on_a_full_ext4(tmp_path):
     assert p.returncode == 0 and lines[0] == "refused", (p.stdout, p.stderr)
     used, free = int(lines[1]), int(lines[2])
     assert used <= 2 << 20 and free > 20 << 20  # the failed 200 MiB reservation took nothing with it
+
+
+def test_a_broken_scan_import_is_reported(tmp_path):
+    """A scan module that fails to import says so when scan is asked for; other commands work."""
+    code = ("import sys, engine.scan\n"
+            "sys.modules['engine.scan.cli'] = None\n"  # import engine.scan.cli now raises ImportError
+            "from engine import cli\n"
+            "sys.exit(cli.main(sys.argv[1:]))\n")
+    from conftest import unpack
+    p = subprocess.run([sys.executable, "-c", code, "scan", str(unpack("small")), "topic-stats", "--local"],
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 2 and "scans are unavailable" in p.stderr and "engine.scan.cli" in p.stderr, p.stderr
+    p = subprocess.run([sys.executable, "-c", code, "info", str(unpack("small"))], capture_output=True, text=True)
+    assert p.returncode == 0
