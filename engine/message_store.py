@@ -609,6 +609,10 @@ class MessageStore:
             "root": str(self.root),
             "readOnly": self.read_only,
             "config": self.cfg.to_dict(),
+            # where each size came from: "set" (caller or broker.conf), "files" (detected), else default
+            "configSources": {k: "set" if k in self.cfg.explicit else "files" if k in self.cfg.detected else "default"
+                              for k in ("mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "maxHashSlotNum",
+                                        "maxIndexNum")},
             "abort": self.abort_present,
             "checkpoint": self.checkpoint.to_json(),
             "commitlog": {

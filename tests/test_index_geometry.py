@@ -45,7 +45,7 @@ def test_store_opens_with_no_settings_and_answers_exactly(tmp_path, slots, entri
     assert all(expected[:150]) and sum(map(len, expected[150:])) == 150
     with MessageStore.open(root) as st:
         assert (st.cfg.maxHashSlotNum, st.cfg.maxIndexNum) == (slots, entries)
-        assert "maxHashSlotNum" in st.cfg.detected
+        assert "maxHashSlotNum" in st.cfg.detected and st.info()["configSources"]["maxIndexNum"] == "files"
         assert answers(st, 150) == expected
         assert not st.warnings
     # and read-write (a put lands where RocketMQ would look)
