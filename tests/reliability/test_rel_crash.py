@@ -2,9 +2,12 @@
 (inside a record, at roll-over, between commitlog and ConsumeQueue, inside the index, in the
 checkpoint, in the topics.json rewrite), many times over the same store. After every crash the
 store must open read-only without error, recover read-write, keep every acknowledged message
-(commitlog record, CQ unit, index keys) and pass `check` after a clean shutdown."""
+(commitlog record, CQ unit, and every one of its keys and its UNIQ_KEY findable by query_message)
+and pass `check` after a clean shutdown. Unlike RocketMQ (§12.6: without messageIndexSafe the keys
+between the surviving index files and the re-dispatch start are lost), no key may go missing."""
 from __future__ import annotations
 
+import json
 import random
 import signal
 import subprocess
@@ -41,9 +44,10 @@ class Harness:
         self.rng = random.Random(seed)
         self.index_safe = index_safe
         self.acked: dict[int, Ack] = {}
+        self.keys: dict[int, list[str]] = {}  # commitLogOffset -> the KEYS tokens of that message
+        self.keys_checked = 0
         self.runs = 0
         self.faults = 0
-        self.index_keys_lost: set[int] = set()
         self.recoveries = {"abnormal": 0, "normal": 0}
         self.truncated_bytes = 0
         self.acked_lost = 0
@@ -82,6 +86,7 @@ class Harness:
                         by = "parent"
                 elif parts[0] == "A":
                     acks.append(Ack.parse(parts))
+                    self.keys[acks[-1].phys] = json.loads(parts[9])
                     n_ack += 1
                     if kill_after is not None and n_ack == kill_after and by != "parent":
                         time.sleep(self.rng.random() * 0.002)  # land anywhere in the next put
@@ -106,10 +111,6 @@ class Harness:
         self.runs += 1
         if abnormal:
             self.recoveries["abnormal"] += 1
-            if not self.index_safe:  # §12.6: keys of messages before the recovery start may go
-                for a in self.acked.values():
-                    if a.phys < start:
-                        a.index_may_be_lost = True
         elif self.runs > 1:
             self.recoveries["normal"] += 1
         for a in acks:
@@ -126,27 +127,39 @@ class Harness:
         assert tree_digest(self.root) == before, "a read-only open changed the store"
         checked = 0
         with MessageStore.open(self.root, self.cfg(), read_only=False) as s:
-            rec = s.recovery
-            if rec.abnormal:
+            if s.recovery.abnormal:
                 self.recoveries["abnormal"] += 1
-                if not self.index_safe:
-                    start = int(rec.commitlog.start_file or 0)
-                    for a in self.acked.values():
-                        if a.phys < start:
-                            a.index_may_be_lost = True
             checked = len(self.acked)
-
-            def index_lost(a):
-                self.index_keys_lost.add(a.phys)
-            lost = find_lost(s, self.acked.values(), index_lost)
-            self.acked_lost = len(lost)
+            lost = find_lost(s, self.acked.values())
+            unfound = keys_not_found(s, self.acked.values(), self.keys)
+            self.keys_checked += sum(1 + len(self.keys.get(a.phys, ())) for a in self.acked.values())
+            self.acked_lost = len(lost) + len({p for _, _, p in unfound})
             assert not lost, f"{len(lost)} acknowledged messages damaged or lost, e.g. {lost[:3]}"
+            assert not unfound, (f"{len(unfound)} keys of acknowledged messages not found after recovery "
+                                 f"(topic, key, commitLogOffset), e.g. {unfound[:3]}")
         with MessageStore.open(self.root) as ro:
             rep = check_store(ro)
             assert rep["ok"], rep["problems"][:5]
             assert not ro.abort_present
         load_config_json(self.root / "config", "topics.json")  # still parses
         return checked
+
+
+def keys_not_found(store, acks, keys: dict[int, list[str]]) -> list[tuple[str, str, int]]:
+    """Every acknowledged message that is indexed (all but ROLLBACK) must be found by its UNIQ_KEY
+    and by each KEYS token: query_message(topic, key, max_num=0) contains its commitLogOffset.
+    One query per (topic, key), however many messages share the key."""
+    want: dict[tuple[str, str], set[int]] = {}
+    for a in acks:
+        if a.sys_flag & 0xC == 0xC:
+            continue
+        for k in [a.uniq, *keys.get(a.phys, ())]:
+            want.setdefault((a.topic, k), set()).add(a.phys)
+    out = []
+    for (topic, key), phys in want.items():
+        found = {m.commitLogOffset for m in store.query_message(topic, key, max_num=0).messages}
+        out.extend((topic, key, p) for p in sorted(phys - found))
+    return out
 
 
 STORE_LIFETIMES = 8  # writer lifetimes per store before a fresh one (soak runs stay fast to verify)
@@ -171,7 +184,7 @@ def _scenario(request, tmp_path, name: str, flush: str, mode: str, cycles: int, 
                         failures=1, ackedLost=h.acked_lost, seeds=[seed])
             raise
         FIGURES.add(request, f"crash/{name}", runs=h.runs, faultsInjected=h.faults, messagesChecked=checked,
-                    acked=len(h.acked), indexKeysLostByRocketMQRule=len(h.index_keys_lost),
+                    acked=len(h.acked), keysChecked=h.keys_checked,
                     abnormalRecoveries=h.recoveries["abnormal"])
         done += n
 
@@ -226,7 +239,7 @@ def test_sigkill_at_every_fault_point(request, tmp_path):
                     failures=1, ackedLost=h.acked_lost, seeds=[seed])
         raise
     FIGURES.add(request, "crash/fault-points", runs=h.runs, faultsInjected=h.faults, messagesChecked=checked,
-                acked=len(h.acked), indexKeysLostByRocketMQRule=len(h.index_keys_lost),
+                acked=len(h.acked), keysChecked=h.keys_checked,
                 faultPointsHit={k: v for k, v in hit.items()})
     # the points every run passes through must have been hit (roll-overs depend on sizes drawn)
     for f in ("before-write", "undispatched", "cq-unit", "index-key", "msync", "topics-json"):
@@ -271,3 +284,69 @@ def test_torn_index_put_that_survives_crash_recovery(tmp_path):
         assert not real, real[:3]
         for r in acked + more:
             assert r.commitLogOffset in [m.commitLogOffset for m in s.query_message("T", r.uniqKey).messages]
+
+
+# ---- deterministic: the index after crash recovery has no hole -------------------------------------
+def _timed_store(root: Path, n: int, step_ms: int = 50, cfg=None, topics=("T", "U")):
+    """n messages with two keys each, store times `step_ms` apart (a fake clock), clean close.
+    Returns {(topic, key): {commitLogOffset}} for every UNIQ_KEY and KEYS token."""
+    want: dict[tuple[str, str], set[int]] = {}
+    with MessageStore.create(root, cfg or small_cfg()) as s:
+        t = [1_700_000_000_000]
+        s.writer.clock = lambda: t[0]
+        for i in range(n):
+            t[0] += step_ms
+            topic = topics[i % len(topics)]
+            r = s.put_message(topic, b"body-%d" % i, queue_id=i % 3, keys=[f"k{i}", f"g{i % 7}"])
+            for k in (r.uniqKey, f"k{i}", f"g{i % 7}"):
+                want.setdefault((topic, k), set()).add(r.commitLogOffset)
+    return want
+
+
+def _unfound(store, want) -> list:
+    out = []
+    for (topic, key), offs in want.items():
+        got = {m.commitLogOffset for m in store.query_message(topic, key, max_num=0).messages}
+        out.extend((topic, key, o) for o in sorted(offs - got))
+    return out
+
+
+def _crash_with_stale_index_timestamp(root: Path, keep: int) -> dict:
+    """The state a writer killed at an index roll-over leaves (the new index file is made before
+    the checkpoint records the full file's endTimestamp): indexMsgTimestamp is that of index
+    file `keep`, every later file has a newer endTimestamp (crash recovery deletes them), and
+    physic/logics are recent, so the abnormal recovery start file is far later than the first
+    record of the deleted files."""
+    from engine.checkpoint import Checkpoint
+    with MessageStore.open(root) as s:
+        files = [(f.name, f.header.endTimestamp, f.header.endPhyOffset) for f in s.index.files]
+        last_ts = max(m.storeTimestamp for m in s.iter_messages())
+    cp, _ = Checkpoint.load(root / "checkpoint")
+    cp.indexMsgTimestamp = files[keep][1]
+    cp.physicMsgTimestamp = cp.logicsMsgTimestamp = last_ts
+    cp.store(root / "checkpoint")
+    (root / "abort").touch()
+    return {"deleted": [n for n, ts, _ in files if ts > cp.indexMsgTimestamp], "kept_end": files[keep][2]}
+
+
+def test_crash_recovery_leaves_no_index_hole(tmp_path):
+    """The hole a crash test found (47 acknowledged messages in the commitlog and their queues,
+    not in the index): crash recovery deletes the index files newer than indexMsgTimestamp
+    (§12.6) but re-dispatches only from the abnormal start file (min(physic, logics) - 3 s,
+    §12.4). RocketMQ loses the keys in between unless messageIndexSafe; we index them again
+    (MessageStore._reindex_before)."""
+    root = tmp_path / "s"
+    want = _timed_store(root, 1500)
+    state = _crash_with_stale_index_timestamp(root, keep=2)
+    assert len(state["deleted"]) >= 3
+    with MessageStore.open(root, small_cfg(), read_only=False) as s:
+        rec = s.recovery
+        assert rec.abnormal and sorted(rec.deleted_index_files) == sorted(state["deleted"])
+        start = int(rec.commitlog.start_file)
+        assert start > state["kept_end"] + 20000  # the scenario: re-dispatch starts well after the hole opens
+        missing = _unfound(s, want)
+        assert not missing, f"{len(missing)} keys lost by crash recovery, e.g. {missing[:3]}"
+    with MessageStore.open(root) as s:
+        assert not _unfound(s, want)
+        rep = check_store(s)
+        assert rep["ok"], rep["problems"][:3]

@@ -2,7 +2,10 @@
 writer died), appends varied messages and prints one line per acknowledged message *after*
 put returns (under SYNC_FLUSH, after msync):
 
-    A <commitLogOffset> <uniqKey> <topic> <queueId> <queueOffset> <storeSize> <sysFlag> <bodyCRC>
+    A <commitLogOffset> <uniqKey> <topic> <queueId> <queueOffset> <storeSize> <sysFlag> <bodyCRC> <keys>
+
+(<keys>: the message's KEYS tokens as a JSON list without spaces; each must be findable after
+any crash, as must the UNIQ_KEY.)
 
 It can SIGKILL itself at a chosen fault point (--fault NAME:N kills at the N-th hit), or be
 killed from outside at any moment. With --close-after N it shuts down cleanly after N messages
@@ -13,6 +16,7 @@ killed from outside at any moment. With --close-after N it shuts down cleanly af
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import random
 import signal
@@ -214,6 +218,7 @@ def main() -> None:
     ap.add_argument("--index-safe", action="store_true")
     a = ap.parse_args()
     from engine import MessageStore, StoreConfig
+    from engine.properties import split_keys
     if a.fault:
         name, _, nth = a.fault.partition(":")
         arm(name, int(nth or 1))
@@ -235,7 +240,7 @@ def main() -> None:
         lines = []
         for r in results:
             lines.append(f"A {r.commitLogOffset} {r.uniqKey} {r.topic} {r.queueId} {r.queueOffset} {r.storeSize}"
-                         f" {ack.flags.pop(0)} {ack.crcs.pop(0)}\n")
+                         f" {ack.flags.pop(0)} {ack.crcs.pop(0)} {ack.keys}\n")
         out.write("".join(lines))
         out.flush()
     ack.flags, ack.crcs = [], []
@@ -245,6 +250,7 @@ def main() -> None:
         qid = rng.randrange(4)
         tags = rng.choice([None, "TagA", "TagB"])
         keys = rng.sample(KEY_POOL, rng.randrange(3)) + [f"w{a.seed}-{written}"]
+        ack.keys = json.dumps(split_keys(" ".join(keys)), separators=(",", ":"))  # the tokens indexed
         batch = a.mode == "batch" or (a.mode == "mixed" and rng.random() < 0.25)
         if batch:
             bodies = [random_body(rng, 900) for _ in range(rng.randrange(1, 12))]
