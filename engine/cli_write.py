@@ -3,6 +3,7 @@ verifies a store without writing (what recovery would cut, CQ/index consistency)
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import sys
 import time
@@ -201,8 +202,17 @@ def confirm_rebuild(root: Path, yes: bool) -> None:
         raise StoreError("rebuild not confirmed; nothing was changed", path=str(root))
 
 
+REBUILD_TRASH = ".rmqstore-rebuild-trash"  # what a rebuild is deleting; a killed rebuild may leave it
+
+
 def rebuild(root: Path, cfg) -> dict:
-    """§12.7: drop CQs and index, then recovery re-dispatches every record."""
+    """§12.7: drop CQs and index, then recovery re-dispatches every record: the same recovery
+    as a plain read-write open (normal, or abnormal when `abort` is there: the same commitlog
+    end), but from the first record, since nothing is dispatched yet.
+
+    Each folder is moved aside whole (one rename) before it is deleted, so a rebuild killed at
+    any point leaves every folder complete or absent, never a queue or an index with files
+    missing from the middle; the next read-write open (or rebuild) dispatches what is missing."""
     from .message_store import MessageStore
     from .message_store import refuse_foreign_files
     from .store_lock import StoreLock
@@ -212,12 +222,20 @@ def rebuild(root: Path, cfg) -> dict:
     lock = StoreLock(root)
     lock.acquire()  # never delete the queues of a store a broker or another writer is using
     try:
+        trash = root / REBUILD_TRASH
+        shutil.rmtree(trash, ignore_errors=True)
+        trash.mkdir(exist_ok=True)
         for d in ("consumequeue", "consumequeue_ext", "index"):
-            shutil.rmtree(root / d, ignore_errors=True)
+            if os.path.lexists(root / d):
+                os.rename(root / d, trash / d)
+        shutil.rmtree(trash, ignore_errors=True)
     finally:
         lock.release()
     with MessageStore.open(root, cfg, read_only=False) as s:
-        return {"dispatched": s.recovery.dispatched, "queues": len(s.queues), "indexFiles": len(s.index.files)}
+        r = s.recovery
+        return {"dispatched": r.dispatched, "unitsWritten": r.units_written, "indexEntries": r.index_entries_added,
+                "queues": len(s.queues), "indexFiles": len(s.index.files), "commitlogMaxOffset": s.max_offset,
+                "abnormal": r.abnormal}
 
 
 def cmd_check(store, args) -> int:

@@ -29,6 +29,9 @@ CQ_RESERVE_STEP = 64 << 10  # 3,276 units reserved at a time: a queue of a few m
 FILLER_SIZE = 0x7FFFFFFF  # pre-blank unit of a queue that starts late: (0, MAX_INT, 0)
 _UNIT = struct.Struct(">qiq")
 FILLER_UNIT = b"\0" * 8 + FILLER_SIZE.to_bytes(4, "big") + b"\0" * 8
+# the smallest commitlog record (V1, empty body, 1-byte topic, no properties): bounds how many
+# records a commitlog hole can have held
+MIN_RECORD_SIZE = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 8 + 4 + 8 + 4 + 1 + 1 + 2
 
 
 def units_of(f: MappedFile) -> np.ndarray:
@@ -93,8 +96,9 @@ class ConsumeQueue:
                 bad = np.flatnonzero(~valid)
                 n = int(bad[0]) if bad.size else self.units_per_file
             if n:
-                last = u[n - 1]
-                self.max_physic_offset = int(last["phyOffset"]) + int(last["size"])
+                end = self._record_end(u, n)
+                if end is not None:
+                    self.max_physic_offset = end
             end_file, end_pos = f, n * CQ_UNIT_SIZE
             if n < self.units_per_file:
                 break
@@ -120,11 +124,26 @@ class ConsumeQueue:
                 ok[0] = True
                 bad = np.flatnonzero(~ok)
                 n = int(bad[0]) if bad.size else len(u)
-            last = u[n - 1]
-            self.max_physic_offset = int(last["phyOffset"]) + int(last["size"])
+            rec_end = self._record_end(u, n)
+            if rec_end is not None:
+                self.max_physic_offset = rec_end
             end = f.file_from_offset + n * CQ_UNIT_SIZE
             break
         self._set_end(end)
+
+    @staticmethod
+    def _record_end(u: np.ndarray, n: int) -> int | None:
+        """End of the record of the last unit among u[:n] that is not a filler (Java takes the
+        last unit whatever it is: a queue ending in fillers, which only a crash in the middle
+        of filling a gap leaves, would then skip every record below 2 GiB)."""
+        last = u[n - 1]
+        if not (int(last["phyOffset"]) == 0 and int(last["size"]) == FILLER_SIZE):
+            return int(last["phyOffset"]) + int(last["size"])
+        real = np.flatnonzero(~is_filler(u["phyOffset"][:n], u["size"][:n]))
+        if not real.size:
+            return None
+        last = u[int(real[-1])]
+        return int(last["phyOffset"]) + int(last["size"])
 
     def _set_end(self, end: int) -> None:
         q = self.queue
@@ -204,33 +223,59 @@ class ConsumeQueue:
     # ---- writing (dispatch) -----------------------------------------------------------
     def put_unit(self, phy_offset: int, size: int, tags_code: int, queue_offset: int) -> bool:
         """§8.7 putMessagePositionInfo: skips what is already there (re-dispatch), fills a
-        late-starting first file with filler units, appends at the file end."""
+        late-starting first file with filler units, appends at the file end.
+
+        One policy of our own: a record whose queue offset is past the queue's end (the
+        records before it were lost in a commitlog hole, seen by a rebuild or a re-dispatch)
+        is put at its own queue offset and the gap is filled with filler units, the way
+        RocketMQ starts a late queue, so every later message keeps its queue offset (and
+        consumer offsets keep pointing at the same messages). RocketMQ appends it at the end
+        instead, shifting the rest of the queue. A gap larger than the lost commitlog bytes
+        could hold (a damaged QUEUEOFFSET) is not filled: RocketMQ's append then."""
         if phy_offset + size <= self.max_physic_offset:
             return False
         expect = queue_offset * CQ_UNIT_SIZE
         q = self.queue
         f = q.last
-        first_created = False
-        if f is None:
+        first_created = f is None
+        if first_created:
             f = q.create_next(expect - expect % self.file_size)
             f.wrote_position = 0
-            first_created = True
+            if queue_offset != 0:
+                self.min_logic_offset = expect
         elif f.wrote_position >= self.file_size:
             f = q.create_next(f.end_offset)
             f.wrote_position = 0
-        if first_created and queue_offset != 0 and f.wrote_position == 0:
-            self.min_logic_offset = expect
-            fill = expect % self.file_size
-            if fill:
-                f.write_at(0, FILLER_UNIT * (fill // CQ_UNIT_SIZE))
-                f.wrote_position = fill
+        current = f.file_from_offset + f.wrote_position
         if queue_offset != 0:
-            current = f.file_from_offset + f.wrote_position
             if expect < current:
                 return False  # "build consume queue repeatedly"
+            if expect > current and (first_created or self._gap_plausible(expect - current, phy_offset)):
+                f = self._fill_to(f, expect)
         self.max_physic_offset = phy_offset + size
         f.append(_UNIT.pack(phy_offset, size, tags_code))
         return True
+
+    def _gap_plausible(self, gap_bytes: int, phy_offset: int) -> bool:
+        """Could the lost records of this queue (gap_bytes of units) fit between its last
+        record and this one? (A new queue's first file is filled from its start, as RocketMQ
+        does, whatever the gap.)"""
+        lost = phy_offset - min(max(self.max_physic_offset, 0), phy_offset)
+        return (gap_bytes // CQ_UNIT_SIZE) * MIN_RECORD_SIZE <= lost
+
+    def _fill_to(self, f: MappedFile, expect: int) -> MappedFile:
+        """Filler units from the queue's end up to byte position `expect`, file after file, in
+        order: a crash leaves a queue ending in fillers, which recovery passes over (their
+        record end is not taken as maxPhysicOffset) and the next re-dispatch continues."""
+        while True:
+            stop = min(expect, f.end_offset) - f.file_from_offset
+            if stop > f.wrote_position:
+                f.write_at(f.wrote_position, FILLER_UNIT * ((stop - f.wrote_position) // CQ_UNIT_SIZE))
+                f.wrote_position = stop
+            if f.file_from_offset + f.wrote_position >= expect:
+                return f
+            f = self.queue.create_next(f.end_offset)
+            f.wrote_position = 0
 
     def flush(self) -> None:
         for f in self.queue.files[-2:]:

@@ -21,6 +21,7 @@ class IndexService:
         self.skipped: list[str] = []
         self.warnings: list[str] = []
         self.on_file_full = None  # callback(endTimestamp) -> checkpoint.indexMsgTimestamp
+        self.entries_added = 0  # by build_index (recovery's report)
 
     def load(self) -> "IndexService":
         try:
@@ -45,7 +46,25 @@ class IndexService:
                 self.warnings.append(f"skipped index file: {e}")  # a reader carries on without it
         if self.writable and self.files:
             self.files[-1].repair_torn_put()  # the only file a crashed writer was appending to
+            self._inherit_into_empty_last()
         return self
+
+    def _inherit_into_empty_last(self) -> None:
+        """A writer killed between creating an index file and writing its inherited header
+        leaves a last file with no entry and an all-zero header: its endPhyOffset 0 would make
+        build_index take every re-dispatched record again (an index overlapping the older files)
+        and recovery resume from offset 0. Give it the header last_file_for_write gives."""
+        if len(self.files) < 2:
+            return
+        f, prev = self.files[-1], self.files[-2]
+        h, p = f.header, prev.header
+        if f.entry_count or h.endPhyOffset or h.endTimestamp:
+            return
+        if p.endPhyOffset > 0:
+            h.beginPhyOffset = h.endPhyOffset = p.endPhyOffset
+        if p.endTimestamp > 0:
+            h.beginTimestamp = h.endTimestamp = p.endTimestamp
+        f.write_header(counts=False)
 
     def load_new(self) -> None:
         known = {f.name for f in self.files}
@@ -96,6 +115,48 @@ class IndexService:
             if not f.put_key(key, msg.physicalOffsetField, msg.storeTimestamp):
                 f = self.last_file_for_write()
                 f.put_key(key, msg.physicalOffsetField, msg.storeTimestamp)
+            self.entries_added += 1
+
+    def resume_offset(self, commitlog) -> int:
+        """The commitlog offset from which records still need indexing: after the last
+        indexed record if all its keys are in, at it if a crash cut its keys short (they are
+        then added again: duplicates, as RocketMQ's re-dispatch makes), 0 with no index file."""
+        if not self.files:
+            return 0
+        last = self.files[-1]
+        end = last.header.endPhyOffset
+        if end <= 0 and last.entry_count == 0 and len(self.files) == 1:
+            return 0
+        msg = commitlog.get_message(end)
+        if msg is None or msg.physicalOffsetField != end:
+            return end  # past the log, or not a record (damage): nothing to re-add there
+        if msg.sysFlag & 0x0C == TRANSACTION_ROLLBACK_TYPE:
+            return end + msg.storeSize
+        want = (1 if msg.uniqKey else 0) + len(split_keys(msg.keys))
+        have = 0
+        for f in reversed(self.files):  # a record's keys can straddle a full file and the next
+            e = f.entries[1:f.header.indexCount]["phyOffset"][::-1]
+            run = int((e == end).cumprod().sum()) if len(e) else 0
+            have += run
+            if run < len(e) or have >= want or f.header.beginPhyOffset != end:
+                break
+        return end + msg.storeSize if have >= want else end
+
+    def clamp_end(self, end: int) -> None:
+        """After the commitlog was cut at `end`: the last file's endPhyOffset past it would make
+        build_index skip every record written below it again (their keys never indexed; RocketMQ
+        has this flaw). It is lowered to the last entry below `end`; entries past it stay (stale
+        hits, which exact queries check against the record)."""
+        if not self.files or not self.writable:
+            return
+        f = self.files[-1]
+        h = f.header
+        if h.endPhyOffset <= end:
+            return
+        e = f.entries[1:h.indexCount]["phyOffset"]
+        below = e[e < end]
+        h.endPhyOffset = int(below.max()) if len(below) else min(h.beginPhyOffset, end)
+        f.write_header()
 
     def last_file_for_write(self) -> IndexFile:
         last = self.files[-1] if self.files else None
@@ -128,15 +189,20 @@ class IndexService:
             time.sleep(0.001)
 
     def delete_after(self, timestamp: int) -> list[str]:
-        """Crash recovery: index files whose endTimestamp > the checkpoint's indexMsgTimestamp go."""
+        """Crash recovery: index files whose endTimestamp > the checkpoint's indexMsgTimestamp go,
+        and (unlike RocketMQ, which tests each file alone) every file after the first that goes:
+        a later file kept (store times that went back, an empty file whose header was never
+        written) would leave a hole recovery cannot see, since it resumes after the last file."""
         gone = []
         for f in list(self.files):
-            if f.header.endTimestamp > timestamp:
+            if gone or f.header.endTimestamp > timestamp:
                 gone.append(f.name)
                 path = f.path
                 f.close()
                 path.unlink(missing_ok=True)
                 self.files.remove(f)
+        if gone and self.writable:
+            self._inherit_into_empty_last()
         return gone
 
     def flush(self) -> None:

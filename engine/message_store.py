@@ -80,7 +80,9 @@ class RecoveryReport:
     cq_max_physic_offset: int
     truncated_queues: list[str] = field(default_factory=list)
     deleted_index_files: list[str] = field(default_factory=list)
-    dispatched: int = 0
+    dispatched: int = 0          # records re-dispatched (before, during and after the scan)
+    units_written: int = 0       # ConsumeQueue units those records added
+    index_entries_added: int = 0  # index entries they added
 
 
 def detect_config(root: Path, cfg: StoreConfig, read_only: bool = True) -> StoreConfig:
@@ -224,6 +226,7 @@ class MessageStore:
         self.index: IndexService | None = None
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.warnings: list[str] = []
+        self._counts = [0, 0]  # recovery: records re-dispatched, CQ units they wrote
 
     # ---- opening ---------------------------------------------------------------------
     @classmethod
@@ -289,9 +292,11 @@ class MessageStore:
         self.writer = None
         if writable:
             from .writer import StoreWriter
+            # an index file filled by recovery's re-dispatch is recorded in the checkpoint, as
+            # RocketMQ's IndexService does: a later crash then keeps it
+            self.index.on_file_full = self._index_file_full
             self.recovery = self._recover(dispatch=True)
             self.writer = StoreWriter(self)
-            self.index.on_file_full = self._index_file_full
             (root / "abort").touch()
             self.writer.start_flush_service()
         else:
@@ -328,13 +333,15 @@ class MessageStore:
         cl = self.commitlog
         deleted_index: list[str] = []
         on_message = None
+        self._counts = [0, 0]  # records dispatched, CQ units written
+        entries_before = self.index.entries_added
         if self.abort_present:
             start = cl.abnormal_start_index(self.checkpoint)
             if dispatch:
                 deleted_index = self.index.delete_after(self.checkpoint.indexMsgTimestamp)
                 on_message = self._dispatch_recovered
-                if deleted_index and cl.files:
-                    self._reindex_before(cl.files[start].file_from_offset)
+                if cl.files:
+                    self._dispatch_before(cq_max, cl.files[start].file_from_offset)
         else:
             start = cl.normal_start_index(cq_max)
         start_pos = 0
@@ -358,26 +365,37 @@ class MessageStore:
                 cq.truncate_dirty(scan.end_offset)
                 if cq.max_offset != before:
                     report.truncated_queues.append(f"{cq.topic}/{cq.queue_id}")
-        if dispatch:  # reput: catch up from the end of what the CQs hold (idempotent builders)
+        if dispatch:  # reput: catch up from where the least advanced builder stopped (idempotent)
+            self.index.clamp_end(scan.end_offset)
             cq_end = max((cq.max_physic_offset for cq in self.queues.values()), default=-1)
-            begin = max(cl.min_offset, min(max(cq_end, 0), scan.end_offset))
+            begin = min(self._resume_offset(cq_end), scan.end_offset)
             for msg in cl.iter_messages(begin, scan.end_offset):
                 self._dispatch_recovered(msg)
-                report.dispatched += 1
+            report.dispatched, report.units_written = self._counts
+            report.index_entries_added = self.index.entries_added - entries_before
         for cq in self.queues.values():
             cq.correct_min_offset(cl.min_offset)
         return report
 
-    def _reindex_before(self, offset: int) -> None:
-        """Crash recovery deletes the index files newer than indexMsgTimestamp but re-dispatches
-        from min(physic, logics), which is later unless messageIndexSafe: RocketMQ then loses the
-        keys in between (a hole between two index files). Index them again first."""
-        if not self.cfg.messageIndexEnable:
-            return
-        last = self.index.files[-1] if self.index.files else None
-        begin = max(self.commitlog.min_offset, last.header.endPhyOffset if last else 0)
-        for msg in self.commitlog.iter_messages(begin, offset):
-            self.index.build_index(msg)
+    def _resume_offset(self, cq_end: int) -> int:
+        """Where re-dispatch must start so that neither builder misses a record: the end of
+        what the consume queues hold (RocketMQ's reput start) or, if earlier, the first record
+        the index lacks (a writer or a rebuild killed between a record's CQ unit and its index
+        entries, an index deleted or cut short). Both builders skip what they already hold."""
+        begin = max(cq_end, 0)
+        if self.cfg.messageIndexEnable:
+            begin = min(begin, self.index.resume_offset(self.commitlog))
+        return max(self.commitlog.min_offset, begin)
+
+    def _dispatch_before(self, cq_max: int, offset: int) -> None:
+        """Crash recovery re-dispatches from the abnormal start file (min(physic, logics) - 3 s,
+        §12.4) but first deletes the index files newer than indexMsgTimestamp (§12.6): unless
+        messageIndexSafe, RocketMQ then loses the keys in between (a hole between two index
+        files), and with consume queues behind the start file (all deleted by a rebuild, or a
+        rebuild killed half-way) it never dispatches the records before it (whole queues
+        vanish, others start late behind filler units). Dispatch [resume point, start) first."""
+        for msg in self.commitlog.iter_messages(self._resume_offset(cq_max), offset):
+            self._dispatch_recovered(msg)
 
     def _vouched_end(self) -> int | None:
         """End of the last record any consume queue references, if that record checks out."""
@@ -394,7 +412,9 @@ class MessageStore:
         return phy + size
 
     def _dispatch_recovered(self, msg: Message) -> None:
-        dispatch(self, msg)
+        self._counts[0] += 1
+        if dispatch(self, msg):
+            self._counts[1] += 1
 
     def _store_new_topics(self) -> None:
         """topics.json gains the topics this session created (fastjson layout, .bak kept)."""

@@ -320,11 +320,11 @@ def test_damaged_checkpoint(tmp_path, own_store, content):
     assert len(_messages(root)) == len(_messages(own_store))
 
 
-@pytest.mark.xfail(strict=True, reason="rebuild/reput append a queue's next record at the current CQ position "
-                   "when records before it were lost in a commitlog hole (RocketMQ 8.7 parity): every later "
-                   "queue offset shifts and consumer offsets point at other messages. Needs a policy decision "
-                   "(filler units for the gap) in ConsumeQueue.put_unit")
 def test_rebuild_across_a_hole_keeps_queue_offsets(tmp_path, own_store):
+    """Records lost in the middle of the commitlog: RocketMQ's reput would append each queue's
+    next record at the queue's end (§8.7), shifting every later queue offset (consumer offsets
+    then point at other messages). Our policy: the record goes to its own queue offset and the
+    gap is filled with filler units, as for a queue that starts late (docs/reliability.md)."""
     root = copy_store(own_store, tmp_path / "s")
     before = {(m.topic, m.queueId, m.queueOffset): m.commitLogOffset for m in _messages(root)
               if m.commitLogOffset >= 65536 and m.sysFlag & 0xC in (0, 8)}
@@ -338,3 +338,8 @@ def test_rebuild_across_a_hole_keeps_queue_offsets(tmp_path, own_store):
         moved = [k for k, off in before.items()
                  if (s.find_queue(k[0], k[1]).unit(k[2]) or (None,))[0] != off]
         assert not moved, f"{len(moved)} messages now at other queue offsets, e.g. {moved[:3]}"
+        fillers = sum(int(((u["phyOffset"] == 0) & (u["size"] == 0x7FFFFFFF)).sum())
+                      for cq in s.queues.values() for u in [cq.units(cq.min_offset, cq.max_offset)])
+        assert fillers > 0  # the lost records' places
+        rep = check_store(s)
+        assert not [p for p in rep["problems"] if p["kind"].startswith(("cq", "index"))], rep["problems"][:3]

@@ -334,7 +334,7 @@ def test_crash_recovery_leaves_no_index_hole(tmp_path):
     not in the index): crash recovery deletes the index files newer than indexMsgTimestamp
     (§12.6) but re-dispatches only from the abnormal start file (min(physic, logics) - 3 s,
     §12.4). RocketMQ loses the keys in between unless messageIndexSafe; we index them again
-    (MessageStore._reindex_before)."""
+    (MessageStore._dispatch_before)."""
     root = tmp_path / "s"
     want = _timed_store(root, 1500)
     state = _crash_with_stale_index_timestamp(root, keep=2)
