@@ -135,5 +135,44 @@ def fixture_copy(tmp_path):
     return make
 
 
+# ---- memory: the Spark JVM lives only as long as the tests that use it -------------------------
+_last_spark_user: list = []
+
+
+def pytest_collection_finish(session):
+    users = [i for i, item in enumerate(session.items) if "spark" in getattr(item, "fixturenames", ())]
+    _last_spark_user[:] = [session.items[users[-1]]] if users else []
+
+
+def pytest_runtest_teardown(item, nextitem):
+    """After the last test using the `spark` fixture, stop the session and its JVM (and with it
+    the Python workers): kept to the end of the run they held ~1.4 GB through every later test."""
+    if _last_spark_user and item is _last_spark_user[0] and "pyspark" in sys.modules:
+        stop_spark()
+
+
+def stop_spark() -> None:
+    from pyspark import SparkContext
+
+    from engine.scan.spark_session import stop_session
+    stop_session()
+    gw = SparkContext._gateway
+    if gw is None:
+        return
+    proc = getattr(gw, "proc", None)
+    try:
+        gw.shutdown()
+    finally:
+        SparkContext._gateway = SparkContext._jvm = None
+        if proc is not None:  # the gateway JVM exits when its stdin closes
+            if proc.stdin:
+                proc.stdin.close()
+            try:
+                proc.wait(60)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+
+
 def pytest_addoption(parser):
     parser.addoption("--soak", action="store_true", default=False, help="run the long soak/fuzz suite")

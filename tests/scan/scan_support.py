@@ -13,6 +13,11 @@ from engine import MessageStore
 
 SHOTS = ROOT / "build" / "screenshots"
 SPARK_MASTER = "local[2]"
+# The test JVM is kept small (the stores here are small): 512 MB of heap (Spark's floor is
+# ~450 MB), the serial collector and the C1 compiler only. It is stopped after the last test
+# that uses it (conftest), not at the end of the run.
+SPARK_MEMORY = "512m"
+SPARK_CONF = {"spark.driver.defaultJavaOptions": "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=64m"}
 
 
 def java_missing() -> str | None:
@@ -27,7 +32,7 @@ def spark():
         pytest.skip(reason)
     pytest.importorskip("pyspark")
     from engine.scan.spark_session import get_session
-    return get_session(SPARK_MASTER)   # left running: process exit stops it (one JVM per run)
+    return get_session(SPARK_MASTER, SPARK_MEMORY, SPARK_CONF)   # one JVM per run (conftest stops it)
 
 
 @pytest.fixture(scope="module")
