@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import random
+import shutil
 import signal
 import subprocess
 import threading
@@ -18,8 +19,8 @@ from pathlib import Path
 
 import pytest
 
-from relsupport import (FIGURES, HERE, PY, Ack, browse, child_env, find_lost, scale, seed_for, skip_unless_linux,
-                        small_cfg, tree_digest)
+from relsupport import (FIGURES, HERE, PY, Ack, browse, child_env, find_lost, is_soak, run_cli, scale, seed_for,
+                        skip_unless_linux, small_cfg, tree_digest)
 from writer_proc import FAULTS
 
 from engine import MessageStore
@@ -350,3 +351,156 @@ def test_crash_recovery_leaves_no_index_hole(tmp_path):
         assert not _unfound(s, want)
         rep = check_store(s)
         assert rep["ok"], rep["problems"][:3]
+
+
+def test_index_file_whose_header_a_crash_never_wrote(tmp_path):
+    """A writer killed between creating an index file and writing the header it inherits left
+    an all-zero header (endPhyOffset 0): recovery's re-dispatch then indexed every record again
+    into it (the file overlapped all older ones, `check` failed) and resumed from offset 0."""
+    root = tmp_path / "s"
+    want = _timed_store(root, 900)
+    with MessageStore.open(root) as s:
+        last = s.index.files[-1]
+        size, last_end = last.path.stat().st_size, last.header.endTimestamp
+        n_before = sum(f.entry_count for f in s.index.files)
+    (root / "index" / "29991231235959999").write_bytes(bytes(size))  # created, nothing written
+    from engine.checkpoint import Checkpoint
+    cp, _ = Checkpoint.load(root / "checkpoint")
+    cp.indexMsgTimestamp = last_end
+    cp.store(root / "checkpoint")
+    (root / "abort").touch()
+    with MessageStore.open(root, small_cfg(), read_only=False) as s:
+        assert s.recovery.index_entries_added < 50, s.recovery  # not the whole log again
+        assert not _unfound(s, want)
+    with MessageStore.open(root) as s:
+        assert sum(f.entry_count for f in s.index.files) <= n_before + 50
+        rep = check_store(s)
+        assert rep["ok"], rep["problems"][:3]
+
+
+# ---- rebuild == recovery, also when rebuild is killed ---------------------------------------------
+_CHILD_WRITES_NEW_TOPIC = r"""
+import os, sys
+sys.path.insert(0, sys.argv[2])
+from relsupport import small_cfg
+from engine import MessageStore
+s = MessageStore.open(sys.argv[1], small_cfg(), read_only=False)
+t = [1_700_000_300_000]
+s.writer.clock = lambda: t[0]
+for i in range(500):
+    t[0] += 40
+    s.put_message("NewT", b"new-%d" % i, queue_id=i % 4, keys=[f"n{i}"])
+s.writer.flush()   # the checkpoint says recent: the abnormal start file is one of the last
+os._exit(0)        # killed: abort stays
+"""
+
+
+def _old_then_killed_new_topic(root: Path) -> None:
+    """The store of the report: topics written and cleanly closed, then a new topic's messages
+    written by a writer that is killed (abort present, checkpoint recent)."""
+    _timed_store(root, 800, topics=("Old0", "Old1", "Old2"))
+    subprocess.run([PY, "-c", _CHILD_WRITES_NEW_TOPIC, str(root), str(HERE)], check=True, env=child_env())
+    assert (root / "abort").exists()
+
+
+def _every_key(root: Path) -> dict:
+    with MessageStore.open(root) as s:
+        want: dict[tuple[str, str], set[int]] = {}
+        for m in s.iter_messages():
+            for k in ([m.uniqKey] if m.uniqKey else []) + m.key_list:
+                want.setdefault((m.topic, k), set()).add(m.commitLogOffset)
+    return want
+
+
+def _queues_and_index(root: Path) -> tuple[dict, set]:
+    with MessageStore.open(root) as s:
+        queues = {k: (cq.min_offset, cq.max_offset, cq.units(cq.min_offset, cq.max_offset).tolist())
+                  for k, cq in s.queues.items() if cq.max_offset > cq.min_offset}
+        entries = set()
+        for f in s.index.files:
+            e = f.entries[1:f.header.indexCount]
+            entries.update(zip(e["keyHash"].tolist(), e["phyOffset"].tolist()))
+        return queues, entries
+
+
+def _recovered_copy(src: Path, dst: Path) -> Path:
+    shutil.copytree(src, dst)
+    MessageStore.open(dst, small_cfg(), read_only=False).close()
+    return dst
+
+
+def _assert_same_as_recovery(root: Path, ref: Path, want: dict) -> None:
+    q, e = _queues_and_index(root)
+    rq, re_ = _queues_and_index(ref)
+    assert q.keys() == rq.keys(), sorted(set(q) ^ set(rq))[:5]
+    diff = [k for k in rq if q[k] != rq[k]]
+    assert not diff, f"queues differ from recovery's: {[(k, q[k][:2], rq[k][:2]) for k in diff[:3]]}"
+    assert e == re_, f"index entries differ: {len(e - re_)} extra, {len(re_ - e)} missing"
+    with MessageStore.open(root) as s:
+        missing = _unfound(s, want)
+        assert not missing, f"{len(missing)} keys not found, e.g. {missing[:3]}"
+        rep = check_store(s)
+        assert rep["ok"], rep["problems"][:3]
+        assert not s.abort_present
+
+
+@pytest.mark.parametrize("crashed", [True, False])
+def test_rebuild_gives_what_recovery_gives(tmp_path, crashed):
+    """`rebuild` of a store left by a killed writer made every queue of the older topics vanish
+    and the new topic's queues start late (the abnormal recovery re-dispatched only from its
+    start file); it also reported "dispatched 0". Now: the same queues, units and index
+    entries as recovery, on a crashed and on a clean store, with real counts."""
+    base = tmp_path / "base"
+    _old_then_killed_new_topic(base)
+    if not crashed:
+        MessageStore.open(base, small_cfg(), read_only=False).close()
+    want = _every_key(base)
+    ref = _recovered_copy(base, tmp_path / "recovered")
+    root = tmp_path / "rebuilt"
+    shutil.copytree(base, root)
+    code, out, err = run_cli("rebuild", root, "--yes", "--json")
+    assert code == 0, err
+    rep = json.loads(out)
+    with MessageStore.open(ref) as s:
+        msgs = list(s.iter_messages())
+    n, keys = len(msgs), sum(1 + len(m.key_list) for m in msgs)
+    assert (rep["dispatched"], rep["unitsWritten"], rep["indexEntries"]) == (n, n, keys), rep
+    assert rep["abnormal"] == crashed
+    _assert_same_as_recovery(root, ref, want)
+
+
+REBUILD_KILLS = [  # two killed rebuilds in a row, then a plain read-write open
+    (("index-key", 150), ("rename", 1)),
+    (("cq-unit", 700), ("index-key", 901)),
+    (("rename", 2), ("unlink", 5)),
+    (("unlink", 40), ("cq-unit", 1000)),
+    (("index-roll", 3), ("create-empty", 5)),
+    (("index-torn", 333), ("checkpoint", 1)),
+]
+
+
+@pytest.mark.parametrize("crashed", [True, False])
+def test_killed_rebuilds_then_open_restore_everything(request, tmp_path, crashed):
+    """`rebuild` killed twice, then a normal read-write open: the index lacked the keys of one
+    message (its CQ unit was written, its index entries not: the next open resumed after the
+    CQ), and a rebuild killed while deleting left queues and index files missing from the
+    middle. Each kill point, then the open, must give what recovery gives."""
+    skip_unless_linux()
+    rng = random.Random(seed_for(request, f"rebuild-kills-{crashed}"))
+    base = tmp_path / "base"
+    _old_then_killed_new_topic(base)
+    if not crashed:
+        MessageStore.open(base, small_cfg(), read_only=False).close()
+    want = _every_key(base)
+    ref = _recovered_copy(base, tmp_path / "recovered")
+    kills = REBUILD_KILLS if is_soak(request) else rng.sample(REBUILD_KILLS, 3)
+    for i, pair in enumerate(kills):
+        root = tmp_path / f"k{i}"
+        shutil.copytree(base, root)
+        for fault, nth in pair:
+            p = subprocess.run([PY, str(HERE / "writer_proc.py"), str(root), "--rebuild", "--fault", f"{fault}:{nth}"],
+                               capture_output=True, text=True, env=child_env(), timeout=120)
+            assert p.returncode == -signal.SIGKILL, (fault, nth, p.returncode, p.stdout, p.stderr[-2000:])
+        MessageStore.open(root, small_cfg(), read_only=False).close()
+        _assert_same_as_recovery(root, ref, want)
+        FIGURES.add(request, "crash/rebuild-kills", runs=1, faultsInjected=len(pair), failures=0)

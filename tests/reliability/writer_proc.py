@@ -48,6 +48,14 @@ FAULTS = {
 }
 
 
+# more kill points inside `rebuild` (writer_proc.py STORE --rebuild --fault NAME:N); the
+# dispatch faults above (cq-unit, index-key, index-roll, create-empty, ...) apply there too
+REBUILD_FAULTS = {
+    "rename": "a folder moved aside (the N-th rename), the others not yet",
+    "unlink": "the folders being deleted, N-th file removed",
+}
+
+
 def die():
     os.kill(os.getpid(), signal.SIGKILL)
 
@@ -202,6 +210,15 @@ def arm(fault: str, nth: int) -> None:
                     die()
                 return real_replace(a, b)
         config_json.os = _Os2()
+    elif fault in ("rename", "unlink"):
+        real = getattr(os, fault)
+
+        def kill_after(*a, **k):
+            r = real(*a, **k)
+            if hit():
+                die()
+            return r
+        setattr(os, fault, kill_after)
     else:
         raise SystemExit(f"unknown fault {fault}")
 
@@ -216,12 +233,18 @@ def main() -> None:
     ap.add_argument("--max", type=int, default=400, help="messages to write before idling")
     ap.add_argument("--close-after", type=int, default=0)
     ap.add_argument("--index-safe", action="store_true")
+    ap.add_argument("--rebuild", action="store_true", help="run `rebuild` instead of writing")
     a = ap.parse_args()
     from engine import MessageStore, StoreConfig
     from engine.properties import split_keys
     if a.fault:
         name, _, nth = a.fault.partition(":")
         arm(name, int(nth or 1))
+    if a.rebuild:
+        from engine.cli_write import rebuild
+        out = rebuild(Path(a.store), StoreConfig.from_mapping(SMALL))
+        print("REBUILT", json.dumps(out), flush=True)
+        return
     cfg = dict(SMALL, flushDiskType="SYNC_FLUSH" if a.flush == "sync" else "ASYNC_FLUSH",
                flushIntervalCommitLog=50)
     if a.index_safe:
