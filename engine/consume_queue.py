@@ -272,10 +272,12 @@ class ConsumeQueue:
             if stop > f.wrote_position:
                 f.write_at(f.wrote_position, FILLER_UNIT * ((stop - f.wrote_position) // CQ_UNIT_SIZE))
                 f.wrote_position = stop
-            if f.file_from_offset + f.wrote_position >= expect:
+            if f.file_from_offset + f.wrote_position >= expect and f.wrote_position < self.file_size:
                 return f
-            f = self.queue.create_next(f.end_offset)
+            f = self.queue.create_next(f.end_offset)  # also when the gap ends with a file
             f.wrote_position = 0
+            if f.file_from_offset >= expect:
+                return f
 
     def flush(self) -> None:
         for f in self.queue.files[-2:]:

@@ -343,3 +343,30 @@ def test_rebuild_across_a_hole_keeps_queue_offsets(tmp_path, own_store):
         assert fillers > 0  # the lost records' places
         rep = check_store(s)
         assert not [p for p in rep["problems"] if p["kind"].startswith(("cq", "index"))], rep["problems"][:3]
+
+
+def test_filler_gap_across_cq_files_survives_a_crash_mid_fill(tmp_path):
+    """The gap policy at the unit level: the fillers may span several CQ files; a crash in the
+    middle of filling leaves a queue ending in fillers, which recovery must not take as its
+    maxPhysicOffset (Java's rule would give 0x7FFFFFFF: every later record skipped); a gap
+    no commitlog hole could explain (a damaged QUEUEOFFSET) is not filled."""
+    from engine.consume_queue import FILLER_SIZE, ConsumeQueue
+    d = tmp_path / "cq" / "T" / "0"
+    cq = ConsumeQueue("T", 0, d, 1000, writable=True)  # 50 units a file
+    for q in range(10):
+        assert cq.put_unit(1000 * q, 500, 7, q)
+    cq._fill_to(cq.queue.last, 120 * 20)  # killed here: fillers up to unit 120, no unit yet
+    cq.close()
+    cq = ConsumeQueue("T", 0, d, 1000, writable=True)
+    cq.recover()
+    assert cq.max_offset == 120 and cq.max_physic_offset == 9 * 1000 + 500
+    assert cq.put_unit(1_000_000, 300, 7, 200)  # the re-dispatch goes on
+    assert cq.max_offset == 201 and cq.unit(200) == (1_000_000, 300, 7)
+    assert all(cq.unit(q)[:2] == (0, FILLER_SIZE) for q in range(10, 200))
+    assert [cq.unit(q)[0] for q in range(10)] == [1000 * q for q in range(10)]
+    assert not cq.put_unit(1_000_000, 300, 7, 200)  # re-dispatch of the same record: skipped
+    # QUEUEOFFSET 10^9 right after the last record: no hole holds that many; appended (RocketMQ)
+    files = len(cq.queue.files)
+    assert cq.put_unit(1_000_300, 300, 7, 10 ** 9)
+    assert cq.max_offset == 202 and len(cq.queue.files) == files
+    cq.close()
