@@ -277,13 +277,17 @@ def _checkpoint(store, last_ts: int, out: Problems) -> None:
 
 def _config_json(store, out: Problems) -> None:
     cfg_dir = store.root / "config"
-    for (topic, group, qid), off in sorted(store.consumer_offsets().items()):
+    try:
+        offsets, table = store.consumer_offsets(), store.topic_config()
+    except StoreError as e:  # a damaged config file is a problem to report, not a reason to stop
+        out.add("config", e.message, e.path or cfg_dir, e.offset)
+        return
+    for (topic, group, qid), off in sorted(offsets.items()):
         cq = store.find_queue(topic, qid)
         mx = cq.max_offset if cq else 0
         if off > mx and cq is not None:
             out.add("config", f"consumer group {group} is at offset {off} of {topic}/{qid}, past the queue's end "
                     f"({mx})", cfg_dir / "consumerOffset.json", None)
-    table = store.topic_config()
     for (topic, qid) in store.queues:
         tc = table.get(topic)
         if not isinstance(tc, dict):

@@ -370,3 +370,16 @@ def test_filler_gap_across_cq_files_survives_a_crash_mid_fill(tmp_path):
     assert cq.put_unit(1_000_300, 300, 7, 10 ** 9)
     assert cq.max_offset == 202 and len(cq.queue.files) == files
     cq.close()
+
+
+@pytest.mark.parametrize("name", ["consumerOffset.json", "topics.json"])
+def test_check_reports_a_damaged_config_json(tmp_path, own_store, name):
+    """check after a rebuild of a store whose config JSON is damaged raised CorruptDataError
+    (the random-damage run failed); it is a problem to report."""
+    root = copy_store(own_store, tmp_path / "s")
+    (root / "config").mkdir(exist_ok=True)
+    (root / "config" / name).write_text('{"offsetTable": {"a": 1 "b"}}')
+    (root / "config" / (name + ".bak")).unlink(missing_ok=True)
+    with MessageStore.open(root) as s:
+        rep = check_store(s)
+    assert not rep["ok"] and any(p["kind"] == "config" and name in p["file"] for p in rep["problems"]), rep["problems"]
