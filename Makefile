@@ -61,8 +61,13 @@ run: $(STAMP)
 	else $(PY) -m gui.app $(STORE); fi
 
 # tests render offscreen; `make run` uses the desktop's display (offscreen only when there is none)
+# the pure-Python twins of the compiled paths answer the conformance, write-path, index-geometry
+# and check tests too (first, so the whole suite's summary is the last line)
+TWIN_TESTS := tests/test_conformance_read.py tests/test_write_path.py tests/test_index_geometry.py \
+              tests/test_check.py tests/test_first_contact.py tests/test_expired_and_late_queues.py
 test: $(STAMP) system-deps
 	$(VENV)/bin/lint-imports
+	RMQSTORE_PURE_PYTHON=1 QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider $(TWIN_TESTS)
 	QT_QPA_PLATFORM=offscreen RMQSTORE_PACKAGE_TEST=1 $(PY) -m pytest -q tests
 
 # the README's pictures: the GUI tests save them to build/screenshots; this refreshes docs/
