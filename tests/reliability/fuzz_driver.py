@@ -369,6 +369,312 @@ def t_ids(st, given, settings):
         shutil.rmtree(tmp, ignore_errors=True)
 
 
+# ---- verdicts: does `check` notice damage a reader would see? -------------------------------------
+# The record layout (IPv4 hosts; IPv6 hosts shift the fields after them by 12 / 24 bytes)
+_FIELDS_V4 = [(0, "TOTALSIZE"), (4, "MAGICCODE"), (8, "BODYCRC"), (12, "QUEUEID"), (16, "FLAG"), (20, "QUEUEOFFSET"),
+              (28, "PHYSICALOFFSET"), (36, "SYSFLAG"), (40, "BORNTIMESTAMP"), (48, "BORNHOST"),
+              (56, "STORETIMESTAMP"), (64, "STOREHOST"), (72, "RECONSUMETIMES"), (76, "PREPAREDTRANSACTIONOFFSET"),
+              (84, "BODYLENGTH"), (88, "BODY")]
+# fields a 4.9 record (no __CRC32#) keeps nowhere else: damage there is invisible to any check by design
+FORMAT_BLIND = {"FLAG", "BORNTIMESTAMP", "BORNHOST", "STOREHOST", "RECONSUMETIMES", "PREPAREDTRANSACTIONOFFSET",
+                "STORETIMESTAMP"}
+INDEXED_PROPS = {"KEYS", "UNIQ_KEY", "TAGS", "DELAY", "__CRC32#"}
+
+
+def record_field(msg, rel_pos: int) -> str:
+    """Which field of a record (Message) byte rel_pos (0 = TOTALSIZE) belongs to."""
+    born6, store6 = bool(msg.sysFlag & 0x10), bool(msg.sysFlag & 0x20)
+    shift = lambda off: off + (12 if born6 and off > 48 else 0) + (12 if store6 and off > 64 else 0)  # noqa: E731
+    fields = [(shift(o), n) for o, n in _FIELDS_V4]
+    body_at = fields[-1][0]
+    if rel_pos < body_at:
+        return [n for o, n in fields if o <= rel_pos][-1]
+    body_end = body_at + len(msg.body)
+    if rel_pos < body_end:
+        return "BODY"
+    tl = 2 if msg.magicCode == -626843477 else 1
+    if rel_pos < body_end + tl:
+        return "TOPICLENGTH"
+    topic_end = body_end + tl + len(msg.topic.encode())
+    if rel_pos < topic_end:
+        return "TOPIC"
+    if rel_pos < topic_end + 2:
+        return "PROPERTIESLENGTH"
+    raw = msg.propertiesRaw.encode()
+    at = rel_pos - topic_end - 2
+    start = 0
+    for part in raw.split(b"\x02"):
+        if at <= start + len(part):
+            return "PROP:" + part.split(b"\x01")[0].decode(errors="replace")
+        start += len(part) + 1
+    return "PROPERTIES"
+
+
+def store_answers(store, keys=None) -> dict:
+    """What a reader gets: the recovered ends, every CQ unit, every message by queue offset,
+    and (for the (topic, key) pairs given, None = none) every exact key query."""
+    import zlib as _z
+    cl = store.commitlog
+    out = {"ends": (cl.min_offset, cl.max_offset), "queues": {}, "units": {}, "msgs": {}, "keys": {}}
+    for (topic, qid), cq in sorted(store.queues.items()):
+        out["queues"][(topic, qid)] = (cq.min_offset, cq.max_offset)
+        out["units"][(topic, qid)] = tuple(map(tuple, cq.units(cq.min_offset, cq.max_offset).tolist())) \
+            if cq.max_offset > cq.min_offset else ()
+        got, off, n = [], cq.min_offset, 0
+        while off < cq.max_offset and n < 100_000:
+            r = store.get_message(topic, qid, off, 64)
+            got.append((off, r.status, tuple(r.skipped)))
+            for m in r.messages:
+                got.append((m.queueOffset, m.commitLogOffset, m.storeSize, m.topic, m.queueId, m.bodyCRC,
+                            _z.crc32(m.body), m.propertiesRaw, m.storeTimestamp, m.bornTimestamp, m.flag,
+                            m.sysFlag, m.bornHost, m.storeHost, m.reconsumeTimes, m.preparedTransactionOffset))
+            off = max(r.nextBeginOffset, off + 1)
+            n += 1
+        out["msgs"][(topic, qid)] = got
+    for topic, key in sorted(keys or ()):
+        out["keys"][(topic, key)] = tuple(sorted(m.commitLogOffset for m in
+                                                 store.query_message(topic, key, max_num=0).messages))
+    return out
+
+
+class VerdictBase:
+    """One fixture copy, its answers and where its readable bytes are."""
+
+    def __init__(self, root: Path):
+        from engine import MessageStore
+        from engine.javahash import index_key, index_key_hash
+        self.root = root
+        with MessageStore.open(root, read_only=True, tolerant=True) as s:
+            keys = set()
+            self.records = []   # (offset, size, msg)
+            for m in s.iter_messages():
+                self.records.append((m.commitLogOffset, m.storeSize, m))
+                for k in m.key_list + ([m.uniqKey] if m.uniqKey else []):
+                    keys.add((m.topic, k))
+            self.keys = keys
+            self.hashes = {tk: index_key_hash(index_key(*tk)) for tk in keys}
+            self.answers = store_answers(s, keys)
+            self.cl_size = s.cfg.mappedFileSizeCommitLog
+            self.queues = {k: (cq.min_offset, cq.max_offset, cq.file_size) for k, cq in s.queues.items()
+                           if cq.max_offset > cq.min_offset}
+            self.index = [(f.path.name, f.slot_num, f.header.indexCount) for f in s.index.files]
+            from engine.check import check_store
+            self.ok = check_store(s)["ok"]
+
+    def keys_in_slots(self, slot_num: int, slots: set) -> set:
+        return {tk for tk, h in self.hashes.items() if h % slot_num in slots}
+
+
+def pick_damage(base: VerdictBase, rng: random.Random) -> dict:
+    """A damage to bytes a reader uses: a record, a CQ unit, an index header/slot/entry, the
+    checkpoint; or a whole CQ/index file truncated or deleted."""
+    r = rng.random()
+    if r < 0.45:
+        off, size, m = rng.choice(base.records)
+        pos = off + rng.randrange(size)
+        return {"file": f"commitlog/{off - off % base.cl_size:020d}", "pos": pos % base.cl_size, "kind": "commitlog",
+                "record": off}
+    if r < 0.68:
+        (topic, qid), (mn, mx, fsize) = rng.choice(sorted(base.queues.items()))
+        if rng.random() < 0.04:
+            u = rng.randrange(mn, mx)
+            return {"file": f"consumequeue/{topic}/{qid}/{u * 20 - u * 20 % fsize:020d}", "kind": "cq",
+                    "op": rng.choice(["delete", "truncate"])}
+        u = rng.randrange(mn, mx)
+        return {"file": f"consumequeue/{topic}/{qid}/{u * 20 - u * 20 % fsize:020d}", "pos": u * 20 % fsize + rng.randrange(20),
+                "kind": "cq"}
+    if r < 0.95 and base.index:
+        name, slots, count = rng.choice(base.index)
+        d = {"file": f"index/{name}", "kind": "index", "slots": slots}
+        w = rng.random()
+        if w < 0.04:
+            d["op"] = rng.choice(["delete", "truncate"])
+        elif w < 0.10:
+            d["pos"] = rng.randrange(40)
+        elif w < 0.40:
+            d["pos"] = 40 + rng.randrange(slots * 4)
+        else:
+            d["pos"] = 40 + slots * 4 + 20 * rng.randrange(1, max(2, count)) + rng.randrange(20)
+        return d
+    return {"file": "checkpoint", "pos": rng.randrange(24), "kind": "checkpoint"}
+
+
+def apply_damage(root: Path, d: dict, rng: random.Random) -> None:
+    p = root / d["file"]
+    op = d.get("op")
+    if op == "delete":
+        p.unlink()
+        return
+    if op == "truncate":
+        os_size = p.stat().st_size
+        with open(p, "r+b") as fh:
+            fh.truncate(os_size // 2)
+        return
+    data = bytearray(p.read_bytes())
+    pos = d["pos"]
+    kind = rng.random()
+    if kind < 0.4:
+        data[pos] ^= 1 << rng.randrange(8)
+        d["op"] = "bitflip"
+    elif kind < 0.65:
+        data[pos] = (data[pos] + rng.randrange(1, 256)) % 256
+        d["op"] = "byte"
+    elif kind < 0.8:
+        n = rng.randrange(1, 17)
+        data[pos:pos + n] = bytes(len(data[pos:pos + n]))
+        d["op"] = f"zero{n}"
+    else:
+        w = rng.choice([4, 8])
+        a = pos - pos % w
+        v = rng.choice([0, -1, 1, 2 ** 31 - 1, int.from_bytes(data[a:a + w], "big", signed=True) + rng.choice([-1, 1])])
+        data[a:a + w] = v.to_bytes(w, "big", signed=True) if -(1 << (8 * w - 1)) <= v < (1 << (8 * w - 1)) else bytes(w)
+        d["op"] = f"int{w}={v}"
+    old = p.read_bytes()
+    d["before"] = old[max(0, pos - 8):pos + 16].hex()
+    diff = [i for i in range(max(0, pos - 8), min(len(data), pos + 17)) if data[i] != old[i]]
+    if diff:  # classified by the first byte that really changed (integer writes are aligned)
+        d["file_offset"] += diff[0] - pos
+        d["pos"] = diff[0]
+    p.write_bytes(bytes(data))
+    d["after"] = bytes(data[max(0, pos - 8):pos + 16]).hex()
+    d["changed_bytes"] = len(diff)
+
+
+def classify(base: VerdictBase, d: dict) -> str:
+    if d.get("op") in ("delete", "truncate"):
+        return f"{d['kind']}:{d['op']}"
+    if d["kind"] == "commitlog":
+        rec = next(m for o, _s, m in base.records if o == d["record"])
+        field = record_field(rec, d["file_offset"] - d["record"])
+        crc = "crc" if "__CRC32#" in rec.propertiesRaw else "nocrc"
+        blind = crc == "nocrc" and (field in FORMAT_BLIND or (field.startswith("PROP:") and field[5:] not in INDEXED_PROPS))
+        return f"commitlog:{field}:{crc}" + (":format-blind" if blind else "")
+    if d["kind"] == "cq":
+        return "cq:" + (["phyOffset"] * 8 + ["size"] * 4 + ["tagsCode"] * 8)[d["pos"] % 20]
+    if d["kind"] == "index":
+        pos, slots = d["pos"], d["slots"]
+        if pos < 40:
+            names = ["beginTimestamp"] * 8 + ["endTimestamp"] * 8 + ["beginPhyOffset"] * 8 + ["endPhyOffset"] * 8 + \
+                ["hashSlotCount"] * 4 + ["indexCount"] * 4
+            return "index:header:" + names[pos]
+        if pos < 40 + 4 * slots:
+            return "index:slot"
+        return "index:entry:" + (["keyHash"] * 4 + ["phyOffset"] * 8 + ["timeDiff"] * 4 + ["prevIndex"] * 4)[(pos - 40 - 4 * slots) % 20]
+    return "checkpoint:" + ["physicMsgTimestamp", "logicsMsgTimestamp", "indexMsgTimestamp"][d["pos"] // 8]
+
+
+def affected_keys(base: VerdictBase, d: dict, root: Path):
+    """The (topic, key) pairs whose answers the damage could change, beyond what the ends,
+    units and messages already show (None: all of them)."""
+    if d["kind"] == "commitlog":
+        rec = next(m for o, _s, m in base.records if o == d["record"])
+        ks = {(rec.topic, k) for k in rec.key_list + ([rec.uniqKey] if rec.uniqKey else [])}
+        return ks | {tk for tk in base.keys if tk[1] in ks or tk[0] == rec.topic and len(base.keys) < 400}
+    if d["kind"] == "index":
+        if d.get("op") or d["pos"] < 40:
+            return None
+        slots = d["slots"]
+        pos = d["pos"]
+        if pos < 40 + 4 * slots:
+            return base.keys_in_slots(slots, {(pos - 40) // 4})
+        import struct as _s
+        e = (pos - 40 - 4 * slots) // 20
+        at = 40 + 4 * slots + 20 * e
+        raw = (root / d["file"]).read_bytes()
+        new_hash = _s.unpack_from(">i", raw, at)[0]
+        old = bytes.fromhex(d["before"])
+        start = max(0, pos - 8)
+        old_full = bytearray(raw)
+        old_full[start:start + len(old)] = old
+        old_hash = _s.unpack_from(">i", old_full, at)[0]
+        return base.keys_in_slots(slots, {abs(new_hash) % slots, abs(old_hash) % slots, new_hash % slots,
+                                          old_hash % slots})
+    return set()
+
+
+def verdict_case(base: VerdictBase, work: Path, rng: random.Random) -> dict:
+    """Damage one copy of base, ask check and the reader; restore the copy."""
+    from engine import MessageStore
+    from engine.check import check_store
+    from engine.errors import StoreError
+    d = pick_damage(base, rng)
+    target = work / d["file"]
+    saved = target.read_bytes()
+    if "pos" in d:
+        d["file_offset"] = d["pos"] + (int(target.name) if d["kind"] == "commitlog" else 0)
+    try:
+        apply_damage(work, d, rng)
+        out = {"damage": {k: v for k, v in d.items() if k != "slots"}, "class": classify(base, d)}
+        try:
+            with MessageStore.open(work, read_only=True, tolerant=True) as s:
+                rep = check_store(s)
+                out["check_ok"] = rep["ok"]
+                out["kinds"] = sorted({p["kind"] for p in rep["problems"]})
+                try:
+                    ans = store_answers(s, None)
+                    changed = [k for k in ("ends", "queues", "units", "msgs") if ans[k] != base.answers[k]]
+                    if not changed:
+                        ks = affected_keys(base, d, work)
+                        ks = base.keys if ks is None else ks & base.keys
+                        for tk in ks:
+                            got = tuple(sorted(m.commitLogOffset for m in s.query_message(*tk, max_num=0).messages))
+                            if got != base.answers["keys"][tk]:
+                                changed.append(f"key {tk[0]}#{tk[1]}")
+                                break
+                except StoreError as e:
+                    changed = [f"reader error: {type(e).__name__}"]
+        except StoreError as e:
+            out["check_ok"] = False
+            out["kinds"] = [f"refused: {type(e).__name__}"]
+            changed = ["store refused"]
+        out["changed"] = changed
+        out["false_ok"] = bool(out["check_ok"] and changed)
+        return out
+    finally:
+        target.write_bytes(saved)
+
+
+def verdicts(stores: list[str], cases: int, seed: int, work_dir: str | None = None) -> dict:
+    """cases damaged copies over the stores; counts and every false OK (check says OK, an
+    answer changed)."""
+    import subprocess as sp
+    tmp = Path(work_dir or tempfile.mkdtemp(prefix="fz-verdict-"))
+    rng = random.Random(seed)
+    bases = []
+    for st in stores:
+        dst = tmp / Path(st).name
+        shutil.rmtree(dst, ignore_errors=True)
+        sp.run(["cp", "-a", "--sparse=always", st, str(dst)], check=True)
+        b = VerdictBase(dst)
+        if b.ok:
+            bases.append(b)
+    counts = {"cases": 0, "visible": 0, "checkNotOk": 0, "falseOk": 0, "falseOkFormatBlind": 0, "noisy": 0}
+    classes: dict[str, int] = {}
+    examples: dict[str, dict] = {}
+    t0 = time.monotonic()
+    try:
+        for i in range(cases):
+            b = bases[i % len(bases)]
+            case_seed = rng.getrandbits(48)
+            r = verdict_case(b, b.root, random.Random(case_seed))
+            COUNT[0] += 1
+            counts["cases"] += 1
+            counts["visible"] += bool(r["changed"])
+            counts["checkNotOk"] += not r["check_ok"]
+            counts["noisy"] += (not r["check_ok"]) and not r["changed"]
+            if r["false_ok"]:
+                blind = r["class"].endswith(":format-blind")
+                counts["falseOkFormatBlind" if blind else "falseOk"] += 1
+                classes[r["class"]] = classes.get(r["class"], 0) + 1
+                examples.setdefault(r["class"], {"store": b.root.name, "caseSeed": case_seed, **r["damage"],
+                                                 "changed": r["changed"][:3]})
+    finally:
+        if work_dir is None:
+            shutil.rmtree(tmp, ignore_errors=True)
+    return {"counts": counts, "falseOkClasses": classes, "examples": examples,
+            "seconds": round(time.monotonic() - t0, 1)}
+
+
 TARGETS = {"record": t_record, "scan": t_scan, "index": t_index, "cq": t_cq, "config": t_config,
            "props": t_props, "ids": t_ids}
 
@@ -408,7 +714,9 @@ def atheris_record(runs: int, seed: int = 0) -> None:
 
 def main() -> int:
     ap = argparse.ArgumentParser()
-    ap.add_argument("target", choices=list(TARGETS) + ["atheris-record"])
+    ap.add_argument("target", choices=list(TARGETS) + ["atheris-record", "verdict"])
+    ap.add_argument("--stores", nargs="*", default=[], help="verdict: clean stores to damage (copied first)")
+    ap.add_argument("--cases", type=int, default=100)
     ap.add_argument("--examples", type=int, default=200)
     ap.add_argument("--runs", type=int, default=20000)
     ap.add_argument("--seed", type=int, default=0)
@@ -417,6 +725,9 @@ def main() -> int:
     a = ap.parse_args()
     if a.target == "atheris-record":
         atheris_record(a.runs, a.seed)
+        return 0
+    if a.target == "verdict":
+        print(json.dumps(verdicts(a.stores, a.cases, a.seed), default=str))
         return 0
     from hypothesis import HealthCheck, given, seed, settings, strategies as st
     with open("/proc/self/statm") as fh:
