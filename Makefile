@@ -80,8 +80,14 @@ screenshots: $(STAMP)
 bench: $(STAMP)
 	$(PY) -m bench $(if $(QUICK),--quick,)
 
+# the long reliability run; prints the power-loss and verdict-fuzz figures (docs/reliability.md, "Soak figures")
 soak: $(STAMP)
-	$(PY) -m pytest -q tests/reliability --soak
+	@$(PY) -m pytest -q tests/reliability --soak; status=$$?; \
+	$(PY) -c "import json; c = json.load(open('build/reliability/soak-report.json'))['categories']; \
+	p = c.get('powerloss/states', {}); v = c.get('fuzz/verdict', {}); \
+	print('power loss: %s states tried, %s acknowledged messages lost, %s states failed' % (p.get('statesTried'), p.get('ackedLost'), p.get('failures'))); \
+	print('verdict fuzz: %s cases tried, %s reader-visible, %s false OKs (%s in known check gaps, %s format-blind)' % (v.get('casesTried'), v.get('readerVisible'), v.get('falseOk'), v.get('falseOkKnownCheckGaps'), v.get('falseOkFormatBlind')))" || true; \
+	exit $$status
 
 package: $(STAMP)
 	@if ! ldconfig -p 2>/dev/null | grep -q libxcb-icccm.so.4; then \

@@ -105,7 +105,7 @@ def test_power_loss_states(request, tmp_path):
     skip_unless_linux()
     seed = seed_for(request, "powerloss")
     rng = random.Random(seed)
-    runs = scale(request, 2, 24)
+    runs = scale(request, 2, 16)
     per_run = scale(request, 110, 320)
     results, states = [], 0
     acked = 0
