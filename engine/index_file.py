@@ -323,8 +323,10 @@ class IndexFile:
             self.header.indexCount = 1
 
     def flush(self) -> None:
+        """msync the whole map every time: slots and entries change anywhere in it (a flush
+        from the last flushed position on would sync an index file once, then never again)."""
         self.file.wrote_position = self.file.file_size
-        self.file.flush()
+        self.file.sync()
 
     def close(self) -> None:
         del self.header_view, self.slots, self.entries

@@ -40,6 +40,22 @@ def allocate(fd: int, start: int, length: int) -> None:
             raise
 
 
+def durable_touch(path) -> None:
+    """Create `path` (if missing) and make it and its folder entry durable (fsync both): a
+    marker such as `abort` must be on disk before any write it vouches for."""
+    Path(path).touch()
+    fd = os.open(path, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    dfd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    try:
+        os.fsync(dfd)
+    finally:
+        os.close(dfd)
+
+
 def punch_hole(fd: int, start: int, end: int) -> None:
     """Deallocate [start, end) (fallocate PUNCH_HOLE | KEEP_SIZE): the bytes read as zeros again.
     Best effort: where the call is missing the blocks stay."""
@@ -250,6 +266,14 @@ class MappedFile:
             start = self.flushed_position - self.flushed_position % mmap.PAGESIZE
             self.mm.flush(start, end - start)
             self.flushed_position = end
+
+    def sync(self) -> None:
+        """msync the whole map (pages that are not dirty cost nothing): for changes made
+        outside the append path, such as recovery's truncation."""
+        if self.writable:
+            keep, self.flushed_position = self.flushed_position, 0
+            self.flush(self.file_size)
+            self.flushed_position = keep
 
     def zero_tail(self, pos: int) -> None:
         """Zero [pos, end of file) so stale bytes can never pass for records later. Only the

@@ -22,7 +22,7 @@ from .consume_queue import ConsumeQueue
 from .errors import ConfigError, MessageRejectedError, NotAStoreError, ReadOnlyStoreError, StoreError
 from . import index_geometry
 from .index_file import LONG_MAX
-from .mapped_file import refuse_full_tmpfs
+from .mapped_file import durable_touch, refuse_full_tmpfs
 from .index_service import IndexService
 from .message import Message, RecordStatus
 from .msgid import decode_offset_msg_id, looks_like_msg_id
@@ -296,8 +296,9 @@ class MessageStore:
             # RocketMQ's IndexService does: a later crash then keeps it
             self.index.on_file_full = self._index_file_full
             self.recovery = self._recover(dispatch=True)
+            self._sync_recovery()
+            durable_touch(root / "abort")  # on disk before any write it vouches for
             self.writer = StoreWriter(self)
-            (root / "abort").touch()
             self.writer.start_flush_service()
         else:
             self.recovery = self._recover()
@@ -432,7 +433,23 @@ class MessageStore:
         dv["timestamp"] = int(time.time() * 1000)
         store_config_json(self.root / "config", "topics.json", data)
 
+    def _sync_recovery(self) -> None:
+        """Recovery truncates CQ units and zeroes torn tails through the maps: msync them before
+        new writes reuse those offsets, or a power cut brings stale units back beside new records."""
+        for cq in self.queues.values():
+            for f in cq.queue.files[-2:]:
+                f.sync()
+        for f in self.commitlog.files[-3:]:
+            f.sync()
+        for f in self.index.files[-2:]:
+            f.flush()
+
     def _index_file_full(self, end_timestamp: int) -> None:
+        """The checkpoint then vouches for the full file: the records it indexes must be on
+        disk first (the roll happens inside a put, before that put's msync)."""
+        last = self.commitlog.queue.last
+        if last is not None:
+            last.flush()
         self.checkpoint.indexMsgTimestamp = end_timestamp
         self.checkpoint.store(self.root / "checkpoint")
 

@@ -167,7 +167,6 @@ def _sweep(log: Path, rec: powerloss.Recording, work: Path, metadata: str, n_ran
     return bad
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN["index-flush-once"])
 def test_index_flush_makes_full_index_files_durable(tmp_path):
     """Flushes every few puts (the flush service), index files filling up: with the engine's own
     msyncs (not modelled as fixed), every state must recover to a store `check` calls OK with
@@ -229,7 +228,6 @@ def test_recovery_drops_a_record_torn_past_its_body(tmp_path):
     assert rep["ok"], rep["problems"][:3]
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN["recovery-not-durable"])
 def test_recovery_changes_are_durable_before_new_writes(tmp_path):
     """Run 1 is cut between a put's dispatch and its msync (CQ units on disk, the record not);
     run 2 recovers that state (truncating the dirty units) and appends a few messages, with no
