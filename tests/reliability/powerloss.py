@@ -292,19 +292,26 @@ class Recording:
             durable[rel] = cur[rel] = len(inodes) - 1
         pending: list[tuple] = []   # ("create", name, ino) | ("remove", name) | ("rename", a, b, ino)
 
+        def names(op):
+            return {op[1], op[2]} if op[0] == "rename" else {op[1]}
+
         def commit(name):
             nonlocal pending
-            keep = []
             ino = cur.get(name)
             is_dir = ino is None  # fsync of a directory: the entries in it are durable
-            for op in pending:
-                in_dir = is_dir and any(os.path.dirname(n) == ("" if name == "." else name)
-                                        for n in ((op[1], op[2]) if op[0] == "rename" else (op[1],)))
-                if metadata == "journal" or in_dir or (op[0] == "create" and op[2] == ino):
+            d = "" if name == "." else name
+            take = [metadata == "journal" or (is_dir and any(os.path.dirname(n) == d for n in names(op)))
+                    or (op[0] == "create" and op[2] == ino) for op in pending]
+            # an operation made durable carries the earlier ones on the same names with it
+            for i in range(len(pending) - 1, -1, -1):
+                if take[i]:
+                    for j in range(i):
+                        if not take[j] and names(pending[j]) & names(pending[i]):
+                            take[j] = True
+            for op, t in zip(pending, take):
+                if t:
                     apply_op(durable, op)
-                else:
-                    keep.append(op)
-            pending = keep
+            pending = [op for op, t in zip(pending, take) if not t]
 
         def sync_pages(ino: Inode, pages) -> None:
             for p in pages:
@@ -527,7 +534,7 @@ _LOADED: dict = {}
 
 
 def check_state(log: str, k: int, seed: int, policy: str, metadata: str, work: str,
-                trust_index_flush: bool = True, trust_abort: bool = True, trust_recovery: bool = True) -> dict:
+                trust_index_flush: bool = False, trust_abort: bool = False, trust_recovery: bool = False) -> dict:
     """Build state (log, k, seed, policy, metadata) in `work`, recover it and judge it (a worker's job)."""
     rec = _LOADED.get(log)
     if rec is None:
