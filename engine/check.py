@@ -75,6 +75,7 @@ def _commitlog(store, out: Problems, progress, cancel):
     for why in store.refused_files:
         out.add("file", f"passed over: {why}", store.root, None)
     messages: dict[int, tuple] = {}
+    crc_tails: dict = {}  # file -> [records whose __CRC32# checks out, offsets of records without one]
     last_ts = 0
     total = max(1, cl.max_offset - cl.min_offset)
     step = max(1 << 16, total // 200)
@@ -95,13 +96,27 @@ def _commitlog(store, out: Problems, progress, cancel):
             last_ts = max(last_ts, m.storeTimestamp)
             if m.physicalOffsetField != off:
                 out.add("commitlog-record", f"stored PHYSICALOFFSET {m.physicalOffsetField}, expected {off}", f.path, off)
-            if m.body and body_crc(m.body) != m.bodyCRC:  # recovery checks CRCs in the last files only
+            if m.sysFlag & 0xC0 and "INNER_NUM" not in m.properties:
+                out.add("commitlog-record", f"SYSFLAG {m.sysFlag:#x} marks an inner batch, but the record has no "
+                        "INNER_NUM property", f.path, off)
+            if body_crc(m.body) != m.bodyCRC:  # recovery checks CRCs in the last files only; empty = 0
                 out.add("commitlog-crc", f"body CRC {body_crc(m.body)} != stored {m.bodyCRC}", f.path, off)
-            if P.CRC32_PROP in m.propertiesRaw and \
-                    not verify_prop_crc(f.buf, off - f.file_from_offset, m.storeSize):
+            tails = crc_tails.setdefault(f.path, [0, []])
+            if verify_prop_crc(f.buf, off - f.file_from_offset, m.storeSize):
+                tails[0] += 1
+            elif P.CRC32_PROP in m.propertiesRaw:
                 out.add("commitlog-crc", "whole-record __CRC32# does not match the record's bytes", f.path, off)
+            elif len(tails[1]) < 1000:
+                tails[1].append(off)
         elif r.status is not RecordStatus.END_OF_FILE:
             out.add("commitlog-record", f"{r.status.value}: {r.reason}", cl.queue.find(off).path, off)
+    for path, (good, without) in crc_tails.items():
+        # records of a file written with enabledAppendPropCRC all end in a __CRC32# tail: one
+        # without it had its tail (or the properties before it) damaged
+        if good and good >= 4 * len(without):
+            for off in without:
+                out.add("commitlog-crc", "no valid __CRC32# tail, unlike the other records of its file (the "
+                        "properties or the CRC were damaged)", path, off)
     if progress is not None:
         progress(total, total, "commitlog")
     return messages, len(messages), last_ts
@@ -134,6 +149,9 @@ def _consume_queues(store, messages: dict, out: Problems) -> int:
                 if (m[0], m[1], m[2], m[3]) != (topic, qid, q, size):
                     out.add("cq-unit", f"{topic}/{qid} unit {q} -> record {m[0]}/{m[1]}@{m[2]} size {m[3]} "
                             f"(unit size {size})", cf.path, pos)
+                elif m[4] not in DISPATCHED:
+                    out.add("cq-unit", f"{topic}/{qid} unit {q} -> a {'prepared' if m[4] == 4 else 'rolled-back'} "
+                            "transaction record, which is never dispatched (its SYSFLAG?)", cf.path, pos)
                 elif m[6] != tags:
                     out.add("cq-tags", f"{topic}/{qid} unit {q}: tagsCode {tags}, expected {m[6]} from the record's "
                             "TAGS (delivery time for delayed messages)", cf.path, pos)
@@ -175,6 +193,7 @@ def _index(store, messages: dict, out: Problems) -> int:
         phys = e["phyOffset"].astype(np.int64)
         actual.update(zip(hashes.tolist(), phys.tolist()))
         _chains(f, count, hashes, e, out)
+        _header_against_entries(f, count, phys, messages, out)
         base = INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * f.slot_num
         for i, (h, phy) in enumerate(zip(hashes.tolist(), phys.tolist()), start=1):
             m = messages.get(phy)
@@ -221,10 +240,32 @@ def _chains(f, count: int, hashes: np.ndarray, e, out: Problems) -> None:
         out.add("index-time", f"entry {i + 1} links to entry {int(prev[i])}, which is newer "
                 f"(timeDiff {int(times[prev[i]])} > {int(times[i + 1])})", f.path, base + INDEX_ENTRY_SIZE * (i + 1))
     heads = np.flatnonzero((slots > 0) & (slots < max(count, 1)))
+    reached = np.zeros(n + 1, dtype=bool)   # a key can be found only through its slot's chain
+    reached[slots[heads]] = True
+    reached[prev[linked]] = True
+    for k in np.flatnonzero(~reached[1:])[:20].tolist():
+        out.add("index-chain", f"entry {k + 1} is unreachable: neither its slot nor a newer entry links to it "
+                "(its key cannot be found)", f.path, base + INDEX_ENTRY_SIZE * (k + 1))
     misplaced = heads[slot_of[slots[heads]] != heads]
     for j in misplaced[:20].tolist():
         out.add("index-slot", f"slot {j} names entry {int(slots[j])}, whose key hashes to slot "
                 f"{int(slot_of[slots[j]])}", f.path, INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * j)
+
+
+def _header_against_entries(f, count: int, phys: np.ndarray, messages: dict, out: Problems) -> None:
+    """The header's begin/end offsets and times are those of the first and last entries'
+    records (putKey sets them; queries pick files and compute entry times from them)."""
+    if count <= 1:
+        return
+    h = f.header
+    first, last = messages.get(int(phys[0])), messages.get(int(phys[-1]))
+    want = [("beginPhyOffset", 16, int(phys[0]), True), ("endPhyOffset", 24, int(phys[-1]), True),
+            ("beginTimestamp", 0, first[7] if first else None, first is not None),
+            ("endTimestamp", 8, last[7] if last else None, last is not None)]
+    for name, pos, expected, known in want:
+        if known and getattr(h, name) != expected:
+            out.add("index-header", f"{name} {getattr(h, name)}, expected {expected} from the file's "
+                    f"{'first' if name.startswith('begin') else 'last'} entry", f.path, pos)
 
 
 def _index_completeness(store, messages: dict, actual: set, out: Problems) -> None:

@@ -540,6 +540,17 @@ def apply_damage(root: Path, d: dict, rng: random.Random) -> None:
     d["changed_bytes"] = len(diff)
 
 
+def _unknown_sysflag_bits(d: dict, field: str) -> bool:
+    """A change only to SYSFLAG bits the format does not define (above 0x7FF): readers must
+    preserve and ignore them (STORE_FORMAT 4.5), so no check can call the record damaged."""
+    if field != "SYSFLAG" or d.get("changed_bytes") != 1:
+        return False
+    i = min(8, d["pos"])  # index of the changed byte in the before/after windows
+    xor = bytes.fromhex(d["before"])[i] ^ bytes.fromhex(d["after"])[i]
+    byte_in_field = d["file_offset"] - d["record"] - 36
+    return 0 <= byte_in_field < 4 and (xor << (8 * (3 - byte_in_field))) & 0x7FF == 0
+
+
 def classify(base: VerdictBase, d: dict) -> str:
     if d.get("op") in ("delete", "truncate"):
         return f"{d['kind']}:{d['op']}"
@@ -547,7 +558,11 @@ def classify(base: VerdictBase, d: dict) -> str:
         rec = next(m for o, _s, m in base.records if o == d["record"])
         field = record_field(rec, d["file_offset"] - d["record"])
         crc = "crc" if "__CRC32#" in rec.propertiesRaw else "nocrc"
-        blind = crc == "nocrc" and (field in FORMAT_BLIND or (field.startswith("PROP:") and field[5:] not in INDEXED_PROPS))
+        # TAGS is checked through the CQ unit's tagsCode, except where the unit holds a delivery
+        # time (SCHEDULE_TOPIC) or there is no unit (prepared / rolled-back transactions)
+        tags_unchecked = field == "PROP:TAGS" and (rec.topic == "SCHEDULE_TOPIC_XXXX" or rec.sysFlag & 0x0C in (4, 12))
+        blind = crc == "nocrc" and (field in FORMAT_BLIND or tags_unchecked or _unknown_sysflag_bits(d, field) or
+                                    (field.startswith("PROP:") and field[5:] not in INDEXED_PROPS))
         return f"commitlog:{field}:{crc}" + (":format-blind" if blind else "")
     if d["kind"] == "cq":
         return "cq:" + (["phyOffset"] * 8 + ["size"] * 4 + ["tagsCode"] * 8)[d["pos"] % 20]
