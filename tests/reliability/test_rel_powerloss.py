@@ -31,6 +31,14 @@ from relsupport import FIGURES, HERE, PY, child_env, scale, seed_for, skip_unles
 # Powerloss.Recording.state(trust_index_flush/trust_abort/trust_recovery=True) still models
 # those fixes, to look past them on an older engine.
 KNOWN = {
+    "open-writes-before-abort": "a read-write open after a clean shutdown writes the index (recovery's re-added "
+                                "entries / slot repairs) before `abort` exists: a cut there leaves no abort, a new "
+                                "slot page on disk and its entry page not; the next open trusts that index "
+                                "(clean-shutdown recovery) and keys of acknowledged messages are lost",
+    "recovery-unlink-not-durable": "crash recovery deletes the index files newer than the checkpoint (and empty "
+                                   "files) without an fsync of their folder: under POSIX metadata a cut brings a "
+                                   "deleted index file back beside the one rebuilt after it (check: overlapping "
+                                   "index files)",
     "torn-record-accepted": "a record torn by the cut past its body (properties half written: the body CRC does not "
                             "cover them, records without __CRC32#) passes recovery as whole; the index keeps the "
                             "entries of its real keys: check fails (index-entry), and the record's UNIQ_KEY/KEYS "
@@ -97,7 +105,10 @@ def test_power_loss_states(request, tmp_path):
     """Recorded runs (fresh store; clean restarts inside; a chained run that starts from a
     power-loss state, so recovery itself is cut) and their power-loss states."""
     skip_unless_linux()
-    seed = seed_for(request, "powerloss")
+    # the normal suite replays a fixed sample (an open engine bug found by chance must not fail an
+    # unrelated CI run); --soak draws fresh seeds (RMQ_SEED replays one)
+    seed = seed_for(request, "powerloss") if request.config.getoption("--soak") or os.environ.get("RMQ_SEED") \
+        else 20261125
     rng = random.Random(seed)
     runs = scale(request, 2, 16)
     per_run = scale(request, 110, 320)
@@ -125,17 +136,48 @@ def test_power_loss_states(request, tmp_path):
         acked += len(rec.acks_before(len(rec.events))) + len(rec2.acks_before(len(rec2.events))) - len(rec2.prior_acks)
         shutil.rmtree(store, ignore_errors=True)
         shutil.rmtree(base, ignore_errors=True)
-    # a state whose recovery kept a torn record fails for the known reason (KNOWN["torn-record-accepted"])
-    failed = [r for r in results if not r["ok"] and not (r.get("torn") and not r["lost"] and not r["error"])]
+    # failures explained by an open engine bug (KNOWN) are counted apart
+    known_by = collections.Counter()
+    failed = []
+    for r in results:
+        if r["ok"]:
+            continue
+        why = _known_cause(r)
+        if why:
+            known_by[why] += 1
+        else:
+            failed.append(r)
     known = [r for r in results if not r["ok"] and r not in failed]
     lost, summary = _summarize(failed)
     FIGURES.add(request, "powerloss/states", runs=runs * 2, faultsInjected=states, messagesChecked=sum(
         r["acks"] for r in results), failures=len(failed), ackedLost=lost, statesTried=states,
         statesPosix=sum(r["metadata"] == "posix" for r in results), acknowledged=acked,
-        statesTornRecordKept=sum(bool(r.get("torn")) for r in results), statesFailedKnownTornRecord=len(known),
+        statesTornRecordKept=sum(bool(r.get("torn")) for r in results), statesFailedKnown=len(known),
+        statesFailedKnownBy=dict(known_by),
         failureClasses=summary["classes"], **({"seeds": [seed]} if failed else {}))
     assert not failed, (f"{len(failed)} of {states} power-loss states failed (seed {seed}), "
                         f"{lost} acknowledged messages lost: {summary}")
+
+
+def _known_cause(r: dict) -> str | None:
+    """The KNOWN bug a failed state shows, if any: replayed with that bug's fix modelled, or by
+    where the cut fell."""
+    if r["error"]:
+        return None
+    if r.get("torn") and not r["lost"]:
+        return "torn-record-accepted"
+    rec = powerloss.Recording.load(Path(r["log"]))
+    if r["metadata"] == "posix" and set(r["problems"]) == {"index-file"} and not r["lost"]:
+        v = powerloss.check_state(r["log"], r["k"], r["seed"], r["policy"], r["metadata"], r["log"] + ".w",
+                                  trust_recovery=True)
+        if v["ok"]:
+            return "recovery-unlink-not-durable"
+    # the cut fell inside a reopen: after the close removed abort, before the new abort was fsynced
+    last_remove = max((i for i, e in enumerate(rec.events[:r["k"]]) if e[:2] == ("remove", "abort")), default=None)
+    if last_remove is not None and not any(e[:2] == ("fsync", "abort") for e in rec.events[last_remove:r["k"]]):
+        if any(e[0] == "pages" and e[1].startswith("index/") for e in rec.events[last_remove:r["k"]]):
+            return "open-writes-before-abort"
+    return None
 
 
 def _write_prior(rec: powerloss.Recording, k: int, path: Path) -> None:
@@ -238,6 +280,24 @@ def test_recovery_changes_are_durable_before_new_writes(tmp_path):
     v = powerloss.check_state(str(tmp_path / "r2.log"), len(rec2.events), 0, "drop", "journal", str(tmp_path / "w"),
                               trust_recovery=False)
     assert v["ok"], (v["problems"], v["details"][:3], v["lost"][:3])
+
+
+@pytest.mark.xfail(strict=True, reason=KNOWN["open-writes-before-abort"])
+def test_open_after_clean_shutdown_writes_nothing_before_abort(tmp_path):
+    """The state the soak found (a writer with clean restarts; cut inside a reopen)."""
+    skip_unless_linux()
+    rec = _record(tmp_path / "s", tmp_path / "r.log", "pages", 1841059714, 200, close=True, reopen=0.02)
+    bad = []
+    opens = [i for i, e in enumerate(rec.events) if e[:2] == ("remove", "abort")]
+    for i in opens:
+        end = next((j for j in range(i, len(rec.events)) if rec.events[j][:2] == ("fsync", "abort")), len(rec.events))
+        for k in range(i + 1, end + 1):
+            for seed in range(6):
+                v = powerloss.check_state(str(tmp_path / "r.log"), k, seed, "random", "journal", str(tmp_path / "w"))
+                if not v["ok"]:
+                    bad.append((k, seed, v["problems"], v["lost"][:2]))
+    assert opens
+    assert not bad, bad[:3]
 
 
 def test_model_replays_a_run_exactly(tmp_path):
