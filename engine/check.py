@@ -22,6 +22,7 @@ from . import properties as P
 from .config import CQ_UNIT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from .consume_queue import FILLER_SIZE
 from .errors import StoreError
+from .index_file import time_diff
 from .javahash import index_key, index_key_hash
 from .message import (TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE, RecordStatus,
                       body_crc, verify_prop_crc)
@@ -165,6 +166,9 @@ def _consume_queues(store, messages: dict, out: Problems) -> int:
             out.add("cq-missing", f"record {topic}/{qid}@{qoff}: no consume queue", cl.queue.find(off).path, off)
         elif qoff >= cq.min_offset:
             out.add("cq-missing", f"record {topic}/{qid}@{qoff} has no ConsumeQueue unit", cl.queue.find(off).path, off)
+        else:  # RocketMQ deletes a CQ file only once every record it points at has left the commitlog
+            out.add("cq-missing", f"record {topic}/{qid}@{qoff} is still in the commitlog but its queue starts at "
+                    f"{cq.min_offset} (a ConsumeQueue file deleted?)", cl.queue.find(off).path, off)
     return n_units
 
 
@@ -195,6 +199,8 @@ def _index(store, messages: dict, out: Problems) -> int:
         _chains(f, count, hashes, e, out)
         _header_against_entries(f, count, phys, messages, out)
         base = INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * f.slot_num
+        begin = f.header.beginTimestamp
+        diffs = e["timeDiff"].tolist()
         for i, (h, phy) in enumerate(zip(hashes.tolist(), phys.tolist()), start=1):
             m = messages.get(phy)
             pos = base + INDEX_ENTRY_SIZE * i
@@ -202,6 +208,9 @@ def _index(store, messages: dict, out: Problems) -> int:
                 if cl.min_offset <= phy < cl.max_offset:
                     out.add("index-entry", f"entry {i} points at {phy}, where no record starts", f.path, pos)
                 continue
+            if i > 1 and diffs[i - 1] != time_diff(m[7], begin):  # entry 1 is relative to the inherited begin
+                out.add("index-entry", f"entry {i} timeDiff {diffs[i - 1]}, expected {time_diff(m[7], begin)} "
+                        "from its record's store time (time-window queries miss it)", f.path, pos + 12)
             if m[4] == TRANSACTION_ROLLBACK_TYPE or h not in {index_key_hash(index_key(m[0], k)) for k in m[5]}:
                 out.add("index-entry", f"entry {i} hash {h} matches no key of the record at {phy}", f.path, pos)
     _index_completeness(store, messages, actual, out)

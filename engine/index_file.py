@@ -90,6 +90,16 @@ for _i, _name in enumerate(_HEADER_FIELDS):
     setattr(IndexHeader, _name, _header_field(_i))
 
 
+def time_diff(store_ts: int, begin_ts: int) -> int:
+    """§9.4: an entry's timeDiff, whole seconds after the header's beginTimestamp (Java's
+    truncating division), 0 without a begin or before it, capped at 2^31 - 1."""
+    diff = store_ts - begin_ts
+    diff = diff // 1000 if diff >= 0 else -((-diff) // 1000)
+    if begin_ts <= 0 or diff < 0:
+        return 0
+    return min(diff, 0x7FFFFFFF)
+
+
 @dataclass
 class ChainStep:
     """One entry met while walking a slot's chain (for the collision-chain view and checks)."""
@@ -269,12 +279,7 @@ class IndexFile:
         prev = _SLOT.unpack_from(mm, slot_pos)[0]
         if prev <= 0 or prev > h.indexCount:
             prev = 0
-        diff = store_ts - h.beginTimestamp
-        diff = diff // 1000 if diff >= 0 else -((-diff) // 1000)
-        if h.beginTimestamp <= 0 or diff < 0:
-            diff = 0
-        elif diff > 0x7FFFFFFF:
-            diff = 0x7FFFFFFF
+        diff = time_diff(store_ts, h.beginTimestamp)
         n = h.indexCount
         _ENTRY.pack_into(mm, self._entry_base + n * INDEX_ENTRY_SIZE, key_hash, phy_offset, diff, prev)
         _SLOT.pack_into(mm, slot_pos, n)

@@ -6,6 +6,7 @@ import time
 
 from .config import StoreConfig
 from .errors import ConfigError, StoreError
+from .mapped_file import fsync_dir
 from .index_file import LONG_MAX, IndexFile
 from .javahash import index_key
 from .message import TRANSACTION_ROLLBACK_TYPE, Message
@@ -201,6 +202,8 @@ class IndexService:
                 f.close()
                 path.unlink(missing_ok=True)
                 self.files.remove(f)
+        if gone:
+            fsync_dir(self.directory)  # the deletions are durable before anything is rebuilt after them
         if gone and self.writable:
             self._inherit_into_empty_last()
         return gone

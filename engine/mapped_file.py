@@ -49,9 +49,19 @@ def durable_touch(path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
-    dfd = os.open(os.path.dirname(os.path.abspath(path)), os.O_RDONLY)
+    fsync_dir(os.path.dirname(os.path.abspath(path)))
+
+
+def fsync_dir(path) -> None:
+    """Make the folder's entries (files created or deleted in it) durable."""
+    try:
+        dfd = os.open(path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return
     try:
         os.fsync(dfd)
+    except OSError:
+        pass  # some filesystems refuse fsync on a folder; nothing more can be done
     finally:
         os.close(dfd)
 

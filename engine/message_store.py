@@ -282,6 +282,8 @@ class MessageStore:
             self.lock = StoreLock(root)
             self.lock.acquire()
         self.abort_present = (root / "abort").exists()
+        if writable:  # on disk before any write it vouches for (the index's slot repair, recovery's)
+            durable_touch(root / "abort")
         self.checkpoint, self.checkpoint_exists = Checkpoint.load(root / "checkpoint")
         self.commitlog = CommitLog(cfg, writable)
         for gap in self.commitlog.queue.gaps:
@@ -297,7 +299,6 @@ class MessageStore:
             self.index.on_file_full = self._index_file_full
             self.recovery = self._recover(dispatch=True)
             self._sync_recovery()
-            durable_touch(root / "abort")  # on disk before any write it vouches for
             self.writer = StoreWriter(self)
             self.writer.start_flush_service()
         else:

@@ -68,19 +68,9 @@ def test_memory_cap_is_real():
 # below). A class is "<file kind>:<field>"; damage to fields the format keeps nowhere else
 # (":format-blind": FLAG, born/store host and time, reconsume times, prepared offset, properties
 # nothing indexes, in records without __CRC32#) cannot be noticed by any check and is counted apart.
-# open (found by the 3,000-case soak after the first six were closed): strict-xfail reproducers in OPEN_GAP_CASES
-KNOWN_CHECK_GAPS: dict[str, str] = {
-    "cq:delete": "the first ConsumeQueue file of a queue deleted: the queue then starts at the next file, as if "
-                 "its head had expired, although the commitlog still holds those records; check skips records "
-                 "below the queue's min offset (cq-missing is only reported at or above it)",
-    "index:entry:timeDiff": "an index entry's timeDiff damaged (-1, or far from its record's store time): a query "
-                            "with a time window, and the key's exact answer, lose the message; check does not "
-                            "compare an entry's time with its record's store time",
-}
-OPEN_GAP_CASES = {
-    "cq:delete": ("small", 202510977267669),
-    "index:entry:timeDiff": ("small", 127507517749593),
-}
+# none open: every class the fuzzer found (six in the first runs, two in the 3,000-case soak) is
+# closed in engine/check.py and replayed below as a regression case
+KNOWN_CHECK_GAPS: dict[str, str] = {}
 # one reproducer per false-OK class the fuzzer found and check now reports: (fixture, case seed)
 # replayed by fuzz_driver.verdict_case
 GAP_CASES = {
@@ -90,6 +80,8 @@ GAP_CASES = {
     "commitlog:PROP:__CRC32#:crc": ("v5", 155748118002240),
     "commitlog:PROP:WAIT:crc": ("v5", 137785720688807),
     "commitlog:BODYCRC:nocrc": ("small", 263119638747380),
+    "cq:delete": ("small", 202510977267669),
+    "index:entry:timeDiff": ("small", 127507517749593),
 }
 VERDICT_STORES = ["small", "v5"]
 
@@ -160,22 +152,3 @@ def test_check_gap_reproducer(cls, tmp_path):
     assert not r["false_ok"], f"check called {cls} OK: damage {r['damage']}, changed {r['changed']}"
     shutil.rmtree(root, ignore_errors=True)
 
-
-@pytest.mark.parametrize("cls", list(OPEN_GAP_CASES))
-def test_open_check_gap_reproducer(cls, tmp_path):
-    """The false-OK classes still open, replayed: strict xfail until check reports them (then
-    move the case to GAP_CASES and drop the class from KNOWN_CHECK_GAPS)."""
-    import random
-
-    from conftest import unpack
-    import fuzz_driver
-    name, case_seed = OPEN_GAP_CASES[cls]
-    root = tmp_path / name
-    subprocess.run(["cp", "-a", "--sparse=always", str(unpack(name)), str(root)], check=True)
-    base = fuzz_driver.VerdictBase(root)
-    r = fuzz_driver.verdict_case(base, root, random.Random(case_seed))
-    assert r["class"] == cls, r
-    assert r["changed"], r
-    if r["false_ok"]:
-        pytest.xfail(f"{cls}: {KNOWN_CHECK_GAPS[cls]} -- damage {r['damage']}, changed {r['changed']}")
-    pytest.fail(f"check now reports {cls} ({r['kinds']}): move it to GAP_CASES")

@@ -282,7 +282,6 @@ def test_recovery_changes_are_durable_before_new_writes(tmp_path):
     assert v["ok"], (v["problems"], v["details"][:3], v["lost"][:3])
 
 
-@pytest.mark.xfail(strict=True, reason=KNOWN["open-writes-before-abort"])
 def test_open_after_clean_shutdown_writes_nothing_before_abort(tmp_path):
     """The state the soak found (a writer with clean restarts; cut inside a reopen)."""
     skip_unless_linux()
