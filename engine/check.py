@@ -97,6 +97,9 @@ def _commitlog(store, out: Problems, progress, cancel):
             last_ts = max(last_ts, m.storeTimestamp)
             if m.physicalOffsetField != off:
                 out.add("commitlog-record", f"stored PHYSICALOFFSET {m.physicalOffsetField}, expected {off}", f.path, off)
+            if m.sysFlag & 0x700 and not m.sysFlag & 0x1:
+                out.add("commitlog-record", f"SYSFLAG {m.sysFlag:#x} names a compression type for a body that is not "
+                        "compressed", f.path, off)
             if m.sysFlag & 0xC0 and "INNER_NUM" not in m.properties:
                 out.add("commitlog-record", f"SYSFLAG {m.sysFlag:#x} marks an inner batch, but the record has no "
                         "INNER_NUM property", f.path, off)

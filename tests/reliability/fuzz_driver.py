@@ -388,7 +388,7 @@ def record_field(msg, rel_pos: int) -> str:
     fields = [(shift(o), n) for o, n in _FIELDS_V4]
     body_at = fields[-1][0]
     if rel_pos < body_at:
-        return [n for o, n in fields if o <= rel_pos][-1]
+        return ([n for o, n in fields if o <= rel_pos] or [fields[0][1]])[-1]  # before the record: its first field
     body_end = body_at + len(msg.body)
     if rel_pos < body_end:
         return "BODY"
