@@ -104,7 +104,7 @@ def test_index_chain_closed_into_a_cycle(fixture_copy):
     path = _index_files(store)[0]
     with MessageStore.open(store) as st:
         f = st.index.files[0]
-        slots, entries, count = f.slots.copy(), f.entries.copy(), f.header.indexCount
+        slots, entries = f.slots.copy(), f.entries.copy()
     # a chain with at least two entries: its oldest entry now links to its newest
     for s in np.flatnonzero(slots > 0):
         head = int(slots[s])

@@ -1,12 +1,10 @@
 """The write path: encoding golden vectors, round trips, rebuild equality with RocketMQ's
 own files, crash recovery results of the real store, locking."""
-import base64
+
 import os
 import shutil
 import subprocess
 import sys
-import time
-from pathlib import Path
 
 import pytest
 

@@ -444,18 +444,23 @@ def _assert_same_as_recovery(root: Path, ref: Path, want: dict) -> None:
         assert not s.abort_present
 
 
+def _base_and_recovery(tmp_path, crashed: bool):
+    """A store of old topics and a new one whose writer was killed (closed cleanly again when
+    not `crashed`), every acknowledged key in it, and a copy of it after plain recovery."""
+    base = tmp_path / "base"
+    _old_then_killed_new_topic(base)
+    if not crashed:
+        MessageStore.open(base, small_cfg(), read_only=False).close()
+    return base, _every_key(base), _recovered_copy(base, tmp_path / "recovered")
+
+
 @pytest.mark.parametrize("crashed", [True, False])
 def test_rebuild_gives_what_recovery_gives(tmp_path, crashed):
     """`rebuild` of a store left by a killed writer made every queue of the older topics vanish
     and the new topic's queues start late (the abnormal recovery re-dispatched only from its
     start file); it also reported "dispatched 0". Now: the same queues, units and index
     entries as recovery, on a crashed and on a clean store, with real counts."""
-    base = tmp_path / "base"
-    _old_then_killed_new_topic(base)
-    if not crashed:
-        MessageStore.open(base, small_cfg(), read_only=False).close()
-    want = _every_key(base)
-    ref = _recovered_copy(base, tmp_path / "recovered")
+    base, want, ref = _base_and_recovery(tmp_path, crashed)
     root = tmp_path / "rebuilt"
     shutil.copytree(base, root)
     code, out, err = run_cli("rebuild", root, "--yes", "--json")
@@ -487,12 +492,7 @@ def test_killed_rebuilds_then_open_restore_everything(request, tmp_path, crashed
     middle. Each kill point, then the open, must give what recovery gives."""
     skip_unless_linux()
     rng = random.Random(seed_for(request, f"rebuild-kills-{crashed}"))
-    base = tmp_path / "base"
-    _old_then_killed_new_topic(base)
-    if not crashed:
-        MessageStore.open(base, small_cfg(), read_only=False).close()
-    want = _every_key(base)
-    ref = _recovered_copy(base, tmp_path / "recovered")
+    base, want, ref = _base_and_recovery(tmp_path, crashed)
     kills = REBUILD_KILLS if is_soak(request) else rng.sample(REBUILD_KILLS, 3)
     for i, pair in enumerate(kills):
         root = tmp_path / f"k{i}"
