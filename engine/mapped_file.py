@@ -6,8 +6,10 @@ used, so `wrote_position` is set by whoever scanned it (recovery), never read fr
 from __future__ import annotations
 
 import errno
+import functools
 import mmap
 import os
+import struct
 from pathlib import Path
 
 import numpy as np
@@ -71,13 +73,11 @@ def punch_hole(fd: int, start: int, end: int) -> None:
     Best effort: where the call is missing the blocks stay."""
     if end <= start:
         return
-    try:
+    libc = _libc()
+    if libc is not None and hasattr(libc, "fallocate"):
         import ctypes
-        libc = ctypes.CDLL(None, use_errno=True)
         libc.fallocate.argtypes = [ctypes.c_int, ctypes.c_int, ctypes.c_long, ctypes.c_long]
         libc.fallocate(fd, 0x02 | 0x01, start, end - start)  # FALLOC_FL_PUNCH_HOLE | FALLOC_FL_KEEP_SIZE
-    except (OSError, AttributeError):
-        pass
 
 
 def data_extents(fd: int, start: int, end: int):
@@ -102,18 +102,32 @@ def data_extents(fd: int, start: int, end: int):
 TMPFS_MAGIC = 0x01021994
 
 
-def _fs_type(fd: int) -> int | None:
-    """statfs f_type (Linux), None where it cannot be read."""
+@functools.lru_cache(maxsize=1)
+def _libc():
+    """The C library through ctypes, loaded once (None where it cannot be)."""
     try:
         import ctypes
-        import struct
-        libc = ctypes.CDLL(None, use_errno=True)
-        buf = ctypes.create_string_buffer(256)
-        if libc.fstatfs(fd, buf) != 0:
-            return None
-        return struct.unpack_from("l", buf)[0]
-    except (OSError, AttributeError, ValueError):
+        return ctypes.CDLL(None, use_errno=True)
+    except (OSError, AttributeError):
         return None
+
+
+_FS_TYPES: dict[int, int | None] = {}  # st_dev -> statfs f_type: one statfs per filesystem
+
+
+def _fs_type(fd: int) -> int | None:
+    """statfs f_type (Linux), None where it cannot be read."""
+    dev = os.fstat(fd).st_dev
+    if dev not in _FS_TYPES:
+        libc = _libc()
+        kind = None
+        if libc is not None and hasattr(libc, "fstatfs"):
+            import ctypes
+            buf = ctypes.create_string_buffer(256)
+            if libc.fstatfs(fd, buf) == 0:
+                kind = struct.unpack_from("l", buf)[0]
+        _FS_TYPES[dev] = kind
+    return _FS_TYPES[dev]
 
 
 def holes_need_room(fd: int) -> int:
@@ -250,9 +264,9 @@ class MappedFile:
             try:
                 allocate(fd, start, stop - start)
             except OSError:
-                if not self.reserve_from_start:  # give back what a partial reservation took
-                    unused = start + (-start) % PAGE if start < self.wrote_position else start
-                    punch_hole(fd, max(unused, self.wrote_position + (-self.wrote_position) % PAGE), stop)
+                if not self.reserve_from_start:  # give back what a partial reservation took,
+                    # from the first page no write has touched (start is page-aligned)
+                    punch_hole(fd, max(start, self.wrote_position + (-self.wrote_position) % PAGE), stop)
                 raise
         self.reserved_until = stop
 

@@ -104,6 +104,17 @@ def _body_text(m: Message) -> str:
     return _body_bytes(m).decode("utf-8", errors="replace").casefold()
 
 
+def _take(rows, pred, matches: list, max_matches: int) -> int | None:
+    """Append the rows whose message passes `pred`; once `max_matches` are in, the queue
+    offset after the last one taken (where the scan stopped), else None."""
+    for row, m in rows:
+        if m is not None and pred(m):
+            matches.append(row)
+            if len(matches) >= max_matches:
+                return row.queueOffset + 1
+    return None
+
+
 def scan(store, topic: str, queue_id: int, start: int, end: int, flt: MessageFilter,
          max_matches: int = 100_000, cancel=None, step: int = 512, lock=None
          ) -> Iterator[tuple[int, int]]:
@@ -122,11 +133,9 @@ def scan(store, topic: str, queue_id: int, start: int, end: int, flt: MessageFil
                 part = list(iter_rows_with_messages(store, topic, queue_id, q, stop))
         else:
             part = list(iter_rows_with_messages(store, topic, queue_id, q, stop))
-        for row, m in part:
-            if m is not None and pred(m):
-                matches.append(row)
-                if len(matches) >= max_matches:
-                    return matches, row.queueOffset + 1
+        full_at = _take(part, pred, matches, max_matches)
+        if full_at is not None:
+            return matches, full_at
         q = stop
         yield q - start, total
     return matches, q
@@ -149,11 +158,9 @@ def scan_queue(store, topic: str, queue_id: int, start: int, end: int, flt: Mess
     while q < end:
         res = store.get_message(topic, queue_id, q, min(page, end - q))
         nxt = min(res.nextBeginOffset if res.nextBeginOffset > q else q + page, end)
-        for row, m in _page_rows(store, topic, queue_id, q, nxt, res, cl_min):
-            if m is not None and pred(m):
-                matches.append(row)
-                if len(matches) >= max_matches:
-                    return matches, row.queueOffset + 1
+        full_at = _take(_page_rows(store, topic, queue_id, q, nxt, res, cl_min), pred, matches, max_matches)
+        if full_at is not None:
+            return matches, full_at
         q = nxt
         yield q - start, total
     return matches, max(q, start)

@@ -192,7 +192,7 @@ class Recorder:
 def record(store: Path, log: Path, geometry: str, seed: int, n: int, close: bool, reopen: float,
            prior_acks: list | None = None, flush_chance: float = 0.06) -> None:
     from engine import MessageStore
-    from relsupport import KEY_POOL, random_body
+    from relsupport import KEY_POOL, random_body, random_single_put
     rng = random.Random(seed)
     store.mkdir(parents=True, exist_ok=True)
     (store / "commitlog").mkdir(exist_ok=True)
@@ -217,15 +217,9 @@ def record(store: Path, log: Path, geometry: str, seed: int, n: int, close: bool
             crcs += [zlib.crc32(b) & 0x7FFFFFFF if b else 0 for b in bodies]
             results = s.put_messages(topic, bodies, qid, tags, keys)
         else:
-            kw = {}
-            flag = 0
-            if rng.random() < 0.05:
-                kw["delay_level"] = rng.randrange(1, 19)
-            elif rng.random() < 0.08:
-                flag = kw["sys_flag"] = rng.choice([0x4, 0x8, 0xC])
-            body = random_body(rng, 2500)
+            body, kw, flag, crc = random_single_put(rng)
             flags.append(flag)
-            crcs.append(zlib.crc32(body) & 0x7FFFFFFF if body else 0)
+            crcs.append(crc)
             results = [s.put_message(topic, body, qid, tags, keys, **kw)]
         for r, fl, crc in zip(results, flags, crcs):
             rec.events.append(("ack", dict(phys=r.commitLogOffset, uniq=r.uniqKey, topic=r.topic, qid=r.queueId,

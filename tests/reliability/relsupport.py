@@ -199,6 +199,20 @@ def tree_digest(root: Path) -> dict:
 KEY_POOL = [f"order-{i}" for i in range(40)] + ["Aa", "BB", "dup", "用户-7", "k y"]
 
 
+def random_single_put(rng: random.Random) -> tuple[bytes, dict, int, int]:
+    """A random single put's body and extras (a delay level, or a transaction type in
+    sys_flag), as the crash and power-loss writers send them: (body, put kwargs, sys flag, body CRC)."""
+    from engine.message import body_crc
+    kw: dict = {}
+    flag = 0
+    if rng.random() < 0.05:
+        kw["delay_level"] = rng.randrange(1, 19)
+    elif rng.random() < 0.08:
+        flag = kw["sys_flag"] = rng.choice([0x4, 0x8, 0xC])
+    body = random_body(rng, 2500)
+    return body, kw, flag, body_crc(body)
+
+
 def random_body(rng: random.Random, max_len: int = 1500) -> bytes:
     kind = rng.random()
     n = rng.choice([0, 1, 7, 64, rng.randrange(max_len + 1)])

@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from relsupport import KEY_POOL, SMALL, random_body  # noqa: E402
+from relsupport import KEY_POOL, SMALL, random_body, random_single_put  # noqa: E402
 
 # where a fault can be injected: name -> (what is patched, when the kill happens)
 FAULTS = {
@@ -282,15 +282,9 @@ def main() -> None:
             ack(store.put_messages(topic, bodies, qid, tags, keys))
             written += len(bodies)
             continue
-        kw = {}
-        flag = 0
-        if rng.random() < 0.05:
-            kw["delay_level"] = rng.randrange(1, 19)
-        elif rng.random() < 0.08:
-            flag = kw["sys_flag"] = rng.choice([0x4, 0x8, 0xC])
-        body = random_body(rng, 2500)
+        body, kw, flag, crc = random_single_put(rng)
         ack.flags.append(flag)
-        ack.crcs.append(zlib.crc32(body) & 0x7FFFFFFF if body else 0)
+        ack.crcs.append(crc)
         ack([store.put_message(topic, body, qid, tags, keys, **kw)])
         written += 1
         if a.close_after and written >= a.close_after:
