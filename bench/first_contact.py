@@ -53,15 +53,15 @@ def _interleaved(reps: int, a, b) -> tuple[float, float]:
 
 
 def _open_close(root: Path, read_only: bool) -> float:
-    from engine.message_store import MessageStore
+    from engine.store.message_store import MessageStore
     t = time.perf_counter()
     MessageStore.open(root, read_only=read_only).close()
     return time.perf_counter() - t
 
 
 def run(ctx) -> list[Row]:
-    from engine.cli_write import init_store
-    from engine.message_store import MessageStore
+    from engine.cli.write import init_store
+    from engine.store.message_store import MessageStore
     root = ctx.tmp / "first-contact"
     init_store(root, None)
     log(f"first-contact: {MESSAGES:,} messages of 1 KiB into a default-size store")
@@ -97,7 +97,7 @@ def run(ctx) -> list[Row]:
 
 
 def _written(root: Path) -> int:
-    from engine.message_store import MessageStore
+    from engine.store.message_store import MessageStore
     with MessageStore.open(root) as st:
         f = st.commitlog.queue.last
         return f.wrote_position

@@ -39,7 +39,7 @@ if __package__ in (None, ""):          # run as a script: make the repo importab
     sys.path[:] = [p for p in sys.path if Path(p or ".").resolve() != here]
     sys.path.insert(0, str(here.parent))
 
-from engine.index_file import INDEX_ENTRY_DTYPE, INDEX_HEADER_DTYPE, IndexFile  # noqa: E402
+from engine.store.index_file import INDEX_ENTRY_DTYPE, INDEX_HEADER_DTYPE, IndexFile  # noqa: E402
 
 SLOTS = 5_000_000
 INDEX_NUM = 20_000_000

@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 
 from engine.config import INDEX_HEADER_SIZE
-from engine.index_file import INDEX_ENTRY_DTYPE, INDEX_HEADER_DTYPE, IndexFile
-from engine.javahash import java_hash
+from engine.store.index_file import INDEX_ENTRY_DTYPE, INDEX_HEADER_DTYPE, IndexFile
+from engine.format.javahash import java_hash
 
 KEY_DIGITS = 10
 PHY_STEP = 1024      # entry i points at commitlog offset i * PHY_STEP

@@ -20,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from engine import MessageStore
-from engine.consume_queue import CQ_UNIT_DTYPE
+from engine.store.consume_queue import CQ_UNIT_DTYPE
 
 from .common import GiB, Row, Timer, disk_free, log, row
 from .workload import Workload, create_store, put_batches

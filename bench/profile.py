@@ -12,7 +12,7 @@ import time
 from pathlib import Path
 
 from engine import MessageStore
-from engine.index_file import LONG_MAX
+from engine.store.index_file import LONG_MAX
 
 from .scaling import walk_pages
 from .workload import MIX, Workload, create_store, put_batches, put_singles

@@ -12,7 +12,7 @@ import time
 import numpy as np
 
 from engine import MessageStore, StoreConfig
-from engine.index_file import LONG_MAX
+from engine.store.index_file import LONG_MAX
 
 from . import index_gen
 from .common import Row, log, row

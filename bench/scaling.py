@@ -51,7 +51,7 @@ def walk_pages(store, cap: int, objects: bool = False) -> tuple[float, int, int]
     Default: from the page's columns (no object per message; the checks run over the columns
     of DECODE_BATCH pages at a time). objects=True: from a Message built for every message."""
     import numpy as np
-    from engine.page import columns_of
+    from engine.store.page import columns_of
 
     n = nbytes = 0
     digest = [0, 0, 0, 0]  # storeTimestamp sum, body bytes, tagsCode xor, storeSize sum

@@ -7,11 +7,11 @@ import os as _os
 # (seen in profiles: 9-16% of samples). Only when numpy is not imported yet and not configured.
 _os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
 
-from .config import StoreConfig
-from .errors import (ConfigError, CorruptDataError, MessageRejectedError, NotAStoreError,
+from engine.config import StoreConfig
+from engine.errors import (ConfigError, CorruptDataError, MessageRejectedError, NotAStoreError,
                      ReadOnlyStoreError, StoreError, StoreFullError, StoreLockedError)
-from .message import Message
-from .message_store import GetMessageResult, MessageStore, QueryResult
+from engine.format.message import Message
+from engine.store.message_store import GetMessageResult, MessageStore, QueryResult
 
 __version__ = "0.1.0"
 __all__ = ["MessageStore", "StoreConfig", "Message", "GetMessageResult", "QueryResult", "StoreError",

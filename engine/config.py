@@ -11,7 +11,7 @@ import stat
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
-from .errors import ConfigError
+from engine.errors import ConfigError
 
 CQ_UNIT_SIZE = 20
 INDEX_HEADER_SIZE = 40

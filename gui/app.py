@@ -1,6 +1,6 @@
 """Entry point of `rmqstore-browser [STORE]` (also `python -m gui.app [STORE]`).
 
-With no STORE: the demo store (engine.demo.ensure_demo_store, created on first use in the
+With no STORE: the demo store (engine.store.demo.ensure_demo_store, created on first use in the
 user data folder) if the engine has it, else the small conformance fixture of a checkout
 (build/conformance/small), else an empty window that asks for a folder.
 
@@ -16,9 +16,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def demo_maker():
-    """engine.demo.ensure_demo_store when the engine has it, else None."""
+    """engine.store.demo.ensure_demo_store when the engine has it, else None."""
     try:
-        from engine import demo  # type: ignore[attr-defined]
+        from engine.store import demo  # type: ignore[attr-defined]
     except ImportError:
         return None
     return getattr(demo, "ensure_demo_store", None)

@@ -17,7 +17,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, Q
                                QLineEdit, QProgressBar, QPushButton, QSpinBox, QSplitter, QTableView, QVBoxLayout,
                                QWidget)
 
-from engine.scan.cli import FILTER_TABLE_COLUMNS, columns_of, format_cell
+from engine.cli.scan import FILTER_TABLE_COLUMNS, columns_of, format_cell
 from engine.scan.filters import MessageFilter
 from engine.scan.jobs import EXPORT_FORMATS, JOBS, CancelToken, JobParams, Progress, ScanCancelled, validate
 
@@ -167,7 +167,7 @@ class ScanJob(QRunnable):
             if self.cancel.cancelled:
                 sig.cancelled.emit(g)
                 return
-            from engine.scan.cli import one_line
+            from engine.cli.scan import one_line
             msg = one_line(e)
             if not msg or msg == type(e).__name__:
                 msg = traceback.format_exception_only(type(e), e)[-1].strip()

@@ -1,9 +1,9 @@
 """Entry script of the bundled `rmqstore` CLI (PyInstaller); the wheel's console script is
-`rmqstore = engine.cli:main`, which this calls.
+`rmqstore = engine.cli.app:main`, which this calls.
 
 The bundle carries no Spark (no pyspark, no pyarrow, no Java): a scan that needs them says
 what to do instead (`--local`, another format, or `pip install 'rmqstore[spark]'`) rather than
-failing on an import error. Everything else goes straight to engine.cli.main."""
+failing on an import error. Everything else goes straight to engine.cli.app.main."""
 import importlib.util
 import multiprocessing
 import shlex
@@ -51,7 +51,7 @@ def have(module: str) -> bool:
 
 def scan_available() -> bool:
     try:
-        import engine.scan.cli  # noqa: F401
+        import engine.cli.scan  # noqa: F401
         return True
     except Exception:
         return False
@@ -83,7 +83,7 @@ def scan_problem(args, argv) -> str | None:
 def main(argv=None) -> int:
     multiprocessing.freeze_support()
     argv = sys.argv[1:] if argv is None else list(argv)
-    from engine import cli
+    from engine.cli import app as cli
     if not scan_available():
         if command(argv) == "scan":
             print(NO_SCAN, file=sys.stderr)

@@ -144,7 +144,7 @@ def test_cq_unit_past_the_log(fixture_copy):
 
 
 def test_consumer_offset_past_the_queue(fixture_copy):
-    from engine.config_json import load_config_json, store_config_json
+    from engine.format.config_json import load_config_json, store_config_json
     store = fixture_copy("small")
     data = load_config_json(store / "config", "consumerOffset.json") or {"offsetTable": {}}
     data["offsetTable"]["TopicTest@cg_x"] = {"0": 10 ** 6}
@@ -155,7 +155,7 @@ def test_consumer_offset_past_the_queue(fixture_copy):
 
 def test_check_reports_progress_and_can_be_cancelled(fixture_copy):
     import threading
-    from engine.check import CheckCancelled, check_store
+    from engine.analysis.check import CheckCancelled, check_store
     store = unpack("small")
     seen = []
     with MessageStore.open(store) as st:

@@ -6,7 +6,7 @@ import pytest
 
 from conftest import CLEAN, CRASHED, FIXTURES, manifest, unpack
 from engine import MessageStore
-from engine.index_file import LONG_MAX
+from engine.store.index_file import LONG_MAX
 
 FIELDS = ["bodyCRC", "queueId", "flag", "queueOffset", "sysFlag", "bornTimestamp", "bornHost",
           "storeTimestamp", "storeHost", "reconsumeTimes", "preparedTransactionOffset", "topic",
@@ -160,7 +160,7 @@ def answers_49_within_the_second(store, cq, t, ts, monkeypatch) -> set[int]:
     when the manifests were taken, so a test can only demand one of these. Only "mtime >= t"
     matters per file, so each file's first and last millisecond of its second cover every case."""
     import itertools
-    import engine.time_lookup as tl
+    import engine.store.time_lookup as tl
     files = cq.queue.files
     choices = []
     for f in files:
@@ -207,7 +207,7 @@ def test_time_lookups(name, monkeypatch):
 
 @pytest.mark.parametrize("name", CLEAN)
 def test_hash_vectors(name):
-    from engine.javahash import index_key_hash, java_hash, tags_code
+    from engine.format.javahash import index_key_hash, java_hash, tags_code
     m = manifest(name)
     slots = m["config"]["maxHashSlotNum"]
     for s, h, ih, slot in m["hash_vectors"]["index_keys"]:

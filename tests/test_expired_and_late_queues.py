@@ -5,8 +5,8 @@ import shutil
 
 from conftest import manifest
 from engine import MessageStore, StoreConfig
-from engine.cli_write import rebuild
-from engine.consume_queue import FILLER_SIZE
+from engine.cli.write import rebuild
+from engine.store.consume_queue import FILLER_SIZE
 
 SMALL = dict(mappedFileSizeCommitLog=65536, mappedFileSizeConsumeQueue=1000, maxHashSlotNum=64, maxIndexNum=256)
 

@@ -8,10 +8,10 @@ import sys
 import numpy as np
 import pytest
 
-from engine import cli
+from engine.cli import app as cli
 from engine.config import STORE_SETTINGS_FILE
-from engine.mapped_file import MappedFile
-from engine.message_store import MessageStore
+from engine.files.mapped_file import MappedFile
+from engine.store.message_store import MessageStore
 
 
 def run(*argv):

@@ -7,10 +7,12 @@ import json
 
 import pytest
 
-from engine import cli, index_geometry
+from engine.cli import app as cli
+
+from engine.store import index_geometry
 from engine.config import StoreConfig
 from engine.errors import ConfigError
-from engine.message_store import MessageStore
+from engine.store.message_store import MessageStore
 
 from conftest import unpack
 

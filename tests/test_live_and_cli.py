@@ -10,7 +10,7 @@ import pytest
 
 from conftest import manifest, unpack
 from engine import MessageStore, StoreConfig
-from engine.cli import main as cli_main
+from engine.cli.app import main as cli_main
 
 SMALL = dict(mappedFileSizeCommitLog=65536, mappedFileSizeConsumeQueue=1000, maxHashSlotNum=64, maxIndexNum=256)
 

@@ -9,7 +9,7 @@ import pytest
 
 from engine.config import StoreConfig
 from engine.errors import MessageRejectedError, StoreError, StoreFullError
-from engine.message_store import MessageStore
+from engine.store.message_store import MessageStore
 
 
 def small_store(root, **extra):
@@ -46,7 +46,7 @@ def test_failed_background_flush_fails_the_next_put_and_close(tmp_path, monkeypa
 
 
 def test_dispatch_failure_that_is_not_a_full_disk_is_not_called_one(tmp_path, monkeypatch):
-    import engine.writer as w
+    import engine.store.writer as w
     st = small_store(tmp_path / "s")
 
     def bug(store, msg):
@@ -243,7 +243,7 @@ def test_failed_reservation_is_given_back_on_a_full_ext4(tmp_path):
         fh.truncate(40 << 20)
     subprocess.run(["mkfs.ext4", "-q", "-F", str(img)], check=True, capture_output=True)
     code = ("import os, pathlib, sys\n"
-            "from engine.mapped_file import MappedFile\n"
+            "from engine.files.mapped_file import MappedFile\n"
             "from engine.errors import StoreFullError\n"
             f"p = pathlib.Path('{mnt}') / ('0' * 20)\n"
             "f = MappedFile(p, 256 << 20, writable=True, create=True, reserve_step=1 << 20)\n"
@@ -266,12 +266,12 @@ def test_failed_reservation_is_given_back_on_a_full_ext4(tmp_path):
 def test_a_broken_scan_import_is_reported(tmp_path):
     """A scan module that fails to import says so when scan is asked for; other commands work."""
     code = ("import sys, engine.scan\n"
-            "sys.modules['engine.scan.cli'] = None\n"  # import engine.scan.cli now raises ImportError
+            "sys.modules['engine.cli.scan'] = None\n"  # import engine.cli.scan now raises ImportError
             "from engine import cli\n"
             "sys.exit(cli.main(sys.argv[1:]))\n")
     from conftest import unpack
     p = subprocess.run([sys.executable, "-c", code, "scan", str(unpack("small")), "topic-stats", "--local"],
                        capture_output=True, text=True, timeout=60)
-    assert p.returncode == 2 and "scans are unavailable" in p.stderr and "engine.scan.cli" in p.stderr, p.stderr
+    assert p.returncode == 2 and "scans are unavailable" in p.stderr and "engine.cli.scan" in p.stderr, p.stderr
     p = subprocess.run([sys.executable, "-c", code, "info", str(unpack("small"))], capture_output=True, text=True)
     assert p.returncode == 0

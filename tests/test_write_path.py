@@ -11,8 +11,8 @@ import pytest
 from conftest import CLEAN, CRASHED, assert_same_file_bytes, manifest, unpack
 from engine import MessageStore, StoreConfig
 from engine.errors import MessageRejectedError, ReadOnlyStoreError, StoreLockedError
-from engine.index_file import IndexFile
-from engine.message import MessageDraft, check_record, encode_record
+from engine.store.index_file import IndexFile
+from engine.format.message import MessageDraft, check_record, encode_record
 
 SMALL = dict(mappedFileSizeCommitLog=65536, mappedFileSizeConsumeQueue=1000, maxHashSlotNum=64, maxIndexNum=256)
 
@@ -310,7 +310,7 @@ def test_hypothesis_round_trip(tmp_path_factory, msgs):
 
 def test_rebuild_equals_online_files(tmp_path):
     """CQ and index written online == rebuilt from the commitlog alone (names aside)."""
-    from engine.cli_write import rebuild
+    from engine.cli.write import rebuild
     root = tmp_path / "s"
     with MessageStore.create(root, small_cfg()) as s:
         for i in range(700):

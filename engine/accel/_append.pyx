@@ -1,5 +1,5 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""The writer's put loop for the common message (engine/writer.py stays the reference).
+"""The writer's put loop for the common message (engine/store/writer.py stays the reference).
 
 A producer's plain message -- a V1 topic already validated, a bytes body, tags, keys, the
 generated UNIQ_KEY, no user properties, no delay -- is encoded straight into the commitlog
@@ -23,10 +23,10 @@ cdef extern from "<time.h>" nogil:
     int clock_gettime(int clk_id, timespec *tp)
     int CLOCK_REALTIME
 
-from engine.crc import crc32 as _crc32
+from engine.format.crc import crc32 as _crc32
 
-from engine.message import SCHEDULE_TOPIC
-from engine.writer import PutResult, wall_clock_ms
+from engine.format.message import SCHEDULE_TOPIC
+from engine.store.writer import PutResult, wall_clock_ms
 
 cdef int32_t MAGIC_V1 = -626843481
 cdef int32_t INDEX_HEADER_SIZE = 40
@@ -336,7 +336,7 @@ cdef class Appender:
     cdef _Topic topic(self, str topic):
         t = self.topics.get(topic)
         if t is None:
-            from engine.writer import TOPIC_MAX_V1, TOPIC_RE
+            from engine.store.writer import TOPIC_MAX_V1, TOPIC_RE
             if not (0 < len(topic) <= TOPIC_MAX_V1 and TOPIC_RE.match(topic) is not None
                     and not topic.startswith(SCHEDULE_TOPIC)):
                 self.topics[topic] = False

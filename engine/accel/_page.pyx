@@ -1,11 +1,11 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""getMessage's page loop over one commitlog file, in C (engine/message.py: check_record and
+"""getMessage's page loop over one commitlog file, in C (engine/format/message.py: check_record and
 the loop in MessageStore.get_message stay the reference).
 
 `scan` reads CQ units straight from a CQ file's map, checks the record each points at exactly
 as check_record classifies it (a MESSAGE whose TOTALSIZE is the unit's size, or not a message)
 and writes the fixed fields of every message into one row of a preallocated bytearray (layout:
-ROW_FORMAT, the numpy dtype engine.page.ROW_DTYPE). No Python object is built per message.
+ROW_FORMAT, the numpy dtype engine.store.page.ROW_DTYPE). No Python object is built per message.
 It stops -- leaving the unit to the Python loop -- at anything that needs Python: a filler
 unit, a unit outside the file, a unit that is not a message, a record whose answer needs the
 Python decoder (a SCHEDULE_TOPIC_XXXX record with a DELAY property, TAGS that are not ASCII),
@@ -80,7 +80,7 @@ cdef packed struct Row:
 
 ROW_SIZE = sizeof(Row)
 ROW_FORMAT = "=7q14i"
-API = 2  # what engine.page expects of this module (2: PageBase, get_message, bind_result)
+API = 2  # what engine.store.page expects of this module (2: PageBase, get_message, bind_result)
 
 
 # ---- bytes ---------------------------------------------------------------------------------
@@ -193,7 +193,7 @@ cdef inline Py_ssize_t find_sep(const uint8_t* b, Py_ssize_t q, Py_ssize_t stop)
 
 
 cdef int verify_prop_crc(const uint8_t* b, Py_ssize_t pos, int32_t total) noexcept nogil:
-    """engine.message.verify_prop_crc."""
+    """engine.format.message.verify_prop_crc."""
     cdef const uint8_t* t = b + pos + total - 20
     cdef int64_t value = 0
     cdef int i
@@ -489,7 +489,7 @@ def scan(clbuf, Py_ssize_t limit, int64_t file_from, int64_t file_size, cqbuf, P
     return u, j, nbytes, stop
 
 
-# ---- the page loop (engine.page.read_page; its pure twin _read_page_py is the reference) ----------
+# ---- the page loop (engine.store.page.read_page; its pure twin _read_page_py is the reference) ----------
 cdef object _page_module = None
 cdef object _Page = None
 cdef object _Result = None
@@ -498,7 +498,7 @@ cdef object WHY_FILLER = None, WHY_EXPIRED = None, WHY_INVALID = None
 
 
 cdef class PageBase:
-    """MessagePage's storage and length (engine.page._PageBase is the pure twin): a page of
+    """MessagePage's storage and length (engine.store.page._PageBase is the pure twin): a page of
     small messages is read in a few microseconds, so building it and asking its length must
     not cost Python frames."""
     cdef public Py_ssize_t _n
@@ -527,14 +527,14 @@ cdef inline object new_page(Py_ssize_t n, rows, views, cache):
 
 
 def bind(page_module, page_cls, confirm, why_filler, why_expired, why_invalid):
-    """engine.page hands over what the loop builds and calls (it imports this module)."""
+    """engine.store.page hands over what the loop builds and calls (it imports this module)."""
     global _page_module, _Page, _confirm, WHY_FILLER, WHY_EXPIRED, WHY_INVALID
     _page_module, _Page, _confirm = page_module, page_cls, confirm
     WHY_FILLER, WHY_EXPIRED, WHY_INVALID = why_filler, why_expired, why_invalid
 
 
 def bind_result(result_cls):
-    """engine.message_store hands over GetMessageResult."""
+    """engine.store.message_store hands over GetMessageResult."""
     global _Result
     _Result = result_cls
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from .columns import COLUMN_KINDS, RecordBlock
+from engine.scan.columns import COLUMN_KINDS, RecordBlock
 
 ARROW_KINDS = {
     "int": pa.int32(), "long": pa.int64(), "string": pa.string(), "binary": pa.binary(),

@@ -12,7 +12,7 @@ of record starts at once with numpy fancy indexing, and decodes the variable-len
          TOPIC | PROPERTIESLENGTH i16 (P) | PROPERTIES
     TOTALSIZE == 74 + BH + SH + max(B,0) + TLS + T + max(P,0)
 
-Classification follows `engine.message.check_record` (STORE_FORMAT §5): a record whose fields
+Classification follows `engine.format.message.check_record` (STORE_FORMAT §5): a record whose fields
 disagree with TOTALSIZE is skipped by its size (SIZE_MISMATCH) and the hop goes on; a record
 with an impossible topic length ends the slice (INVALID), like the end of valid data."""
 from __future__ import annotations
@@ -25,9 +25,9 @@ from dataclasses import dataclass
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
-from .. import properties as P
-from ..javahash import index_key_hash, tags_code
-from ..message import (BLANK_MAGIC, BORNHOST_V6_FLAG, COMPRESSED_FLAG, MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2,
+from engine.format import properties as P
+from engine.format.javahash import index_key_hash, tags_code
+from engine.format.message import (BLANK_MAGIC, BORNHOST_V6_FLAG, COMPRESSED_FLAG, MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2,
                        SCHEDULE_TOPIC, STOREHOST_V6_FLAG, TRANSACTION_NAMES, decompress_body, format_host)
 
 HEAD_DTYPE = np.dtype([

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from .columns import RecordBlock
+from engine.scan.columns import RecordBlock
 
 
 def parse_tags_expression(expr: str | None) -> frozenset[str] | None:

@@ -25,7 +25,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
-from .filters import MessageFilter
+from engine.scan.filters import MessageFilter
 
 JOBS = ["topic-stats", "traffic", "size-histogram", "filter", "top-keys", "top-tags", "duplicates",
         "consistency", "export"]
@@ -213,13 +213,13 @@ def run_job(store, job: str, params: JobParams | None = None, engine: str = "spa
     cancel = cancel or CancelToken()
     t0 = time.perf_counter()
     if engine == "local":
-        from . import local
+        from engine.scan import local
         rows, truncated = local.run(store, job, params, progress, cancel)
         master = None
     elif engine == "spark":
-        from . import spark_jobs
+        from engine.scan import spark_jobs
         if spark is None:
-            from .spark_session import get_session
+            from engine.scan.spark_session import get_session
             spark = get_session()
         rows, truncated = spark_jobs.run(spark, store, job, params, progress, cancel)
         master = spark.sparkContext.master

@@ -10,12 +10,12 @@ from collections import Counter, defaultdict
 
 import numpy as np
 
-from .columns import MESSAGE_COLUMN_NAMES, RecordBlock
-from .consistency import (MAX_REPORTED, cq_location, diff_row, index_chain_problems, index_file_for,
+from engine.scan.columns import MESSAGE_COLUMN_NAMES, RecordBlock
+from engine.scan.consistency import (MAX_REPORTED, cq_location, diff_row, index_chain_problems, index_file_for,
                           index_file_ranges, merge_rows, pair_index_differences, unit_dict)
-from .jobs import (DEFAULT_FILTER_LIMIT, DEFAULT_TOP, CancelToken, JobParams, Progress, ProgressFn)
-from .planning import plan_commitlog, plan_consume_queues, plan_index
-from .reader import SliceStats, read_commitlog, read_cq, read_index
+from engine.scan.jobs import (DEFAULT_FILTER_LIMIT, DEFAULT_TOP, CancelToken, JobParams, Progress, ProgressFn)
+from engine.scan.planning import plan_commitlog, plan_consume_queues, plan_index
+from engine.scan.reader import SliceStats, read_commitlog, read_cq, read_index
 
 
 def iter_blocks(store, params: JobParams, progress: ProgressFn | None, cancel: CancelToken,
@@ -314,7 +314,7 @@ def consistency(store, params, progress, cancel):
 def export(store, params, progress, cancel):
     """One file at params.out (local engine); rows in commitlog order, written under a
     temporary name and renamed on success."""
-    from .jobs import discard, publish, temporary_sibling
+    from engine.scan.jobs import discard, publish, temporary_sibling
     out, fmt = params.out, params.format
     if os.path.lexists(out) and not params.overwrite:
         raise FileExistsError(f"{out} exists (use --overwrite)")
@@ -329,7 +329,7 @@ def export(store, params, progress, cancel):
 
 
 def _write_export(store, params, progress, cancel, out: str, fmt: str) -> int:
-    from .arrow import block_to_arrow, message_arrow_schema
+    from engine.scan.arrow import block_to_arrow, message_arrow_schema
     n = 0
     schema = message_arrow_schema(MESSAGE_COLUMN_NAMES)
     if fmt == "parquet":

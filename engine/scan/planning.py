@@ -21,10 +21,10 @@ from dataclasses import asdict, dataclass, field
 
 import numpy as np
 
-from ..config import CQ_UNIT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
-from ..consume_queue import FILLER_SIZE
-from ..message import MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2
-from .columns import hop
+from engine.config import CQ_UNIT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
+from engine.store.consume_queue import FILLER_SIZE
+from engine.format.message import MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2
+from engine.scan.columns import hop
 
 DEFAULT_SPLIT_BYTES = 64 << 20     # a commitlog slice is at most this big ...
 MIN_SPLIT_BYTES = 1 << 20          # ... and a file is not split into pieces smaller than this

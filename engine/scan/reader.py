@@ -10,10 +10,10 @@ from typing import Iterator
 
 import numpy as np
 
-from ..consume_queue import CQ_UNIT_DTYPE, FILLER_SIZE
-from ..index_file import INDEX_ENTRY_DTYPE
-from .columns import RecordBlock, hop, hop_assisted
-from .planning import CommitLogSlice, CQSlice, IndexSlice, index_entry_position
+from engine.store.consume_queue import CQ_UNIT_DTYPE, FILLER_SIZE
+from engine.store.index_file import INDEX_ENTRY_DTYPE
+from engine.scan.columns import RecordBlock, hop, hop_assisted
+from engine.scan.planning import CommitLogSlice, CQSlice, IndexSlice, index_entry_position
 
 BLOCK_RECORDS = 1 << 16
 BLOCK_BYTES = 32 << 20
@@ -33,7 +33,7 @@ class SliceStats:
 
 
 def map_file(path: str) -> tuple[mmap.mmap, np.ndarray]:
-    from ..mapped_file import map_for_reading
+    from engine.files.mapped_file import map_for_reading
     with open(path, "rb") as fh:
         mm = map_for_reading(fh.fileno(), os.fstat(fh.fileno()).st_size)
     return mm, np.frombuffer(mm, dtype=np.uint8)

@@ -17,12 +17,12 @@ import uuid
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
-from .columns import MESSAGE_COLUMN_NAMES, row_json
-from .consistency import (MAX_REPORTED, cq_location, diff_row, index_chain_problems, index_file_for,
+from engine.scan.columns import MESSAGE_COLUMN_NAMES, row_json
+from engine.scan.consistency import (MAX_REPORTED, cq_location, diff_row, index_chain_problems, index_file_for,
                           index_file_ranges, merge_rows, pair_index_differences, unit_dict)
-from .jobs import (DEFAULT_FILTER_LIMIT, DEFAULT_TOP, CancelToken, JobParams, Progress, ProgressFn, ScanCancelled,
+from engine.scan.jobs import (DEFAULT_FILTER_LIMIT, DEFAULT_TOP, CancelToken, JobParams, Progress, ProgressFn, ScanCancelled,
                    StageProgress)
-from .planning import Plan, plan_commitlog, plan_consume_queues, plan_index, plan_to_json
+from engine.scan.planning import Plan, plan_commitlog, plan_consume_queues, plan_index, plan_to_json
 
 
 class SparkRunner:
@@ -303,8 +303,8 @@ def export(ld: Loader, run: SparkRunner):
     """A directory of part files at params.out (parquet: every column, body binary; jsonl:
     Message.to_json() objects; csv: the to_json fields, properties as JSON, body base64)."""
     from pyspark.sql import Observation
-    from .local import CSV_COLUMNS, JSON_COLUMNS
-    from .jobs import discard, publish, temporary_sibling
+    from engine.scan.local import CSV_COLUMNS, JSON_COLUMNS
+    from engine.scan.jobs import discard, publish, temporary_sibling
     p = ld.params
     final = os.path.abspath(p.out)
     if os.path.lexists(final) and not p.overwrite:

@@ -90,7 +90,7 @@ def _memory_of(spark) -> str | None:
 
 
 def register_sources(spark) -> None:
-    from .spark_source import register
+    from engine.scan.spark_source import register
     register(spark)
 
 

@@ -33,14 +33,14 @@ from pyspark.sql.pandas.types import to_arrow_schema
 from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, MapType, StringType, StructField,
                                StructType)
 
-from ..config import StoreConfig
-from .arrow import CQ_COLUMNS, INDEX_COLUMNS, block_to_arrow, numpy_to_arrow
-from .columns import COLUMN_KINDS, MESSAGE_COLUMN_NAMES
-from .filters import MessageFilter
-from .planning import (CQ_UNITS_PER_PARTITION, INDEX_ENTRIES_PER_PARTITION, MAX_PARTITION_BYTES, cq_weight,
+from engine.config import StoreConfig
+from engine.scan.arrow import CQ_COLUMNS, INDEX_COLUMNS, block_to_arrow, numpy_to_arrow
+from engine.scan.columns import COLUMN_KINDS, MESSAGE_COLUMN_NAMES
+from engine.scan.filters import MessageFilter
+from engine.scan.planning import (CQ_UNITS_PER_PARTITION, INDEX_ENTRIES_PER_PARTITION, MAX_PARTITION_BYTES, cq_weight,
                        index_weight, pack, plan_commitlog, plan_consume_queues, plan_from_json, plan_index,
                        slice_weight)
-from .reader import read_commitlog, read_cq, read_index
+from engine.scan.reader import read_commitlog, read_cq, read_index
 
 SPARK_KINDS = {
     "int": IntegerType(), "long": LongType(), "string": StringType(), "binary": BinaryType(),
@@ -67,7 +67,7 @@ def store_config(options) -> StoreConfig | None:
 
 
 def _open_store(options):
-    from ..message_store import MessageStore
+    from engine.store.message_store import MessageStore
     path = _opt(options, "path")
     if not path:
         raise ValueError("rocketmq data sources need a store path: load(STORE)")

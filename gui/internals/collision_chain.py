@@ -18,7 +18,7 @@ from PySide6.QtWidgets import (QComboBox, QGraphicsPathItem, QGraphicsPolygonIte
                                QGraphicsScene, QGraphicsTextItem, QGraphicsView, QHBoxLayout, QLabel, QLineEdit,
                                QPushButton, QSpinBox, QVBoxLayout, QWidget)
 
-from engine.javahash import index_key_hash
+from engine.format.javahash import index_key_hash
 
 from . import compute as C
 from .colors import KIND_COLORS, KIND_TEXT, QUERY_HIT_COLOR, hex_color

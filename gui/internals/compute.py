@@ -23,10 +23,10 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from engine.config import CQ_UNIT_SIZE
-from engine.consume_queue import FILLER_SIZE
-from engine.index_file import ChainStep, IndexFile
-from engine.javahash import index_key_hash
-from engine.message import (BLANK_MAGIC, BORNHOST_V6_FLAG, MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, SCHEDULE_TOPIC,
+from engine.store.consume_queue import FILLER_SIZE
+from engine.store.index_file import ChainStep, IndexFile
+from engine.format.javahash import index_key_hash
+from engine.format.message import (BLANK_MAGIC, BORNHOST_V6_FLAG, MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, SCHEDULE_TOPIC,
                             STOREHOST_V6_FLAG, DecodeOptions, RecordStatus, check_record)
 
 # ---- segment categories -------------------------------------------------------------------

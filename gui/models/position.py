@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine import Message
-from engine.javahash import index_key, index_key_hash
+from engine.format.javahash import index_key, index_key_hash
 
 CQ_UNIT_SIZE = 20
 

@@ -7,7 +7,7 @@ import json
 from dataclasses import dataclass, field
 
 from engine import Message
-from engine.msgid import decode_offset_msg_id, decode_uniq_key, looks_like_msg_id
+from engine.format.msgid import decode_offset_msg_id, decode_uniq_key, looks_like_msg_id
 
 from ..timefmt import format_ms
 

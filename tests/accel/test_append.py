@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import engine.message_store as ms
+import engine.store.message_store as ms
 from engine import MessageStore, StoreConfig
-from engine.msgid import UniqKeyGenerator, decode_uniq_key
+from engine.format.msgid import UniqKeyGenerator, decode_uniq_key
 
 from conftest import data_ranges
 
@@ -229,7 +229,7 @@ def test_store_written_fast_reopens_and_checks_clean(tmp_path):
     for i in range(300):
         s.put_message(f"T{i % 3}", b"p" * (i % 300), None, "Tag", [f"k{i}", "shared"])
     s.close()
-    from engine.check import check_store
+    from engine.analysis.check import check_store
     with MessageStore.open(tmp_path / "s", StoreConfig.from_mapping(SMALL)) as r:
         report = check_store(r)
         assert report["ok"], report["problems"] if "problems" in report else report
@@ -237,7 +237,7 @@ def test_store_written_fast_reopens_and_checks_clean(tmp_path):
 
 
 def test_pure_python_switch_turns_the_compiled_modules_off():
-    code = "import engine.accel as a, engine.message_store as m; print(m._APPEND is None, any(a.status().values()))"
+    code = "import engine.accel as a, engine.store.message_store as m; print(m._APPEND is None, any(a.status().values()))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "RMQSTORE_PURE_PYTHON": "1"}).stdout.split()
     assert out == ["True", "False"]

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 from conftest import CLEAN, CRASHED, unpack
 from engine import MessageStore
 from engine.accel import load
-from engine.consume_queue import CQ_UNIT_DTYPE
+from engine.store.consume_queue import CQ_UNIT_DTYPE
 
 CQ = load("_cq")
 needs = pytest.mark.skipif(CQ is None, reason="engine.accel._cq not built or RMQSTORE_PURE_PYTHON=1")
@@ -46,7 +46,7 @@ def test_count_beyond_the_buffer_is_clamped():
 @pytest.mark.parametrize("name", CLEAN + CRASHED)
 def test_fixture_queues_recover_to_the_same_ends(name, monkeypatch):
     """Opening every fixture with and without the compiled scan gives the same queue bounds."""
-    import engine.consume_queue as cqmod
+    import engine.store.consume_queue as cqmod
     root = unpack(name)
     ends = []
     for scan in (CQ, None):
@@ -87,7 +87,7 @@ def test_end_of_units_on_empty_and_full_files():
                                 st.integers(-5, 5)), max_size=40),
        cl_min=st.sampled_from([0, 1, 100, 5000]))
 def test_first_live_matches_numpy(units, cl_min):
-    from engine.consume_queue import FILLER_SIZE, is_filler
+    from engine.store.consume_queue import FILLER_SIZE, is_filler
     a = np.array(units, dtype=CQ_UNIT_DTYPE)
     live = (a["phyOffset"] >= cl_min) & ~is_filler(a["phyOffset"], a["size"])
     hit = np.flatnonzero(live)

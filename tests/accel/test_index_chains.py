@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from conftest import FIXTURES, manifest, unpack
-from engine.index_file import INDEX_ENTRY_DTYPE, INDEX_HEADER_DTYPE, IndexFile
+from engine.store.index_file import INDEX_ENTRY_DTYPE, INDEX_HEADER_DTYPE, IndexFile
 from gui.internals import compute as C
 
 KERNEL = C._accel()

@@ -1,4 +1,4 @@
-"""getMessage pages (engine/page.py) and the compiled page loop (engine/accel/_page.pyx):
+"""getMessage pages (engine/store/page.py) and the compiled page loop (engine/accel/_page.pyx):
 
 - the compiled loop against the reference loop (check_record per record): every queue of
   every conformance fixture, every start offset (from the first unit of the first CQ file,
@@ -25,8 +25,8 @@ import pytest
 
 from conftest import FIXTURES, fixture_copy, unpack  # noqa: F401 - fixture_copy is a fixture
 from engine import MessageStore, StoreConfig
-from engine import page as PG
-from engine.message import (DecodeOptions, Message, MessageDraft, RecordStatus, check_record, encode_record,
+from engine.store import page as PG
+from engine.format.message import (DecodeOptions, Message, MessageDraft, RecordStatus, check_record, encode_record,
                             prop_crc_tail)
 
 KERNEL = PG.KERNEL

@@ -13,7 +13,7 @@ from PySide6.QtWidgets import QMessageBox
 
 from conftest import ROOT
 from engine import MessageStore
-from engine.consume_queue import CQ_UNIT_DTYPE
+from engine.store.consume_queue import CQ_UNIT_DTYPE
 
 SHOTS = ROOT / "build" / "screenshots"
 

@@ -10,8 +10,8 @@ import pytest
 
 from conftest import manifest, unpack
 from engine import MessageStore
-from engine.index_file import INDEX_ENTRY_DTYPE, INDEX_HEADER_DTYPE, IndexFile
-from engine.javahash import index_key_hash
+from engine.store.index_file import INDEX_ENTRY_DTYPE, INDEX_HEADER_DTYPE, IndexFile
+from engine.format.javahash import index_key_hash
 from gui.internals import compute as C
 from internals_helpers import chain_length_counts, commitlog_oracle, index_oracle
 

@@ -15,7 +15,7 @@ import launch_cli  # noqa: E402
 
 @pytest.fixture(scope="module")
 def demo_store(tmp_path_factory):
-    from engine.demo import generate_demo_store
+    from engine.store.demo import generate_demo_store
     root = tmp_path_factory.mktemp("pkg") / "demo"
     generate_demo_store(root, messages=300)
     return root
@@ -74,7 +74,7 @@ def test_without_the_scan_module(demo_store, monkeypatch, capsys):
 
 
 def test_help_without_the_scan_module_says_where_scans_went(monkeypatch, capsys):
-    from engine import cli
+    from engine.cli import app as cli
     monkeypatch.setattr(launch_cli, "scan_available", lambda: False)
     monkeypatch.setattr(cli, "build_parser", cli.build_parser)      # restored after the test
     with pytest.raises(SystemExit):
@@ -83,7 +83,7 @@ def test_help_without_the_scan_module_says_where_scans_went(monkeypatch, capsys)
 
 
 def test_a_spark_import_error_becomes_advice(monkeypatch, capsys):
-    from engine import cli
+    from engine.cli import app as cli
 
     def boom(argv):
         raise ModuleNotFoundError("No module named 'pyarrow'", name="pyarrow")

@@ -61,8 +61,8 @@ def dist_info(names: set[str], leaf: str) -> str:
 
 
 def test_python_packages(names):
-    for mod in ["engine/__init__.py", "engine/__main__.py", "engine/cli.py", "engine/message_store.py",
-                "engine/demo.py", "gui/__init__.py", "gui/app.py", "resources/__init__.py"]:
+    for mod in ["engine/__init__.py", "engine/__main__.py", "engine/cli/app.py", "engine/store/message_store.py",
+                "engine/store/demo.py", "gui/__init__.py", "gui/app.py", "resources/__init__.py"]:
         assert mod in names, mod
     # every module of the checkout is in the wheel (a new subpackage without package data still counts)
     for pkg in ("engine", "gui"):
@@ -98,7 +98,7 @@ def test_entry_points(wheel, names):
         text = z.read(dist_info(names, "entry_points.txt")).decode()
     cp = configparser.ConfigParser()
     cp.read_string(text)
-    assert cp["console_scripts"]["rmqstore"].strip() == "engine.cli:main"
+    assert cp["console_scripts"]["rmqstore"].strip() == "engine.cli.app:main"
     assert cp["gui_scripts"]["rmqstore-browser"].strip() == "gui.app:main"
 
 
@@ -116,7 +116,7 @@ def test_metadata(wheel, names):
 
 def test_unpacked_wheel_runs_on_its_own(wheel, tmp_path):
     """The wheel alone (unzipped = installed, pure Python): resources found next to the installed
-    package, demo data read by engine.demo, icons rendered, both entry points answer --version."""
+    package, demo data read by engine.store.demo, icons rendered, both entry points answer --version."""
     site = tmp_path / "site"
     with zipfile.ZipFile(wheel) as z:
         z.extractall(site)
@@ -128,13 +128,13 @@ for m in (resources, engine, gui):
     assert pathlib.Path(m.__file__).resolve().is_relative_to(site), m.__file__
 for s in resources.APP_ICON_SIZES:
     assert resources.resource_path(f"icons/app/rmqstore-{{s}}.png").is_relative_to(site)
-from engine.demo import demo_data
+from engine.store.demo import demo_data
 assert demo_data()["topics"]
 from PySide6.QtWidgets import QApplication
 from PySide6.QtCore import QSize
 app = QApplication([])
 assert all(not resources.icon(n).pixmap(QSize(24, 24)).isNull() for n in resources.icon_names())
-from engine.cli import main as cli
+from engine.cli.app import main as cli
 from gui.app import main as browser
 for fn in (cli, browser):
     try:

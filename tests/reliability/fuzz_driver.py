@@ -65,7 +65,7 @@ def typed_only(fn, *a, **k):
 def sample_records(rng: random.Random, n: int = 6) -> list[bytes]:
     """Valid records of every shape: V1/V2, IPv4/IPv6 hosts, empty and binary bodies, odd
     properties, a SCHEDULE_TOPIC record with a DELAY, a 5.x CRC tail."""
-    from engine.message import MessageDraft, encode_record
+    from engine.format.message import MessageDraft, encode_record
     out = []
     for i in range(n):
         v6b, v6s = rng.random() < 0.2, rng.random() < 0.2
@@ -92,7 +92,7 @@ def sample_records(rng: random.Random, n: int = 6) -> list[bytes]:
 def t_record(st, given, settings):
     """check_record on random and on mutated valid records: a classification, never an
     exception; a MESSAGE fits its buffer and agrees with itself."""
-    from engine.message import DecodeOptions, RecordResult, RecordStatus, check_record
+    from engine.format.message import DecodeOptions, RecordResult, RecordStatus, check_record
     recs = sample_records(random.Random(7), 24)
     opts_all = [DecodeOptions(), DecodeOptions(check_crc=True),
                 DecodeOptions(check_crc=True, force_verify_prop_crc=True), DecodeOptions(accept_v2=False)]
@@ -146,8 +146,8 @@ def t_record(st, given, settings):
 def t_scan(st, given, settings):
     """The bulk recovery walk (record_scan.run_of_messages) against its oracle, check_record:
     every record it vouches for must be a MESSAGE for check_record, at the same positions."""
-    from engine import record_scan
-    from engine.message import DecodeOptions, RecordStatus, check_record
+    from engine.store import record_scan
+    from engine.format.message import DecodeOptions, RecordStatus, check_record
     recs = sample_records(random.Random(11), 32)
     opts_all = [DecodeOptions(), DecodeOptions(check_crc=True), DecodeOptions(accept_v2=False)]
 
@@ -195,8 +195,8 @@ def t_scan(st, given, settings):
 def t_index(st, given, settings):
     """IndexFile over random headers, slots and entries (cycles, links out of range, forged
     counts): select, chain and chain_lengths end, stay bounded, agree with each other."""
-    from engine.index_file import IndexFile
-    from engine.javahash import index_key_hash
+    from engine.store.index_file import IndexFile
+    from engine.format.javahash import index_key_hash
     tmp = Path(tempfile.mkdtemp(prefix="fz-index-"))
     keys = [f"T#k{i}" for i in range(6)]
     hashes = [index_key_hash(k) for k in keys]
@@ -291,7 +291,7 @@ def t_cq(st, given, settings):
 def t_config(st, given, settings):
     """The fastjson config parser: random text never raises; fastjson rendered by to_fastjson
     round-trips; load_config_json on random bytes is a dict, None or CorruptDataError."""
-    from engine.config_json import consumer_offsets, fastjson_to_json, load_config_json, to_fastjson
+    from engine.format.config_json import consumer_offsets, fastjson_to_json, load_config_json, to_fastjson
     from engine.errors import CorruptDataError
     tmp = Path(tempfile.mkdtemp(prefix="fz-json-"))
     scalars = st.one_of(st.none(), st.booleans(), st.integers(-2 ** 63, 2 ** 63), st.text(max_size=12),
@@ -333,7 +333,7 @@ def t_config(st, given, settings):
 
 def t_props(st, given, settings):
     """Property strings: parse never raises; serialize -> parse round-trips what RocketMQ keeps."""
-    from engine.properties import parse_properties, serialize_properties
+    from engine.format.properties import parse_properties, serialize_properties
     name = st.text(min_size=1, max_size=8).filter(lambda s: "\x01" not in s and "\x02" not in s)
     value = st.text(min_size=1, max_size=12).filter(lambda s: "\x02" not in s)
 
@@ -442,7 +442,7 @@ class VerdictBase:
 
     def __init__(self, root: Path):
         from engine import MessageStore
-        from engine.javahash import index_key, index_key_hash
+        from engine.format.javahash import index_key, index_key_hash
         self.root = root
         with MessageStore.open(root, read_only=True, tolerant=True) as s:
             keys = set()
@@ -458,7 +458,7 @@ class VerdictBase:
             self.queues = {k: (cq.min_offset, cq.max_offset, cq.file_size) for k, cq in s.queues.items()
                            if cq.max_offset > cq.min_offset}
             self.index = [(f.path.name, f.slot_num, f.header.indexCount) for f in s.index.files]
-            from engine.check import check_store
+            from engine.analysis.check import check_store
             self.ok = check_store(s)["ok"]
 
     def keys_in_slots(self, slot_num: int, slots: set) -> set:
@@ -610,7 +610,7 @@ def affected_keys(base: VerdictBase, d: dict, root: Path):
 def verdict_case(base: VerdictBase, work: Path, rng: random.Random) -> dict:
     """Damage one copy of base, ask check and the reader; restore the copy."""
     from engine import MessageStore
-    from engine.check import check_store
+    from engine.analysis.check import check_store
     from engine.errors import StoreError
     d = pick_damage(base, rng)
     target = work / d["file"]
@@ -697,8 +697,8 @@ TARGETS = {"record": t_record, "scan": t_scan, "index": t_index, "cq": t_cq, "co
 def atheris_record(runs: int, seed: int = 0) -> None:
     import atheris
     with atheris.instrument_imports():
-        from engine import record_scan
-        from engine.message import DecodeOptions, RecordStatus, check_record
+        from engine.store import record_scan
+        from engine.format.message import DecodeOptions, RecordStatus, check_record
     opts = [DecodeOptions(), DecodeOptions(check_crc=True), DecodeOptions(check_crc=True, force_verify_prop_crc=True)]
     seeds = sample_records(random.Random(3), 16)
 

@@ -115,7 +115,8 @@ class Recorder:
 
     def install(self) -> None:
         """Patch the engine (and os) in this process so every durability point is observed."""
-        from engine import mapped_file, writer
+        from engine.files import mapped_file
+        from engine.store import writer
         rec = self
         MF = mapped_file.MappedFile
         orig_init, orig_flush = MF.__init__, MF.flush
@@ -176,7 +177,7 @@ class Recorder:
         Path.unlink = punlink
         # IndexFile.flush is meant to make the whole file durable; whether its msync really ran
         # is what the "sync" events say (see KNOWN: index-flush-once)
-        from engine import index_file
+        from engine.store import index_file
         orig_iflush = index_file.IndexFile.flush
 
         def iflush(self):
@@ -456,7 +457,7 @@ def verify(root: Path, geometry: str, acks: list[dict], written: dict | None = N
     """Recover the state read-write, close, open read-only: check_store's verdict and every
     acknowledged message. Returns {"ok", "error", "problems": [kinds], "lost": [(uniq, what)]}."""
     from engine import MessageStore
-    from engine.check import check_store
+    from engine.analysis.check import check_store
     from engine.errors import StoreError
     cfg = store_cfg(geometry)
     out = {"ok": True, "error": None, "problems": [], "lost": [], "details": []}

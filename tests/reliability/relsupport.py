@@ -202,7 +202,7 @@ KEY_POOL = [f"order-{i}" for i in range(40)] + ["Aa", "BB", "dup", "用户-7", "
 def random_single_put(rng: random.Random) -> tuple[bytes, dict, int, int]:
     """A random single put's body and extras (a delay level, or a transaction type in
     sys_flag), as the crash and power-loss writers send them: (body, put kwargs, sys flag, body CRC)."""
-    from engine.message import body_crc
+    from engine.format.message import body_crc
     kw: dict = {}
     flag = 0
     if rng.random() < 0.05:
@@ -286,7 +286,7 @@ def browse(store, rng: random.Random | None = None, deep: bool = True, guard=_pl
     record, every queue page by page (ours and the broker's paging), time lookups, key and id
     searches, index chains, check. Returns how many messages it looked at. `guard(fn, *args)`
     runs each step (Tolerant() lets typed errors end just that step)."""
-    from engine.check import check_store
+    from engine.analysis.check import check_store
     rng = rng or random.Random(0)
     g = guard
     g(lambda: json.dumps(store.info(), default=str))

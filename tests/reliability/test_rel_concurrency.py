@@ -21,8 +21,8 @@ import pytest
 from relsupport import FIGURES, HERE, PY, Ack, child_env, find_lost, run_cli, scale, skip_unless_linux, small_cfg
 
 from engine import MessageStore, StoreLockedError
-from engine.check import check_store
-from engine.message import RecordStatus
+from engine.analysis.check import check_store
+from engine.format.message import RecordStatus
 
 # a bound on waiting for progress that is merely slow (a loaded machine): only a hang reaches it
 HANG = 600.0

@@ -19,7 +19,7 @@ from relsupport import (FIGURES, Tolerant, assert_typed, browse, build_store, me
                         seed_for, small_cfg, time_limit, tree_digest)
 
 from engine import MessageStore
-from engine.check import check_store
+from engine.analysis.check import check_store
 from engine.errors import StoreError
 
 CQ_SMALL = 400  # 20 units per ConsumeQueue file: several files per queue
@@ -29,7 +29,7 @@ CQ_SMALL = 400  # 20 units per ConsumeQueue file: several files per queue
 def own_store(tmp_path_factory):
     root = tmp_path_factory.mktemp("corrupt") / "base"
     build_store(root, n=900, seed=11, mappedFileSizeConsumeQueue=CQ_SMALL)
-    from engine.config_json import store_config_json
+    from engine.format.config_json import store_config_json
     store_config_json(root / "config", "consumerOffset.json",
                       {"offsetTable": {"TopicA@g1": {0: 3, 1: 9}, "TopicB@g2": {2: 1}}})
     store_config_json(root / "config", "subscriptionGroup.json",
@@ -166,7 +166,7 @@ def run_read_write(root: Path, what: str, cfg=None) -> str:
             return "refused"
         except Exception as e:  # noqa: BLE001
             raise AssertionError(f"untyped {type(e).__name__} in recovery: {e} [{what}]") from e
-        from engine.cli_write import rebuild
+        from engine.cli.write import rebuild
         try:
             rebuild(root, cfg)
         except StoreError as e:
@@ -332,7 +332,7 @@ def test_rebuild_across_a_hole_keeps_queue_offsets(tmp_path, own_store):
     data = bytearray(p.read_bytes())
     data[20000:24096] = bytes(4096)
     p.write_bytes(bytes(data))
-    from engine.cli_write import rebuild
+    from engine.cli.write import rebuild
     rebuild(root, None)
     with MessageStore.open(root) as s:
         moved = [k for k, off in before.items()
@@ -350,7 +350,7 @@ def test_filler_gap_across_cq_files_survives_a_crash_mid_fill(tmp_path):
     middle of filling leaves a queue ending in fillers, which recovery must not take as its
     maxPhysicOffset (Java's rule would give 0x7FFFFFFF: every later record skipped); a gap
     no commitlog hole could explain (a damaged QUEUEOFFSET) is not filled."""
-    from engine.consume_queue import FILLER_SIZE, ConsumeQueue
+    from engine.store.consume_queue import FILLER_SIZE, ConsumeQueue
     d = tmp_path / "cq" / "T" / "0"
     cq = ConsumeQueue("T", 0, d, 1000, writable=True)  # 50 units a file
     for q in range(10):

@@ -24,8 +24,8 @@ from relsupport import (FIGURES, HERE, PY, Ack, browse, child_env, find_lost, is
 from writer_proc import FAULTS
 
 from engine import MessageStore
-from engine.check import check_store
-from engine.config_json import load_config_json
+from engine.analysis.check import check_store
+from engine.format.config_json import load_config_json
 
 
 @dataclass
@@ -254,8 +254,8 @@ def test_torn_index_put_that_survives_crash_recovery(tmp_path):
     written can qualify): the next put then overwrote that entry for another key, hijacking
     the slot's chain (check: 'a cycle'; older keys of the slot no longer found)."""
     import struct
-    from engine.checkpoint import Checkpoint
-    from engine.javahash import index_key, index_key_hash
+    from engine.store.checkpoint import Checkpoint
+    from engine.format.javahash import index_key, index_key_hash
     root = tmp_path / "s"
     with MessageStore.create(root, small_cfg()) as s:
         acked = [s.put_message("T", b"m%d" % i, queue_id=i % 4, keys=f"key{i}") for i in range(150)]
@@ -318,7 +318,7 @@ def _crash_with_stale_index_timestamp(root: Path, keep: int) -> dict:
     file `keep`, every later file has a newer endTimestamp (crash recovery deletes them), and
     physic/logics are recent, so the abnormal recovery start file is far later than the first
     record of the deleted files."""
-    from engine.checkpoint import Checkpoint
+    from engine.store.checkpoint import Checkpoint
     with MessageStore.open(root) as s:
         files = [(f.name, f.header.endTimestamp, f.header.endPhyOffset) for f in s.index.files]
         last_ts = max(m.storeTimestamp for m in s.iter_messages())
@@ -364,7 +364,7 @@ def test_index_file_whose_header_a_crash_never_wrote(tmp_path):
         size, last_end = last.path.stat().st_size, last.header.endTimestamp
         n_before = sum(f.entry_count for f in s.index.files)
     (root / "index" / "29991231235959999").write_bytes(bytes(size))  # created, nothing written
-    from engine.checkpoint import Checkpoint
+    from engine.store.checkpoint import Checkpoint
     cp, _ = Checkpoint.load(root / "checkpoint")
     cp.indexMsgTimestamp = last_end
     cp.store(root / "checkpoint")

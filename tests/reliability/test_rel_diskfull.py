@@ -16,7 +16,7 @@ import pytest
 from relsupport import (FIGURES, HERE, PY, Ack, child_env, find_lost, scale, seed_for, skip_unless_linux, small_cfg)
 
 from engine import MessageStore
-from engine.check import check_store
+from engine.analysis.check import check_store
 
 
 def _parse(out: str):

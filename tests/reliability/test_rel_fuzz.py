@@ -64,12 +64,12 @@ def test_memory_cap_is_real():
 
 
 # ---- verdicts: damage a reader would see must not pass `check` ------------------------------------
-# False-OK classes found and still open in engine/check.py (each has a strict-xfail reproducer
+# False-OK classes found and still open in engine/analysis/check.py (each has a strict-xfail reproducer
 # below). A class is "<file kind>:<field>"; damage to fields the format keeps nowhere else
 # (":format-blind": FLAG, born/store host and time, reconsume times, prepared offset, properties
 # nothing indexes, in records without __CRC32#) cannot be noticed by any check and is counted apart.
 # none open: every class the fuzzer found (six in the first runs, two in the 3,000-case soak) is
-# closed in engine/check.py and replayed below as a regression case
+# closed in engine/analysis/check.py and replayed below as a regression case
 KNOWN_CHECK_GAPS: dict[str, str] = {}
 # one reproducer per false-OK class the fuzzer found and check now reports: (fixture, case seed)
 # replayed by fuzz_driver.verdict_case

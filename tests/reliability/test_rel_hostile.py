@@ -19,9 +19,9 @@ from relsupport import (FIGURES, Tolerant, append_raw, assert_typed, browse, bui
                         raw_record, run_cli, small_cfg, time_limit, tree_digest)
 
 from engine import MessageStore
-from engine.check import check_store
+from engine.analysis.check import check_store
 from engine.errors import MessageRejectedError, StoreError
-from engine.javahash import index_key, index_key_hash
+from engine.format.javahash import index_key, index_key_hash
 
 UNSAFE_TERMINAL = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
 
@@ -48,7 +48,7 @@ def full_session(root: Path, what: str, rw: bool = True) -> Tolerant:
             assert_typed(e, what)
     assert tree_digest(root) == before, what
     if rw:
-        from engine.cli_write import rebuild
+        from engine.cli.write import rebuild
         with time_limit(60, what):
             for step in (lambda: MessageStore.open(root, read_only=False).close(), lambda: rebuild(root, None)):
                 try:

@@ -238,7 +238,7 @@ def test_recovery_drops_a_record_torn_past_its_body(tmp_path):
     be OK: the torn record dropped (or its index entries made to agree with it)."""
     import struct
     from engine import MessageStore
-    from engine.check import check_store
+    from engine.analysis.check import check_store
     root = tmp_path / "s"
     cfg = powerloss.store_cfg("small")
     with MessageStore.create(root, cfg) as s:

@@ -17,7 +17,7 @@ from engine import MessageStore
 
 CLI_SESSION = r"""
 import contextlib, io, json, sys
-from engine.cli import main
+from engine.cli.app import main
 codes = []
 for argv in json.loads(sys.stdin.read()):
     out, err = io.StringIO(), io.StringIO()
@@ -32,7 +32,7 @@ print(json.dumps(codes))
 
 
 def cli_session(root, commands: list[list[str]]) -> list:
-    """Many CLI invocations (engine.cli.main, as the rmqstore script runs it) in one process."""
+    """Many CLI invocations (engine.cli.app.main, as the rmqstore script runs it) in one process."""
     p = subprocess.run([PY, "-c", CLI_SESSION], input=json.dumps([[c[0], str(root), *c[1:]] for c in commands]),
                        capture_output=True, text=True, timeout=300, cwd=ROOT, env=child_env())
     assert p.returncode == 0, p.stderr[-3000:]

@@ -62,7 +62,12 @@ def die():
 
 def arm(fault: str, nth: int) -> None:
     """Patch the engine so the process SIGKILLs itself at the nth hit of `fault`."""
-    from engine import checkpoint, config_json, consume_queue, index_file, mapped_file, mapped_file_queue
+    from engine.store import checkpoint
+    from engine.format import config_json
+    from engine.store import consume_queue
+    from engine.store import index_file
+    from engine.files import mapped_file
+    from engine.files import mapped_file_queue
     hits = [0]
 
     def hit() -> bool:
@@ -81,7 +86,8 @@ def arm(fault: str, nth: int) -> None:
                 die()
         fast.set_fault_hook(fast_hook)
     if fault in ("before-write", "batch-torn"):
-        from engine import message, writer
+        from engine.format import message
+        from engine.store import writer
         in_put = [0]
         orig_put = writer.StoreWriter.put
 
@@ -98,7 +104,7 @@ def arm(fault: str, nth: int) -> None:
             return orig_patch(self, *a, **k)
         message.EncodedRecord.patch = patch
     elif fault == "undispatched":
-        from engine import writer
+        from engine.store import writer
         orig_dispatch = writer.StoreWriter.dispatch
 
         def dispatch(self, msg):
@@ -236,12 +242,12 @@ def main() -> None:
     ap.add_argument("--rebuild", action="store_true", help="run `rebuild` instead of writing")
     a = ap.parse_args()
     from engine import MessageStore, StoreConfig
-    from engine.properties import split_keys
+    from engine.format.properties import split_keys
     if a.fault:
         name, _, nth = a.fault.partition(":")
         arm(name, int(nth or 1))
     if a.rebuild:
-        from engine.cli_write import rebuild
+        from engine.cli.write import rebuild
         out = rebuild(Path(a.store), StoreConfig.from_mapping(SMALL))
         print("REBUILT", json.dumps(out), flush=True)
         return

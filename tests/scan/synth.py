@@ -1,5 +1,5 @@
 """A synthetic store of any size, written fast with numpy (for split and throughput tests):
-one record template from engine.message.encode_record, tiled, with per-record fields patched
+one record template from engine.format.message.encode_record, tiled, with per-record fields patched
 in place (queue id/offset, physical offset, times, KEYS, UNIQ_KEY, TAGS). Every record has
 the same length; every commitlog file ends with a BLANK; ConsumeQueues are written too."""
 from __future__ import annotations
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.consume_queue import CQ_UNIT_DTYPE
-from engine.javahash import tags_code
-from engine.message import BLANK_MAGIC, MessageDraft, encode_record
+from engine.store.consume_queue import CQ_UNIT_DTYPE
+from engine.format.javahash import tags_code
+from engine.format.message import BLANK_MAGIC, MessageDraft, encode_record
 
 TOPICS = ["BenchTopicA", "BenchTopicB", "BenchTopicC", "BenchTopicD"]   # equal lengths
 QUEUES = 4

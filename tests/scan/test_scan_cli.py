@@ -4,8 +4,8 @@ import json
 import pytest
 
 from conftest import manifest, unpack
-from engine.cli import main as rmqstore
-from engine.scan.cli import display_width, format_table, one_line
+from engine.cli.app import main as rmqstore
+from engine.cli.scan import display_width, format_table, one_line
 from scan_support import spark  # noqa: F401
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from conftest import CLEAN, FIXTURES, manifest, unpack
 from engine import MessageStore
-from engine.properties import split_keys
+from engine.format.properties import split_keys
 from engine.scan.columns import row_json
 from engine.scan.filters import MessageFilter, parse_tags_expression
 from engine.scan.jobs import CancelToken, JobParams, ScanCancelled, run_job

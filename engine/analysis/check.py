@@ -18,13 +18,13 @@ from __future__ import annotations
 
 import numpy as np
 
-from . import properties as P
-from .config import CQ_UNIT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
-from .consume_queue import FILLER_SIZE
-from .errors import StoreError
-from .index_file import time_diff
-from .javahash import index_key, index_key_hash
-from .message import (TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE, RecordStatus,
+from engine.format import properties as P
+from engine.config import CQ_UNIT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
+from engine.store.consume_queue import FILLER_SIZE
+from engine.errors import StoreError
+from engine.store.index_file import time_diff
+from engine.format.javahash import index_key, index_key_hash
+from engine.format.message import (TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE, RecordStatus,
                       body_crc, verify_prop_crc)
 
 DISPATCHED = (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)

@@ -9,12 +9,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
 
-from .checkpoint import Checkpoint
-from .config import StoreConfig
-from .mapped_file import MappedFile
-from .mapped_file_queue import MappedFileQueue
-from . import record_scan
-from .message import (MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, DecodeOptions, Message,
+from engine.store.checkpoint import Checkpoint
+from engine.config import StoreConfig
+from engine.files.mapped_file import MappedFile
+from engine.files.mapped_file_queue import MappedFileQueue
+from engine.store import record_scan
+from engine.format.message import (MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, DecodeOptions, Message,
                       RecordResult, RecordStatus, _invalid, check_record, peek_store_timestamp)
 
 import struct

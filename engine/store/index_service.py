@@ -4,13 +4,13 @@ from __future__ import annotations
 import os
 import time
 
-from .config import StoreConfig
-from .errors import ConfigError, StoreError
-from .mapped_file import fsync_dir
-from .index_file import LONG_MAX, IndexFile
-from .javahash import index_key
-from .message import TRANSACTION_ROLLBACK_TYPE, Message
-from .properties import split_keys
+from engine.config import StoreConfig
+from engine.errors import ConfigError, StoreError
+from engine.files.mapped_file import fsync_dir
+from engine.store.index_file import LONG_MAX, IndexFile
+from engine.format.javahash import index_key
+from engine.format.message import TRANSACTION_ROLLBACK_TYPE, Message
+from engine.format.properties import split_keys
 
 
 class IndexService:

@@ -18,10 +18,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
-from .javahash import index_key_hash
-from .accel import load as _load_accel
-from .mapped_file import MappedFile
+from engine.config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
+from engine.format.javahash import index_key_hash
+from engine.accel import load as _load_accel
+from engine.files.mapped_file import MappedFile
 
 MADV_POPULATE_WRITE = 23  # <linux/mman.h>; Python's mmap module does not name it yet
 INDEX_RESERVE_STEP = 1 << 20  # entries reserved 52,428 at a time, after the whole slot table

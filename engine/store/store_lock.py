@@ -8,7 +8,7 @@ import os
 import struct
 from pathlib import Path
 
-from .errors import StoreLockedError
+from engine.errors import StoreLockedError
 
 _FLOCK = "hhqqi4x"  # struct flock on Linux: l_type, l_whence, l_start, l_len, l_pid
 # POSIX locks belong to the process: a second lock in this process would "succeed", and

@@ -12,10 +12,10 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import CQ_UNIT_SIZE
-from .mapped_file import MappedFile
-from .mapped_file_queue import MappedFileQueue
-from .accel import load as _load_accel
+from engine.config import CQ_UNIT_SIZE
+from engine.files.mapped_file import MappedFile
+from engine.files.mapped_file_queue import MappedFileQueue
+from engine.accel import load as _load_accel
 
 _CQ = _load_accel("_cq")  # the compiled first-invalid-unit scan (None: numpy's)
 

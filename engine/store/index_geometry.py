@@ -23,8 +23,8 @@ from pathlib import Path
 
 import numpy as np
 
-from .config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
-from .mapped_file import map_for_reading
+from engine.config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
+from engine.files.mapped_file import map_for_reading
 
 SEEK_DATA = getattr(os, "SEEK_DATA", 3)
 _WORDS_PER_ENTRY = INDEX_ENTRY_SIZE // 4           # 5

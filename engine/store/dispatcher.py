@@ -2,7 +2,7 @@
 index. Both builders are idempotent, so recovery can re-dispatch a range safely."""
 from __future__ import annotations
 
-from .message import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, Message
+from engine.format.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, Message
 
 
 def dispatch(store, msg: Message) -> bool:

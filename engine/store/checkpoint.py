@@ -9,8 +9,8 @@ import struct
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
-from .config import CHECKPOINT_SIZE
-from .errors import CorruptDataError, StoreError, StoreFullError
+from engine.config import CHECKPOINT_SIZE
+from engine.errors import CorruptDataError, StoreError, StoreFullError
 
 _FIELDS = struct.Struct(">qqqqq")
 

@@ -14,8 +14,8 @@ import threading
 import unicodedata
 from datetime import datetime, timezone
 
-from .jobs import EXPORT_FORMATS, JOBS, CancelToken, JobParams, Progress, ScanCancelled, validate
-from .filters import MessageFilter
+from engine.scan.jobs import EXPORT_FORMATS, JOBS, CancelToken, JobParams, Progress, ScanCancelled, validate
+from engine.scan.filters import MessageFilter
 
 EXIT_ERROR = 2
 EXIT_CANCELLED = 130
@@ -82,7 +82,7 @@ def _pairs(items: list[str], what: str) -> dict[str, str]:
 
 
 def _store_config(args):
-    from ..config import load_store_config
+    from engine.config import load_store_config
     return load_store_config(getattr(args, "sub_config", None) or getattr(args, "config", None),
                              getattr(args, "set", None))
 
@@ -99,8 +99,8 @@ def one_line(exc: BaseException) -> str:
 
 
 def run_scan(args) -> int:
-    from ..errors import StoreError
-    from ..message_store import MessageStore
+    from engine.errors import StoreError
+    from engine.store.message_store import MessageStore
     cancel = CancelToken()
     try:
         params = params_from_args(args)
@@ -148,10 +148,10 @@ def _is_spark_error(e: BaseException) -> bool:
 
 
 def _run(store, args, params, conf, cancel):
-    from .jobs import run_job
+    from engine.scan.jobs import run_job
     if args.local:
         return run_job(store, args.job, params, engine="local", progress=_progress_printer(args), cancel=cancel)
-    from .spark_session import get_session
+    from engine.scan.spark_session import get_session
     spark = get_session(args.master, args.memory, conf)
     # run in a helper thread so Ctrl-C in the main thread can cancel the job group
     box: dict = {}
@@ -250,7 +250,7 @@ def format_table(rows: list[dict], columns: list[str] | None = None) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Stand-alone entry (`python -m engine.scan.cli STORE JOB ...`), same as `rmqstore scan`."""
+    """Stand-alone entry (`python -m engine.cli.scan STORE JOB ...`), same as `rmqstore scan`."""
     parser = argparse.ArgumentParser(prog="rmqstore")
     sub = parser.add_subparsers(dest="command", required=True)
     add_scan_parser(sub)

@@ -11,12 +11,12 @@ import os
 import sys
 from datetime import datetime
 
-from . import __version__
-from .config import StoreConfig, load_store_config
-from .errors import StoreError
-from .index_file import LONG_MAX
-from .message_store import MessageStore
-from .msgid import looks_like_msg_id
+from engine import __version__
+from engine.config import StoreConfig, load_store_config
+from engine.errors import StoreError
+from engine.store.index_file import LONG_MAX
+from engine.store.message_store import MessageStore
+from engine.format.msgid import looks_like_msg_id
 
 EXIT_ERROR = 2
 
@@ -296,12 +296,12 @@ def _topic_queue(sp) -> None:
 def _add_optional_commands(sub, add) -> None:
     """Commands living in other modules register here (write path, scans)."""
     try:
-        from . import cli_write
+        from engine.cli import write as cli_write
         cli_write.register(add, COMMANDS, WRITE_COMMANDS, PREPARE)
     except ImportError:
         pass
     try:
-        from .scan import cli as scan_cli
+        from engine.cli import scan as scan_cli
     except Exception as e:  # noqa: BLE001 - reported when `scan` is asked for, not hidden
         broken = f"{type(e).__name__}: {e}"
         sp = sub.add_parser("scan", help=f"whole-store scans (unavailable: {broken})")
@@ -324,16 +324,16 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "scan":
             if SCAN_BROKEN:
                 raise CliError(f"scans are unavailable: engine.scan failed to import ({SCAN_BROKEN[0]})")
-            from .scan import cli as scan_cli
+            from engine.cli import scan as scan_cli
             return scan_cli.run_scan(args)
         cfg = load_config(args)
         if args.command == "recover":
             from pathlib import Path
-            from .cli_write import print_recover_result, recover
+            from engine.cli.write import print_recover_result, recover
             return print_recover_result(args, recover(Path(args.store), cfg, args.dry_run))
         if args.command == "init":
             from pathlib import Path
-            from .cli_write import init_store
+            from engine.cli.write import init_store
             out = init_store(Path(args.store), cfg)
             emit(args, out, f"new store in {out['store']}: commitlog files of {out['mappedFileSizeCommitLog']} bytes, "
                             f"CQ files of {out['mappedFileSizeConsumeQueue']} bytes, index files of "
@@ -341,7 +341,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "demo":
             from pathlib import Path
-            from .demo import generate_demo_store
+            from engine.store.demo import generate_demo_store
             root = Path(args.store)
             if root.exists() and any(root.iterdir()):
                 raise CliError(f"{root} exists and is not empty")
@@ -352,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "rebuild":
             from pathlib import Path
-            from .cli_write import confirm_rebuild, rebuild
+            from engine.cli.write import confirm_rebuild, rebuild
             confirm_rebuild(Path(args.store), args.yes)
             out = rebuild(Path(args.store), cfg)
             emit(args, out, "rebuilt: " + ", ".join(f"{k} {v}" for k, v in out.items()))

@@ -8,7 +8,7 @@ import os
 import stat
 from pathlib import Path
 
-from .errors import CorruptDataError, StoreError, StoreFullError
+from engine.errors import CorruptDataError, StoreError, StoreFullError
 
 CONFIG_FILES = ("topics.json", "consumerOffset.json", "subscriptionGroup.json", "delayOffset.json")
 

@@ -23,8 +23,8 @@ from array import array
 
 import numpy as np
 
-from .crc import crc32
-from .message import MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, SCHEDULE_TOPIC, DecodeOptions
+from engine.format.crc import crc32
+from engine.format.message import MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, SCHEDULE_TOPIC, DecodeOptions
 
 _TM = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE
 _AR = {19: np.arange(19, dtype=np.int64)}

@@ -9,8 +9,8 @@ import time
 from importlib import resources
 from pathlib import Path
 
-from .config import StoreConfig
-from .config_json import store_config_json
+from engine.config import StoreConfig
+from engine.format.config_json import store_config_json
 
 DEMO_SIZES = dict(mappedFileSizeCommitLog=1024 * 1024, mappedFileSizeConsumeQueue=1000 * 20,
                   maxHashSlotNum=4096, maxIndexNum=4 * 4096)
@@ -27,7 +27,7 @@ def demo_data() -> dict:
 
 def generate_demo_store(root, messages: int = 12000, seed: int = 7, config: StoreConfig | None = None) -> Path:
     """`config`'s explicit settings (the CLI's --set) go over the demo's small sizes."""
-    from .message_store import MessageStore
+    from engine.store.message_store import MessageStore
     root = Path(root)
     data = demo_data()
     rng = random.Random(seed)

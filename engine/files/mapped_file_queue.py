@@ -6,8 +6,8 @@ import os
 from bisect import bisect_right
 from pathlib import Path
 
-from .errors import ConfigError, StoreError
-from .mapped_file import DEFAULT_RESERVE_STEP, MappedFile, offset_to_name
+from engine.errors import ConfigError, StoreError
+from engine.files.mapped_file import DEFAULT_RESERVE_STEP, MappedFile, offset_to_name
 
 
 class MappedFileQueue:

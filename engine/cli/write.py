@@ -10,7 +10,7 @@ import time
 import uuid
 from pathlib import Path
 
-from .errors import StoreError
+from engine.errors import StoreError
 
 
 def register(add, commands: dict, write_commands: set, prepare: dict) -> None:
@@ -68,8 +68,8 @@ def template(text: str | None, i: int) -> str | None:
 def init_store(root: Path, cfg) -> dict:
     """A new, empty store: the folders, checkpoint, lock and config files RocketMQ makes at its
     first start, plus STORE_SETTINGS_FILE with the sizes (no data file exists until a message)."""
-    from .config import STORE_SETTINGS_FILE, StoreConfig
-    from .message_store import MessageStore
+    from engine.config import STORE_SETTINGS_FILE, StoreConfig
+    from engine.store.message_store import MessageStore
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
         raise StoreError("exists and is not an empty folder; init makes new stores only", path=str(root))
     cfg = cfg or StoreConfig()
@@ -106,9 +106,9 @@ def _read_bounded(path: str, limit: int) -> bytes:
 def prepare_send(args, cfg) -> None:
     """Every argument checked before the store is opened read-write: a refused send changes
     not one byte (the store is probed read-only for its sizes and limits)."""
-    from .message_store import MessageStore
-    from .properties import KEYS, TAGS
-    from .writer import validate_message
+    from engine.store.message_store import MessageStore
+    from engine.format.properties import KEYS, TAGS
+    from engine.store.writer import validate_message
     root = Path(args.store)
     if not root.exists() or (root.is_dir() and not any(root.iterdir())):
         raise StoreError(f"no store here; make one with `rmqstore init {root}`", path=str(root))
@@ -161,7 +161,7 @@ def cmd_send(store, args) -> int:
 
 def recover(root: Path, cfg, dry_run: bool) -> dict:
     """Open once (read-write, or read-only for a dry run: recovery's reasoning without writes)."""
-    from .message_store import MessageStore
+    from engine.store.message_store import MessageStore
     with MessageStore.open(root, cfg, read_only=True) as probe:
         cfg = probe.cfg
         before = probe.commitlog.scan(probe.commitlog.normal_start_index(), opts=probe.commitlog.read_opts,
@@ -213,9 +213,9 @@ def rebuild(root: Path, cfg) -> dict:
     Each folder is moved aside whole (one rename) before it is deleted, so a rebuild killed at
     any point leaves every folder complete or absent, never a queue or an index with files
     missing from the middle; the next read-write open (or rebuild) dispatches what is missing."""
-    from .message_store import MessageStore
-    from .message_store import refuse_foreign_files
-    from .store_lock import StoreLock
+    from engine.store.message_store import MessageStore
+    from engine.store.message_store import refuse_foreign_files
+    from engine.store.store_lock import StoreLock
     with MessageStore.open(root, cfg, read_only=True) as probe:  # validates the store first
         cfg = probe.cfg
     refuse_foreign_files(root, cfg)
@@ -239,7 +239,7 @@ def rebuild(root: Path, cfg) -> dict:
 
 
 def cmd_check(store, args) -> int:
-    from .check import check_store
+    from engine.analysis.check import check_store
     show = sys.stderr.isatty()
 
     def progress(done, total, phase):

@@ -22,10 +22,10 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from . import accel
-from .consume_queue import FILLER_SIZE
-from .message import MESSAGE_MAGIC_V2, Message, RecordStatus, check_record
-from .properties import parse_properties
+from engine import accel
+from engine.store.consume_queue import FILLER_SIZE
+from engine.format.message import MESSAGE_MAGIC_V2, Message, RecordStatus, check_record
+from engine.format.properties import parse_properties
 
 CQ_UNIT = 20
 ROW_FIELDS = [

@@ -14,7 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
-from .errors import ConfigError, StoreError, StoreFullError
+from engine.errors import ConfigError, StoreError, StoreFullError
 
 NAME_DIGITS = 20
 

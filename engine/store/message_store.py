@@ -13,22 +13,22 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from .checkpoint import Checkpoint
-from .commit_log import CommitLog, ScanResult
-from .config import INT32_MAX, StoreConfig
-from .config_json import CONFIG_FILES, consumer_offsets, load_config_json, store_config_json
-from .dispatcher import dispatch
-from .consume_queue import ConsumeQueue
-from .errors import ConfigError, MessageRejectedError, NotAStoreError, ReadOnlyStoreError, StoreError
-from . import index_geometry
-from .index_file import LONG_MAX
-from .mapped_file import durable_touch, refuse_full_tmpfs
-from .index_service import IndexService
-from .message import Message, RecordStatus
-from .msgid import decode_offset_msg_id, looks_like_msg_id
-from .store_lock import StoreLock, holder_pid
-from . import page as _page  # getMessage's loop and its lazy page
-from .accel import load as _load_accel
+from engine.store.checkpoint import Checkpoint
+from engine.store.commit_log import CommitLog, ScanResult
+from engine.config import INT32_MAX, StoreConfig
+from engine.format.config_json import CONFIG_FILES, consumer_offsets, load_config_json, store_config_json
+from engine.store.dispatcher import dispatch
+from engine.store.consume_queue import ConsumeQueue
+from engine.errors import ConfigError, MessageRejectedError, NotAStoreError, ReadOnlyStoreError, StoreError
+from engine.store import index_geometry
+from engine.store.index_file import LONG_MAX
+from engine.files.mapped_file import durable_touch, refuse_full_tmpfs
+from engine.store.index_service import IndexService
+from engine.format.message import Message, RecordStatus
+from engine.format.msgid import decode_offset_msg_id, looks_like_msg_id
+from engine.store.store_lock import StoreLock, holder_pid
+from engine.store import page as _page  # getMessage's loop and its lazy page
+from engine.accel import load as _load_accel
 
 _APPEND = _load_accel("_append")  # the compiled put loop for plain messages (None: Python's own)
 
@@ -293,7 +293,7 @@ class MessageStore:
         self.warnings.extend(self.cfg.notes + self.index.warnings)
         self.writer = None
         if writable:
-            from .writer import StoreWriter
+            from engine.store.writer import StoreWriter
             # an index file filled by recovery's re-dispatch is recorded in the checkpoint, as
             # RocketMQ's IndexService does: a later crash then keeps it
             self.index.on_file_full = self._index_file_full
@@ -767,7 +767,7 @@ class MessageStore:
                                     boundary: str | None = None) -> int:
         """Queue offset for a store time. boundary=None: RocketMQ 4.9 (file picked by mtime,
         nearest neighbour); 'lower'/'upper': 5.x (first unit >= t / last unit <= t)."""
-        from .time_lookup import offset_by_time_49, offset_by_time_5x
+        from engine.store.time_lookup import offset_by_time_49, offset_by_time_5x
         cq = self.find_queue(topic, queue_id)
         if cq is None:
             return 0

@@ -14,13 +14,13 @@ import threading
 import time
 from typing import NamedTuple
 
-from . import properties as P
-from .errors import MessageRejectedError, StoreError, StoreFullError
-from .message import (BLANK_MAGIC, SCHEDULE_TOPIC, TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE,
+from engine.format import properties as P
+from engine.errors import MessageRejectedError, StoreError, StoreFullError
+from engine.format.message import (BLANK_MAGIC, SCHEDULE_TOPIC, TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE,
                       EncodedRecord, Message, MessageDraft, check_record, encode_record, parse_host)
-from .dispatcher import dispatch
-from .javahash import tags_code
-from .msgid import UniqKeyGenerator
+from engine.store.dispatcher import dispatch
+from engine.format.javahash import tags_code
+from engine.format.msgid import UniqKeyGenerator
 
 TOPIC_RE = re.compile(r"[%|a-zA-Z0-9_-]+\Z")  # \Z: "$" would let a trailing newline through
 TOPIC_MAX_V1 = 127

@@ -20,10 +20,10 @@ import zlib
 from dataclasses import dataclass, field
 from enum import Enum
 
-from . import properties as P
-from .crc import crc32
-from .errors import MessageRejectedError
-from .javahash import tags_code as _tags_code
+from engine.format import properties as P
+from engine.format.crc import crc32
+from engine.errors import MessageRejectedError
+from engine.format.javahash import tags_code as _tags_code
 
 MESSAGE_MAGIC_V1 = -626843481  # 0xDAA320A7
 MESSAGE_MAGIC_V2 = -626843477  # 0xDAA320AB

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import os
 
-from .config import CQ_UNIT_SIZE
+from engine.config import CQ_UNIT_SIZE
 
 
 def _jdiv(a: int, b: int) -> int:
