@@ -20,25 +20,7 @@ from typing import Any, Callable
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal, Slot
 
-
-class Cancelled(Exception):
-    """Raised inside a worker when its token is cancelled between two steps."""
-
-
-class CancelToken:
-    def __init__(self) -> None:
-        self._event = threading.Event()
-
-    @property
-    def cancelled(self) -> bool:
-        return self._event.is_set()
-
-    def cancel(self) -> None:
-        self._event.set()
-
-    def raise_if_cancelled(self) -> None:
-        if self._event.is_set():
-            raise Cancelled()
+from engine.tasks import Cancelled, CancelToken  # noqa: F401  (re-exported for the views)
 
 
 class WorkerSignals(QObject):

@@ -21,7 +21,6 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
@@ -36,57 +35,8 @@ _DURATION = re.compile(r"(\d+)(ms|s|m|h|d)\Z")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
-class ScanCancelled(Exception):
-    """The job was cancelled before it finished."""
-
-
-class CancelToken:
-    def __init__(self) -> None:
-        self._event = threading.Event()
-        self._hooks: list[Callable[[], None]] = []
-
-    @property
-    def cancelled(self) -> bool:
-        return self._event.is_set()
-
-    def cancel(self) -> None:
-        self._event.set()
-        for hook in list(self._hooks):
-            hook()
-
-    def on_cancel(self, hook: Callable[[], None]) -> None:
-        self._hooks.append(hook)
-        if self.cancelled:
-            hook()
-
-    def raise_if_cancelled(self) -> None:
-        if self.cancelled:
-            raise ScanCancelled("cancelled")
-
-
-@dataclass
-class StageProgress:
-    stage_id: int
-    name: str
-    completed: int
-    active: int
-    total: int
-
-
-@dataclass
-class Progress:
-    """Tasks (Spark) or slices (local) done out of those known so far."""
-    done: int
-    total: int
-    stages: list[StageProgress] = field(default_factory=list)
-    message: str = ""
-
-    @property
-    def fraction(self) -> float:
-        return self.done / self.total if self.total else 0.0
-
-
-ProgressFn = Callable[[Progress], None]
+from engine.tasks import Cancelled as ScanCancelled  # noqa: E402  the one task model
+from engine.tasks import CancelToken, Progress, ProgressFn, StageProgress  # noqa: E402,F401
 
 
 def parse_duration(text: str) -> int:

@@ -33,7 +33,7 @@ def iter_blocks(store, params: JobParams, progress: ProgressFn | None, cancel: C
             if len(block):
                 yield block
         if progress:
-            progress(Progress(i + 1, total, message=f"slice {i + 1}/{total}"))
+            progress(Progress(i + 1, total, "local", "slices", message=f"slice {i + 1}/{total}"))
 
 
 class _Topics:

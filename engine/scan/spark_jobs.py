@@ -91,7 +91,7 @@ class SparkRunner:
         except Exception:
             return
         if self.progress is not None and not self._stages:
-            self.progress(Progress(0, 0, [], "starting"))
+            self.progress(Progress(0, 0, "spark", "tasks", "starting"))
         elif self.progress is not None:
             stages = [self._stages[k] for k in sorted(self._stages)]
             done = sum(s.completed for s in stages)
@@ -99,7 +99,7 @@ class SparkRunner:
             active = [s for s in stages if s.completed < s.total]
             msg = (f"stage {active[0].stage_id}: {active[0].completed}/{active[0].total} tasks" if active
                    else f"{len(stages)} stage(s) done")
-            self.progress(Progress(done, total, stages, msg))
+            self.progress(Progress(done, total, "spark", "tasks", msg, stages))
 
     def collect(self, df: DataFrame) -> list:
         self.check()
