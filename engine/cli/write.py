@@ -3,8 +3,6 @@ verifies a store without writing (what recovery would cut, CQ/index consistency)
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import sys
 import time
 import uuid
@@ -159,33 +157,49 @@ def cmd_send(store, args) -> int:
     return 0
 
 
+def _progress_printer(name: str):
+    """Progress on stderr when it is a terminal (a task's Progress: phase and percent)."""
+    if not sys.stderr.isatty():
+        return None
+    return lambda p: print(f"\r{name}: {p.phase} {int(100 * p.fraction)}%   ", end="", file=sys.stderr, flush=True)
+
+
+def _clear_progress() -> None:
+    if sys.stderr.isatty():
+        print("\r" + " " * 40 + "\r", end="", file=sys.stderr, flush=True)
+
+
 def recover(root: Path, cfg, dry_run: bool) -> dict:
-    """Open once (read-write, or read-only for a dry run: recovery's reasoning without writes)."""
+    """A dry run is the plan of a read-only open (engine.store.recovery.plan, the same plan a
+    read-only open applies in memory); otherwise the store is opened read-write, which plans
+    and applies recovery. `plan` in the answer is the plan that was (or would be) applied."""
     from engine.store.message_store import MessageStore
+    from engine.store.recovery import records_reach
+    from engine.tasks import run
     with MessageStore.open(root, cfg, read_only=True) as probe:
         cfg = probe.cfg
-        before = probe.commitlog.scan(probe.commitlog.normal_start_index(), opts=probe.commitlog.read_opts,
-                                      to_file_end=True).end_offset if probe.commitlog.files else 0
-        files_before = {f.path.name for f in probe.commitlog.files}
+        before = records_reach(probe.commitlog)
         index_before = {f.name for f in probe.index.files}
-        would_delete_index = [f.name for f in probe.index.files
-                              if probe.abort_present and f.header.endTimestamp > probe.checkpoint.indexMsgTimestamp]
-        plan = probe.recovery
+        plan = probe.recovery_plan
         end = probe.max_offset
     if dry_run:
-        r = plan
-        deleted = [f for f in sorted(files_before) if int(f) > end]
-        index_rebuilt = would_delete_index
+        abnormal, deleted, queues = plan.abnormal, plan.files_deleted, [c.name for c in plan.queue_cuts]
+        index_rebuilt = plan.index_files_deleted
     else:
-        with MessageStore.open(root, cfg, read_only=False) as s:
-            r = s.recovery
+        try:
+            s = run(MessageStore.open_task(root, cfg, read_only=False), _progress_printer("recover"))
+        finally:
+            _clear_progress()
+        with s:
+            r, plan = s.recovery, s.recovery_plan
             end = s.max_offset
-            deleted = r.commitlog.deleted_files
+            abnormal, deleted, queues = r.abnormal, r.commitlog.deleted_files, r.truncated_queues
             index_rebuilt = sorted(set(r.deleted_index_files) | ({f.name for f in s.index.files} - index_before))
-    return {"abnormal": r.abnormal, "dryRun": dry_run, "commitlogMaxOffsetBefore": before,
+    return {"abnormal": abnormal, "dryRun": dry_run, "commitlogMaxOffsetBefore": before,
             "commitlogMaxOffset": end, "truncatedBytes": max(0, before - end) if before else 0,
-            "filesDeleted": deleted, "queuesTruncated": r.truncated_queues, "indexFilesRebuilt": index_rebuilt,
-            "startFile": r.commitlog.start_file, "stopReason": r.commitlog.stop_reason}
+            "filesDeleted": deleted, "queuesTruncated": queues, "indexFilesRebuilt": index_rebuilt,
+            "startFile": plan.scan.start_file, "stopReason": plan.scan.stop_reason, "plan": plan.to_json(),
+            "planText": plan.lines()}
 
 
 def confirm_rebuild(root: Path, yes: bool) -> None:
@@ -202,40 +216,14 @@ def confirm_rebuild(root: Path, yes: bool) -> None:
         raise StoreError("rebuild not confirmed; nothing was changed", path=str(root))
 
 
-REBUILD_TRASH = ".rmqstore-rebuild-trash"  # what a rebuild is deleting; a killed rebuild may leave it
-
-
 def rebuild(root: Path, cfg) -> dict:
-    """§12.7: drop CQs and index, then recovery re-dispatches every record: the same recovery
-    as a plain read-write open (normal, or abnormal when `abort` is there: the same commitlog
-    end), but from the first record, since nothing is dispatched yet.
-
-    Each folder is moved aside whole (one rename) before it is deleted, so a rebuild killed at
-    any point leaves every folder complete or absent, never a queue or an index with files
-    missing from the middle; the next read-write open (or rebuild) dispatches what is missing."""
-    from engine.store.message_store import MessageStore
-    from engine.store.message_store import refuse_foreign_files
-    from engine.store.store_lock import StoreLock
-    with MessageStore.open(root, cfg, read_only=True) as probe:  # validates the store first
-        cfg = probe.cfg
-    refuse_foreign_files(root, cfg)
-    lock = StoreLock(root)
-    lock.acquire()  # never delete the queues of a store a broker or another writer is using
+    """engine.store.rebuild.rebuild_task, with progress on a terminal."""
+    from engine.store.rebuild import rebuild_task
+    from engine.tasks import run
     try:
-        trash = root / REBUILD_TRASH
-        shutil.rmtree(trash, ignore_errors=True)
-        trash.mkdir(exist_ok=True)
-        for d in ("consumequeue", "consumequeue_ext", "index"):
-            if os.path.lexists(root / d):
-                os.rename(root / d, trash / d)
-        shutil.rmtree(trash, ignore_errors=True)
+        return run(rebuild_task(root, cfg), _progress_printer("rebuild"))
     finally:
-        lock.release()
-    with MessageStore.open(root, cfg, read_only=False) as s:
-        r = s.recovery
-        return {"dispatched": r.dispatched, "unitsWritten": r.units_written, "indexEntries": r.index_entries_added,
-                "queues": len(s.queues), "indexFiles": len(s.index.files), "commitlogMaxOffset": s.max_offset,
-                "abnormal": r.abnormal}
+        _clear_progress()
 
 
 def cmd_check(store, args) -> int:
@@ -263,8 +251,12 @@ def cmd_check(store, args) -> int:
 
 def print_recover_result(args, out: dict) -> int:
     if args.json:
-        print(json.dumps(out))
-    else:
-        for k, v in out.items():
+        print(json.dumps({k: v for k, v in out.items() if k != "planText"}))
+        return 0
+    print(("recovery plan (dry run: nothing written)" if out["dryRun"] else "recovery plan (applied)") + ":")
+    for line in out["planText"]:
+        print(f"  {line}")
+    for k, v in out.items():
+        if k not in ("plan", "planText"):
             print(f"{k:26} {v}")
     return 0

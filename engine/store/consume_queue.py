@@ -78,13 +78,21 @@ class ConsumeQueue:
 
     # ---- recovery ------------------------------------------------------------------
     def recover(self, exact: bool = True) -> None:
-        """§8.9: scan the last three files for the first invalid unit. exact=False (read-only
-        opens and refreshes, with the compiled scan): the end by binary search plus an exact
-        scan of the last 1,024 units before it -- where a crash or a live writer leaves torn
-        units -- so an open costs O(files), not O(messages)."""
+        """§8.9: the end `find_end` finds, set (files after it dropped and zeroed when writable)."""
+        found = self.find_end(exact)
+        if found is not None:
+            self.set_end(*found)
+
+    def find_end(self, exact: bool = True) -> tuple[int, int] | None:
+        """§8.9 without writing: (byte end, maxPhysicOffset) from the first invalid unit of the
+        last three files; None with no file. exact=False (read-only opens and refreshes, with
+        the compiled scan): the end by binary search plus an exact scan of the last 1,024 units
+        before it -- where a crash or a live writer leaves torn units -- so an open costs
+        O(files), not O(messages)."""
         files = self.queue.files
         if not files:
-            return
+            return None
+        max_physic = self.max_physic_offset
         end_file, end_pos = files[-1], self.file_size
         for f in files[max(0, len(files) - 3):]:
             u = self.view(f)
@@ -98,18 +106,30 @@ class ConsumeQueue:
             if n:
                 end = self._record_end(u, n)
                 if end is not None:
-                    self.max_physic_offset = end
+                    max_physic = end
             end_file, end_pos = f, n * CQ_UNIT_SIZE
             if n < self.units_per_file:
                 break
-        self._set_end(end_file.file_from_offset + end_pos)
+        return end_file.file_from_offset + end_pos, max_physic
+
+    def set_end(self, end: int, max_physic_offset: int) -> None:
+        self.max_physic_offset = max_physic_offset
+        self._set_end(end)
 
     def truncate_dirty(self, phy_end: int) -> None:
-        """§8.10: drop units whose record starts at or after the commitlog end `phy_end`.
-        Walks back from the last file; a file whose first unit is dirty goes entirely."""
-        self.max_physic_offset = phy_end
+        """§8.10: drop units whose record starts at or after the commitlog end `phy_end`."""
+        self.set_end(*self.dirty_end(phy_end))
+
+    def dirty_end(self, phy_end: int, limit: int | None = None) -> tuple[int, int]:
+        """§8.10 without writing: (byte end, maxPhysicOffset) once the units whose record starts
+        at or after `phy_end` are dropped. Walks back from the last file; a file whose first
+        unit is dirty goes entirely. `limit`: a byte end `set_end` will have set first on a
+        writable queue (files after it deleted, units after it zeroed)."""
+        max_physic = phy_end
         end = self.queue.min_offset
         for f in reversed(self.queue.files):
+            if limit is not None and f.file_from_offset >= limit:
+                continue  # deleted, or zeroed from its first unit
             u = self.view(f)
             first_phy, first_size = int(u[0]["phyOffset"]), int(u[0]["size"])
             # a file created but not yet written (a writer's roll-over, seen live or after a
@@ -124,12 +144,14 @@ class ConsumeQueue:
                 ok[0] = True
                 bad = np.flatnonzero(~ok)
                 n = int(bad[0]) if bad.size else len(u)
+            if limit is not None:
+                n = min(n, (limit - f.file_from_offset) // CQ_UNIT_SIZE)
             rec_end = self._record_end(u, n)
             if rec_end is not None:
-                self.max_physic_offset = rec_end
+                max_physic = rec_end
             end = f.file_from_offset + n * CQ_UNIT_SIZE
             break
-        self._set_end(end)
+        return end, max_physic
 
     @staticmethod
     def _record_end(u: np.ndarray, n: int) -> int | None:

@@ -23,6 +23,7 @@ class IndexService:
         self.warnings: list[str] = []
         self.on_file_full = None  # callback(endTimestamp) -> checkpoint.indexMsgTimestamp
         self.entries_added = 0  # by build_index (recovery's report)
+        self.empty_files: list[str] = []  # zero-length files a writable load found (recovery deletes them)
 
     def load(self) -> "IndexService":
         try:
@@ -37,7 +38,7 @@ class IndexService:
                 self.skipped.append(str(p))
                 continue
             if self.writable and p.stat().st_size == 0:
-                p.unlink(missing_ok=True)  # a creation cut short by a crash: nothing in it
+                self.empty_files.append(name)  # a creation cut short by a crash: recovery deletes it
                 continue
             try:
                 self.files.append(IndexFile(p, self.cfg.maxHashSlotNum, self.cfg.maxIndexNum, writable=self.writable))
@@ -45,10 +46,20 @@ class IndexService:
                 if self.writable:
                     raise
                 self.warnings.append(f"skipped index file: {e}")  # a reader carries on without it
-        if self.writable and self.files:
-            self.files[-1].repair_torn_put()  # the only file a crashed writer was appending to
-            self._inherit_into_empty_last()
         return self
+
+    def repair_after_crash(self) -> int:
+        """Recovery's first writes to the index (writable only): the empty files deleted, the
+        torn slots of the last file (the only one a crashed writer was appending to) pointed
+        back, and an empty last file given its inherited header. Returns the slots repaired."""
+        for name in self.empty_files:
+            (self.directory / name).unlink(missing_ok=True)
+        self.empty_files = []
+        if not (self.writable and self.files):
+            return 0
+        repaired = self.files[-1].repair_torn_put()
+        self._inherit_into_empty_last()
+        return repaired
 
     def _inherit_into_empty_last(self) -> None:
         """A writer killed between creating an index file and writing its inherited header
@@ -189,19 +200,26 @@ class IndexService:
                 return name
             time.sleep(0.001)
 
+    def files_after(self, timestamp: int) -> list[IndexFile]:
+        """Crash recovery's rule (§12.6): index files whose endTimestamp > the checkpoint's
+        indexMsgTimestamp go, and (unlike RocketMQ, which tests each file alone) every file
+        after the first that goes: a later file kept (store times that went back, an empty file
+        whose header was never written) would leave a hole recovery cannot see, since it
+        resumes after the last file."""
+        for i, f in enumerate(self.files):
+            if f.header.endTimestamp > timestamp:
+                return self.files[i:]
+        return []
+
     def delete_after(self, timestamp: int) -> list[str]:
-        """Crash recovery: index files whose endTimestamp > the checkpoint's indexMsgTimestamp go,
-        and (unlike RocketMQ, which tests each file alone) every file after the first that goes:
-        a later file kept (store times that went back, an empty file whose header was never
-        written) would leave a hole recovery cannot see, since it resumes after the last file."""
+        """Delete `files_after(timestamp)`; returns their names."""
         gone = []
-        for f in list(self.files):
-            if gone or f.header.endTimestamp > timestamp:
-                gone.append(f.name)
-                path = f.path
-                f.close()
-                path.unlink(missing_ok=True)
-                self.files.remove(f)
+        for f in list(self.files_after(timestamp)):
+            gone.append(f.name)
+            path = f.path
+            f.close()
+            path.unlink(missing_ok=True)
+            self.files.remove(f)
         if gone:
             fsync_dir(self.directory)  # the deletions are durable before anything is rebuilt after them
         if gone and self.writable:

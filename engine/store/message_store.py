@@ -2,29 +2,29 @@
 plus the write side when opened read-write).
 
 Opening read-only maps every file with ACCESS_READ, takes no lock and writes nothing; it
-still runs recovery's *reasoning* (where valid data ends, which CQ units are dirty) so that
-it reads exactly the prefix RocketMQ would keep."""
+still plans recovery (engine.store.recovery: where valid data ends, which CQ units are dirty)
+and applies the plan in memory, so that it reads exactly the prefix RocketMQ would keep."""
 from __future__ import annotations
 
 import dataclasses
-import os
-import stat
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.store.checkpoint import Checkpoint
-from engine.store.commit_log import CommitLog, ScanResult
-from engine.config import INT32_MAX, StoreConfig
+from engine.store.commit_log import CommitLog
+from engine.config import StoreConfig
 from engine.format.config_json import CONFIG_FILES, consumer_offsets, load_config_json, store_config_json
-from engine.store.dispatcher import dispatch
+from engine.store import recovery
+from engine.store.detect import _subdirs, detect_config, refuse_escaping_paths, refuse_foreign_files
+from engine.store.recovery import RecoveryPlan, RecoveryReport
+from engine.tasks import CancelToken, Progress, Task, run
 from engine.store.consume_queue import ConsumeQueue
-from engine.errors import ConfigError, MessageRejectedError, NotAStoreError, ReadOnlyStoreError, StoreError
-from engine.store import index_geometry
+from engine.errors import MessageRejectedError, NotAStoreError, ReadOnlyStoreError, StoreError
 from engine.store.index_file import LONG_MAX
 from engine.files.mapped_file import durable_touch, refuse_full_tmpfs
 from engine.store.index_service import IndexService
-from engine.format.message import Message, RecordStatus
+from engine.format.message import Message
 from engine.format.msgid import decode_offset_msg_id, looks_like_msg_id
 from engine.store.store_lock import StoreLock, holder_pid
 from engine.store import page as _page  # getMessage's loop and its lazy page
@@ -73,147 +73,6 @@ class QueryResult:
                 "messages": [m.to_json(with_body) for m in self.messages]}
 
 
-@dataclass
-class RecoveryReport:
-    abnormal: bool
-    commitlog: ScanResult
-    cq_max_physic_offset: int
-    truncated_queues: list[str] = field(default_factory=list)
-    deleted_index_files: list[str] = field(default_factory=list)
-    dispatched: int = 0          # records re-dispatched (before, during and after the scan)
-    units_written: int = 0       # ConsumeQueue units those records added
-    index_entries_added: int = 0  # index entries they added
-
-
-def detect_config(root: Path, cfg: StoreConfig, read_only: bool = True) -> StoreConfig:
-    """Fill in file sizes the caller did not set, from the files, when they agree."""
-    values = {}
-    if "mappedFileSizeCommitLog" not in cfg.explicit:
-        sizes = _sizes(cfg.commitlog_dirs)
-        if len(sizes) > 1 and not cfg.tolerant:
-            raise ConfigError(f"commitlog files have different sizes {sorted(sizes)}; set mappedFileSizeCommitLog",
-                              path=str(cfg.commitlog_dirs[0]))
-        if sizes:
-            values["mappedFileSizeCommitLog"] = _mappable(_majority(sizes), cfg.commitlog_dirs[0])
-    if "mappedFileSizeConsumeQueue" not in cfg.explicit:
-        cq_root = root / "consumequeue"
-        dirs = [q for t in _subdirs(cq_root) for q in _subdirs(t)]
-        sizes = _sizes(dirs)
-        if len(sizes) > 1 and not cfg.tolerant:
-            raise ConfigError(f"consume queue files have different sizes {sorted(sizes)}", path=str(cq_root))
-        if sizes:
-            values["mappedFileSizeConsumeQueue"] = _mappable(_majority(sizes), cq_root)
-    notes: list[str] = []
-    if not {"maxHashSlotNum", "maxIndexNum"} & cfg.explicit:
-        values.update(_index_geometry(root / "index", cfg, read_only, notes))
-    if values:
-        explicit = cfg.explicit
-        cfg = cfg.with_values(**values)
-        cfg.explicit = set(explicit)  # detected, not chosen
-        cfg.detected = set(values)
-    cfg.notes = list(cfg.notes) + notes
-    return cfg
-
-
-def _index_geometry(index_dir: Path, cfg: StoreConfig, read_only: bool, notes: list[str]) -> dict:
-    """maxHashSlotNum and maxIndexNum as the index files' entries decide them (index_geometry).
-    Files with no entries cannot decide: a reader loses nothing by any fitting pair; a writer
-    would write entries where RocketMQ would not look, so it is refused with the candidates."""
-    verdict = index_geometry.read_store(index_dir)
-    g = verdict.geometry
-    if g is not None:
-        return {"maxHashSlotNum": g.slots, "maxIndexNum": g.entries}
-    size = verdict.size
-    if size is None or size == cfg.index_file_size:
-        return {}
-    fits = index_geometry.candidates(size, limit=4)
-    problems = "; ".join(f"{Path(f.path).name}: {f.problem}" for f in verdict.files if f.problem)
-    if not fits:
-        raise ConfigError(f"index file size {size} fits no index geometry (40 + 4 x maxHashSlotNum + "
-                          f"20 x maxIndexNum); set maxHashSlotNum and maxIndexNum", path=str(index_dir))
-    listed = ", ".join(f"maxHashSlotNum={c.slots} maxIndexNum={c.entries}" for c in fits)
-    why = (f"no index file of {size} bytes decides its geometry ({problems})" if problems else
-           f"the index files ({size} bytes) hold no entries, so their geometry cannot be decided")
-    count = index_geometry.count_candidates(size)
-    if not read_only:
-        raise ConfigError(f"{why}: {count} pairs fit, e.g. {listed}; set maxHashSlotNum and maxIndexNum",
-                          path=str(index_dir))
-    notes.append(f"{why}; reading them as maxHashSlotNum={fits[0].slots} maxIndexNum={fits[0].entries} "
-                 f"({count} pairs fit)")
-    return {"maxHashSlotNum": fits[0].slots, "maxIndexNum": fits[0].entries}
-
-
-def _mappable(size: int, where: Path) -> int:
-    """A data file RocketMQ could have written: Java maps files of at most 2 GiB - 1."""
-    if size > INT32_MAX:
-        raise ConfigError(f"a data file of {size} bytes: more than RocketMQ maps (2 GiB - 1); not a store file",
-                          path=str(where))
-    return size
-
-
-def refuse_escaping_paths(root: Path, cfg: StoreConfig) -> None:
-    """storePathRootDir and storePathCommitLog may only name the store folder and folders inside
-    it: a setting must never make a command read or write files elsewhere."""
-    real = os.path.realpath(root)
-    if cfg.storePathRootDir and os.path.realpath(cfg.storePathRootDir) != real:
-        raise ConfigError(f"storePathRootDir={cfg.storePathRootDir} is not the store folder; files outside the "
-                          "store are never used", path=str(root))
-    for d in filter(None, cfg.storePathCommitLog.split(",")):
-        p = os.path.realpath(d)
-        if os.path.commonpath([p, real]) != real:
-            raise ConfigError(f"storePathCommitLog={d} is outside the store; files outside the store are never used",
-                              path=str(root))
-
-
-def refuse_foreign_files(root: Path, cfg: StoreConfig) -> None:
-    """Before anything is written: every file a writer may touch must be a regular file. A
-    symbolic link (a store unpacked from elsewhere) would make recovery or a put write wherever
-    it points; a FIFO would block. Links to directories are trusted (a commitlog on another disk)."""
-    dirs = [root / "config", root / "index", *cfg.commitlog_dirs]
-    dirs += [q for t in _subdirs(root / "consumequeue") for q in _subdirs(t)]
-    entries = [root / "lock", root / "abort", root / "checkpoint"]
-    for d in dirs:
-        try:
-            entries.extend(d / n for n in os.listdir(d))
-        except OSError:
-            continue
-    for p in entries:
-        try:
-            st = os.lstat(p)
-        except OSError:
-            continue
-        if stat.S_ISLNK(st.st_mode) and p.is_dir():
-            continue
-        if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
-            raise StoreError("refusing to write: a symbolic link or special file among the store's files", path=str(p))
-
-
-def _subdirs(p: Path) -> list[Path]:
-    try:
-        return [e for e in p.iterdir() if e.is_dir()]
-    except OSError:
-        return []
-
-
-def _majority(sizes: dict[int, int]) -> int:
-    return max(sizes, key=lambda s: (sizes[s], s))
-
-
-def _sizes(dirs) -> dict[int, int]:
-    """{file size: how many data files have it} over the folders."""
-    sizes: dict[int, int] = {}
-    for d in dirs:
-        try:
-            for e in os.scandir(d):
-                if e.name.isdigit() and e.is_file():
-                    s = e.stat().st_size
-                    if s:
-                        sizes[s] = sizes.get(s, 0) + 1
-        except OSError:
-            continue
-    return sizes
-
-
 class MessageStore:
     """Open with MessageStore.open(root); close() (or use as a context manager) when done."""
 
@@ -226,7 +85,8 @@ class MessageStore:
         self.index: IndexService | None = None
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.warnings: list[str] = []
-        self._counts = [0, 0]  # recovery: records re-dispatched, CQ units they wrote
+        self.recovery_plan: RecoveryPlan | None = None
+        self.recovery: RecoveryReport | None = None
 
     # ---- opening ---------------------------------------------------------------------
     @classmethod
@@ -234,6 +94,15 @@ class MessageStore:
              config_file: str | None = None, tolerant: bool = False) -> "MessageStore":
         """tolerant (read-only, for check): files that do not fit the sizes are passed over and
         listed in `refused_files` instead of refusing the store; mixed sizes take the majority."""
+        return run(cls.open_task(root, config, read_only, config_file, tolerant))
+
+    @classmethod
+    def open_task(cls, root, config: StoreConfig | None = None, read_only: bool = True,
+                  config_file: str | None = None, tolerant: bool = False,
+                  cancel: CancelToken | None = None) -> Task["MessageStore"]:
+        """`open` as a task: Progress in the phases "plan", "consume queues", "index",
+        "commitlog"; returns the store. A cancelled open closes what it opened (`abort` stays:
+        the next open recovers again)."""
         root = Path(root)
         if not root.exists():
             raise NotAStoreError("no such folder", path=str(root))
@@ -259,7 +128,7 @@ class MessageStore:
         cfg.validate()
         store = cls(root, cfg, read_only)
         try:
-            store._load()
+            yield from store._load_task(cancel)
         except BaseException:
             store.close()
             raise
@@ -274,6 +143,9 @@ class MessageStore:
         return cls.open(root, cfg, read_only=False)
 
     def _load(self) -> None:
+        run(self._load_task())
+
+    def _load_task(self, cancel: CancelToken | None = None) -> Task[None]:
         root, cfg = self.root, self.cfg
         writable = not self.read_only
         if writable:
@@ -293,16 +165,18 @@ class MessageStore:
         self.warnings.extend(self.cfg.notes + self.index.warnings)
         self.writer = None
         if writable:
-            from engine.store.writer import StoreWriter
             # an index file filled by recovery's re-dispatch is recorded in the checkpoint, as
             # RocketMQ's IndexService does: a later crash then keeps it
             self.index.on_file_full = self._index_file_full
-            self.recovery = self._recover(dispatch=True)
+        yield Progress(0, 1, "plan")
+        self.recovery_plan = recovery.plan(self)
+        yield Progress(1, 1, "plan")
+        self.recovery = yield from recovery.apply(self.recovery_plan, self, cancel)
+        if writable:
+            from engine.store.writer import StoreWriter
             self._sync_recovery()
             self.writer = StoreWriter(self)
             self.writer.start_flush_service()
-        else:
-            self.recovery = self._recover()
 
     def _load_queues(self, writable: bool, skip: set | None = None) -> None:
         cq_root = self.root / "consumequeue"
@@ -324,99 +198,6 @@ class MessageStore:
                         raise
                     continue  # refresh: a file still being created (or sizes not known yet): next time
                 self.queues[(tdir.name, qid)] = cq
-
-    def _recover(self, dispatch: bool = False) -> RecoveryReport:
-        """Recovery (§12). Read-only, its decisions only shape what is read (nothing is
-        written); read-write (dispatch=True) they are applied to the files: untrusted index
-        files deleted, records re-dispatched, torn tails truncated and zeroed."""
-        for cq in self.queues.values():
-            cq.recover(exact=dispatch)
-        cq_max = max((cq.max_physic_offset for cq in self.queues.values()), default=-1)
-        cl = self.commitlog
-        deleted_index: list[str] = []
-        on_message = None
-        self._counts = [0, 0]  # records dispatched, CQ units written
-        entries_before = self.index.entries_added
-        if self.abort_present:
-            start = cl.abnormal_start_index(self.checkpoint)
-            if dispatch:
-                deleted_index = self.index.delete_after(self.checkpoint.indexMsgTimestamp)
-                on_message = self._dispatch_recovered
-                if cl.files:
-                    self._dispatch_before(cq_max, cl.files[start].file_from_offset)
-        else:
-            start = cl.normal_start_index(cq_max)
-        start_pos = 0
-        if not dispatch and not self.abort_present and cl.files:
-            # read-only after a clean shutdown: the records the consume queues reference were
-            # valid when dispatched, so the scan for the end starts after the last of them
-            # (checked here) instead of CRC-checking the last three files: open costs O(files)
-            vouched = self._vouched_end()
-            if vouched is not None and vouched >= cl.files[start].file_from_offset:
-                f = cl.queue.find(vouched)
-                start, start_pos = cl.queue.index_of(f), vouched - f.file_from_offset
-        scan = cl.scan(start, on_message, start_pos) if cl.files else \
-            ScanResult(None, 0, 0, stop_reason="no commitlog files")
-        report = RecoveryReport(self.abort_present, scan, cq_max, deleted_index_files=deleted_index)
-        scan.deleted_files = cl.apply_end(scan.end_offset, zero=dispatch)
-        if cq_max >= scan.end_offset:
-            for cq in self.queues.values():
-                if not dispatch and cq.max_physic_offset <= scan.end_offset:
-                    continue  # read-only: every unit it kept ends inside the log, none is dirty
-                before = cq.max_offset
-                cq.truncate_dirty(scan.end_offset)
-                if cq.max_offset != before:
-                    report.truncated_queues.append(f"{cq.topic}/{cq.queue_id}")
-        if dispatch:  # reput: catch up from where the least advanced builder stopped (idempotent)
-            self.index.clamp_end(scan.end_offset)
-            cq_end = max((cq.max_physic_offset for cq in self.queues.values()), default=-1)
-            begin = min(self._resume_offset(cq_end), scan.end_offset)
-            for msg in cl.iter_messages(begin, scan.end_offset):
-                self._dispatch_recovered(msg)
-            report.dispatched, report.units_written = self._counts
-            report.index_entries_added = self.index.entries_added - entries_before
-        for cq in self.queues.values():
-            cq.correct_min_offset(cl.min_offset)
-        return report
-
-    def _resume_offset(self, cq_end: int) -> int:
-        """Where re-dispatch must start so that neither builder misses a record: the end of
-        what the consume queues hold (RocketMQ's reput start) or, if earlier, the first record
-        the index lacks (a writer or a rebuild killed between a record's CQ unit and its index
-        entries, an index deleted or cut short). Both builders skip what they already hold."""
-        begin = max(cq_end, 0)
-        if self.cfg.messageIndexEnable:
-            begin = min(begin, self.index.resume_offset(self.commitlog))
-        return max(self.commitlog.min_offset, begin)
-
-    def _dispatch_before(self, cq_max: int, offset: int) -> None:
-        """Crash recovery re-dispatches from the abnormal start file (min(physic, logics) - 3 s,
-        §12.4) but first deletes the index files newer than indexMsgTimestamp (§12.6): unless
-        messageIndexSafe, RocketMQ then loses the keys in between (a hole between two index
-        files), and with consume queues behind the start file (all deleted by a rebuild, or a
-        rebuild killed half-way) it never dispatches the records before it (whole queues
-        vanish, others start late behind filler units). Dispatch [resume point, start) first."""
-        for msg in self.commitlog.iter_messages(self._resume_offset(cq_max), offset):
-            self._dispatch_recovered(msg)
-
-    def _vouched_end(self) -> int | None:
-        """End of the last record any consume queue references, if that record checks out."""
-        best = max(self.queues.values(), key=lambda cq: cq.max_physic_offset, default=None)
-        if best is None or best.max_offset <= 0 or best.max_physic_offset <= 0:
-            return None
-        unit = best.unit(best.max_offset - 1)
-        if unit is None:
-            return None
-        phy, size, _ = unit
-        r = self.commitlog.read_record(phy, self.commitlog.recover_opts)
-        if r.status is not RecordStatus.MESSAGE or r.size != size or phy + size != best.max_physic_offset:
-            return None
-        return phy + size
-
-    def _dispatch_recovered(self, msg: Message) -> None:
-        self._counts[0] += 1
-        if dispatch(self, msg):
-            self._counts[1] += 1
 
     def _store_new_topics(self) -> None:
         """topics.json gains the topics this session created (fastjson layout, .bak kept)."""

@@ -1,0 +1,141 @@
+"""What the files say before a store is opened: the sizes the caller did not set (detected
+from the data files and the index files), and the refusals that protect the files (paths
+outside the store, links or special files where a writer would write)."""
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+
+from engine.config import INT32_MAX, StoreConfig
+from engine.errors import ConfigError, StoreError
+from engine.store import index_geometry
+
+
+def detect_config(root: Path, cfg: StoreConfig, read_only: bool = True) -> StoreConfig:
+    """Fill in file sizes the caller did not set, from the files, when they agree."""
+    values = {}
+    if "mappedFileSizeCommitLog" not in cfg.explicit:
+        sizes = _sizes(cfg.commitlog_dirs)
+        if len(sizes) > 1 and not cfg.tolerant:
+            raise ConfigError(f"commitlog files have different sizes {sorted(sizes)}; set mappedFileSizeCommitLog",
+                              path=str(cfg.commitlog_dirs[0]))
+        if sizes:
+            values["mappedFileSizeCommitLog"] = _mappable(_majority(sizes), cfg.commitlog_dirs[0])
+    if "mappedFileSizeConsumeQueue" not in cfg.explicit:
+        cq_root = root / "consumequeue"
+        dirs = [q for t in _subdirs(cq_root) for q in _subdirs(t)]
+        sizes = _sizes(dirs)
+        if len(sizes) > 1 and not cfg.tolerant:
+            raise ConfigError(f"consume queue files have different sizes {sorted(sizes)}", path=str(cq_root))
+        if sizes:
+            values["mappedFileSizeConsumeQueue"] = _mappable(_majority(sizes), cq_root)
+    notes: list[str] = []
+    if not {"maxHashSlotNum", "maxIndexNum"} & cfg.explicit:
+        values.update(_index_geometry(root / "index", cfg, read_only, notes))
+    if values:
+        explicit = cfg.explicit
+        cfg = cfg.with_values(**values)
+        cfg.explicit = set(explicit)  # detected, not chosen
+        cfg.detected = set(values)
+    cfg.notes = list(cfg.notes) + notes
+    return cfg
+
+
+def _index_geometry(index_dir: Path, cfg: StoreConfig, read_only: bool, notes: list[str]) -> dict:
+    """maxHashSlotNum and maxIndexNum as the index files' entries decide them (index_geometry).
+    Files with no entries cannot decide: a reader loses nothing by any fitting pair; a writer
+    would write entries where RocketMQ would not look, so it is refused with the candidates."""
+    verdict = index_geometry.read_store(index_dir)
+    g = verdict.geometry
+    if g is not None:
+        return {"maxHashSlotNum": g.slots, "maxIndexNum": g.entries}
+    size = verdict.size
+    if size is None or size == cfg.index_file_size:
+        return {}
+    fits = index_geometry.candidates(size, limit=4)
+    problems = "; ".join(f"{Path(f.path).name}: {f.problem}" for f in verdict.files if f.problem)
+    if not fits:
+        raise ConfigError(f"index file size {size} fits no index geometry (40 + 4 x maxHashSlotNum + "
+                          f"20 x maxIndexNum); set maxHashSlotNum and maxIndexNum", path=str(index_dir))
+    listed = ", ".join(f"maxHashSlotNum={c.slots} maxIndexNum={c.entries}" for c in fits)
+    why = (f"no index file of {size} bytes decides its geometry ({problems})" if problems else
+           f"the index files ({size} bytes) hold no entries, so their geometry cannot be decided")
+    count = index_geometry.count_candidates(size)
+    if not read_only:
+        raise ConfigError(f"{why}: {count} pairs fit, e.g. {listed}; set maxHashSlotNum and maxIndexNum",
+                          path=str(index_dir))
+    notes.append(f"{why}; reading them as maxHashSlotNum={fits[0].slots} maxIndexNum={fits[0].entries} "
+                 f"({count} pairs fit)")
+    return {"maxHashSlotNum": fits[0].slots, "maxIndexNum": fits[0].entries}
+
+
+def _mappable(size: int, where: Path) -> int:
+    """A data file RocketMQ could have written: Java maps files of at most 2 GiB - 1."""
+    if size > INT32_MAX:
+        raise ConfigError(f"a data file of {size} bytes: more than RocketMQ maps (2 GiB - 1); not a store file",
+                          path=str(where))
+    return size
+
+
+def refuse_escaping_paths(root: Path, cfg: StoreConfig) -> None:
+    """storePathRootDir and storePathCommitLog may only name the store folder and folders inside
+    it: a setting must never make a command read or write files elsewhere."""
+    real = os.path.realpath(root)
+    if cfg.storePathRootDir and os.path.realpath(cfg.storePathRootDir) != real:
+        raise ConfigError(f"storePathRootDir={cfg.storePathRootDir} is not the store folder; files outside the "
+                          "store are never used", path=str(root))
+    for d in filter(None, cfg.storePathCommitLog.split(",")):
+        p = os.path.realpath(d)
+        if os.path.commonpath([p, real]) != real:
+            raise ConfigError(f"storePathCommitLog={d} is outside the store; files outside the store are never used",
+                              path=str(root))
+
+
+def refuse_foreign_files(root: Path, cfg: StoreConfig) -> None:
+    """Before anything is written: every file a writer may touch must be a regular file. A
+    symbolic link (a store unpacked from elsewhere) would make recovery or a put write wherever
+    it points; a FIFO would block. Links to directories are trusted (a commitlog on another disk)."""
+    dirs = [root / "config", root / "index", *cfg.commitlog_dirs]
+    dirs += [q for t in _subdirs(root / "consumequeue") for q in _subdirs(t)]
+    entries = [root / "lock", root / "abort", root / "checkpoint"]
+    for d in dirs:
+        try:
+            entries.extend(d / n for n in os.listdir(d))
+        except OSError:
+            continue
+    for p in entries:
+        try:
+            st = os.lstat(p)
+        except OSError:
+            continue
+        if stat.S_ISLNK(st.st_mode) and p.is_dir():
+            continue
+        if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+            raise StoreError("refusing to write: a symbolic link or special file among the store's files", path=str(p))
+
+
+def _subdirs(p: Path) -> list[Path]:
+    try:
+        return [e for e in p.iterdir() if e.is_dir()]
+    except OSError:
+        return []
+
+
+def _majority(sizes: dict[int, int]) -> int:
+    return max(sizes, key=lambda s: (sizes[s], s))
+
+
+def _sizes(dirs) -> dict[int, int]:
+    """{file size: how many data files have it} over the folders."""
+    sizes: dict[int, int] = {}
+    for d in dirs:
+        try:
+            for e in os.scandir(d):
+                if e.name.isdigit() and e.is_file():
+                    s = e.stat().st_size
+                    if s:
+                        sizes[s] = sizes.get(s, 0) + 1
+        except OSError:
+            continue
+    return sizes

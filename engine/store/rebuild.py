@@ -1,0 +1,50 @@
+"""Rebuild (§12.7): every ConsumeQueue and index file dropped, then rebuilt from the commitlog
+by the recovery of a read-write open (normal, or abnormal when `abort` is there: the same
+commitlog end), which re-dispatches from the first record since nothing is dispatched yet."""
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+from engine.tasks import NEVER, CancelToken, Progress, Task
+
+REBUILD_TRASH = ".rmqstore-rebuild-trash"  # what a rebuild is deleting; a killed rebuild may leave it
+DROPPED = ("consumequeue", "consumequeue_ext", "index")
+
+
+def rebuild_task(root: Path, cfg, cancel: CancelToken | None = None) -> Task[dict]:
+    """Each folder is moved aside whole (one rename) before it is deleted, so a rebuild killed
+    at any point leaves every folder complete or absent, never a queue or an index with files
+    missing from the middle; the next read-write open (or rebuild) dispatches what is missing.
+    Cancel is honoured before anything is moved and then during the re-dispatch (which the
+    next open simply continues)."""
+    from engine.store.detect import refuse_foreign_files
+    from engine.store.message_store import MessageStore
+    from engine.store.store_lock import StoreLock
+    cancel = cancel or NEVER
+    root = Path(root)
+    yield Progress(0, 1, "plan", message="checking the store")
+    with MessageStore.open(root, cfg, read_only=True) as probe:  # validates the store first
+        cfg = probe.cfg
+    refuse_foreign_files(root, cfg)
+    cancel.raise_if_cancelled()
+    yield Progress(0, 1, "index", message="deleting the consume queues and the index")
+    lock = StoreLock(root)
+    lock.acquire()  # never delete the queues of a store a broker or another writer is using
+    try:
+        trash = root / REBUILD_TRASH
+        shutil.rmtree(trash, ignore_errors=True)
+        trash.mkdir(exist_ok=True)
+        for d in DROPPED:
+            if os.path.lexists(root / d):
+                os.rename(root / d, trash / d)
+        shutil.rmtree(trash, ignore_errors=True)
+    finally:
+        lock.release()
+    s = yield from MessageStore.open_task(root, cfg, read_only=False, cancel=cancel)
+    with s:
+        r = s.recovery
+        return {"dispatched": r.dispatched, "unitsWritten": r.units_written, "indexEntries": r.index_entries_added,
+                "queues": len(s.queues), "indexFiles": len(s.index.files), "commitlogMaxOffset": s.max_offset,
+                "abnormal": r.abnormal}
