@@ -21,11 +21,10 @@ from engine.store.recovery import RecoveryPlan, RecoveryReport
 from engine.tasks import CancelToken, Progress, Task, run
 from engine.store.consume_queue import ConsumeQueue
 from engine.errors import MessageRejectedError, NotAStoreError, ReadOnlyStoreError, StoreError
-from engine.store.index_file import LONG_MAX
+from engine.store.queries import Queries, QueryResult  # noqa: F401 (QueryResult: engine's facade)
 from engine.files.mapped_file import durable_touch, refuse_full_tmpfs
 from engine.store.index_service import IndexService
 from engine.format.message import Message
-from engine.format.msgid import decode_offset_msg_id, looks_like_msg_id
 from engine.store.store_lock import StoreLock, holder_pid
 from engine.store import page as _page  # getMessage's loop and its lazy page
 from engine.accel import load as _load_accel
@@ -57,23 +56,7 @@ if _page.KERNEL is not None:
     _page.KERNEL.bind_result(GetMessageResult)
 
 
-@dataclass
-class QueryResult:
-    messages: list[Message]
-    truncated: bool
-    offsets: list[int]                 # index hits in walk order (raw) / matched (exact)
-    false_hits: list[int] = field(default_factory=list)  # hash-only matches exact mode refused
-    indexLastUpdateTimestamp: int = 0
-    indexLastUpdatePhyoffset: int = 0
-
-    def to_json(self, with_body: bool = True) -> dict:
-        return {"truncated": self.truncated, "offsets": self.offsets, "falseHits": self.false_hits,
-                "indexLastUpdateTimestamp": self.indexLastUpdateTimestamp,
-                "indexLastUpdatePhyoffset": self.indexLastUpdatePhyoffset,
-                "messages": [m.to_json(with_body) for m in self.messages]}
-
-
-class MessageStore:
+class MessageStore(Queries):
     """Open with MessageStore.open(root); close() (or use as a context manager) when done."""
 
     def __init__(self, root: Path, cfg: StoreConfig, read_only: bool):
@@ -482,83 +465,6 @@ class MessageStore:
     _get_message_py = get_message  # the reference; the compiled twin falls back to it
     if _page.KERNEL is not None:
         get_message = _page.KERNEL.get_message
-
-    # ---- reading by key / id / time ----------------------------------------------------
-    def query_message(self, topic: str, key: str, begin: int = 0, end: int = LONG_MAX,
-                      max_num: int = 64, raw: bool = False, cap: int | None = None) -> QueryResult:
-        """Messages by key. raw=True: IndexService's answer as is (hash and time only, walk
-        order, duplicates kept, capped by maxMsgsNumBatch unless `cap` says otherwise (0 = none);
-        max_num 0 answers nothing, as RocketMQ does). Default: each candidate checked
-        against the message's real topic, KEYS tokens and UNIQ_KEY and its store time,
-        de-duplicated, newest first, `max_num` (0 = no cap) with a truncated flag."""
-        idx = self.index
-        if raw:
-            offs, lts, loff = idx.query_offset(topic, key, max_num, begin, end, cap=cap)
-            msgs = [m for m in (self.commitlog.get_message(o) for o in offs) if m is not None]
-            return QueryResult(msgs, False, offs, [], lts, loff)
-        offs, lts, loff = idx.query_offset(topic, key, LONG_MAX, max(0, begin - 1000), LONG_MAX, cap=0)
-        seen, matched, false_hits = set(), [], []
-        for o in offs:
-            if o in seen:
-                continue
-            seen.add(o)
-            m = self.commitlog.get_message(o)
-            if m is None:
-                continue
-            if m.topic == topic and (key in m.key_list or m.uniqKey == key):
-                if begin <= m.storeTimestamp <= end:
-                    matched.append(m)
-            else:
-                false_hits.append(o)
-        matched.sort(key=lambda m: (m.storeTimestamp, m.commitLogOffset), reverse=True)
-        truncated = bool(max_num) and len(matched) > max_num
-        if max_num:
-            matched = matched[:max_num]
-        return QueryResult(matched, truncated, [m.commitLogOffset for m in matched], false_hits, lts, loff)
-
-    def look_message_by_offset(self, offset: int) -> Message | None:
-        return self.commitlog.get_message(offset)
-
-    def lookup_id(self, msg_id: str, topic: str | None = None) -> tuple[str, list[Message]]:
-        """An id that is either an offset msgId or a UNIQ_KEY: ('offset'|'uniq'|'unknown', messages)."""
-        msg_id = msg_id.strip().upper()
-        if looks_like_msg_id(msg_id):
-            _, _, off = decode_offset_msg_id(msg_id)
-            m = self.commitlog.get_message(off) if self.min_offset <= off < self.max_offset else None
-            if m is not None and m.msgId == msg_id:
-                return "offset", [m]
-        topics = [topic] if topic else self.topics()
-        found: list[Message] = []
-        for t in topics:
-            found.extend(self.query_message(t, msg_id, max_num=0).messages)
-        found = [m for m in found if m.uniqKey == msg_id]
-        return ("uniq", found) if found else ("unknown", [])
-
-    def query_uniq(self, topic: str, uniq: str) -> list[Message]:
-        return [m for m in self.query_message(topic, uniq, max_num=0).messages if m.uniqKey == uniq]
-
-    def store_time_at(self, topic: str, queue_id: int, queue_offset: int) -> int:
-        cq = self.find_queue(topic, queue_id)
-        u = cq.unit(queue_offset) if cq else None
-        if u is None or not (queue_offset < cq.max_offset):
-            return -1
-        return self.commitlog.pickup_store_timestamp(u[0], u[1])
-
-    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int,
-                                    boundary: str | None = None) -> int:
-        """Queue offset for a store time. boundary=None: RocketMQ 4.9 (file picked by mtime,
-        nearest neighbour); 'lower'/'upper': 5.x (first unit >= t / last unit <= t)."""
-        from engine.store.time_lookup import offset_by_time_49, offset_by_time_5x
-        cq = self.find_queue(topic, queue_id)
-        if cq is None:
-            return 0
-        if boundary is None:
-            return offset_by_time_49(self, cq, timestamp)
-        return offset_by_time_5x(self, cq, timestamp, boundary)
-
-    def earliest_message_time(self, topic: str, queue_id: int) -> int:
-        cq = self.find_queue(topic, queue_id)
-        return self.store_time_at(topic, queue_id, cq.min_offset) if cq else -1
 
     # ---- whole log ---------------------------------------------------------------------
     def iter_messages(self, start: int | None = None, end: int | None = None):
