@@ -7,7 +7,7 @@ checkpoint says is safe) and stops at the first invalid record."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
+from typing import Iterator
 
 from engine.store.checkpoint import Checkpoint
 from engine.config import StoreConfig
@@ -114,10 +114,11 @@ class CommitLog:
                 yield r.message
 
     # ---- recovery ------------------------------------------------------------------------
-    def scan(self, start_index: int, on_message: Callable[[Message], None] | None = None,
-             start_pos: int = 0, opts: DecodeOptions | None = None, to_file_end: bool = False) -> ScanResult:
-        """§12.2: walk from files[start_index] with CRC checks until the first invalid record.
-        to_file_end: ignore write positions (how far records reach on disk, before recovery)."""
+    def scan(self, start_index: int, start_pos: int = 0, opts: DecodeOptions | None = None,
+             to_file_end: bool = False) -> ScanResult:
+        """§12.2: walk from files[start_index] with CRC checks until the first invalid record
+        (recovery.plan's one walk; apply re-dispatches after it). to_file_end: ignore write
+        positions (how far records reach on disk, before recovery)."""
         opts = opts or self.recover_opts
         files = self.files
         if not files:
@@ -129,7 +130,7 @@ class CommitLog:
         reason = ""
         # runs of ordinary records are vouched for in bulk (record_scan); check_record still
         # classifies every record after a run, so each stop and its reason are its own
-        fast = on_message is None and not to_file_end and record_scan.supports(opts)
+        fast = not to_file_end and record_scan.supports(opts)
         run, slow = record_scan.FIRST_RUN, 0
         while True:
             if fast and slow <= 0:
@@ -146,8 +147,6 @@ class CommitLog:
             if r.status is RecordStatus.MESSAGE:
                 last_valid = f.file_from_offset + pos
                 count += 1
-                if on_message is not None:
-                    on_message(r.message)
                 pos += r.size
             elif r.status is RecordStatus.SIZE_MISMATCH and to_file_end and r.size > 0:
                 pos += r.size

@@ -75,6 +75,9 @@ class QueueCut:
 
 @dataclass
 class RecoveryPlan:
+    """Everything recovery will do, decided before any of it is done. The topic queue table
+    (RocketMQ's recoverTopicQueueTable: each queue's next offset) is the queues' max offsets
+    once the queue cuts are made; consumer offsets are the broker's, left as they are."""
     abnormal: bool               # `abort` was there: the last run did not shut down cleanly
     writable: bool               # apply writes (and re-dispatches); else it shapes the views only
     start_rule: str              # which rule chose where the commitlog scan starts
