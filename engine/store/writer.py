@@ -16,8 +16,8 @@ from typing import NamedTuple
 
 from engine.format import properties as P
 from engine.errors import MessageRejectedError, StoreError, StoreFullError
-from engine.format.message import (BLANK_MAGIC, SCHEDULE_TOPIC, TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE,
-                      EncodedRecord, Message, MessageDraft, check_record, encode_record, parse_host)
+from engine.format.message import (BLANK_MAGIC, BLANK_RECORD_MIN, SCHEDULE_TOPIC, TRANSACTION_COMMIT_TYPE,
+                      TRANSACTION_NOT_TYPE, EncodedRecord, Message, MessageDraft, check_record, encode_record, parse_host)
 from engine.store.dispatcher import dispatch
 from engine.format.javahash import tags_code
 from engine.format.msgid import UniqKeyGenerator
@@ -181,7 +181,7 @@ class StoreWriter:
             raise MessageRejectedError(f"body is {len(d.body)} bytes; maxMessageSize is {self.cfg.maxMessageSize}")
         crc = self.cfg.enabledAppendPropCRC
         rec = encode_record(d, v2=v2, props_trailing=crc, crc_tail=crc)
-        if len(rec.data) + 8 > self.cfg.mappedFileSizeCommitLog:
+        if len(rec.data) + BLANK_RECORD_MIN > self.cfg.mappedFileSizeCommitLog:
             raise MessageRejectedError(f"record of {len(rec.data)} bytes does not fit a commitlog file of "
                                        f"{self.cfg.mappedFileSizeCommitLog} bytes")
         return rec
@@ -197,7 +197,7 @@ class StoreWriter:
         if len({(d.topic, d.queueId) for d in drafts}) > 1:
             raise MessageRejectedError("a batch must go to one topic and queue")
         total = sum(len(r.data) for r in recs)
-        if total + 8 > self.cfg.mappedFileSizeCommitLog:
+        if total + BLANK_RECORD_MIN > self.cfg.mappedFileSizeCommitLog:
             raise MessageRejectedError(f"batch of {total} bytes does not fit one commitlog file")
         with self.lock:
             cl = self.store.commitlog
@@ -262,8 +262,8 @@ class StoreWriter:
     def _file_with_room(self, size: int):
         q = self.store.commitlog.queue
         f = q.last
-        if f is not None and f.wrote_position < f.file_size and size + 8 <= f.file_size - f.wrote_position:
-            f.ensure_room(f.wrote_position + size + 8)  # a full disk refuses here, before any write
+        if f is not None and f.wrote_position < f.file_size and size + BLANK_RECORD_MIN <= f.file_size - f.wrote_position:
+            f.ensure_room(f.wrote_position + size + BLANK_RECORD_MIN)  # a full disk refuses here, before any write
             return f
         start = f.end_offset if f is not None else 0
         try:  # the next file first: if the disk is full, nothing (not even the BLANK) is written
@@ -272,7 +272,7 @@ class StoreWriter:
             raise StoreFullError(f"cannot create commitlog file: {e}", path=str(q.dirs[0])) from None
         if f is not None and f.wrote_position < f.file_size:
             remaining = f.file_size - f.wrote_position
-            f.ensure_room(f.wrote_position + 8)
+            f.ensure_room(f.wrote_position + BLANK_RECORD_MIN)
             f.write_at(f.wrote_position, _BLANK.pack(remaining, BLANK_MAGIC))
             f.wrote_position = f.file_size
             f.flush()
