@@ -97,7 +97,7 @@ cdef class Appender:
     cdef _Topic topic(self, str topic):
         t = self.topics.get(topic)
         if t is None:
-            from engine.store.writer import TOPIC_MAX_V1, TOPIC_RE
+            from engine.format.topic import TOPIC_MAX_V1, TOPIC_RE
             if not (0 < len(topic) <= TOPIC_MAX_V1 and TOPIC_RE.match(topic) is not None
                     and not topic.startswith(SCHEDULE_TOPIC)):
                 self.topics[topic] = False

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import errno
 import operator
-import re
 import threading
 import time
 from typing import NamedTuple
@@ -20,11 +19,9 @@ from engine.format.message import (BLANK_MAGIC, BLANK_RECORD_MIN, SCHEDULE_TOPIC
                       TRANSACTION_NOT_TYPE, EncodedRecord, Message, MessageDraft, check_record, encode_record, parse_host)
 from engine.store.dispatcher import dispatch
 from engine.format.javahash import tags_code
+from engine.format.topic import needs_v2, topic_problem
 from engine.format.msgid import UniqKeyGenerator
 
-TOPIC_RE = re.compile(r"[%|a-zA-Z0-9_-]+\Z")  # \Z: "$" would let a trailing newline through
-TOPIC_MAX_V1 = 127
-TOPIC_MAX_RETRY = 255
 import struct
 _BLANK = struct.Struct(">ii")
 _MAGIC_CRC = struct.Struct(">ii")
@@ -52,27 +49,24 @@ class PutResult(NamedTuple):
         return self._asdict()
 
 
-def validate_topic(topic: str, allow_v2: bool) -> bool:
-    """Broker/client topic rules; returns True when the topic needs a V2 record."""
-    if not topic:
-        raise MessageRejectedError("topic is empty")
-    if not TOPIC_RE.match(topic):
-        raise MessageRejectedError(f"topic {topic!r} has characters outside [%|a-zA-Z0-9_-]")
-    if len(topic) <= TOPIC_MAX_V1:
-        return False
-    if allow_v2 and topic.startswith("%RETRY%") and len(topic) <= TOPIC_MAX_RETRY:
-        return True
-    raise MessageRejectedError(f"topic is {len(topic)} characters; the limit is {TOPIC_MAX_V1}")
+def validate_topic(topic: str, allow_v2: bool, producer: bool = False) -> bool:
+    """engine.format.topic's rules as the write path's error; True when the topic needs a
+    V2 record."""
+    problem = topic_problem(topic, allow_v2, producer)
+    if problem:
+        raise MessageRejectedError(problem)
+    return needs_v2(topic)
 
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
 def validate_message(cfg, topic: str, body_size: int = 0, queue_id: int | None = None, flag: int = 0,
-                     delay_level: int = 0, properties: dict | None = None) -> None:
+                     delay_level: int = 0, properties: dict | None = None, producer: bool = False) -> None:
     """Every rule a message must pass that needs no store (the CLI checks them before it opens
-    a store read-write; draft() and encode() apply them again)."""
-    validate_topic(topic, cfg.autoMessageVersionOnTopicLen)
+    a store read-write; draft() and encode() apply them again). producer=True: also the
+    client's topic rules (no broker-only or system topic), as a producer's send would."""
+    validate_topic(topic, cfg.autoMessageVersionOnTopicLen, producer)
     if queue_id is not None and not 0 <= _integer(queue_id, "queue id") <= INT32_MAX:
         raise MessageRejectedError(f"queue id {queue_id} is outside 0..{INT32_MAX}")
     if not INT32_MIN <= _integer(flag, "flag") <= INT32_MAX:

@@ -12,19 +12,9 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from engine import Message
+from engine.format.text import parse_tags_expression
 
 from .queue_rows import QueueRow, iter_rows_with_messages, page_rows
-
-
-def parse_tag_expression(expr: str) -> frozenset[str] | None:
-    """None means every tag (`*` or empty); otherwise the set of tags, like SubscriptionData."""
-    expr = (expr or "").strip()
-    if not expr or expr == "*":
-        return None
-    tags = frozenset(t.strip() for t in expr.split("||") if t.strip())
-    if not tags:
-        raise ValueError(f"tag expression {expr!r} names no tag")
-    return tags
 
 
 @dataclass(frozen=True)
@@ -53,7 +43,7 @@ class MessageFilter:
 
     def predicate(self) -> Callable[[Message], bool]:
         """Compile to a function; raises ValueError (with a message for the user) on bad input."""
-        tags = parse_tag_expression(self.tags)
+        tags = parse_tags_expression(self.tags)
         key = self.key.strip()
         name, value = None, None
         if self.prop.strip():
