@@ -42,10 +42,6 @@ def hexdump_c(data: bytes, base: int = 0, total: int | None = None) -> str:
     return "\n".join(lines)
 
 
-def decode_text(data: bytes, encoding: str) -> str:
-    return data.decode(encoding, errors="replace")
-
-
 def render(body: bytes, mode: str, show_all: bool = False) -> tuple[str, str, int, bool]:
     """(text for a plain-text view, the mode used, bytes shown, truncated?). JSON that does
     not parse falls back to UTF-8 text, never to an error."""

@@ -72,13 +72,6 @@ def format_epoch_ms(ms: int | None, utc: bool = False, tz: timezone | None = Non
     return f"{ms} ({format_ms_readable(ms, utc, tz)})"
 
 
-def format_ms_with_raw(ms: int | None, utc: bool = False) -> str:
-    """'2026-11-22T01:25:26.891Z  (1795310726891)': the exact integer next to the readable time."""
-    if ms is None:
-        return MISSING
-    return f"{format_ms(ms, utc)}  ({ms})"
-
-
 def format_duration_ms(ms: int) -> str:
     s, ms = divmod(max(0, int(ms)), 1000)
     m, s = divmod(s, 60)

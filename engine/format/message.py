@@ -45,10 +45,6 @@ def body_crc(body: bytes) -> int:
     return crc32(body) & 0x7FFFFFFF if body else 0
 
 
-def transaction_type(sys_flag: int) -> int:
-    return sys_flag & 0x0C
-
-
 def format_host(addr: bytes, port: int) -> str:
     """Like Java's InetSocketAddress rendering: IPv6 in full, uncompressed groups."""
     if len(addr) == 4:

@@ -12,7 +12,6 @@ from datetime import datetime, timezone
 UTF8, GBK, JSON, HEX = "utf-8", "gbk", "json", "hex"
 TEXT_LIMIT = 64 * 1024      # bytes sniffed (and shown as text before "show all")
 PREVIEW_BYTES = 160         # bytes a preview ever looks at
-TEMPLATE_TOKENS = ("{i}", "{n}", "{count}", "{ts}", "{uuid}")
 
 _KEEP = {0x09, 0x0A}        # tab and newline stay as they are in text views
 _PICTURES = {c: chr(0x2400 + c) for c in range(0x20) if c not in _KEEP}
