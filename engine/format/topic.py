@@ -21,7 +21,7 @@ def topic_problem(topic: str, allow_v2: bool = False, producer: bool = False) ->
     if not topic:
         return "topic is empty"
     if not TOPIC_RE.match(topic):
-        return f"topic {topic!r} has characters outside [%|a-zA-Z0-9_-]"
+        return f"topic {topic!r} has illegal characters: characters outside [%|a-zA-Z0-9_-] are not allowed"
     if len(topic) > TOPIC_MAX_V1 and not (allow_v2 and topic.startswith("%RETRY%") and len(topic) <= TOPIC_MAX_RETRY):
         return f"topic is {len(topic)} characters; the limit is {TOPIC_MAX_V1}"
     if producer:
