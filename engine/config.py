@@ -13,11 +13,10 @@ from pathlib import Path
 
 from engine.errors import ConfigError
 
-CQ_UNIT_SIZE = 20
-INDEX_HEADER_SIZE = 40
-INDEX_SLOT_SIZE = 4
-INDEX_ENTRY_SIZE = 20
-CHECKPOINT_SIZE = 4096
+from engine.format.checkpoint_layout import CHECKPOINT_SIZE  # noqa: F401 - the layouts are engine/format's
+from engine.format.cq_unit import CQ_UNIT_SIZE
+from engine.format.index_layout import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
+
 INT32_MAX = (1 << 31) - 1  # Java's int: the largest file a MappedFile maps
 # Sizes are not recorded in RocketMQ's files, so `rmqstore init` writes the settings it made a
 # store with here (broker.conf syntax); RocketMQ ignores the file, opens read it below what the

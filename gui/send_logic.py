@@ -1,20 +1,16 @@
-"""What the send dialog checks and sends (no Qt): RocketMQ's topic rules, user properties,
-bodies from text / JSON / hex / file, count with templating, and the send loop itself
-(a generator: progress between messages, cancellable)."""
+"""What the send dialog checks and sends (no Qt): user properties, bodies from text / JSON /
+hex / file, count with templating, and the send loop itself (a generator: progress between
+messages, cancellable). The topic rules and the templates are the engine's (engine/format),
+the same the CLI's send uses."""
 from __future__ import annotations
 
 import json
 import re
-import time
-import uuid
 from dataclasses import dataclass, field
 
-TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
-TOPIC_MAX_LENGTH = 127
-# TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET and the broker's system topics
-NOT_ALLOWED_SEND = {"SCHEDULE_TOPIC_XXXX", "RMQ_SYS_TRANS_HALF_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC",
-                    "TRANS_CHECK_MAX_TIME_TOPIC", "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT"}
-SYSTEM_TOPICS = {"TBW102", "RMQ_SYS_TRACE_TOPIC", "BenchmarkTest"}
+from engine.format.text import render_template
+from engine.format.topic import topic_problem
+
 # MessageConst.STRING_HASH_SET: names Message.putUserProperty refuses
 RESERVED_PROPERTIES = {
     "KEYS", "TAGS", "WAIT", "DELAY", "RETRY_TOPIC", "REAL_TOPIC", "REAL_QID", "TRAN_MSG", "PGROUP",
@@ -25,24 +21,6 @@ RESERVED_PROPERTIES = {
     "MSG_TYPE", "__STARTDELIVERTIME", "SHARDING_KEY", "__CRC32#",
 }
 BODY_TEXT, BODY_JSON, BODY_HEX, BODY_FILE = "text", "json", "hex", "file"
-TOKENS = ("{i}", "{n}", "{count}", "{ts}", "{uuid}")
-
-
-def validate_topic(topic: str) -> str | None:
-    """RocketMQ's client check (Validators.checkTopic); None when the topic is fine."""
-    if not topic or not topic.strip():
-        return "The specified topic is blank."
-    if not TOPIC_RE.match(topic):
-        return f"The specified topic [{topic}] contains illegal characters, allowing only ^[%|a-zA-Z0-9_-]+$"
-    if len(topic) > TOPIC_MAX_LENGTH:
-        return f"The specified topic is longer than topic max length {TOPIC_MAX_LENGTH}."
-    if topic in NOT_ALLOWED_SEND:
-        return f"Sending message to topic [{topic}] is forbidden."
-    if topic in SYSTEM_TOPICS or topic.lower().startswith("rmq_sys_"):
-        return f"The topic [{topic}] is conflict with system topic."
-    return None
-
-
 def parse_properties(text: str) -> dict[str, str]:
     """One `name=value` per line; blank lines and lines starting with # are skipped."""
     props: dict[str, str] = {}
@@ -84,15 +62,6 @@ def body_from(mode: str, text: str) -> bytes:
     raise ValueError(f"unknown body mode {mode!r}")
 
 
-def render_template(s: str, i: int, count: int, now_ms: int | None = None) -> str:
-    """{i} 0-based index, {n} 1-based, {count}, {ts} epoch ms, {uuid} a random UUID."""
-    if "{" not in s:
-        return s
-    now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-    return (s.replace("{i}", str(i)).replace("{n}", str(i + 1)).replace("{count}", str(count))
-            .replace("{ts}", str(now_ms)).replace("{uuid}", str(uuid.uuid4())))
-
-
 @dataclass
 class SendPlan:
     topic: str
@@ -108,7 +77,7 @@ class SendPlan:
 
     def check(self) -> None:
         """Raise ValueError with the first problem, for the dialog to show."""
-        err = validate_topic(self.topic)
+        err = topic_problem(self.topic, producer=True)
         if err:
             raise ValueError(err)
         if self.count < 1:

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 from datetime import datetime, timedelta, timezone
 
+from engine.format.text import parse_time  # noqa: F401 - one rule for the CLI and the GUI
+
 MISSING = "—"
 
 
@@ -68,24 +70,6 @@ def format_epoch_ms(ms: int | None, utc: bool = False, tz: timezone | None = Non
     if ms < 0:
         return str(ms)
     return f"{ms} ({format_ms_readable(ms, utc, tz)})"
-
-
-def format_ms_with_raw(ms: int | None, utc: bool = False) -> str:
-    """'2026-11-22T01:25:26.891Z  (1795310726891)': the exact integer next to the readable time."""
-    if ms is None:
-        return MISSING
-    return f"{format_ms(ms, utc)}  ({ms})"
-
-
-def parse_time(text: str, utc: bool = False) -> int:
-    """Epoch milliseconds from digits or ISO-8601; a time without a zone is in the chosen zone."""
-    text = text.strip()
-    if text.lstrip("-").isdigit():
-        return int(text)
-    dt = datetime.fromisoformat(text.replace("Z", "+00:00") if text.endswith("Z") else text)
-    if dt.tzinfo is None:
-        dt = dt.replace(tzinfo=zone_of(utc))
-    return int(round(dt.timestamp() * 1000))
 
 
 def format_duration_ms(ms: int) -> str:

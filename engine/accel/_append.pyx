@@ -7,7 +7,11 @@ map, its CQ unit and index entries written from C, in the same order and with th
 rules as StoreWriter.put + dispatch: the batch's first TOTALSIZE last, each index entry then
 its slot then the header. Anything else (roll-over to a new commitlog, CQ or index file, a
 queue's first unit, user properties, SCHEDULE_TOPIC, a broken writer) returns None before
-any state is touched and the caller takes the Python path."""
+any state is touched and the caller takes the Python path.
+
+Split in three: this file (declarations, the Appender), _append_codec.pxi (bytes, Java's
+String.hashCode, the index put, the record's parts) and _append_results.pxi (PutResults). The
+byte layouts are engine/format/layout.pxd's."""
 cimport cython
 from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.unicode cimport PyUnicode_DecodeASCII
@@ -28,11 +32,15 @@ from engine.format.crc import crc32 as _crc32
 from engine.format.message import SCHEDULE_TOPIC
 from engine.store.writer import PutResult, wall_clock_ms
 
-cdef int32_t MAGIC_V1 = -626843481
-cdef int32_t INDEX_HEADER_SIZE = 40
-cdef int32_t INDEX_SLOT_SIZE = 4
-cdef int32_t INDEX_ENTRY_SIZE = 20
-cdef int32_t CQ_UNIT = 20
+from engine.format.layout cimport (BLANK_RECORD_MIN, BORNHOST_V6_FLAG, CQ_UNIT_SIZE, HEAD_SIZE, HOST_V6, INDEX_ENTRY_SIZE,
+                                   INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, MESSAGE_MAGIC_V1, OFF_BEGIN_PHY_OFFSET,
+                                   OFF_BEGIN_TIMESTAMP, OFF_BODYCRC, OFF_BORNTIMESTAMP, OFF_END_PHY_OFFSET,
+                                   OFF_END_TIMESTAMP, OFF_ENTRY_HASH, OFF_ENTRY_PHY, OFF_ENTRY_PREV,
+                                   OFF_ENTRY_TIMEDIFF, OFF_FLAG, OFF_HASH_SLOT_COUNT, OFF_INDEX_COUNT,
+                                   OFF_MAGICCODE, OFF_PHYSICALOFFSET, OFF_QUEUEID, OFF_QUEUEOFFSET, OFF_SYSFLAG,
+                                   OFF_UNIT_PHY, OFF_UNIT_SIZE, OFF_UNIT_TAGS, PROP_CRC_TAIL_SIZE, RECORD_FIXED,
+                                   STOREHOST_V6_FLAG)
+
 cdef const char* HEX = b"0123456789ABCDEF"
 
 # The crash tests' kill points (tests/reliability/writer_proc.py): a callable given the
@@ -45,258 +53,11 @@ def set_fault_hook(hook):
     _fault_hook = hook
 
 
-# ---- bytes ---------------------------------------------------------------------------------
-cdef inline void be32(uint8_t* p, int64_t v) noexcept nogil:
-    cdef uint32_t u = <uint32_t>v
-    p[0] = u >> 24
-    p[1] = (u >> 16) & 0xFF
-    p[2] = (u >> 8) & 0xFF
-    p[3] = u & 0xFF
+include "_append_codec.pxi"
 
 
-cdef inline void be64(uint8_t* p, int64_t v) noexcept nogil:
-    be32(p, <int64_t>(<uint64_t>v >> 32))
-    be32(p + 4, v)
+include "_append_results.pxi"
 
-
-cdef inline int32_t rd32(const uint8_t* p) noexcept nogil:
-    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3])
-
-
-cdef inline int64_t now_ms() noexcept nogil:
-    cdef timespec ts
-    clock_gettime(CLOCK_REALTIME, &ts)
-    return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
-
-
-# ---- Java String.hashCode --------------------------------------------------------------------
-cdef inline uint32_t jstep(uint32_t h, uint32_t c) noexcept nogil:
-    """String.hashCode over one code point: its UTF-16 unit, or its two surrogates."""
-    if c >= 0x10000:
-        c -= 0x10000
-        h = h * 31 + (0xD800 + (c >> 10))
-        return h * 31 + (0xDC00 + (c & 0x3FF))
-    return h * 31 + c
-
-
-cdef inline int32_t key_hash(uint32_t h) noexcept nogil:
-    """IndexFile.indexKeyHashMethod: abs(hashCode), Integer.MIN_VALUE -> 0."""
-    cdef int32_t k = <int32_t>h
-    return 0 if k == -2147483648 else (-k if k < 0 else k)
-
-
-cdef inline uint32_t jhash_more(uint32_t h, str s):
-    """Continue a String.hashCode over s's code points."""
-    cdef Py_ssize_t i
-    for i in range(len(s)):
-        h = jstep(h, <uint32_t>(<Py_UCS4>s[i]))
-    return h
-
-
-def java_hash(str s):
-    return <int32_t>jhash_more(0, s)
-
-
-# ---- the index ---------------------------------------------------------------------------------
-cdef struct IndexState:
-    uint8_t* mm
-    int64_t entry_base
-    int64_t slot_num
-    int64_t* h    # IndexHeader.values: beginTs, endTs, beginPhy, endPhy, hashSlotCount, indexCount
-
-
-cdef void index_put(IndexState* s, int32_t key_hash, int64_t phy, int64_t store_ts) noexcept nogil:
-    """IndexFile.put_key (room checked by the caller): entry, slot, then the header."""
-    cdef int64_t* h = s.h
-    cdef uint8_t* slot = s.mm + INDEX_HEADER_SIZE + (key_hash % s.slot_num) * INDEX_SLOT_SIZE
-    cdef int64_t prev = rd32(slot), count = h[5]
-    cdef int64_t diff
-    if prev <= 0 or prev > count:
-        prev = 0
-    diff = store_ts - h[0]
-    diff = diff // 1000 if diff >= 0 else -((-diff) // 1000)
-    if h[0] <= 0 or diff < 0:
-        diff = 0
-    elif diff > 0x7FFFFFFF:
-        diff = 0x7FFFFFFF
-    cdef uint8_t* e = s.mm + s.entry_base + count * INDEX_ENTRY_SIZE
-    be32(e, key_hash)
-    be64(e + 4, phy)
-    be32(e + 12, diff)
-    be32(e + 16, prev)
-    be32(slot, count)
-    if count <= 1:
-        h[2] = phy
-        h[0] = store_ts
-    if prev == 0:
-        h[4] += 1
-    h[5] = count + 1
-    h[3] = phy
-    h[1] = store_ts
-    be64(s.mm, h[0])
-    be64(s.mm + 8, h[1])
-    be64(s.mm + 16, h[2])
-    be64(s.mm + 24, h[3])
-    be32(s.mm + 32, h[4])
-    be32(s.mm + 36, h[5])
-
-
-cdef int write_crc_tail(uint8_t* p, Py_ssize_t total) except -1:
-    """5.x __CRC32#: CRC of the whole record but its 20-byte tail (TOTALSIZE included even
-    while the first record's is still unwritten), 10 digits LSD first."""
-    cdef uint8_t head[4]
-    be32(head, total)
-    cdef int64_t c = _crc32((<char*>p)[4:total - 20], _crc32((<char*>head)[:4])) & 0x7FFFFFFF
-    cdef uint8_t* d = p + total - 11
-    cdef int i
-    for i in range(10):
-        d[i] = 48 + c % 10
-        c //= 10
-    return 0
-
-
-cdef str msg_id(const uint8_t* host, Py_ssize_t host_len, int64_t phy):
-    cdef char buf[56]
-    cdef Py_ssize_t i, n = 0
-    cdef uint8_t b
-    for i in range(host_len):
-        b = host[i]
-        buf[n] = HEX[b >> 4]
-        buf[n + 1] = HEX[b & 0xF]
-        n += 2
-    for i in range(8):
-        b = (<uint64_t>phy >> (56 - 8 * i)) & 0xFF
-        buf[n] = HEX[b >> 4]
-        buf[n + 1] = HEX[b & 0xF]
-        n += 2
-    return PyUnicode_DecodeASCII(buf, n, NULL)
-
-
-cdef extern from *:
-    void __builtin_prefetch(const void* addr, int rw, int locality) nogil
-
-cdef extern from "Python.h":
-    const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL
-
-
-cdef bint utf8(str s, const char** out, Py_ssize_t* n):
-    """s's UTF-8, cached in s (alive as long as s); False for lone surrogates (the Python
-    path then refuses the message with its own error)."""
-    try:
-        out[0] = PyUnicode_AsUTF8AndSize(s, n)
-    except UnicodeError:
-        return False
-    return True
-
-
-cdef inline int count_tokens(str keys):
-    """How many KEYS tokens Java's split(" ") gives, empty ones skipped."""
-    cdef Py_ssize_t i, n = len(keys)
-    cdef int count = 0
-    cdef bint inside = False
-    for i in range(n):
-        if <Py_UCS4>keys[i] == 32:
-            inside = False
-        elif not inside:
-            inside = True
-            count += 1
-    return count
-
-
-cdef void token_hashes(uint32_t topic_hash, str keys, int32_t* out):
-    """The index hash of "topic#token" for every KEYS token (count_tokens of them), hashed in
-    place (no split, no strings): once per put, as every message of a batch has the same keys."""
-    cdef Py_ssize_t i, n = len(keys), k = 0
-    cdef uint32_t h = 0, c
-    cdef bint inside = False
-    for i in range(n + 1):
-        c = 32 if i == n else <uint32_t>(<Py_UCS4>keys[i])
-        if c == 32:
-            if inside:
-                out[k] = key_hash(h)
-                k += 1
-            inside = False
-            continue
-        if not inside:
-            inside = True
-            h = topic_hash * 31 + 35
-        h = jstep(h, c)
-
-
-cdef class _Topic:
-    cdef bytes name_b
-    cdef uint32_t hash
-    cdef bint in_table
-    cdef long qcount          # writeQueueNums from topics.json; 0: ask the writer every time
-    cdef dict queues          # queue id -> (key tuple, ConsumeQueue)
-
-
-# A plain message's PROPERTIES parts around its UNIQ_KEY (the strings stay alive in put).
-cdef struct Parts:
-    const char* tags
-    Py_ssize_t tags_len
-    bint has_tags
-    const char* keys
-    Py_ssize_t keys_len
-    bint has_keys
-    int nkeys                # index keys per message: UNIQ_KEY + KEYS tokens
-    int64_t tags_code
-    Py_ssize_t plen          # TAGS and KEYS entries
-
-
-@cython.no_gc
-cdef class PutResults:
-    """What a put returns: a read-only sequence of PutResult, each built when it is looked
-    at (a batch writer that only counts acknowledgements builds none)."""
-    cdef int64_t* phys
-    cdef int64_t* sizes
-    cdef Py_ssize_t n
-    cdef int64_t qoff0, store_ts
-    cdef long qid
-    cdef str topic, prefix
-    cdef bytes tails          # n x 12 ASCII: each UNIQ_KEY after the generator's prefix
-    cdef bytes store_host
-
-    def __dealloc__(self):
-        PyMem_Free(self.phys)
-
-    def __len__(self):
-        return self.n
-
-    cdef object item(self, Py_ssize_t i):
-        cdef const char* t = self.tails
-        return tuple.__new__(PutResult, (
-            "PUT_OK", self.phys[i], self.qoff0 + i, self.store_ts,
-            msg_id(<const uint8_t*>self.store_host, len(self.store_host), self.phys[i]),
-            self.prefix + PyUnicode_DecodeASCII(t + 12 * i, 12, NULL), self.topic, self.qid, self.sizes[i]))
-
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self.item(k) for k in range(*i.indices(self.n))]
-        cdef Py_ssize_t k = i
-        if k < 0:
-            k += self.n
-        if not 0 <= k < self.n:
-            raise IndexError("PutResults index out of range")
-        return self.item(k)
-
-    def __iter__(self):
-        cdef Py_ssize_t k
-        for k in range(self.n):
-            yield self.item(k)
-
-    def __eq__(self, other):
-        try:
-            return list(self) == list(other)
-        except TypeError:
-            return NotImplemented
-
-    def __repr__(self):
-        return repr(list(self))
-
-
-import collections.abc
-collections.abc.Sequence.register(PutResults)
 
 
 cdef class Appender:
@@ -330,13 +91,13 @@ cdef class Appender:
         self.tail = tail.encode("utf-8")
         self.prefix = w.uniq.prefix
         self.prefix_b = self.prefix.encode("ascii")
-        self.fixed = (74 + len(self.born_host) + len(self.store_host) + 1 + 9 + len(self.prefix_b) + 12
+        self.fixed = (RECORD_FIXED + len(self.born_host) + len(self.store_host) + 1 + 9 + len(self.prefix_b) + 12
                       + len(self.tail))
 
     cdef _Topic topic(self, str topic):
         t = self.topics.get(topic)
         if t is None:
-            from engine.store.writer import TOPIC_MAX_V1, TOPIC_RE
+            from engine.format.topic import TOPIC_MAX_V1, TOPIC_RE
             if not (0 < len(topic) <= TOPIC_MAX_V1 and TOPIC_RE.match(topic) is not None
                     and not topic.startswith(SCHEDULE_TOPIC)):
                 self.topics[topic] = False
@@ -377,15 +138,15 @@ cdef class Appender:
         cdef uint8_t* q = p
         if not first:
             be32(q, total)
-        be32(q + 4, MAGIC_V1)
-        be32(q + 8, crc)
-        be32(q + 12, qid)
-        be32(q + 16, 0)                      # flag
-        be64(q + 20, qoff)
-        be64(q + 28, phy)
-        be32(q + 36, (0x10 if bh == 20 else 0) | (0x20 if sh == 20 else 0))
-        be64(q + 40, born_ts)
-        q += 48
+        be32(q + OFF_MAGICCODE, MESSAGE_MAGIC_V1)
+        be32(q + OFF_BODYCRC, crc)
+        be32(q + OFF_QUEUEID, qid)
+        be32(q + OFF_FLAG, 0)
+        be64(q + OFF_QUEUEOFFSET, qoff)
+        be64(q + OFF_PHYSICALOFFSET, phy)
+        be32(q + OFF_SYSFLAG, (BORNHOST_V6_FLAG if bh == HOST_V6 else 0) | (STOREHOST_V6_FLAG if sh == HOST_V6 else 0))
+        be64(q + OFF_BORNTIMESTAMP, born_ts)
+        q += HEAD_SIZE
         memcpy(q, <const char*>self.born_host, bh); q += bh
         be64(q, store_ts); q += 8
         memcpy(q, <const char*>self.store_host, sh); q += sh
@@ -517,14 +278,14 @@ cdef class Appender:
             return None
         f = files[len(files) - 1]
         cdef int64_t pos = f.wrote_position
-        if pos + total + 8 > f.reserved_until:   # blocks reserved (and within the file)
+        if pos + total + BLANK_RECORD_MIN > f.reserved_until:   # blocks reserved (and within the file)
             return None
         cq_files = cq.queue.files
         if not cq_files:
             return None
         cqf = cq_files[len(cq_files) - 1]
         cdef int64_t cq_pos = cqf.wrote_position
-        if cq_pos + n * CQ_UNIT > cqf.reserved_until:
+        if cq_pos + n * CQ_UNIT_SIZE > cqf.reserved_until:
             return None
         cdef Py_buffer hb
         idx = None
@@ -602,13 +363,13 @@ cdef class Appender:
                 for i in range(n):
                     if res.phys[i] + res.sizes[i] <= max_phy:
                         continue
-                    if qoff0 + i != 0 and (qoff0 + i) * CQ_UNIT < cq_start + cq_pos:
+                    if qoff0 + i != 0 and (qoff0 + i) * CQ_UNIT_SIZE < cq_start + cq_pos:
                         continue  # "build consume queue repeatedly"
                     u = <uint8_t*>cqb.buf + cq_pos
-                    be64(u, res.phys[i])
-                    be32(u + 8, res.sizes[i])
-                    be64(u + 12, m.tags_code)
-                    cq_pos += CQ_UNIT
+                    be64(u + OFF_UNIT_PHY, res.phys[i])
+                    be32(u + OFF_UNIT_SIZE, res.sizes[i])
+                    be64(u + OFF_UNIT_TAGS, m.tags_code)
+                    cq_pos += CQ_UNIT_SIZE
                     max_phy = res.phys[i] + res.sizes[i]
                     wrote_unit = True
             finally:
@@ -664,17 +425,6 @@ cdef class Appender:
             PyMem_Free(tails)
 
 
-cdef inline int32_t index_uniq(uint32_t topic_hash, bytes prefix, const char* tail12) noexcept:
-    """Index hash of "topic#UNIQ_KEY" from the ASCII prefix and the 12 characters after it."""
-    cdef uint32_t h = topic_hash * 31 + 35
-    cdef const unsigned char* p = <const unsigned char*>(<const char*>prefix)
-    cdef Py_ssize_t i
-    for i in range(len(prefix)):
-        h = h * 31 + p[i]
-    for i in range(12):
-        h = h * 31 + <unsigned char>tail12[i]
-    return key_hash(h)
-
 
 def appender(w):
     """The writer's Appender (made on first use)."""
@@ -682,4 +432,3 @@ def appender(w):
     if a is None:
         a = w._appender = Appender(w)
     return a
-

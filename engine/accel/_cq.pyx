@@ -6,6 +6,8 @@ the queue's last file is where its data ends."""
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
+from engine.format.layout cimport CQ_UNIT_SIZE, OFF_UNIT_SIZE  # the unit: engine/format/cq_unit.py
+
 
 cdef inline int64_t be64(const uint8_t* p) noexcept nogil:
     cdef uint64_t v = 0
@@ -22,12 +24,12 @@ cdef inline int32_t be32(const uint8_t* p) noexcept nogil:
 cdef Py_ssize_t units_of(buf, Py_buffer* b, Py_ssize_t count) except -1:
     """Export buf into *b (the caller releases it); `count` clamped to the whole units in it."""
     PyObject_GetBuffer(buf, b, PyBUF_SIMPLE)
-    return count if count <= b.len // 20 else b.len // 20
+    return count if count <= b.len // CQ_UNIT_SIZE else b.len // CQ_UNIT_SIZE
 
 
 cdef inline bint unit_ok(const uint8_t* p, Py_ssize_t i) noexcept nogil:
     """ConsumeQueue recovery's valid unit: phyOffset >= 0 and size > 0."""
-    return be64(p + 20 * i) >= 0 and be32(p + 20 * i + 8) > 0
+    return be64(p + CQ_UNIT_SIZE * i) >= 0 and be32(p + CQ_UNIT_SIZE * i + OFF_UNIT_SIZE) > 0
 
 
 def first_invalid(buf, Py_ssize_t start, Py_ssize_t count, int64_t phy_end=-1):
@@ -42,7 +44,7 @@ def first_invalid(buf, Py_ssize_t start, Py_ssize_t count, int64_t phy_end=-1):
         p = <const uint8_t*>b.buf
         with nogil:
             for i in range(start, count):
-                if not unit_ok(p, i) or (phy_end >= 0 and be64(p + 20 * i) >= phy_end):
+                if not unit_ok(p, i) or (phy_end >= 0 and be64(p + CQ_UNIT_SIZE * i) >= phy_end):
                     break
             else:
                 i = count
@@ -96,8 +98,8 @@ def first_live(buf, Py_ssize_t count, int64_t commitlog_min, int32_t filler_size
         p = <const uint8_t*>b.buf
         with nogil:
             for i in range(count):
-                phy = be64(p + 20 * i)
-                if phy >= commitlog_min and not (phy == 0 and be32(p + 20 * i + 8) == filler_size):
+                phy = be64(p + CQ_UNIT_SIZE * i)
+                if phy >= commitlog_min and not (phy == 0 and be32(p + CQ_UNIT_SIZE * i + OFF_UNIT_SIZE) == filler_size):
                     break
             else:
                 i = count

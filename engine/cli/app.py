@@ -17,6 +17,7 @@ from engine.errors import StoreError
 from engine.store.index_file import LONG_MAX
 from engine.store.message_store import MessageStore
 from engine.format.msgid import looks_like_msg_id
+from engine.format.text import parse_time, preview  # the GUI's rules too: one definition each
 
 EXIT_ERROR = 2
 
@@ -40,31 +41,6 @@ def zone_offset(dt: datetime) -> str:
     """+08:00, never an abbreviation (CST is China, Cuba and US Central alike)."""
     z = dt.strftime("%z") or "+0000"
     return f"{z[:3]}:{z[3:5]}"
-
-
-def parse_time(text: str) -> int:
-    """Epoch milliseconds, or ISO-8601 (local zone unless the text gives one)."""
-    text = text.strip()
-    if text.lstrip("-").isdigit():
-        return int(text)
-    try:
-        dt = datetime.fromisoformat(text.replace("Z", "+00:00"))
-    except ValueError:
-        raise CliError(f"not a time: {text!r} (epoch milliseconds or ISO-8601)") from None
-    if dt.tzinfo is None:
-        dt = dt.astimezone()
-    return int(dt.timestamp() * 1000)
-
-
-def preview(body: bytes, width: int = 40) -> str:
-    try:
-        text = body.decode("utf-8")
-        if all(c.isprintable() or c in " \t" for c in text):
-            return (text[:width] + "…") if len(text) > width else text
-    except UnicodeDecodeError:
-        pass
-    h = body[: width // 2].hex(" ")
-    return f"hex:{h}{'…' if len(body) > width // 2 else ''}"
 
 
 def safe(text: str) -> str:

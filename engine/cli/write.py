@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import json
 import sys
-import time
-import uuid
 from pathlib import Path
 
 from engine.errors import StoreError
+from engine.format.text import render_template as template
 
 
 def register(add, commands: dict, write_commands: set, prepare: dict) -> None:
@@ -53,14 +52,6 @@ def _props(pairs: list[str]) -> dict:
             raise StoreError(f"--prop expects K=V, got {p!r}")
         out[k] = v
     return out
-
-
-def template(text: str | None, i: int) -> str | None:
-    """{i} = message number, {uuid} = a random UUID, {ts} = epoch ms now."""
-    if text is None or "{" not in text:
-        return text
-    return (text.replace("{i}", str(i)).replace("{uuid}", str(uuid.uuid4()))
-            .replace("{ts}", str(int(time.time() * 1000))))
 
 
 def init_store(root: Path, cfg) -> dict:
@@ -120,10 +111,10 @@ def prepare_send(args, cfg) -> None:
         raise StoreError(f"--delay must be a level in 0..{levels} (0 = none), got {args.delay}")
     if args.body_file:
         args.body_bytes = _read_bounded(args.body_file, pcfg.maxMessageSize)
-    body = args.body_bytes if args.body_file else (template(args.body, 0) or "").encode("utf-8")
-    extra = {TAGS: template(args.tags, 0) or "", KEYS: template(args.keys, 0) or ""}
+    body = args.body_bytes if args.body_file else (template(args.body, 0, args.count) or "").encode("utf-8")
+    extra = {TAGS: template(args.tags, 0, args.count) or "", KEYS: template(args.keys, 0, args.count) or ""}
     validate_message(pcfg, args.topic, len(body), args.queue, args.flag, args.delay,
-                     {**props, **{k: v for k, v in extra.items() if v}})
+                     {**props, **{k: v for k, v in extra.items() if v}}, producer=True)
 
 
 def cmd_send(store, args) -> int:
@@ -132,7 +123,7 @@ def cmd_send(store, args) -> int:
         raw = args.body_bytes  # read (bounded) by prepare_send
         body_of = lambda i: raw  # noqa: E731
     else:
-        body_of = lambda i: (template(args.body, i) or "").encode("utf-8")  # noqa: E731
+        body_of = lambda i: (template(args.body, i, args.count) or "").encode("utf-8")  # noqa: E731
     if args.flush:
         store.cfg.flushDiskType = "SYNC_FLUSH" if args.flush == "sync" else "ASYNC_FLUSH"
     props = _props(args.prop)
@@ -148,12 +139,12 @@ def cmd_send(store, args) -> int:
 
     if args.batch:
         for r in store.put_messages(args.topic, [body_of(i) for i in range(args.count)], args.queue,
-                                    args.tags, template(args.keys, 0), props):
+                                    args.tags, template(args.keys, 0, args.count), props):
             report(r)
         return 0
     for i in range(args.count):
-        report(store.put_message(args.topic, body_of(i), args.queue, template(args.tags, i), template(args.keys, i),
-                                 {k: template(v, i) for k, v in props.items()}, args.flag, delay_level=args.delay))
+        report(store.put_message(args.topic, body_of(i), args.queue, template(args.tags, i, args.count), template(args.keys, i, args.count),
+                                 {k: template(v, i, args.count) for k, v in props.items()}, args.flag, delay_level=args.delay))
     return 0
 
 

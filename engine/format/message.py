@@ -1,15 +1,5 @@
 """CommitLog record codec: decode, validate (message / end-of-file blank / invalid), encode.
-
-General record layout (big-endian, signed), BH/SH = 8 for IPv4 hosts, 20 for IPv6:
-
-    +0   TOTALSIZE i32 | +4 MAGICCODE i32 | +8 BODYCRC i32 | +12 QUEUEID i32 | +16 FLAG i32
-    +20  QUEUEOFFSET i64 | +28 PHYSICALOFFSET i64 | +36 SYSFLAG i32 | +40 BORNTIMESTAMP i64
-    +48  BORNHOST (4|16 + port i32) | STORETIMESTAMP i64 | STOREHOST (4|16 + port i32)
-         RECONSUMETIMES i32 | PREPAREDTXOFFSET i64 | BODYLENGTH i32 | BODY
-         TOPICLENGTH (i8 in V1, i16 in V2) | TOPIC | PROPERTIESLENGTH i16 | PROPERTIES
-
-    TOTALSIZE == 74 + BH + SH + max(B,0) + TLS + T + max(P,0)      (Java's own check)
-"""
+The byte layout and the size rule are engine/format/record.py's."""
 from __future__ import annotations
 
 import base64
@@ -24,11 +14,11 @@ from engine.format import properties as P
 from engine.format.crc import crc32
 from engine.errors import MessageRejectedError
 from engine.format.javahash import tags_code as _tags_code
+from engine.format.record import (  # noqa: F401 - re-exported: the codec's users import them from here
+    BLANK_MAGIC, BLANK_RECORD_MIN, BORNHOST_V6_FLAG, HEAD_SIZE, MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2,
+    HOST_V4, HOST_V6, OFF_BORNHOST, OFF_MAGICCODE, OFF_PHYSICALOFFSET, OFF_QUEUEOFFSET, OFF_STORETIMESTAMP,
+    OFF_SYSFLAG, PROP_CRC_TAIL_SIZE, STOREHOST_V6_FLAG, host_sizes, record_size)
 
-MESSAGE_MAGIC_V1 = -626843481  # 0xDAA320A7
-MESSAGE_MAGIC_V2 = -626843477  # 0xDAA320AB
-BLANK_MAGIC = -875286124  # 0xCBD43194
-BLANK_RECORD_MIN = 8
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 
 COMPRESSED_FLAG = 0x1
@@ -37,26 +27,22 @@ TRANSACTION_NOT_TYPE = 0x0
 TRANSACTION_PREPARED_TYPE = 0x4
 TRANSACTION_COMMIT_TYPE = 0x8
 TRANSACTION_ROLLBACK_TYPE = 0xC
-BORNHOST_V6_FLAG = 0x10
-STOREHOST_V6_FLAG = 0x20
 TRANSACTION_NAMES = {0x0: "NOT_TYPE", 0x4: "PREPARED", 0x8: "COMMIT", 0xC: "ROLLBACK"}
 
-_HEAD = struct.Struct(">iiiiiqqiq")  # total, magic, crc, qid, flag, qoff, phys, sysflag, bornTs
+_HEAD = struct.Struct(">iiiiiqqiq")  # HEAD_SIZE bytes: total, magic, crc, qid, flag, qoff, phys, sysflag, bornTs
 _I8, _I16, _I32, _I64 = struct.Struct(">b"), struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
 # +48 up to the body, by host family (sysFlag & 0x30): BORNHOST, STORETIMESTAMP, STOREHOST,
 # RECONSUMETIMES, PREPAREDTRANSACTIONOFFSET, BODYLENGTH in one unpack
 _MID = {flags: struct.Struct(f">{bh}sq{sh}siqi") for flags, bh, sh in
-        ((0, 8, 8), (0x10, 20, 8), (0x20, 8, 20), (0x30, 20, 20))}
+        ((0, HOST_V4, HOST_V4), (BORNHOST_V6_FLAG, HOST_V6, HOST_V4), (STOREHOST_V6_FLAG, HOST_V4, HOST_V6),
+         (BORNHOST_V6_FLAG | STOREHOST_V6_FLAG, HOST_V6, HOST_V6))}
 _INT_RE = re.compile(r"[+-]?\d+\Z")
+assert _HEAD.size == HEAD_SIZE
 
 
 def body_crc(body: bytes) -> int:
     """RocketMQ's UtilAll.crc32: CRC-32 with the top bit cleared."""
     return crc32(body) & 0x7FFFFFFF if body else 0
-
-
-def transaction_type(sys_flag: int) -> int:
-    return sys_flag & 0x0C
 
 
 def format_host(addr: bytes, port: int) -> str:
@@ -210,7 +196,7 @@ def check_record(buf, pos: int, limit: int, offset: int, opts: DecodeOptions = D
     """CommitLog.checkMessageAndReturnSize over buf[pos:limit]; `offset` is the physical
     offset of buf[pos]. Never raises on bad bytes: classification is the answer."""
     remaining = limit - pos
-    if remaining >= 48:  # the common case: the fixed head in one unpack
+    if remaining >= HEAD_SIZE:  # the common case: the fixed head in one unpack
         head = _HEAD.unpack_from(buf, pos)
         total, magic = head[0], head[1]
     else:
@@ -218,7 +204,7 @@ def check_record(buf, pos: int, limit: int, offset: int, opts: DecodeOptions = D
             return _invalid("no room for a record header")
         head = None
         total = _I32.unpack_from(buf, pos)[0]
-        magic = _I32.unpack_from(buf, pos + 4)[0] if remaining >= 8 else None
+        magic = _I32.unpack_from(buf, pos + OFF_MAGICCODE)[0] if remaining >= 8 else None
     if magic == BLANK_MAGIC:
         return RecordResult(RecordStatus.END_OF_FILE, 0)
     if total <= 0:
@@ -234,11 +220,11 @@ def check_record(buf, pos: int, limit: int, offset: int, opts: DecodeOptions = D
     end = pos + total
     try:
         (_, _, crc, qid, flag, qoff, phys, sysflag, born_ts) = head or _HEAD.unpack_from(buf, pos)
-        bh = 8 if not sysflag & BORNHOST_V6_FLAG else 20
-        sh = 8 if not sysflag & STOREHOST_V6_FLAG else 20
+        bh = HOST_V6 if sysflag & BORNHOST_V6_FLAG else HOST_V4
+        sh = HOST_V6 if sysflag & STOREHOST_V6_FLAG else HOST_V4
         mid = _MID[sysflag & 0x30]
-        born_host, store_ts, store_host, reconsume, prep, body_len = mid.unpack_from(buf, pos + 48)
-        p = pos + 48 + mid.size
+        born_host, store_ts, store_host, reconsume, prep, body_len = mid.unpack_from(buf, pos + OFF_BORNHOST)
+        p = pos + OFF_BORNHOST + mid.size
         if body_len > 0:
             if p + body_len > end:
                 return RecordResult(RecordStatus.SIZE_MISMATCH, total, None, "body runs past the record")
@@ -276,8 +262,7 @@ def check_record(buf, pos: int, limit: int, offset: int, opts: DecodeOptions = D
                     return _invalid("record CRC (__CRC32#) mismatch")
     except struct.error:
         return _invalid("record truncated")
-    expected = (74 + bh + sh + (body_len if body_len > 0 else 0) + tls + topic_len
-                + (prop_len if prop_len > 0 else 0))
+    expected = record_size(bh, sh, body_len, tls, topic_len, prop_len)
     if expected != total:
         return RecordResult(RecordStatus.SIZE_MISMATCH, total, None,
                             f"TOTALSIZE {total} != {expected} computed from the fields")
@@ -288,11 +273,11 @@ def check_record(buf, pos: int, limit: int, offset: int, opts: DecodeOptions = D
 
 def verify_prop_crc(buf, pos: int, total: int) -> bool:
     """5.2+ whole-record CRC: the last 20 bytes are `__CRC32#` 0x01 <10 digits, LSD first> 0x02."""
-    tail = bytes(buf[pos + total - 20:pos + total])
+    tail = bytes(buf[pos + total - PROP_CRC_TAIL_SIZE:pos + total])
     if not (tail[:9] == b"__CRC32#\x01" and tail[-1:] == b"\x02" and tail[9:19].isdigit()):
         return False
     value = int(tail[9:19][::-1])
-    return crc32(bytes(buf[pos:pos + total - 20])) & 0x7FFFFFFF == value
+    return crc32(bytes(buf[pos:pos + total - PROP_CRC_TAIL_SIZE])) & 0x7FFFFFFF == value
 
 
 def prop_crc_tail(value: int) -> bytes:
@@ -313,8 +298,8 @@ def decompress_body(body: bytes, ctype: int) -> bytes:
 
 def peek_store_timestamp(buf, pos: int) -> int:
     """CommitLog.pickupStoreTimestamp: read STORETIMESTAMP honouring the born-host family."""
-    sysflag = _I32.unpack_from(buf, pos + 36)[0]
-    return _I64.unpack_from(buf, pos + (56 if not sysflag & BORNHOST_V6_FLAG else 68))[0]
+    sysflag = _I32.unpack_from(buf, pos + OFF_SYSFLAG)[0]
+    return _I64.unpack_from(buf, pos + OFF_STORETIMESTAMP + host_sizes(sysflag)[0])[0]
 
 
 # ---- encoding (the write path) --------------------------------------------------------------
@@ -338,9 +323,9 @@ class MessageDraft:
 @dataclass
 class EncodedRecord:
     data: bytearray
-    qoff_pos: int = 20
-    phys_pos: int = 28
-    store_ts_pos: int = 56
+    qoff_pos: int = OFF_QUEUEOFFSET
+    phys_pos: int = OFF_PHYSICALOFFSET
+    store_ts_pos: int = OFF_STORETIMESTAMP + HOST_V4
     crc_tail: bool = False
     props_raw: bytes = b""        # PROPERTIES as written (before any CRC tail is patched)
 
@@ -350,8 +335,8 @@ class EncodedRecord:
         _I64.pack_into(d, self.phys_pos, physical_offset)
         _I64.pack_into(d, self.store_ts_pos, store_ts)
         if self.crc_tail:
-            crc = crc32(memoryview(d)[:len(d) - 20]) & 0x7FFFFFFF
-            d[len(d) - 20:] = prop_crc_tail(crc)
+            crc = crc32(memoryview(d)[:len(d) - PROP_CRC_TAIL_SIZE]) & 0x7FFFFFFF
+            d[len(d) - PROP_CRC_TAIL_SIZE:] = prop_crc_tail(crc)
 
 
 def encode_record(m: MessageDraft, v2: bool = False, props_trailing: bool = False,
@@ -359,8 +344,8 @@ def encode_record(m: MessageDraft, v2: bool = False, props_trailing: bool = Fals
     """MessageExtEncoder: the full record with queue offset, physical offset and store time
     left to patch at append time (under the append lock)."""
     sys_flag = m.sysFlag
-    sys_flag = sys_flag | BORNHOST_V6_FLAG if len(m.bornHost) == 20 else sys_flag & ~BORNHOST_V6_FLAG
-    sys_flag = sys_flag | STOREHOST_V6_FLAG if len(m.storeHost) == 20 else sys_flag & ~STOREHOST_V6_FLAG
+    sys_flag = sys_flag | BORNHOST_V6_FLAG if len(m.bornHost) == HOST_V6 else sys_flag & ~BORNHOST_V6_FLAG
+    sys_flag = sys_flag | STOREHOST_V6_FLAG if len(m.storeHost) == HOST_V6 else sys_flag & ~STOREHOST_V6_FLAG
     topic = m.topic.encode("utf-8")
     if m.propertiesRaw is not None:
         praw = m.propertiesRaw.encode("utf-8")
@@ -376,11 +361,11 @@ def encode_record(m: MessageDraft, v2: bool = False, props_trailing: bool = Fals
     body = m.body or b""
     bh, sh = len(m.bornHost), len(m.storeHost)
     tls = 2 if v2 else 1
-    total = 74 + bh + sh + len(body) + tls + len(topic) + len(praw)
+    total = record_size(bh, sh, len(body), tls, len(topic), len(praw))
     out = bytearray(total)
     _HEAD.pack_into(out, 0, total, MESSAGE_MAGIC_V2 if v2 else MESSAGE_MAGIC_V1, body_crc(body), m.queueId,
                     m.flag, 0, 0, sys_flag, m.bornTimestamp)
-    p = 48
+    p = OFF_BORNHOST
     out[p:p + bh] = m.bornHost; p += bh
     store_ts_pos = p; p += 8
     out[p:p + sh] = m.storeHost; p += sh

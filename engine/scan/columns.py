@@ -1,16 +1,10 @@
 """Columnar decoding of commitlog records for bulk scans.
 
 A scan first *hops* from record to record reading only TOTALSIZE and MAGICCODE (8 bytes per
-record, the one inherently sequential step), then gathers every other field for a whole block
-of record starts at once with numpy fancy indexing, and decodes the variable-length fields
-(topic, body, properties) only when a job asks for them.
-
-    +0   TOTALSIZE i32 | +4 MAGICCODE i32 | +8 BODYCRC i32 | +12 QUEUEID i32 | +16 FLAG i32
-    +20  QUEUEOFFSET i64 | +28 PHYSICALOFFSET i64 | +36 SYSFLAG i32 | +40 BORNTIMESTAMP i64
-    +48  BORNHOST (8 | 20) | STORETIMESTAMP i64 | STOREHOST (8 | 20) | RECONSUMETIMES i32
-         PREPAREDTXOFFSET i64 | BODYLENGTH i32 (B) | BODY | TOPICLENGTH (i8 V1 | i16 V2) (T)
-         TOPIC | PROPERTIESLENGTH i16 (P) | PROPERTIES
-    TOTALSIZE == 74 + BH + SH + max(B,0) + TLS + T + max(P,0)
+record, the one inherently sequential step: engine.format.record.hop), then gathers every other
+field for a whole block of record starts at once with numpy fancy indexing, and decodes the
+variable-length fields (topic, body, properties) only when a job asks for them. The byte layout
+is engine/format/record.py's.
 
 Classification follows `engine.format.message.check_record` (STORE_FORMAT §5): a record whose fields
 disagree with TOTALSIZE is skipped by its size (SIZE_MISMATCH) and the hop goes on; a record
@@ -18,17 +12,16 @@ with an impossible topic length ends the slice (INVALID), like the end of valid 
 from __future__ import annotations
 
 import re
-import struct
-from array import array
-from dataclasses import dataclass
 
 import numpy as np
 from numpy.lib.stride_tricks import sliding_window_view
 
 from engine.format import properties as P
 from engine.format.javahash import index_key_hash, tags_code
-from engine.format.message import (BLANK_MAGIC, BORNHOST_V6_FLAG, COMPRESSED_FLAG, MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2,
-                       SCHEDULE_TOPIC, STOREHOST_V6_FLAG, TRANSACTION_NAMES, decompress_body, format_host)
+from engine.format.message import COMPRESSED_FLAG, SCHEDULE_TOPIC, TRANSACTION_NAMES, decompress_body, format_host
+from engine.format.record import (HEAD_SIZE, MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, OFF_BODY, OFF_BODYLENGTH, OFF_BORNHOST,
+                                  OFF_PREPAREDTXOFFSET, OFF_RECONSUMETIMES, OFF_STOREHOST, OFF_STORETIMESTAMP,
+                                  RECORD_FIXED, Hop, hop, host_sizes, record_sizes)
 
 HEAD_DTYPE = np.dtype([
     ("totalSize", ">i4"),             # whole record length
@@ -41,9 +34,7 @@ HEAD_DTYPE = np.dtype([
     ("sysFlag", ">i4"),
     ("bornTimestamp", ">i8"),
 ])
-assert HEAD_DTYPE.itemsize == 48
-
-_TM = struct.Struct(">ii")
+assert HEAD_DTYPE.itemsize == HEAD_SIZE
 _INT_RE = re.compile(r"[+-]?\d+\Z")
 
 # Every column a message row can have, with a type name the Arrow/Spark layers map.
@@ -62,47 +53,6 @@ MESSAGE_COLUMN_NAMES = [n for n, _ in MESSAGE_COLUMNS]
 # ROLLBACK): the "topic#key" strings (UNIQ_KEY first, then each KEYS token) and their keyHash.
 EXTRA_COLUMNS: list[tuple[str, str]] = [("indexKeys", "array"), ("indexKeyHashes", "intarray")]
 COLUMN_KINDS = dict(MESSAGE_COLUMNS + EXTRA_COLUMNS)
-
-
-@dataclass
-class Hop:
-    starts: np.ndarray   # int64 record positions inside the file
-    next_pos: int        # where the next hop would start
-    stop: str            # "" = more may follow, "end" = reached `end`, "blank", "invalid"
-
-
-def hop(buf, pos: int, end: int, limit: int, max_records: int = 1 << 16, max_bytes: int = 1 << 25) -> Hop:
-    """Record starts in [pos, end) of one file whose readable data ends at `limit`, following
-    TOTALSIZE. Stops at a BLANK (end of file), at an invalid header, or when a block is full."""
-    starts = array("q")
-    app = starts.append
-    unpack = _TM.unpack_from
-    first = pos
-    n = 0
-    v1, v2, blank = MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, BLANK_MAGIC
-    stop = ""
-    while True:
-        if pos >= end:
-            stop = "end"
-            break
-        if limit - pos < 8:
-            stop = "invalid"
-            break
-        total, magic = unpack(buf, pos)
-        if magic == blank:
-            stop = "blank"
-            break
-        if total <= 0 or total > limit - pos or (magic != v1 and magic != v2):
-            stop = "invalid"
-            break
-        app(pos)
-        pos += total
-        n += 1
-        if n >= max_records or pos - first >= max_bytes:
-            if pos >= end:
-                stop = "end"
-            break
-    return Hop(np.frombuffer(starts, dtype=np.int64) if n else np.empty(0, np.int64), pos, stop)
 
 
 def hop_assisted(buf, u8: np.ndarray, pos: int, end: int, limit: int, cands: np.ndarray,
@@ -197,20 +147,19 @@ class RecordBlock:
         n = len(starts)
         if n == 0:
             return cls(u8, file_from_offset, starts, {}, delay_level_millis), 0, None
-        head = _rows(u8, starts, 48).view(HEAD_DTYPE).ravel()
+        head = _rows(u8, starts, HEAD_SIZE).view(HEAD_DTYPE).ravel()
         a = {name: head[name].astype(np.int64) for name in HEAD_DTYPE.names}
         sysflag = a["sysFlag"]
-        bh = np.where(sysflag & BORNHOST_V6_FLAG, 20, 8)
-        sh = np.where(sysflag & STOREHOST_V6_FLAG, 20, 8)
+        bh, sh = host_sizes(sysflag)
         tls = np.where(a["magicCode"] == MESSAGE_MAGIC_V2, 2, 1)
         total = a["totalSize"]
         end = starts + total
-        a["storeTimestamp"] = _take(u8, starts + 48 + bh, ">i8")
-        rc_pos = starts + 56 + bh + sh
-        a["reconsumeTimes"] = _take(u8, rc_pos, ">i4")
-        a["preparedTransactionOffset"] = _take(u8, rc_pos + 4, ">i8")
-        body_len = _take(u8, rc_pos + 12, ">i4")
-        body_pos = rc_pos + 16
+        a["storeTimestamp"] = _take(u8, starts + OFF_STORETIMESTAMP + bh, ">i8")
+        hosts = starts + bh + sh
+        a["reconsumeTimes"] = _take(u8, hosts + OFF_RECONSUMETIMES, ">i4")
+        a["preparedTransactionOffset"] = _take(u8, hosts + OFF_PREPAREDTXOFFSET, ">i8")
+        body_pos = hosts + OFF_BODY
+        body_len = _take(u8, hosts + OFF_BODYLENGTH, ">i4")
         tpos = body_pos + np.maximum(body_len, 0)
         t1 = _take(u8, tpos, ">i1")
         t2 = _take(u8, tpos, ">i2")
@@ -218,9 +167,9 @@ class RecordBlock:
         topic_pos = tpos + tls
         ppos = topic_pos + topic_len
         prop_len = _take(u8, ppos, ">i2")
-        expected = 74 + bh + sh + np.maximum(body_len, 0) + tls + topic_len + np.maximum(prop_len, 0)
+        expected = record_sizes(bh, sh, body_len, tls, topic_len, prop_len)
         # check_record's order: body past the record -> mismatch; bad topic -> invalid; ...
-        too_short = total < 74 + bh + sh + tls
+        too_short = total < RECORD_FIXED + bh + sh + tls
         body_past = (body_len > 0) & (body_pos + body_len > end)
         bad_topic = ~too_short & ~body_past & ((topic_len < 0) | (topic_pos + topic_len > end))
         mismatch = too_short | body_past | (~bad_topic & (
@@ -423,18 +372,18 @@ class RecordBlock:
 
     @property
     def born_hosts(self) -> list[str]:
-        return self._hosts(self.starts + 48, self.a["bh"])
+        return self._hosts(self.starts + OFF_BORNHOST, self.a["bh"])
 
     @property
     def store_hosts(self) -> list[str]:
-        return self._hosts(self.starts + 56 + self.a["bh"], self.a["sh"])
+        return self._hosts(self.starts + OFF_STOREHOST + self.a["bh"], self.a["sh"])
 
     @property
     def msg_ids(self) -> list[str]:
         """Offset msgId: store host bytes + PHYSICALOFFSET, upper-case hex."""
         mv = memoryview(self.u8)
         out = []
-        for p, w, phys in zip((self.starts + 56 + self.a["bh"]).tolist(), self.a["sh"].tolist(),
+        for p, w, phys in zip((self.starts + OFF_STOREHOST + self.a["bh"]).tolist(), self.a["sh"].tolist(),
                               self.a["physicalOffsetField"].tolist()):
             out.append((bytes(mv[p:p + w]) + phys.to_bytes(8, "big", signed=True)).hex().upper())
         return out

@@ -18,6 +18,8 @@ import os
 
 import numpy as np
 
+from engine.format.index_layout import INDEX_ENTRY_SIZE, entry_pos
+
 ROW_KEYS = ["structure", "problem", "file", "fileOffset", "topic", "queueId", "queueOffset", "key",
             "commitLogOffset", "expected", "actual"]
 MAX_REPORTED = 100_000
@@ -115,15 +117,15 @@ def index_chain_problems(store, min_offset: int) -> list[dict]:
             ok = (nxt > 0) & (nxt < count)
             cur, slot_of_chain = nxt[ok], slot_of_chain[ok]
             steps += 1
-        base = 40 + 4 * f.slot_num
+        base = entry_pos(f.slot_num, 0)
         rel = os.path.join("index", f.name)
         for n in np.flatnonzero(~seen[1:] & (phy[1:] >= min_offset)) + 1:
             rows.append(diff_row(structure="index", problem="entry unreachable from its slot", file=rel,
-                                 fileOffset=int(base + 20 * n), commitLogOffset=int(phy[n]),
+                                 fileOffset=int(base + INDEX_ENTRY_SIZE * n), commitLogOffset=int(phy[n]),
                                  actual={"keyHash": int(key_hash[n]), "phyOffset": int(phy[n]), "index": int(n)}))
         for n in np.flatnonzero(wrong_slot & (phy >= min_offset)):
             rows.append(diff_row(structure="index", problem="entry chained from the wrong slot", file=rel,
-                                 fileOffset=int(base + 20 * n), commitLogOffset=int(phy[n]),
+                                 fileOffset=int(base + INDEX_ENTRY_SIZE * n), commitLogOffset=int(phy[n]),
                                  actual={"keyHash": int(key_hash[n]), "phyOffset": int(phy[n]), "index": int(n)}))
     return rows
 

@@ -16,18 +16,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from engine.format.text import parse_tags_expression
 from engine.scan.columns import RecordBlock
-
-
-def parse_tags_expression(expr: str | None) -> frozenset[str] | None:
-    """SubscriptionData's rule: split on '||', trim, drop empties; '*' or nothing = any."""
-    if expr is None:
-        return None
-    expr = expr.strip()
-    if not expr or expr == "*":
-        return None
-    tags = frozenset(t.strip() for t in expr.split("||") if t.strip())
-    return tags or None
 
 
 @dataclass(frozen=True)
@@ -53,6 +43,7 @@ class MessageFilter:
                     re.compile(rx)
                 except re.error as e:
                     raise ValueError(f"bad {label} regex {rx!r}: {e}") from None
+        parse_tags_expression(tags)  # ValueError for an expression that names no tag
         return cls(frozenset(topics) if topics else None, frozenset(int(q) for q in queue_ids) if queue_ids else None,
                    body or None, tags or None, key or None, tuple(prop) if prop else None)
 

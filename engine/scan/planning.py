@@ -24,6 +24,7 @@ import numpy as np
 from engine.config import CQ_UNIT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from engine.store.consume_queue import FILLER_SIZE
 from engine.format.message import MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2
+from engine.format.record import OFF_PHYSICALOFFSET
 from engine.scan.columns import hop
 
 DEFAULT_SPLIT_BYTES = 64 << 20     # a commitlog slice is at most this big ...
@@ -177,12 +178,12 @@ class _CQHints:
 
 
 def _is_record_start(buf, pos: int, file_from: int, limit: int) -> bool:
-    if pos < 0 or limit - pos < 36:
+    if pos < 0 or limit - pos < OFF_PHYSICALOFFSET + 8:
         return False
     total, magic = _HDR.unpack_from(buf, pos)
     if magic not in (MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2) or total <= 0 or total > limit - pos:
         return False
-    return _I64.unpack_from(buf, pos + 28)[0] == file_from + pos
+    return _I64.unpack_from(buf, pos + OFF_PHYSICALOFFSET)[0] == file_from + pos
 
 
 def split_points(buf, file_from: int, limit: int, targets: list[int], hints: _CQHints | None) -> list[int]:

@@ -5,14 +5,13 @@ from __future__ import annotations
 import errno
 import os
 import stat
-import struct
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
 from engine.config import CHECKPOINT_SIZE
+from engine.format.checkpoint_layout import CHECKPOINT_FIELDS as _FIELDS
 from engine.errors import CorruptDataError, StoreError, StoreFullError
 
-_FIELDS = struct.Struct(">qqqqq")
 
 
 @dataclass
@@ -44,12 +43,12 @@ class Checkpoint:
             if not stat.S_ISREG(os.stat(path).st_mode):  # a FIFO would block the open
                 raise CorruptDataError("checkpoint is not a regular file", path=str(path))
             with open(path, "rb") as fh:
-                data = fh.read(40)
+                data = fh.read(_FIELDS.size)
         except FileNotFoundError:
             return cls(), False
         except OSError as e:
             raise CorruptDataError(f"cannot read checkpoint: {e.strerror}", path=str(path)) from None
-        data = data.ljust(40, b"\0")  # Java maps a whole page: a short file reads as zeros
+        data = data.ljust(_FIELDS.size, b"\0")  # Java maps a whole page: a short file reads as zeros
         return cls(*_FIELDS.unpack(data)), True
 
     def store(self, path: Path) -> None:

@@ -7,40 +7,25 @@ Neither the write position nor the min offset is stored: the end is the first in
 (phyOffset < 0 or size <= 0) and the min is recomputed from the commitlog's min offset."""
 from __future__ import annotations
 
-import struct
 from pathlib import Path
 
 import numpy as np
 
 from engine.config import CQ_UNIT_SIZE
+from engine.format.cq_unit import CQ_UNIT as _UNIT, CQ_UNIT_DTYPE, FILLER_SIZE, FILLER_UNIT, is_filler  # noqa: F401
+from engine.format.record import MIN_RECORD_SIZE  # noqa: F401 - the layouts are engine/format's
 from engine.files.mapped_file import MappedFile
 from engine.files.mapped_file_queue import MappedFileQueue
 from engine.accel import load as _load_accel
 
 _CQ = _load_accel("_cq")  # the compiled first-invalid-unit scan (None: numpy's)
 
-CQ_UNIT_DTYPE = np.dtype([
-    ("phyOffset", ">i8"),   # commitlog offset of the record
-    ("size", ">i4"),        # TOTALSIZE of the record
-    ("tagsCode", ">i8"),    # tag hash, delivery time (SCHEDULE_TOPIC_XXXX) or ext address
-])
-assert CQ_UNIT_DTYPE.itemsize == CQ_UNIT_SIZE
 CQ_RESERVE_STEP = 64 << 10  # 3,276 units reserved at a time: a queue of a few messages stays small
-FILLER_SIZE = 0x7FFFFFFF  # pre-blank unit of a queue that starts late: (0, MAX_INT, 0)
-_UNIT = struct.Struct(">qiq")
-FILLER_UNIT = b"\0" * 8 + FILLER_SIZE.to_bytes(4, "big") + b"\0" * 8
-# the smallest commitlog record (V1, empty body, 1-byte topic, no properties): bounds how many
-# records a commitlog hole can have held
-MIN_RECORD_SIZE = 4 + 4 + 4 + 4 + 4 + 8 + 8 + 4 + 8 + 8 + 8 + 8 + 4 + 8 + 4 + 1 + 1 + 2
 
 
 def units_of(f: MappedFile) -> np.ndarray:
     """Zero-copy structured view of a whole CQ file."""
     return np.frombuffer(f.mm, dtype=CQ_UNIT_DTYPE, count=f.file_size // CQ_UNIT_SIZE)
-
-
-def is_filler(phy, size):
-    return (phy == 0) & (size == FILLER_SIZE)
 
 
 class ConsumeQueue:

@@ -11,7 +11,6 @@
 Only the 32-bit hash is stored, so a walk returns collisions; callers that care verify."""
 from __future__ import annotations
 
-import struct
 from array import array
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +18,8 @@ from pathlib import Path
 import numpy as np
 
 from engine.config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
+from engine.format.index_layout import (ENTRY as _ENTRY, HEADER as _HEADER, HEADER_TIMES as _HEADER_TIMES,  # noqa: F401
+                                        INDEX_ENTRY_DTYPE, INDEX_HEADER_DTYPE, SLOT as _SLOT)
 from engine.format.javahash import index_key_hash
 from engine.accel import load as _load_accel
 from engine.files.mapped_file import MappedFile
@@ -27,27 +28,7 @@ MADV_POPULATE_WRITE = 23  # <linux/mman.h>; Python's mmap module does not name i
 INDEX_RESERVE_STEP = 1 << 20  # entries reserved 52,428 at a time, after the whole slot table
 _INDEX = _load_accel("_index")  # compiled chain lengths (None: the numpy walk below)
 
-INDEX_HEADER_DTYPE = np.dtype([
-    ("beginTimestamp", ">i8"), ("endTimestamp", ">i8"),
-    ("beginPhyOffset", ">i8"), ("endPhyOffset", ">i8"),
-    ("hashSlotCount", ">i4"), ("indexCount", ">i4"),
-])
-INDEX_ENTRY_DTYPE = np.dtype([
-    ("keyHash", ">i4"),      # index_key_hash("topic#key")
-    ("phyOffset", ">i8"),    # commitlog offset of the message
-    ("timeDiff", ">i4"),     # whole seconds after the header's beginTimestamp
-    ("prevIndex", ">i4"),    # previous entry in the same slot, 0 ends the chain
-])
-assert INDEX_HEADER_DTYPE.itemsize == INDEX_HEADER_SIZE
-assert INDEX_ENTRY_DTYPE.itemsize == INDEX_ENTRY_SIZE
 LONG_MAX = (1 << 63) - 1
-# the same layouts as structs, for single-entry reads and writes straight on the map
-# (a numpy structured scalar costs microseconds per field; a struct call a fraction of one)
-_SLOT = struct.Struct(">i")
-_ENTRY = struct.Struct(">iqii")
-_HEADER = struct.Struct(">qqqqii")
-_HEADER_TIMES = struct.Struct(">qqqq")
-assert _ENTRY.size == INDEX_ENTRY_SIZE and _HEADER.size == INDEX_HEADER_SIZE
 
 
 _HEADER_FIELDS = ("beginTimestamp", "endTimestamp", "beginPhyOffset", "endPhyOffset", "hashSlotCount",

@@ -23,11 +23,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from engine import accel
-from engine.store.consume_queue import FILLER_SIZE
+from engine.format.cq_unit import CQ_UNIT_HEAD, CQ_UNIT_SIZE, FILLER_SIZE
 from engine.format.message import MESSAGE_MAGIC_V2, Message, RecordStatus, check_record
 from engine.format.properties import parse_properties
+from engine.format.record import (BORNHOST_V6_FLAG, HOST_V4, HOST_V6, OFF_BODY, OFF_BORNHOST, OFF_STOREHOST,
+                                  STOREHOST_V6_FLAG, host_sizes)
 
-CQ_UNIT = 20
 ROW_FIELDS = [
     ("commitLogOffset", "i8"), ("queueOffset", "i8"), ("physicalOffsetField", "i8"),
     ("bornTimestamp", "i8"), ("storeTimestamp", "i8"), ("preparedTransactionOffset", "i8"),
@@ -44,7 +45,6 @@ ROW_SIZE = ROW_STRUCT.size
 assert ROW_DTYPE.itemsize == ROW_SIZE
 _TAGS_AT = ROW_DTYPE.fields["tagsCode"][1]
 _I64 = struct.Struct("=q")
-_UNIT = struct.Struct(">qi")
 _I8, _I16 = struct.Struct(">b"), struct.Struct(">h")
 _unpack_row = ROW_STRUCT.unpack_from
 
@@ -153,12 +153,13 @@ class MessagePage(_PageBase if KERNEL is None else KERNEL.PageBase, Sequence):
         (clo, qoff, phys, born_ts, store_ts, prep, tcode, size, magic, crc, qid, flag, sysflag, recons,
          bp, bl, tp, tl, pp, pl, fi) = _unpack_row(self._rows, i * ROW_SIZE)
         buf = self._views[fi]
-        bh = 20 if sysflag & 0x10 else 8
-        sh = 20 if sysflag & 0x20 else 8
-        hp = bp - 24 - sh - bh  # the born host (record start + 48)
+        bh = HOST_V6 if sysflag & BORNHOST_V6_FLAG else HOST_V4
+        sh = HOST_V6 if sysflag & STOREHOST_V6_FLAG else HOST_V4
+        hp = bp - (OFF_BODY - OFF_BORNHOST) - sh - bh  # the born host
+        sp = hp + bh + (OFF_STOREHOST - OFF_BORNHOST)  # the store host
         raw = str(buf[pp:pp + pl], "utf-8", "replace") if pl > 0 else ""
         return Message(str(buf[tp:tp + tl], "utf-8", "replace"), qid, qoff, clo, size, crc, flag, sysflag,
-                       born_ts, bytes(buf[hp:hp + bh]), store_ts, bytes(buf[hp + bh + 8:hp + bh + 8 + sh]),
+                       born_ts, bytes(buf[hp:hp + bh]), store_ts, bytes(buf[sp:sp + sh]),
                        recons, prep, bytes(buf[bp:bp + bl]) if bl > 0 else b"", raw,
                        parse_properties(raw) if pl > 0 else {}, magic, phys, tcode)
 
@@ -185,7 +186,7 @@ class MessagePage(_PageBase if KERNEL is None else KERNEL.PageBase, Sequence):
         fi = self._fidx[i]
         buf = self._views[fi]
         pos = m.commitLogOffset - self._froms[fi]
-        bp = pos + 72 + (20 if m.sysFlag & 0x10 else 8) + (20 if m.sysFlag & 0x20 else 8)
+        bp = pos + OFF_BODY + sum(host_sizes(m.sysFlag))
         bl = len(m.body)
         if m.magicCode == MESSAGE_MAGIC_V2:
             tl, tp = _I16.unpack_from(buf, bp + bl)[0], bp + bl + 2
@@ -232,7 +233,7 @@ def _confirm(cl, f, cqmm, u: int, rows: bytearray, j: int, cache):
     """A row the kernel wrote that check_record decides (a SCHEDULE_TOPIC_XXXX delay, tags
     that are not ASCII): on a MESSAGE of the unit's size its tagsCode goes into row j and the
     Message into the cache at j. Returns (cache, confirmed)."""
-    phy, size = _UNIT.unpack_from(cqmm, u * CQ_UNIT)
+    phy, size = CQ_UNIT_HEAD.unpack_from(cqmm, u * CQ_UNIT_SIZE)
     r = check_record(f.buf, phy - f.file_from_offset, f.wrote_position, phy, cl.read_opts)
     if cache is not None and len(cache) > j:
         cache[j] = None
@@ -288,7 +289,7 @@ def _read_page_py(cl, cq, offset: int, mx: int, max_count: int, broker: bool, li
         q += 1
         if next_file_start is not None and phy < next_file_start:
             continue
-        if phy == 0 and size == FILLER_SIZE:
+        if phy == 0 and size == FILLER_SIZE:  # cq_unit.is_filler, inline
             skipped.append((q - 1, WHY_FILLER))
             continue
         msg = None  # cl.get_message(phy, size), without a file lookup per record

@@ -4,9 +4,9 @@
 included) until the first one that is not a message. Building a Message per record costs
 microseconds; most records of a store need no more than this:
 
-1. hop: follow TOTALSIZE from record to record reading 8 bytes each (the one sequential step),
-   stopping where check_record would refuse the header (blank, size <= 0, past the readable
-   data, unknown magic);
+1. hop: follow TOTALSIZE from record to record reading 8 bytes each (the one sequential step;
+   engine.format.record.hop, the walker the bulk scans use too), stopping where check_record
+   would refuse the header (blank, size <= 0, past the readable data, unknown magic);
 2. gather the length fields of all those records at once with numpy and keep the records
    whose fields add up to TOTALSIZE exactly (and that are not SCHEDULE_TOPIC_XXXX records,
    whose DELAY property check_record parses);
@@ -18,15 +18,14 @@ itself, so every verdict that ends a scan and every reason it gives are check_re
 from __future__ import annotations
 
 import mmap
-import struct
-from array import array
 
 import numpy as np
 
 from engine.format.crc import crc32
-from engine.format.message import MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, SCHEDULE_TOPIC, DecodeOptions
+from engine.format.message import SCHEDULE_TOPIC, DecodeOptions
+from engine.format.record import (BORNHOST_V6_FLAG, HOST_V4, HOST_V6, MESSAGE_MAGIC_V2, OFF_BODY, OFF_BODYCRC,
+                                  OFF_BODYLENGTH, OFF_MAGICCODE, OFF_SYSFLAG, STOREHOST_V6_FLAG, hop, record_sizes)
 
-_TM = struct.Struct(">ii")  # TOTALSIZE, MAGICCODE
 _AR = {19: np.arange(19, dtype=np.int64)}
 _SCHEDULE = np.frombuffer(SCHEDULE_TOPIC.encode(), dtype=np.uint8)
 FIRST_RUN = 64            # records hopped by a first try; doubled after each clean run
@@ -38,26 +37,6 @@ SLOW_AFTER_MISS = 32      # records left to check_record after a run that ended 
 def supports(opts: DecodeOptions) -> bool:
     """The whole-record CRC (forceVerifyPropCRC) is checked by check_record alone."""
     return not (opts.check_crc and opts.force_verify_prop_crc)
-
-
-def hop(buf, pos: int, limit: int, accept_v2: bool, max_records: int = MAX_RECORDS,
-        max_bytes: int = MAX_BYTES) -> array:
-    """Starts of the records from `pos` whose headers check_record accepts (a BLANK, a size
-    <= 0, a record past `limit` or an unknown magic ends the run)."""
-    starts = array("q")
-    app = starts.append
-    unpack = _TM.unpack_from
-    v1, v2 = MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2 if accept_v2 else MESSAGE_MAGIC_V1
-    stop = min(limit - 7, pos + max_bytes)  # 8 header bytes readable
-    n = 0
-    while pos < stop and n < max_records:
-        total, magic = unpack(buf, pos)
-        if (magic != v1 and magic != v2) or total <= 0 or pos + total > limit:
-            break
-        app(pos)
-        pos += total
-        n += 1
-    return starts
 
 
 class _Fields:
@@ -95,26 +74,26 @@ def run_of_messages(buf, pos: int, limit: int, opts: DecodeOptions,
     """(n, last_start, next_pos, clean): the n records from `pos` check_record classifies
     MESSAGE for certain, the start of the last of them, where the record after them starts,
     and whether every record hopped over was one of them."""
-    starts = hop(buf, pos, limit, opts.accept_v2, max_records)
-    if not starts:
+    s = hop(buf, pos, limit, limit, max_records, MAX_BYTES, opts.accept_v2).starts
+    if not len(s):
         return 0, -1, pos, False
     fields = _Fields(buf)
     try:
-        s = np.frombuffer(starts, dtype=np.int64)
         total = fields.i32(s)
-        tls = np.where(fields.i32(s + 4) == MESSAGE_MAGIC_V2, 2, 1)
-        sysflag = fields.i32(s + 36)
-        hosts = np.where(sysflag & 0x10, 20, 8) + np.where(sysflag & 0x20, 20, 8)
-        body_pos = s + 72 + hosts
-        body_len = fields.i32(body_pos - 4)
+        tls = np.where(fields.i32(s + OFF_MAGICCODE) == MESSAGE_MAGIC_V2, 2, 1)
+        sysflag = fields.i32(s + OFF_SYSFLAG)
+        hosts = (np.where(sysflag & BORNHOST_V6_FLAG, HOST_V6, HOST_V4)
+                 + np.where(sysflag & STOREHOST_V6_FLAG, HOST_V6, HOST_V4))
+        body_pos = s + OFF_BODY + hosts
+        body_len = fields.i32(s + OFF_BODYLENGTH + hosts)
         topic_pos = body_pos + np.maximum(body_len, 0)
         t2 = fields.i16(topic_pos)   # V2: i16
         t1 = t2 >> 8                 # V1: i8, the first of those two bytes
         topic_len = np.where(tls == 1, t1, t2)
         props_pos = topic_pos + tls + np.maximum(topic_len, 0)
         prop_len = fields.i16(props_pos)
-        good = ((total >= 72 + hosts) & (body_len >= 0) & (topic_len >= 0) & (prop_len >= 0)
-                & (74 + hosts + body_len + tls + topic_len + prop_len == total))
+        good = ((total >= OFF_BODY + hosts) & (body_len >= 0) & (topic_len >= 0) & (prop_len >= 0)
+                & (record_sizes(hosts, 0, body_len, tls, topic_len, prop_len) == total))
         sched = np.flatnonzero(good & (topic_len == len(_SCHEDULE)))
         if sched.size:  # check_record parses their DELAY: leave them to it
             u8 = np.frombuffer(buf, dtype=np.uint8)
@@ -122,9 +101,9 @@ def run_of_messages(buf, pos: int, limit: int, opts: DecodeOptions,
             del u8
             good[sched[(names == _SCHEDULE).all(axis=1)]] = False
         bad = np.flatnonzero(~good)
-        n = int(bad[0]) if bad.size else len(starts)
+        n = int(bad[0]) if bad.size else len(s)
         if n and opts.check_crc:  # bodies of length 0 carry no CRC check
-            crc = fields.i32(s[:n] + 8)
+            crc = fields.i32(s[:n] + OFF_BODYCRC)
             mv = memoryview(buf)
             spans = map(slice, body_pos[:n].tolist(), (body_pos[:n] + body_len[:n]).tolist())
             got = np.fromiter(map(crc32, map(mv.__getitem__, spans)), dtype=np.int64, count=n)
@@ -136,8 +115,8 @@ def run_of_messages(buf, pos: int, limit: int, opts: DecodeOptions,
         fields.release()
     if n == 0:
         return 0, -1, pos, False
-    nxt = starts[n] if n < len(starts) else starts[-1] + int(total[-1])
-    return n, starts[n - 1], nxt, n == len(starts)
+    nxt = int(s[n]) if n < len(s) else int(s[-1]) + int(total[-1])
+    return n, int(s[n - 1]), nxt, n == len(s)
 
 
 def drop_pages(buf, start: int, end: int) -> None:

@@ -9,22 +9,19 @@ from __future__ import annotations
 
 import errno
 import operator
-import re
 import threading
 import time
 from typing import NamedTuple
 
 from engine.format import properties as P
 from engine.errors import MessageRejectedError, StoreError, StoreFullError
-from engine.format.message import (BLANK_MAGIC, SCHEDULE_TOPIC, TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE,
-                      EncodedRecord, Message, MessageDraft, check_record, encode_record, parse_host)
+from engine.format.message import (BLANK_MAGIC, BLANK_RECORD_MIN, SCHEDULE_TOPIC, TRANSACTION_COMMIT_TYPE,
+                      TRANSACTION_NOT_TYPE, EncodedRecord, Message, MessageDraft, check_record, encode_record, parse_host)
 from engine.store.dispatcher import dispatch
 from engine.format.javahash import tags_code
+from engine.format.topic import needs_v2, topic_problem
 from engine.format.msgid import UniqKeyGenerator
 
-TOPIC_RE = re.compile(r"[%|a-zA-Z0-9_-]+\Z")  # \Z: "$" would let a trailing newline through
-TOPIC_MAX_V1 = 127
-TOPIC_MAX_RETRY = 255
 import struct
 _BLANK = struct.Struct(">ii")
 _MAGIC_CRC = struct.Struct(">ii")
@@ -52,27 +49,24 @@ class PutResult(NamedTuple):
         return self._asdict()
 
 
-def validate_topic(topic: str, allow_v2: bool) -> bool:
-    """Broker/client topic rules; returns True when the topic needs a V2 record."""
-    if not topic:
-        raise MessageRejectedError("topic is empty")
-    if not TOPIC_RE.match(topic):
-        raise MessageRejectedError(f"topic {topic!r} has characters outside [%|a-zA-Z0-9_-]")
-    if len(topic) <= TOPIC_MAX_V1:
-        return False
-    if allow_v2 and topic.startswith("%RETRY%") and len(topic) <= TOPIC_MAX_RETRY:
-        return True
-    raise MessageRejectedError(f"topic is {len(topic)} characters; the limit is {TOPIC_MAX_V1}")
+def validate_topic(topic: str, allow_v2: bool, producer: bool = False) -> bool:
+    """engine.format.topic's rules as the write path's error; True when the topic needs a
+    V2 record."""
+    problem = topic_problem(topic, allow_v2, producer)
+    if problem:
+        raise MessageRejectedError(problem)
+    return needs_v2(topic)
 
 
 INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
 def validate_message(cfg, topic: str, body_size: int = 0, queue_id: int | None = None, flag: int = 0,
-                     delay_level: int = 0, properties: dict | None = None) -> None:
+                     delay_level: int = 0, properties: dict | None = None, producer: bool = False) -> None:
     """Every rule a message must pass that needs no store (the CLI checks them before it opens
-    a store read-write; draft() and encode() apply them again)."""
-    validate_topic(topic, cfg.autoMessageVersionOnTopicLen)
+    a store read-write; draft() and encode() apply them again). producer=True: also the
+    client's topic rules (no broker-only or system topic), as a producer's send would."""
+    validate_topic(topic, cfg.autoMessageVersionOnTopicLen, producer)
     if queue_id is not None and not 0 <= _integer(queue_id, "queue id") <= INT32_MAX:
         raise MessageRejectedError(f"queue id {queue_id} is outside 0..{INT32_MAX}")
     if not INT32_MIN <= _integer(flag, "flag") <= INT32_MAX:
@@ -181,7 +175,7 @@ class StoreWriter:
             raise MessageRejectedError(f"body is {len(d.body)} bytes; maxMessageSize is {self.cfg.maxMessageSize}")
         crc = self.cfg.enabledAppendPropCRC
         rec = encode_record(d, v2=v2, props_trailing=crc, crc_tail=crc)
-        if len(rec.data) + 8 > self.cfg.mappedFileSizeCommitLog:
+        if len(rec.data) + BLANK_RECORD_MIN > self.cfg.mappedFileSizeCommitLog:
             raise MessageRejectedError(f"record of {len(rec.data)} bytes does not fit a commitlog file of "
                                        f"{self.cfg.mappedFileSizeCommitLog} bytes")
         return rec
@@ -197,7 +191,7 @@ class StoreWriter:
         if len({(d.topic, d.queueId) for d in drafts}) > 1:
             raise MessageRejectedError("a batch must go to one topic and queue")
         total = sum(len(r.data) for r in recs)
-        if total + 8 > self.cfg.mappedFileSizeCommitLog:
+        if total + BLANK_RECORD_MIN > self.cfg.mappedFileSizeCommitLog:
             raise MessageRejectedError(f"batch of {total} bytes does not fit one commitlog file")
         with self.lock:
             cl = self.store.commitlog
@@ -262,8 +256,8 @@ class StoreWriter:
     def _file_with_room(self, size: int):
         q = self.store.commitlog.queue
         f = q.last
-        if f is not None and f.wrote_position < f.file_size and size + 8 <= f.file_size - f.wrote_position:
-            f.ensure_room(f.wrote_position + size + 8)  # a full disk refuses here, before any write
+        if f is not None and f.wrote_position < f.file_size and size + BLANK_RECORD_MIN <= f.file_size - f.wrote_position:
+            f.ensure_room(f.wrote_position + size + BLANK_RECORD_MIN)  # a full disk refuses here, before any write
             return f
         start = f.end_offset if f is not None else 0
         try:  # the next file first: if the disk is full, nothing (not even the BLANK) is written
@@ -272,7 +266,7 @@ class StoreWriter:
             raise StoreFullError(f"cannot create commitlog file: {e}", path=str(q.dirs[0])) from None
         if f is not None and f.wrote_position < f.file_size:
             remaining = f.file_size - f.wrote_position
-            f.ensure_room(f.wrote_position + 8)
+            f.ensure_room(f.wrote_position + BLANK_RECORD_MIN)
             f.write_at(f.wrote_position, _BLANK.pack(remaining, BLANK_MAGIC))
             f.wrote_position = f.file_size
             f.flush()

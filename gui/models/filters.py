@@ -12,19 +12,9 @@ from dataclasses import dataclass
 from typing import Callable, Iterator
 
 from engine import Message
+from engine.format.text import parse_tags_expression
 
-from .queue_rows import QueueRow, iter_rows_with_messages, row_of
-
-
-def parse_tag_expression(expr: str) -> frozenset[str] | None:
-    """None means every tag (`*` or empty); otherwise the set of tags, like SubscriptionData."""
-    expr = (expr or "").strip()
-    if not expr or expr == "*":
-        return None
-    tags = frozenset(t.strip() for t in expr.split("||") if t.strip())
-    if not tags:
-        raise ValueError(f"tag expression {expr!r} names no tag")
-    return tags
+from .queue_rows import QueueRow, iter_rows_with_messages, page_rows
 
 
 @dataclass(frozen=True)
@@ -53,7 +43,7 @@ class MessageFilter:
 
     def predicate(self) -> Callable[[Message], bool]:
         """Compile to a function; raises ValueError (with a message for the user) on bad input."""
-        tags = parse_tag_expression(self.tags)
+        tags = parse_tags_expression(self.tags)
         key = self.key.strip()
         name, value = None, None
         if self.prop.strip():
@@ -154,33 +144,13 @@ def scan_queue(store, topic: str, queue_id: int, start: int, end: int, flt: Mess
         return matches, start
     q = max(start, cq.min_offset)
     end = min(end, cq.max_offset)
-    cl_min = store.commitlog.min_offset
     while q < end:
         res = store.get_message(topic, queue_id, q, min(page, end - q))
-        nxt = min(res.nextBeginOffset if res.nextBeginOffset > q else q + page, end)
-        full_at = _take(_page_rows(store, topic, queue_id, q, nxt, res, cl_min), pred, matches, max_matches)
+        rows, nxt = page_rows(store, topic, queue_id, q, min(end, q + page), res)
+        nxt = nxt if nxt > q else min(end, q + page)  # no unit readable there (a missing CQ file)
+        full_at = _take(rows, pred, matches, max_matches)
         if full_at is not None:
             return matches, full_at
         q = nxt
         yield q - start, total
     return matches, max(q, start)
-
-
-def _page_rows(store, topic, queue_id, q, nxt, res, cl_min):
-    """(row, message) for the units [q, nxt) a getMessage page covered: its messages taken in
-    unit order (units it skipped have no message); if the page and the units disagree
-    anywhere, the units are read one by one instead."""
-    cq = store.find_queue(topic, queue_id)
-    units = cq.units(q, nxt)
-    phys, sizes, codes = units["phyOffset"].tolist(), units["size"].tolist(), units["tagsCode"].tolist()
-    skipped = {o for o, _ in res.skipped}
-    msgs = res.messages
-    taken = [k for k in range(len(phys)) if q + k not in skipped]
-    if len(taken) == len(msgs) and all(msgs[i].commitLogOffset == phys[k] for i, k in enumerate(taken)):
-        by_unit = dict(zip(taken, range(len(msgs))))
-        for k in range(len(phys)):
-            i = by_unit.get(k)
-            m = msgs[i] if i is not None else None
-            yield row_of(q + k, phys[k], sizes[k], codes[k], m, cl_min), m
-    else:
-        yield from iter_rows_with_messages(store, topic, queue_id, q, nxt)

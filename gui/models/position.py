@@ -5,9 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from engine import Message
+from engine.format.cq_unit import CQ_UNIT_SIZE
 from engine.format.javahash import index_key, index_key_hash
-
-CQ_UNIT_SIZE = 20
 
 
 @dataclass

@@ -38,7 +38,7 @@ class SendDialog(QDialog):
         self.topic = QComboBox(self)
         self.topic.setEditable(True)
         self.topic.setInsertPolicy(QComboBox.NoInsert)
-        self.topic.addItems([t for t in topics if sl.validate_topic(t) is None])
+        self.topic.addItems([t for t in topics if sl.topic_problem(t, producer=True) is None])
         self.topic_check = QLabel(self)
         self.topic_check.setTextFormat(Qt.PlainText)
         self.use_last = QPushButton("Use last sent", self)
@@ -139,7 +139,7 @@ class SendDialog(QDialog):
 
     # ---- form ------------------------------------------------------------------------------
     def _check_topic(self, topic: str) -> None:
-        err = sl.validate_topic(topic)
+        err = sl.topic_problem(topic, producer=True)
         exists = self.topic.findText(topic) >= 0
         if err:
             self.topic_check.setText(err)

@@ -1,0 +1,349 @@
+# included by engine/accel/_page.pyx: the page loop and getMessage
+
+# ---- the page loop (engine.store.page.read_page; its pure twin _read_page_py is the reference) ----------
+cdef object _page_module = None
+cdef object _Page = None
+cdef object _Result = None
+cdef object _confirm = None
+cdef object WHY_FILLER = None, WHY_EXPIRED = None, WHY_INVALID = None
+
+
+cdef class PageBase:
+    """MessagePage's storage and length (engine.store.page._PageBase is the pure twin): a page of
+    small messages is read in a few microseconds, so building it and asking its length must
+    not cost Python frames."""
+    cdef public Py_ssize_t _n
+    cdef public object _rows, _views, _cache, _cols, _fidx, _froms
+
+    def __init__(self, Py_ssize_t n=0, rows=None, views=(), cache=None):
+        self._n = n
+        self._rows = rows
+        self._views = views
+        self._cache = cache
+
+    def __len__(self):
+        return self._n
+
+    def __bool__(self):
+        return self._n > 0
+
+
+cdef inline object new_page(Py_ssize_t n, rows, views, cache):
+    cdef PageBase p = PageBase.__new__(_Page)
+    p._n = n
+    p._rows = rows
+    p._views = views
+    p._cache = cache
+    return p
+
+
+def bind(page_module, page_cls, confirm, why_filler, why_expired, why_invalid):
+    """engine.store.page hands over what the loop builds and calls (it imports this module)."""
+    global _page_module, _Page, _confirm, WHY_FILLER, WHY_EXPIRED, WHY_INVALID
+    _page_module, _Page, _confirm = page_module, page_cls, confirm
+    WHY_FILLER, WHY_EXPIRED, WHY_INVALID = why_filler, why_expired, why_invalid
+
+
+def bind_result(result_cls):
+    """engine.store.message_store hands over GetMessageResult."""
+    global _Result
+    _Result = result_cls
+
+
+cdef object find_file(q, int64_t offset):
+    """MappedFileQueue.find(offset): files are `file_size` apart, so straight to the index
+    (the bisect when they are not)."""
+    files = q.files
+    cdef Py_ssize_t n = len(files), i
+    cdef int64_t base, size, start
+    if n == 0:
+        return None
+    size = q.file_size
+    base = files[0].file_from_offset
+    if offset >= base and size > 0:
+        i = (offset - base) // size
+        if i < n:
+            f = files[i]
+            start = f.file_from_offset
+            if start <= offset < start + size:
+                return f
+    return q.find(offset)
+
+
+cdef const uint8_t* take_units(cqmm, Py_buffer* qv, Py_ssize_t* u_end) except NULL:
+    """Export a CQ file's map into *qv (the caller releases it); *u_end clamped to its units."""
+    PyObject_GetBuffer(cqmm, qv, PyBUF_SIMPLE)
+    if u_end[0] * CQ_UNIT_SIZE > qv.len:
+        u_end[0] = qv.len // CQ_UNIT_SIZE
+    return <const uint8_t*>qv.buf
+
+
+cdef Py_ssize_t grow_rows(bytearray rows, Py_buffer* rv) except -1:
+    """Double the row buffer, re-exported into *rv; returns its row count."""
+    PyBuffer_Release(rv)  # leaves rv.obj NULL: a second release (the caller's finally) is a no-op
+    rows.extend(bytes(len(rows)))
+    PyObject_GetBuffer(rows, rv, PyBUF_WRITABLE)
+    return len(rows) // sizeof(Row)
+
+
+cdef Py_ssize_t take_file(g, list files, list views, Py_buffer* cv) except -1:
+    """Commitlog file g's index in the page's files (added, with the view the page keeps, when
+    new); its map exported into *cv last (the caller releases it)."""
+    cdef Py_ssize_t k, fi = -1
+    for k in range(len(files)):
+        if files[k] is g:
+            fi = k
+            break
+    mm = g.mm
+    if fi < 0:
+        fi = len(files)
+        files.append(g)
+        views.append(memoryview(mm))
+    PyObject_GetBuffer(mm, cv, PyBUF_SIMPLE)
+    return fi
+
+
+def read(cl, cq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint broker, Py_ssize_t limit_count,
+         int64_t limit_bytes):
+    """getMessage's loop from queue offset `offset` (max_count >= 1, min <= offset < mx):
+    (status, nextBeginOffset, page, bufferTotalSize, skipped), status None for
+    OFFSET_FOUND_NULL. The runs go through `run`; every other unit through the reference
+    loop body (fillers, expired records and the skip after them, other commitlog files)."""
+    return _read(cl, cq.queue, offset, mx, max_count, broker, limit_count, limit_bytes)
+
+
+cdef tuple _read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint broker, Py_ssize_t limit_count,
+                 int64_t limit_bytes):
+    cdef Py_ssize_t cap = max_count if max_count < limit_count else limit_count
+    cdef Py_ssize_t u, u_end, unit, j = 0, j0, nrows, fi = -1
+    cdef int64_t first, q = offset, phy, cl_min, nbytes = 0, nfs = 0
+    cdef int64_t f_from = 0, f_size = 0, f_wrote = 0
+    cdef int32_t size
+    cdef int stop
+    cdef bint removing = False, took, have_nfs = False, ok
+    cdef Py_buffer cv, qv, rv
+    cdef bint has_cv = False, has_qv = False, has_rv = False
+    cdef const uint8_t* cqp
+    cdef int flags
+    opts = cl.read_opts
+    flags = (F_CRC if opts.check_crc else 0) | (F_FORCE if opts.force_verify_prop_crc else 0) | (F_V2 if opts.accept_v2 else 0)
+    clq = cl.queue
+    fq = find_file(cqq, offset * CQ_UNIT_SIZE)
+    if fq is None:
+        return (None if broker else "NO_MATCHED_MESSAGE"), offset, new_page(0, None, (), None), 0, []
+    first = fq.file_from_offset // CQ_UNIT_SIZE
+    u = offset - first
+    u_end = fq.wrote_position // CQ_UNIT_SIZE
+    if not broker and u_end > mx - first:
+        u_end = mx - first
+    if u >= u_end:
+        return (None if broker else "NO_MATCHED_MESSAGE"), offset, new_page(0, None, (), None), 0, []
+    nrows = u_end - u
+    if nrows > cap:
+        nrows = cap
+    if nrows < 1:
+        nrows = 1
+    rows = PyByteArray_FromStringAndSize(NULL, nrows * sizeof(Row))  # not zeroed: rows past j are never read
+    skipped = []
+    cache = None
+    files = []
+    views = []
+    f = None
+    cl_min = queue_min(clq)
+    try:
+        cqmm = fq.mm
+        cqp = take_units(cqmm, &qv, &u_end)
+        has_qv = True
+        PyObject_GetBuffer(rows, &rv, PyBUF_WRITABLE)
+        has_rv = True
+        phy = be64(cqp + u * CQ_UNIT_SIZE)  # the commitlog file of the first record (the loop finds others)
+        if phy >= cl_min and u < u_end and not (phy == 0 and be32(cqp + u * CQ_UNIT_SIZE + OFF_UNIT_SIZE) == FILLER_SIZE):
+            g = find_file(clq, phy)
+            if g is not None:
+                f = g
+                fi = take_file(g, files, views, &cv)
+                has_cv = True
+                f_from, f_size, f_wrote = g.file_from_offset, g.file_size, g.wrote_position
+        while True:
+            if u >= u_end:  # this CQ file's units are done
+                if broker or q >= mx or j >= max_count:
+                    break
+                fq = find_file(cqq, q * CQ_UNIT_SIZE)
+                if fq is None:
+                    break
+                first = fq.file_from_offset // CQ_UNIT_SIZE
+                u = q - first
+                u_end = fq.wrote_position // CQ_UNIT_SIZE
+                if u_end > mx - first:
+                    u_end = mx - first
+                if u >= u_end:
+                    break
+                PyBuffer_Release(&qv)
+                has_qv = False
+                cqmm = fq.mm
+                cqp = take_units(cqmm, &qv, &u_end)
+                has_qv = True
+                continue
+            if has_cv and not have_nfs:  # a run of records in file f
+                unit = u
+                with nogil:
+                    stop = run(<const uint8_t*>cv.buf, cv.len, f_wrote, f_from, f_size, cqp, &u, u_end,
+                               <Row*>rv.buf, nrows, &j, cap, &nbytes, limit_bytes, fi, flags, False)
+                q += u - unit
+                if stop == 0:
+                    continue
+                if stop == 1:
+                    break
+                if stop == 2:
+                    nrows = grow_rows(rows, &rv)
+                    continue
+                if stop == 5 or stop == 4:
+                    ok = False
+                    if stop == 5:
+                        cache, ok = _confirm(cl, f, cqmm, u, rows, j, cache)
+                    if ok:
+                        nbytes += be32(cqp + u * CQ_UNIT_SIZE + OFF_UNIT_SIZE)
+                        j += 1
+                    else:
+                        removing = True
+                        skipped.append((q, WHY_INVALID))
+                    u += 1
+                    q += 1
+                    continue
+                # STOP_UNIT: the reference loop body decides this unit
+            phy = be64(cqp + u * CQ_UNIT_SIZE)
+            size = be32(cqp + u * CQ_UNIT_SIZE + OFF_UNIT_SIZE)
+            if j and (j >= cap or (limit_bytes and nbytes + size > limit_bytes)):
+                break
+            unit = u
+            u += 1
+            q += 1
+            if have_nfs and phy < nfs:
+                continue
+            if phy == 0 and size == FILLER_SIZE:
+                skipped.append((q - 1, WHY_FILLER))
+                continue
+            took = False
+            if phy >= cl_min:
+                if not has_cv or not (f_from <= phy < f_from + f_size):
+                    g = find_file(clq, phy)
+                    if g is not None:
+                        if has_cv:
+                            PyBuffer_Release(&cv)
+                            has_cv = False
+                        f = g
+                        fi = take_file(g, files, views, &cv)
+                        has_cv = True
+                        f_from, f_size, f_wrote = g.file_from_offset, g.file_size, g.wrote_position
+                if has_cv and f_from <= phy < f_from + f_size and phy - f_from < f_wrote:
+                    if j >= nrows:
+                        nrows = grow_rows(rows, &rv)
+                    j0 = j
+                    u = unit
+                    stop = run(<const uint8_t*>cv.buf, cv.len, f_wrote, f_from, f_size, cqp, &u, unit + 1,
+                               <Row*>rv.buf, nrows, &j, j + 1, &nbytes, 0, fi, flags, True)
+                    if stop == 5:
+                        cache, ok = _confirm(cl, f, cqmm, unit, rows, j, cache)
+                        if ok:
+                            nbytes += size
+                            j += 1
+                    u = unit + 1
+                    took = j > j0
+            if not took:
+                removing = True
+                skipped.append((q - 1, WHY_EXPIRED if phy < cl_min else WHY_INVALID))
+                if phy < cl_min:
+                    nfs = cl.roll_next_file(phy)
+                    have_nfs = True
+                continue
+            have_nfs = False
+    finally:
+        if has_cv:
+            PyBuffer_Release(&cv)
+        if has_qv:
+            PyBuffer_Release(&qv)
+        if has_rv:
+            PyBuffer_Release(&rv)
+    if cache is not None and len(cache) != j:  # only confirmed rows hold a Message
+        del cache[j:]
+        cache.extend([None] * (j - len(cache)))
+    if j:
+        status = "FOUND"
+    else:
+        status = "MESSAGE_WAS_REMOVING" if removing else "NO_MATCHED_MESSAGE"
+    return status, q, new_page(j, rows, views, cache), nbytes, skipped
+
+
+cdef int64_t queue_min(q):
+    """MappedFileQueue.min_offset."""
+    files = q.files
+    return files[0].file_from_offset if files else 0
+
+
+cdef int64_t queue_max(q):
+    """MappedFileQueue.max_offset: the last file holding data, at its write position."""
+    files = q.files
+    cdef Py_ssize_t i
+    cdef int64_t w
+    for i in range(len(files) - 1, -1, -1):
+        f = files[i]
+        w = f.wrote_position
+        if w > 0:
+            return f.file_from_offset + w
+    return files[0].file_from_offset if files else 0
+
+
+cdef object _result(status, nxt, mn, mx, messages, total, skipped):
+    r = _Result.__new__(_Result)
+    r.status, r.nextBeginOffset, r.minOffset, r.maxOffset = status, nxt, mn, mx
+    r.messages, r.bufferTotalSize, r.skipped = messages, total, skipped
+    return r
+
+
+cdef int64_t LONG_MAX = 0x7FFFFFFFFFFFFFFF
+
+
+def get_message(store, topic, queue_id, offset, max_count=32, broker=False):
+    """getMessage. broker=True reproduces the broker exactly (a page stops at the end of
+    a CQ file; 32 messages / 256 KiB per page); the default reads `max_count` messages
+    across CQ files and reports units it had to skip.
+
+    MessageStore.get_message compiled (engine/accel/_page.pyx) in one call: the queue's bounds
+    and statuses, the page loop, the GetMessageResult -- for pages of small messages the
+    Python frames around the loop cost as much as the loop. Anything unusual (arguments
+    that are not integers or lie outside int64, the kernel switched off) goes to the
+    reference, store._get_message_py."""
+    if _page_module.KERNEL is None:
+        return store._get_message_py(topic, queue_id, offset, max_count, broker)
+    if type(offset) is not int or type(max_count) is not int:  # numpy integers, bool
+        try:
+            offset, max_count = index(offset), index(max_count)
+        except TypeError:
+            return store._get_message_py(topic, queue_id, offset, max_count, broker)
+    if not 1 <= max_count <= LONG_MAX or not -LONG_MAX <= offset <= LONG_MAX:
+        return store._get_message_py(topic, queue_id, offset, max_count, broker)
+    cq = store.queues.get((topic, queue_id))
+    if cq is None:
+        return _result("NO_MESSAGE_IN_QUEUE", 0, 0, 0, [], 0, [])
+    cqq = cq.queue
+    cdef int64_t off = offset, mn = cq.min_logic_offset // CQ_UNIT_SIZE, mx = queue_max(cqq) // CQ_UNIT_SIZE
+    cdef bint brk = broker
+    if mx == 0:
+        return _result("NO_MESSAGE_IN_QUEUE", 0, mn, mx, [], 0, [])
+    if off < mn:
+        return _result("OFFSET_TOO_SMALL", mn, mn, mx, [], 0, [])
+    if off == mx:
+        return _result("OFFSET_OVERFLOW_ONE", off, mn, mx, [], 0, [])
+    if off > mx:
+        return _result("OFFSET_OVERFLOW_BADLY", mx, mn, mx, [], 0, [])
+    cdef Py_ssize_t limit_count, n = max_count
+    cdef int64_t limit_bytes
+    if brk:
+        cfg = store.cfg
+        limit_count, limit_bytes = cfg.maxTransferCountOnMessageInMemory, cfg.maxTransferBytesOnMessageInMemory or 0
+    else:
+        limit_count, limit_bytes = n, 0
+    status, nxt, page, total, skipped = _read(store.commitlog, cqq, off, mx, n, brk, limit_count, limit_bytes)
+    if status is None:
+        return _result("OFFSET_FOUND_NULL", off, mn, mx, [], 0, [])
+    return _result(status, nxt, mn, mx, page, total, skipped)

@@ -1,0 +1,276 @@
+# included by engine/accel/_page.pyx: CRC-32 and one record's check (check_record in C)
+
+# ---- CRC-32 (zlib's), slice by 8 ----------------------------------------------------------------
+cdef uint32_t CRC_T[8][256]
+
+
+cdef void _crc_init() noexcept:
+    cdef uint32_t c
+    cdef int i, k
+    for i in range(256):
+        c = <uint32_t>i
+        for k in range(8):
+            c = (c >> 1) ^ (0xEDB88320 if c & 1 else 0)
+        CRC_T[0][i] = c
+    for i in range(256):
+        c = CRC_T[0][i]
+        for k in range(1, 8):
+            c = CRC_T[0][c & 0xFF] ^ (c >> 8)
+            CRC_T[k][i] = c
+
+
+_crc_init()
+
+
+cdef uint32_t crc32(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    cdef uint32_t c = ~(<uint32_t>0)
+    cdef uint32_t a, b
+    while n >= 8:
+        a = (<uint32_t>p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)) ^ c
+        b = <uint32_t>p[4] | (<uint32_t>p[5] << 8) | (<uint32_t>p[6] << 16) | (<uint32_t>p[7] << 24)
+        c = (CRC_T[7][a & 0xFF] ^ CRC_T[6][(a >> 8) & 0xFF] ^ CRC_T[5][(a >> 16) & 0xFF] ^ CRC_T[4][a >> 24]
+             ^ CRC_T[3][b & 0xFF] ^ CRC_T[2][(b >> 8) & 0xFF] ^ CRC_T[1][(b >> 16) & 0xFF] ^ CRC_T[0][b >> 24])
+        p += 8
+        n -= 8
+    while n > 0:
+        c = CRC_T[0][(c ^ p[0]) & 0xFF] ^ (c >> 8)
+        p += 1
+        n -= 1
+    return ~c
+
+
+def crc32_of(data) -> int:
+    """zlib.crc32 of a bytes-like object (for the tests)."""
+    cdef Py_buffer v
+    PyObject_GetBuffer(data, &v, PyBUF_SIMPLE)
+    try:
+        return crc32(<const uint8_t*>v.buf, v.len)
+    finally:
+        PyBuffer_Release(&v)
+
+
+# ---- one record ----------------------------------------------------------------------------
+cdef extern from *:
+    """
+    #if defined(_MSC_VER) && (defined(_M_X64) || defined(_M_ARM64))
+    #include <intrin.h>
+    static __inline int rmq_ctz64(unsigned long long x) { unsigned long i; _BitScanForward64(&i, x); return (int)i; }
+    #define RMQ_LITTLE_ENDIAN 1
+    #elif defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+    #define rmq_ctz64(x) __builtin_ctzll(x)
+    #define RMQ_LITTLE_ENDIAN 1
+    #else  /* unknown byte order or no bit scan: find_sep takes its byte loop */
+    #define rmq_ctz64(x) 0
+    #define RMQ_LITTLE_ENDIAN 0
+    #endif
+    #if defined(__GNUC__)
+    #define rmq_prefetch(p) __builtin_prefetch((p), 0, 3)
+    #elif defined(_MSC_VER) && (defined(_M_X64) || defined(_M_IX86))
+    #include <xmmintrin.h>
+    #define rmq_prefetch(p) _mm_prefetch((const char*)(p), _MM_HINT_T0)
+    #else
+    #define rmq_prefetch(p) ((void)(p))
+    #endif
+    """
+    int rmq_ctz64(uint64_t x) noexcept nogil
+    int RMQ_LITTLE_ENDIAN
+    void rmq_prefetch(const void* p) noexcept nogil
+
+
+cdef inline Py_ssize_t find_sep(const uint8_t* b, Py_ssize_t q, Py_ssize_t stop) noexcept nogil:
+    """The first k in [q, stop) with b[k] == 0x02 (the property separator), else stop. Eight
+    bytes per step: property segments are short, so a memchr call per segment cost more
+    than the search."""
+    cdef uint64_t v, t
+    while q + 8 <= stop:
+        memcpy(&v, b + q, 8)
+        v ^= 0x0202020202020202ULL
+        t = (v - 0x0101010101010101ULL) & ~v & 0x8080808080808080ULL  # 0x80 where a byte was 0x02
+        if t:
+            if RMQ_LITTLE_ENDIAN:  # the lowest flag is the first 0x02 (a borrow only flags later bytes)
+                return q + (rmq_ctz64(t) >> 3)
+            break
+        q += 8
+    while q < stop and b[q] != 2:
+        q += 1
+    return q
+
+
+cdef int verify_prop_crc(const uint8_t* b, Py_ssize_t pos, int32_t total) noexcept nogil:
+    """engine.format.message.verify_prop_crc."""
+    cdef const uint8_t* t = b + pos + total - PROP_CRC_TAIL_SIZE
+    cdef int64_t value = 0
+    cdef int i
+    if memcmp(t, CRC_TAIL, 9) != 0 or t[19] != 2:
+        return 0
+    for i in range(18, 8, -1):  # ten digits, least significant first
+        if t[i] < 48 or t[i] > 57:
+            return 0
+        value = value * 10 + (t[i] - 48)
+    return (crc32(b + pos, total - PROP_CRC_TAIL_SIZE) & 0x7FFFFFFF) == value
+
+
+cdef int check(const uint8_t* b, Py_ssize_t L, Py_ssize_t pos, Py_ssize_t limit, int flags,
+               Row* r, int32_t* size) noexcept nogil:
+    """check_record(buf, pos, limit, ...) for buf of length L: the status, *size as
+    RecordResult.size; for MESSAGE / NEEDS_PY the fixed fields in *r (commitLogOffset, file
+    and queue offset left to the caller)."""
+    cdef Py_ssize_t rem = limit - pos, end, p, bh, sh, body_pos, topic_pos, props_pos, q, stop, seg, k
+    cdef int32_t total, magic = 0, body_len, crc, sysflag
+    cdef int has_magic = 1, tls, tl, pl, needs_py = 0, tags_found = 0, delay_found = 0, ascii
+    cdef uint32_t h
+    cdef int64_t tcode = 0
+    size[0] = -1
+    if rem >= HEAD_SIZE:
+        total = be32(b + pos)
+        magic = be32(b + pos + OFF_MAGICCODE)
+    else:
+        if rem <= 4:
+            return S_INVALID
+        total = be32(b + pos)
+        if rem >= 8:
+            magic = be32(b + pos + OFF_MAGICCODE)
+        else:
+            has_magic = 0
+    if has_magic and magic == BLANK_MAGIC:
+        size[0] = 0
+        return S_EOF
+    if total <= 0 or rem < total or not has_magic:
+        return S_INVALID
+    if magic == MESSAGE_MAGIC_V1:
+        tls = 1
+    elif magic == MESSAGE_MAGIC_V2 and flags & F_V2:
+        tls = 2
+    else:
+        return S_INVALID
+    end = pos + total
+    if pos + HEAD_SIZE > L:
+        return S_INVALID  # record truncated
+    crc = be32(b + pos + OFF_BODYCRC)
+    sysflag = be32(b + pos + OFF_SYSFLAG)
+    bh = HOST_V6 if sysflag & BORNHOST_V6_FLAG else HOST_V4
+    sh = HOST_V6 if sysflag & STOREHOST_V6_FLAG else HOST_V4
+    p = pos + OFF_BODY + bh + sh
+    if p > L:
+        return S_INVALID
+    body_len = be32(b + pos + OFF_BODYLENGTH + bh + sh)
+    body_pos = p
+    if body_len > 0:
+        if p + body_len > end:
+            size[0] = total
+            return S_MISMATCH
+        p += body_len
+        if flags & F_CRC and not flags & F_FORCE:
+            if <int32_t>(crc32(b + body_pos, body_len) & 0x7FFFFFFF) != crc:
+                return S_INVALID
+    if tls == 1:
+        if p + 1 > L:
+            return S_INVALID
+        tl = <signed char>b[p]
+        p += 1
+    else:
+        if p + 2 > L:
+            return S_INVALID
+        tl = be16(b + p)
+        p += 2
+    if tl < 0 or p + tl > end:
+        return S_INVALID
+    topic_pos = p
+    p += tl
+    size[0] = total
+    if p + 2 > end:
+        return S_MISMATCH
+    pl = be16(b + p)
+    p += 2
+    props_pos = p
+    if pl > 0:
+        if p + pl > end:
+            return S_MISMATCH
+        # parse_properties: segments split by 0x02, name up to the first 0x01, both non-empty,
+        # later duplicates win. Only TAGS (the tag hash) and DELAY matter here.
+        q = p
+        stop = p + pl
+        while q <= stop:
+            seg = q
+            q = find_sep(b, q, stop)
+            # segment [seg, q): the name runs to the first 0x01; only TAGS and DELAY matter
+            if q - seg >= 6 and (b[seg + 4] == 1 or b[seg + 5] == 1):
+                if b[seg + 4] == 1 and memcmp(b + seg, b"TAGS", 4) == 0:
+                    tags_found = 1
+                    h = 0
+                    ascii = 1
+                    k = seg + 5
+                    while k < q:
+                        if b[k] >= 0x80:
+                            ascii = 0
+                        h = h * 31 + b[k]
+                        k += 1
+                    if ascii:
+                        tcode = <int32_t>h
+                    else:
+                        tags_found = 2
+                elif b[seg + 5] == 1 and q - seg >= 7 and memcmp(b + seg, b"DELAY", 5) == 0:
+                    delay_found = 1
+            q += 1
+        if tags_found == 2:
+            needs_py = 1
+        if delay_found and tl == 19 and memcmp(b + topic_pos, SCHEDULE, 19) == 0:
+            needs_py = 2  # the delay level rule: check_record decides, status and tagsCode
+        elif flags & F_CRC and flags & F_FORCE:
+            if not verify_prop_crc(b, pos, total):
+                size[0] = -1
+                return S_INVALID
+    else:
+        pl = 0
+    if needs_py != 2 and RECORD_FIXED + bh + sh + (body_len if body_len > 0 else 0) + tls + tl + pl != total:
+        return S_MISMATCH
+    r.storeSize = total
+    r.magicCode = magic
+    r.bodyCRC = crc
+    r.queueId = be32(b + pos + OFF_QUEUEID)
+    r.flag = be32(b + pos + OFF_FLAG)
+    r.queueOffset = be64(b + pos + OFF_QUEUEOFFSET)
+    r.physicalOffsetField = be64(b + pos + OFF_PHYSICALOFFSET)
+    r.sysFlag = sysflag
+    r.bornTimestamp = be64(b + pos + OFF_BORNTIMESTAMP)
+    r.storeTimestamp = be64(b + pos + OFF_STORETIMESTAMP + bh)
+    r.reconsumeTimes = be32(b + pos + OFF_RECONSUMETIMES + bh + sh)
+    r.preparedTransactionOffset = be64(b + pos + OFF_PREPAREDTXOFFSET + bh + sh)
+    r.tagsCode = tcode
+    r.bodyPos = <int32_t>body_pos
+    r.bodyLength = body_len if body_len > 0 else 0
+    r.topicPos = <int32_t>topic_pos
+    r.topicLength = tl
+    r.propertiesPos = <int32_t>props_pos
+    r.propertiesLength = pl
+    return S_PY if needs_py else S_MESSAGE
+
+
+def classify(buf, Py_ssize_t pos, Py_ssize_t limit, int flags, rows=None, Py_ssize_t j=0):
+    """(status, size) of check_record(buf, pos, limit) (status NEEDS_PY: ask check_record);
+    with `rows`, a MESSAGE's fields go to row j (commitLogOffset = pos, file = 0)."""
+    cdef Py_buffer v, rv
+    cdef Row tmp
+    cdef Row* r = &tmp
+    cdef int32_t size
+    cdef int st
+    PyObject_GetBuffer(buf, &v, PyBUF_SIMPLE)
+    try:
+        if limit > v.len:
+            limit = v.len
+        if pos < 0 or pos >= limit:
+            return INVALID, -1
+        st = check(<const uint8_t*>v.buf, v.len, pos, limit, flags, r, &size)
+        if rows is not None and (st == S_MESSAGE or st == S_PY):
+            PyObject_GetBuffer(rows, &rv, PyBUF_WRITABLE)
+            try:
+                if (j + 1) * <Py_ssize_t>sizeof(Row) > rv.len:
+                    raise IndexError("row out of range")
+                tmp.commitLogOffset = pos
+                tmp.file = 0
+                (<Row*>rv.buf)[j] = tmp
+            finally:
+                PyBuffer_Release(&rv)
+        return st, size
+    finally:
+        PyBuffer_Release(&v)

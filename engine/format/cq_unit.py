@@ -1,0 +1,30 @@
+"""The ConsumeQueue unit, declared once (engine/format/layout.pxd repeats it for the kernels):
+
+    +0 commitLogOffset i64 | +8 size i32 | +12 tagsCode i64      (big-endian, 20 bytes)
+
+A queue that starts late is padded with filler units (0, FILLER_SIZE, 0)."""
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+CQ_UNIT_SIZE = 20
+OFF_UNIT_PHY = 0
+OFF_UNIT_SIZE = 8
+OFF_UNIT_TAGS = 12
+FILLER_SIZE = 0x7FFFFFFF  # Integer.MAX_VALUE
+CQ_UNIT_DTYPE = np.dtype([
+    ("phyOffset", ">i8"),   # commitlog offset of the record
+    ("size", ">i4"),        # TOTALSIZE of the record
+    ("tagsCode", ">i8"),    # tag hash, delivery time (SCHEDULE_TOPIC_XXXX) or ext address
+])
+CQ_UNIT = struct.Struct(">qiq")
+CQ_UNIT_HEAD = struct.Struct(">qi")   # commitLogOffset and size only
+FILLER_UNIT = CQ_UNIT.pack(0, FILLER_SIZE, 0)
+assert CQ_UNIT_DTYPE.itemsize == CQ_UNIT.size == CQ_UNIT_SIZE
+
+
+def is_filler(phy, size):
+    """A filler unit (ints or numpy arrays)."""
+    return (phy == 0) & (size == FILLER_SIZE)

@@ -1,0 +1,61 @@
+"""The IndexFile layout, declared once (engine/format/layout.pxd repeats it for the kernels):
+
+    [0, 40)                header
+    [40, 40 + 4*S)         S slots, i32: newest entry number for the slot, 0 = empty
+    [.., + 20*N)           N entries; entry #0 is never used (numbers start at 1)
+
+    header: beginTimestamp i64 | endTimestamp i64 | beginPhyOffset i64 | endPhyOffset i64
+            hashSlotCount i32 (slots that were empty when used) | indexCount i32 (next entry no.)
+    entry:  keyHash i32 | phyOffset i64 | timeDiff i32 (s after beginTimestamp) | prevIndex i32"""
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+
+INDEX_HEADER_SIZE = 40
+INDEX_SLOT_SIZE = 4
+INDEX_ENTRY_SIZE = 20
+OFF_BEGIN_TIMESTAMP = 0    # header fields
+OFF_END_TIMESTAMP = 8
+OFF_BEGIN_PHY_OFFSET = 16
+OFF_END_PHY_OFFSET = 24
+OFF_HASH_SLOT_COUNT = 32
+OFF_INDEX_COUNT = 36
+OFF_ENTRY_HASH = 0         # entry fields
+OFF_ENTRY_PHY = 4
+OFF_ENTRY_TIMEDIFF = 12
+OFF_ENTRY_PREV = 16
+
+INDEX_HEADER_DTYPE = np.dtype([
+    ("beginTimestamp", ">i8"), ("endTimestamp", ">i8"),
+    ("beginPhyOffset", ">i8"), ("endPhyOffset", ">i8"),
+    ("hashSlotCount", ">i4"), ("indexCount", ">i4"),
+])
+INDEX_ENTRY_DTYPE = np.dtype([
+    ("keyHash", ">i4"),      # index_key_hash("topic#key")
+    ("phyOffset", ">i8"),    # commitlog offset of the message
+    ("timeDiff", ">i4"),     # whole seconds after the header's beginTimestamp
+    ("prevIndex", ">i4"),    # previous entry in the same slot, 0 ends the chain
+])
+# the same layouts as structs, for single reads and writes straight on the map
+SLOT = struct.Struct(">i")
+ENTRY = struct.Struct(">iqii")
+HEADER = struct.Struct(">qqqqii")
+HEADER_TIMES = struct.Struct(">qqqq")
+assert INDEX_HEADER_DTYPE.itemsize == HEADER.size == INDEX_HEADER_SIZE
+assert INDEX_ENTRY_DTYPE.itemsize == ENTRY.size == INDEX_ENTRY_SIZE
+
+
+def index_file_size(slots: int, entries: int) -> int:
+    """40 + 4*S + 20*N."""
+    return INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE + entries * INDEX_ENTRY_SIZE
+
+
+def slot_pos(slot: int) -> int:
+    return INDEX_HEADER_SIZE + slot * INDEX_SLOT_SIZE
+
+
+def entry_pos(slots: int, n: int) -> int:
+    """Where entry number n starts in a file of `slots` slots."""
+    return INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE + n * INDEX_ENTRY_SIZE
