@@ -15,7 +15,9 @@ from engine import MessageStore
 from engine.format.properties import split_keys
 from engine.scan.columns import row_json
 from engine.scan.filters import MessageFilter, parse_tags_expression
-from engine.scan.jobs import CancelToken, JobParams, ScanCancelled, run_job
+from engine.scan.api import JobParams, run_job
+from engine.tasks import Cancelled as ScanCancelled
+from engine.tasks import CancelToken
 from engine.scan.planning import plan_commitlog
 from engine.scan.reader import read_commitlog
 from scan_support import plant_cq_defect, plant_index_defect, small, v5  # noqa: F401
