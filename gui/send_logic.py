@@ -9,6 +9,8 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+from engine.tasks import Progress
+
 TOPIC_RE = re.compile(r"^[%|a-zA-Z0-9_-]+$")
 TOPIC_MAX_LENGTH = 127
 # TopicValidator.NOT_ALLOWED_SEND_TOPIC_SET and the broker's system topics
@@ -133,7 +135,7 @@ class SendPlan:
 
 
 def send(store, plan: SendPlan):
-    """Generator: yields (sent, total) after each message, returns the PutResults."""
+    """A task (engine.tasks): yields Progress after each message, returns the PutResults."""
     plan.check()
     results = []
     try:
@@ -141,7 +143,7 @@ def send(store, plan: SendPlan):
             results.append(store.put_message(**plan.message(i)))
             if plan.flush == "each":
                 store.flush()
-            yield i + 1, plan.count
+            yield Progress(i + 1, plan.count, "send", "messages")
     finally:  # also when cancelled: what was sent is made durable as asked
         if plan.flush == "end" and results:
             store.flush()
