@@ -264,16 +264,18 @@ class Background(QObject):
         self._lanes: dict[str, Lane] = {}
 
     def submit(self, channel: str, fn: Callable, *args, on_done: Callable[[Any], None] | None = None,
-               cancellable: bool = False, on_progress: Callable[[Progress], None] | None = None) -> tuple:
+               cancellable: bool = False, on_progress: Callable[[Progress], None] | None = None,
+               pass_cancel: bool = False) -> tuple:
         """Run fn(*args) (with `cancel=` a callable that turns True once the job is stale, if
-        `cancellable`: plain functions poll it); `on_done(result)` on the UI thread if current."""
+        `cancellable`: plain functions poll it; or the job's CancelToken, if `pass_cancel`:
+        engine tasks take it); `on_done(result)` on the UI thread if current."""
         gen = self._generation.get(channel, 0) + 1
         self._generation[channel] = gen
         token = (channel, gen)
         if cancellable:
             fn = functools.partial(fn, cancel=lambda: not self.is_current(token))
         lane = self._lanes.setdefault(channel, Lane(self.runner))
-        lane.submit(fn, *args, on_result=on_done, on_progress=on_progress,
+        lane.submit(fn, *args, on_result=on_done, on_progress=on_progress, pass_cancel=pass_cancel,
                     on_error=lambda exc: self.failed.emit(channel, "".join(traceback.format_exception(exc))),
                     stale=lambda: not self.is_current(token))
         return token
