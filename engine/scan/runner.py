@@ -79,13 +79,15 @@ def scan_task(store, job: str, params: JobParams | None = None, engine: str = "s
 
     thread = threading.Thread(target=work, name=f"rmqstore-scan-{job}", daemon=True)
     thread.start()
+    ended = False
     try:
         while (item := events.get()) is not _END:
             yield item
+        ended = True
     finally:
-        if thread.is_alive():  # the caller stopped listening: stop the job before returning
+        if not ended:  # the caller stopped listening (closed, Ctrl-C): stop the job first
             cancel.cancel()
-            thread.join()
+        thread.join()
     if "error" in box:
         raise box["error"]
     return box["result"]
