@@ -1,6 +1,6 @@
 """A tab whose panel is built the first time it is shown (the internals and scan panels: they
-compute a lot and most sessions never look at them). The panel class is imported normally
-by the caller; only its construction waits.
+compute a lot, pull in pyqtgraph, and most sessions never look at them). The caller's
+factory imports the panel with a plain import statement (linters see it) when first called.
 
 Panels follow the session, not a raw store: a panel made with the session (the scan panel)
 follows it itself. A panel that still takes `set_store(store)` (the internals panel) gets the
