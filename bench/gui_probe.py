@@ -40,7 +40,7 @@ def main(root: str, topic: str, qid: int) -> None:
         model = w.browser.model
         rows, loaded = model.rowCount(), model.is_loaded(0)
         w.session.close()
-        w.session._open_runner.wait()
+        w.session.wait_open()
     print(json.dumps({"openToFirstPaintSeconds": t_paint - t0, "openSeconds": t_open - t0,
                       "startupSeconds": t_imports - t_process, "rows": rows, "firstPageLoaded": loaded}))
 

@@ -43,7 +43,7 @@ def run(ctx) -> list[Row]:
     rows: list[Row] = []
     spark = None
     try:
-        from engine.scan.jobs import run_job
+        from engine.scan.api import run_job
         from engine.scan.spark_session import SparkUnavailable, get_session, stop_session
     except ImportError as e:  # noqa: F841
         run_job = None

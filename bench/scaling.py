@@ -112,7 +112,7 @@ def walk_pages(store, cap: int, objects: bool = False) -> tuple[float, int, int]
 def scan_local(store) -> tuple[float, int, str]:
     """(seconds, messages, engine): per-topic message count and bytes over the whole log."""
     try:
-        from engine.scan.jobs import run_job
+        from engine.scan.api import run_job
     except ImportError:
         run_job = None
     t = time.perf_counter()
@@ -224,7 +224,7 @@ def run(ctx) -> list[Row]:
 
 def spark_rows(ctx, store, root: Path, size: int, local_secs: float) -> list[Row]:
     try:
-        from engine.scan.jobs import run_job
+        from engine.scan.api import run_job
         from engine.scan.spark_session import SparkUnavailable, get_session, stop_session
     except ImportError as e:
         return [row("scan-spark", None, "MB/s", target="reported", missing=f"engine.scan Spark source missing: {e}")]

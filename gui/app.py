@@ -16,12 +16,12 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def demo_maker():
-    """engine.store.demo.ensure_demo_store when the engine has it, else None."""
+    """engine.store.demo.ensure_demo_task (the demo store as a task) when the engine has it."""
     try:
         from engine.store import demo  # type: ignore[attr-defined]
     except ImportError:
         return None
-    return getattr(demo, "ensure_demo_store", None)
+    return getattr(demo, "ensure_demo_task", None)
 
 
 def demo_path() -> Path:
@@ -35,26 +35,41 @@ def fallback_store() -> Path | None:
     return small if small.is_dir() else None
 
 
-def open_default(win) -> None:
-    """No STORE given: make (first time) and open the demo store off the UI thread; without a
-    demo maker, the small conformance fixture; else leave the window asking for a folder."""
+def open_default(win):
+    """No STORE given: make (first time, with progress and Cancel) and open the demo store off
+    the UI thread; without a demo maker, the small conformance fixture; else leave the window
+    asking for a folder. Returns the demo task, if one runs."""
     ensure = demo_maker()
     if ensure is None:
         store = fallback_store()
         if store is not None:
             win.open_store(store, read_only=True)
-        return
+        return None
+    from .views.progress import TaskProgressDialog
     win.statusBar().showMessage("preparing the demo store (created on first use)…")
+    task = None
+    dialog = TaskProgressDialog(win, "Demo store", "writing the demo store (first use only)…",
+                                lambda: task.cancel.cancel())
+
+    def opened(path):
+        dialog.finish()
+        win.open_store(path, read_only=True)
 
     def failed(exc):
         from .views import dialogs
+        dialog.finish()
         dialogs.error(win, "Demo store", exc, detail="The demo store could not be created.")
         store = fallback_store()
         if store is not None:
             win.open_store(store, read_only=True)
 
-    win.session.runner.submit(ensure, demo_path(), on_result=lambda p: win.open_store(p, read_only=True),
-                              on_error=failed)
+    def cancelled():
+        dialog.finish()
+        win.statusBar().showMessage("demo store not written (cancelled): open a store folder", 10000)
+
+    task = win.session.runner.submit(ensure, demo_path(), pass_cancel=True, on_result=opened, on_error=failed,
+                                     on_progress=dialog.show_progress, on_cancelled=cancelled)
+    return task
 
 
 def _install_excepthook(window_getter) -> None:

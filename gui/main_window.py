@@ -5,14 +5,14 @@ from __future__ import annotations
 
 from pathlib import Path
 
-import resources
 from PySide6.QtCore import QSettings, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (QAbstractItemView, QDialog, QDialogButtonBox, QFileDialog, QLabel, QMainWindow,
-                               QPushButton, QSplitter, QStackedWidget, QTabWidget, QToolBar, QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QFileDialog, QLabel, QMainWindow, QPushButton, QSplitter, QStackedWidget, QTabWidget,
+                               QVBoxLayout, QWidget)
 
-from engine import StoreError, StoreLockedError, __version__
+from engine import StoreError, StoreLockedError
 
+from . import menus
 from . import settings as st
 from . import store_config as sc
 from .models.overview import compute_overview
@@ -21,6 +21,7 @@ from .views import dialogs
 from .views.banner import BannerArea
 from .views.lazy_panel import LazyPanel
 from .views.overview_panel import OverviewPanel
+from .views.progress import TaskProgressDialog
 from .views.queue_browser import QueueBrowser
 from .views.search_panel import SearchPanel
 from .views.store_tree import StoreTree
@@ -28,40 +29,7 @@ from .workers import Lane
 
 SYSTEM_PREFIXES = ("%", "RMQ_SYS_", "SCHEDULE_TOPIC", "rmq_sys_", "TRANS_", "OFFSET_MOVED", "SELF_TEST")
 
-SHORTCUTS = [
-    ("Ctrl+O", "Open a store folder (in the mode of the read-write switch; read-only by default)"),
-    ("Ctrl+Shift+O", "Open a store folder read-only"),
-    ("Ctrl+1 … Ctrl+9", "Open a recent store"),
-    ("Ctrl+W", "Close the store"),
-    ("F5", "Refresh: re-read the end of the store (or reopen it)"),
-    ("Ctrl+F", "Find by key"),
-    ("Ctrl+G", "Go to a queue offset"),
-    ("Ctrl+T", "Go to a time in the queue"),
-    ("Ctrl+Home / Ctrl+End", "First / last message of the queue"),
-    ("Ctrl+L", "Live tail on/off"),
-    ("Ctrl+Shift+M", "Send test messages (read-write only)"),
-    ("Ctrl+Shift+U", "Times in UTC / local time"),
-    ("Ctrl+Q", "Quit"),
-    ("F1", "This help"),
-]
-
-
-def about_text() -> str:
-    """Versions of everything the browser stands on (for bug reports)."""
-    import platform
-
-    import numpy
-    import PySide6
-    import pyqtgraph
-    try:
-        from importlib.metadata import version
-        spark = version("pyspark")
-    except Exception:  # noqa: BLE001 - optional
-        spark = "not installed (scans run locally; pip install 'rmqstore[spark]')"
-    return (f"rmqstore browser {__version__}\n\nBrowse Apache RocketMQ's on-disk message store: CommitLog, "
-            f"ConsumeQueue, IndexFile (RocketMQ 4.9 and 5.x formats).\n\n"
-            f"Python {platform.python_version()} · PySide6 {PySide6.__version__} · pyqtgraph {pyqtgraph.__version__}"
-            f" · numpy {numpy.__version__}\nPySpark {spark}")
+SHORTCUTS = menus.SHORTCUTS
 
 
 class MainWindow(QMainWindow):
@@ -81,6 +49,7 @@ class MainWindow(QMainWindow):
         self.error_box = None                 # the open-failure box offering store settings
         self.settings_dialog = None
         self.help_dialog = None
+        self.open_progress = None             # the TaskProgressDialog of the open running
         self.setWindowTitle("rmqstore browser")
         self.setAcceptDrops(True)
         self.resize(1440, 900)
@@ -96,8 +65,8 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.overview, "Overview")
         self.tabs.addTab(self.browser, "Messages")
         self.tabs.addTab(self.search, "Search")
-        self.internals = LazyPanel("gui.internals.panel", "InternalsPanel", on_created=self._internals_created)
-        self.scans = LazyPanel("gui.scan_panel", "ScanPanel", lambda: {"settings": self.settings})
+        self.internals = LazyPanel(self.session, _internals_panel, on_created=self._internals_created)
+        self.scans = LazyPanel(self.session, lambda: _scan_panel(self.session, self.settings))
         self.tabs.addTab(self.internals, "Internals")
         self.tabs.addTab(self.scans, "Scan")
         self.split = QSplitter(Qt.Horizontal, self)
@@ -148,88 +117,9 @@ class MainWindow(QMainWindow):
         lay.addStretch(2)
         return w
 
-    def _action(self, text: str, slot, shortcut=None, tip: str = "", checkable: bool = False) -> QAction:
-        a = QAction(text, self)
-        if shortcut:
-            a.setShortcut(QKeySequence(shortcut))
-        if tip:
-            a.setStatusTip(tip)
-            a.setToolTip(tip)
-        a.setCheckable(checkable)
-        (a.toggled if checkable else a.triggered).connect(slot)
-        self.addAction(a)
-        return a
-
     def _make_actions(self) -> None:
-        A = self._action
-        self.act_open = A("&Open Store Folder…", lambda: self.open_dialog(), "Ctrl+O",
-                          "Open a store folder (read-only unless the read-write switch is on)")
-        self.act_open_ro = A("Open Store Folder &Read-Only…", lambda: self.open_dialog(read_only=True),
-                             "Ctrl+Shift+O", "Open a store folder read-only")
-        self.act_close = A("&Close Store", self.close_store, "Ctrl+W")
-        self.act_quit = A("&Quit", self.close, "Ctrl+Q")
-        self.act_refresh = A("&Refresh", self.refresh, "F5", "Re-read the end of the store")
-        self.act_utc = A("Times in &UTC", self._utc_toggled, "Ctrl+Shift+U", "Show every time in UTC", True)
-        self.act_utc.setChecked(self.utc)
-        self.act_find = A("&Find by Key…", self._find, "Ctrl+F")
-        self.act_goto = A("&Go to Queue Offset…", self._goto, "Ctrl+G")
-        self.act_gotime = A("Go to &Time…", self._gotime, "Ctrl+T")
-        self.act_tail = A("&Live Tail", self.browser.tail.setChecked, "Ctrl+L",
-                          "Follow a store that another process writes", True)
-        self.browser.tail.toggled.connect(self.act_tail.setChecked)
-        self.act_rw = A("Read-&write", self._rw_toggled, None,
-                        "Reopen the store read-write (refused while a broker or another writer holds the lock)",
-                        True)
-        self.act_send = A("&Send Test Messages…", self.send_dialog, "Ctrl+Shift+M",
-                          "Append test messages (read-write only)")
-        self.act_store_settings = A("Store S&ettings…", lambda: self.store_settings_dialog(), None,
-                                    "File sizes and other settings by RocketMQ's names (or from a broker.conf); "
-                                    "remembered for the store")
-        self.act_help = A("&Keyboard Shortcuts", self.show_help, "F1")
-        self.act_about = A("&About", self.show_about)
-
-        mb = self.menuBar()
-        m = mb.addMenu("&File")
-        m.addAction(self.act_open)
-        m.addAction(self.act_open_ro)
-        self.recent_menu = m.addMenu("Recent &Stores")
-        m.addAction(self.act_close)
-        m.addSeparator()
-        m.addAction(self.act_quit)
-        m = mb.addMenu("&View")
-        for a in (self.act_refresh, self.act_tail, self.act_utc):
-            m.addAction(a)
-        m.addSeparator()
-        for a in (self.act_find, self.act_goto, self.act_gotime):
-            m.addAction(a)
-        m = mb.addMenu("&Store")
-        m.addAction(self.act_rw)
-        m.addAction(self.act_send)
-        m.addSeparator()
-        m.addAction(self.act_store_settings)
-        m = mb.addMenu("&Help")
-        m.addAction(self.act_help)
-        m.addAction(self.act_about)
-        self.recent_actions: list[QAction] = []
+        menus.make_actions(self)
         self._rebuild_recent()
-
-        tb = QToolBar("Main", self)
-        tb.setObjectName("main-toolbar")
-        tb.setMovable(False)
-        tb.setToolButtonStyle(Qt.ToolButtonTextBesideIcon)
-        for a, name in ((self.act_open, "open"), (self.act_refresh, "refresh"), (self.act_find, "search"),
-                        (self.act_send, "send"), (self.act_tail, "live-tail")):
-            a.setIcon(resources.icon(name))
-        for a in (self.act_open, self.act_refresh):
-            tb.addAction(a)
-        tb.addSeparator()
-        tb.addAction(self.act_rw)
-        tb.addAction(self.act_send)
-        tb.addSeparator()
-        tb.addAction(self.act_tail)
-        tb.addAction(self.act_utc)
-        self.addToolBar(tb)
-        self.toolbar = tb
 
     def _connect(self) -> None:
         s = self.session
@@ -237,7 +127,9 @@ class MainWindow(QMainWindow):
         s.opened.connect(self._on_opened)
         s.openFailed.connect(self._on_open_failed)
         s.closed.connect(self._on_closed)
-        s.aboutToClose.connect(lambda store: [p.set_store(None) for p in (self.internals, self.scans)])
+        s.opening.connect(self._show_open_progress)
+        s.openProgress.connect(lambda p: self.open_progress is not None and self.open_progress.show_progress(p))
+        s.openCancelled.connect(self._on_open_cancelled)
         s.refreshed.connect(self._on_refreshed)
         s.refreshFailed.connect(lambda e: self.statusBar().showMessage(f"refresh failed: {e}"))
         self.tree.queueChosen.connect(lambda t, q, off: self.show_queue(t, q, off))
@@ -322,7 +214,25 @@ class MainWindow(QMainWindow):
     def close_store(self) -> None:
         self.session.close()
 
+    def _show_open_progress(self, path: str, read_only: bool) -> None:
+        """Opening a store (recovery of a big one takes a while): progress, and Cancel."""
+        self._end_open_progress()
+        self.open_progress = TaskProgressDialog(
+            self, "Opening store", f"opening {path} ({'read-only' if read_only else 'read-write'})…",
+            self.session.cancel_open)
+
+    def _end_open_progress(self) -> None:
+        if self.open_progress is not None:
+            self.open_progress.finish()
+            self.open_progress = None
+
+    def _on_open_cancelled(self, path: str) -> None:
+        self._end_open_progress()
+        self.statusBar().showMessage(f"opening {path} cancelled", 8000)
+        self._sync_rw(self.session.store)
+
     def _on_opened(self, store) -> None:
+        self._end_open_progress()
         st.add_recent(self.settings, store.root)
         remember, self._remember_on_open = self._remember_on_open, None
         if remember is not None and remember[0] == _resolved(store.root):
@@ -350,14 +260,13 @@ class MainWindow(QMainWindow):
                 self.show_queue(first[0], first[1], None, switch_tab=False)
             else:
                 self.browser.set_queue(None, None)
-        for p in (self.internals, self.scans):
-            p.set_store(store)
         self.statusBar().showMessage(
             f"opened {store.root} {'read-only' if store.read_only else 'READ-WRITE'}: "
             f"{len(store.queues)} queues, commitlog offsets [{store.min_offset}, {store.max_offset})", 10000)
         self.storeOpened.emit(store)
 
     def _on_open_failed(self, path: str, exc) -> None:
+        self._end_open_progress()
         line = dialogs.one_line(exc)
         if not isinstance(exc, (StoreError, OSError)):  # not an answer the engine gives on purpose
             line = f"{type(exc).__name__}: {line}"
@@ -584,37 +493,14 @@ class MainWindow(QMainWindow):
 
     def show_help(self):
         """The keyboard shortcuts as a two-column table (non-blocking; F1 again raises it)."""
-        from .views.tables import fill_table, make_table
-        dlg = self.help_dialog
-        if dlg is None:
-            dlg = QDialog(self)
-            dlg.setWindowTitle("Keyboard shortcuts")
-            table = make_table(["Shortcut", "Does"], dlg)
-            table.setSelectionMode(QAbstractItemView.NoSelection)
-            table.setFocusPolicy(Qt.NoFocus)
-            table.setShowGrid(False)
-            fill_table(table, [list(r) for r in SHORTCUTS], tooltips=False)
-            for r in range(table.rowCount()):
-                f = table.item(r, 0).font()
-                f.setBold(True)
-                table.item(r, 0).setFont(f)
-            table.resizeColumnsToContents()
-            buttons = QDialogButtonBox(QDialogButtonBox.Close, dlg)
-            buttons.rejected.connect(dlg.close)
-            lay = QVBoxLayout(dlg)
-            lay.addWidget(table)
-            lay.addWidget(buttons)
-            w = table.columnWidth(0) + table.columnWidth(1) + 40
-            h = table.verticalHeader().length() + table.horizontalHeader().height() + 90
-            dlg.resize(min(w, 900), min(h, 700))
-            dlg.table = table
-            self.help_dialog = dlg
-        dlg.show()
-        dlg.raise_()
-        return dlg
+        if self.help_dialog is None:
+            self.help_dialog = menus.help_dialog(self)
+        self.help_dialog.show()
+        self.help_dialog.raise_()
+        return self.help_dialog
 
     def show_about(self) -> None:
-        dialogs.info(self, "About rmqstore", about_text())
+        dialogs.info(self, "About rmqstore", menus.about_text())
 
     def _internals_created(self, panel) -> None:
         panel.openRequested.connect(self.show_commitlog_offset)
@@ -622,7 +508,7 @@ class MainWindow(QMainWindow):
 
     def show_commitlog_offset(self, offset: int) -> None:
         """Show the message whose record starts at a commitlog offset (from the internals views)."""
-        m = self.session.call(lambda s: s.commitlog.get_message(int(offset)))
+        m = self.session.call(lambda s: s.look_message_by_offset(int(offset)))
         if m is None:
             self.statusBar().showMessage(f"no message starts at commitlog offset {offset}", 8000)
             return
@@ -661,8 +547,20 @@ class MainWindow(QMainWindow):
     def closeEvent(self, event) -> None:
         self.browser.set_tail(False)
         self.session.close()
-        self.session._open_runner.wait()
+        self.session.wait_open()
         super().closeEvent(event)
+
+
+# The two heavier panels are imported when first shown (pyqtgraph and the scan engines cost
+# ~0.2 s of startup); plain import statements all the same, so linters and import-linter see them.
+def _internals_panel():
+    from .internals.panel import InternalsPanel
+    return InternalsPanel()
+
+
+def _scan_panel(session, settings):
+    from .scan_panel import ScanPanel
+    return ScanPanel(session, settings)
 
 
 def _resolved(path) -> str:

@@ -2,24 +2,26 @@
 Spark's stage progress, a Cancel button (the job group is cancelled), the rows as a table and,
 where it fits, a plot (traffic over time, size distribution, messages per topic).
 
-The SparkSession outlives each job (starting one takes seconds); it is (re)created on the
-worker thread when the master or memory setting changes. Results carry a generation token:
-an older job's late result never replaces a newer one. Only the UI thread touches Qt."""
+The job is engine.scan's task (`scan_task`: progress, then the JobResult) run by the GUI's one
+runner through the session, in a lane of its own: a newer job replaces an older one, and the
+session's close cancels and waits for it. The SparkSession outlives each job (starting one
+takes seconds); it is (re)created on the worker thread when the master or memory changes."""
 from __future__ import annotations
 
 import os
-import traceback
 
-import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QObject, QRunnable, Qt, QThreadPool, Signal
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QHeaderView, QLabel,
                                QLineEdit, QProgressBar, QPushButton, QSpinBox, QSplitter, QTableView, QVBoxLayout,
                                QWidget)
 
-from engine.cli.scan import FILTER_TABLE_COLUMNS, columns_of, format_cell
-from engine.scan.filters import MessageFilter
-from engine.scan.jobs import EXPORT_FORMATS, JOBS, CancelToken, JobParams, Progress, ScanCancelled, validate
+from engine.scan.api import (EXPORT_FORMATS, FILTER_TABLE_COLUMNS, JOBS, JobParams, MessageFilter, columns_of,
+                             format_cell, one_line, scan_task, validate)
+from engine.tasks import Progress
+
+from .views.scan_plot import CategoryAxis, plot_result  # noqa: F401  (CategoryAxis: the panel's axis)
+from .workers import Lane, TaskRunner
 
 # which parameter widgets each job uses
 JOB_FIELDS = {
@@ -34,60 +36,6 @@ JOB_FIELDS = {
     "export": {"body", "tags", "key", "prop", "format", "out", "overwrite"},
 }
 COMMON_FIELDS = {"topic", "queue"}
-PLOT_PEN_COLORS = ["#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f",
-                   "#bcbd22", "#17becf"]
-
-
-class CategoryAxis(pg.AxisItem):
-    """A bottom axis naming bars 0..n-1, whose labels never overlap: when names are wider than
-    a bar, labels alternate between two lines (each gets the width of two bars), are elided in
-    the middle to that width (full names in `labels` and the table), and when bars are too
-    narrow even for that, only every k-th bar is named. Recomputed on every resize and zoom
-    (tickValues gets the axis length)."""
-    MIN_LABEL_PX = 40
-    GAP_PX = 8
-
-    def __init__(self, labels: list[str] | None = None, **kw):
-        super().__init__("bottom", **kw)
-        self.labels: list[str] = list(labels or [])
-        self._px_per_label = 80.0
-        self._step = 1
-
-    def set_labels(self, labels: list[str]) -> None:
-        self.labels = list(labels)
-        self.picture = None
-        self.update()
-
-    def _metrics(self):
-        from PySide6.QtGui import QFont, QFontMetrics
-        return QFontMetrics(self.style.get("tickFont") or QFont())
-
-    def tickValues(self, minVal, maxVal, size):
-        n = len(self.labels)
-        if n == 0 or size <= 0 or maxVal <= minVal:
-            return []
-        lo, hi = max(0, int(np.ceil(minVal))), min(n - 1, int(np.floor(maxVal)))
-        if hi < lo:
-            return []
-        px_per_bar = size / (maxVal - minVal)
-        step = max(1, int(np.ceil(self.MIN_LABEL_PX / max(px_per_bar, 1e-9))))
-        self._px_per_label, self._step = px_per_bar * step, step
-        first = lo + (-lo) % step
-        return [(float(step), [float(v) for v in range(first, hi + 1, step)])]
-
-    def layout_labels(self, values) -> list[tuple[int, str]]:
-        """(line 0 or 1, elided text) for each tick value."""
-        fm = self._metrics()
-        idx = [int(round(v)) for v in values]
-        texts = [self.labels[i] if 0 <= i < len(self.labels) else "" for i in idx]
-        one_line = int(self._px_per_label) - self.GAP_PX
-        stagger = len(texts) > 1 and max(fm.horizontalAdvance(t) for t in texts) > one_line
-        width = max(8, int(2 * self._px_per_label) - self.GAP_PX if stagger else one_line)
-        return [((i // self._step) % 2 if stagger else 0, fm.elidedText(t, Qt.ElideMiddle, width))
-                for i, t in zip(idx, texts)]
-
-    def tickStrings(self, values, scale, spacing):
-        return [("\n" + t if line else t) for line, t in self.layout_labels(values)]
 
 
 class RowsModel(QAbstractTableModel):
@@ -129,72 +77,28 @@ class RowsModel(QAbstractTableModel):
         return None
 
 
-class _Signals(QObject):
-    progress = Signal(int, object)      # generation, Progress
-    status = Signal(int, str)           # generation, text
-    result = Signal(int, object)        # generation, JobResult
-    failed = Signal(int, str)           # generation, one-line message
-    cancelled = Signal(int)
-
-
-class ScanJob(QRunnable):
-    """Runs one job on a pool thread; reports through signals (queued to the UI thread)."""
-
-    def __init__(self, generation: int, store, job: str, params: JobParams, engine: str, master: str | None,
-                 memory: str | None, cancel: CancelToken):
-        super().__init__()
-        self.generation, self.store, self.job, self.params = generation, store, job, params
-        self.engine, self.master, self.memory, self.cancel = engine, master, memory, cancel
-        self.signals = _Signals()
-
-    def run(self) -> None:
-        g, sig = self.generation, self.signals
-        try:
-            from engine.scan.jobs import run_job
-            spark = None
-            if self.engine == "spark":
-                sig.status.emit(g, "starting Spark…")
-                from engine.scan.spark_session import get_session
-                spark = get_session(self.master or None, self.memory or None)
-                self.cancel.raise_if_cancelled()
-                sig.status.emit(g, f"running {self.job} on {spark.sparkContext.master}…")
-            result = run_job(self.store, self.job, self.params, engine=self.engine, spark=spark,
-                             progress=lambda p: sig.progress.emit(g, p), cancel=self.cancel)
-            sig.result.emit(g, result)
-        except ScanCancelled:
-            sig.cancelled.emit(g)
-        except BaseException as e:  # shown in the panel, never raised into Qt
-            if self.cancel.cancelled:
-                sig.cancelled.emit(g)
-                return
-            from engine.cli.scan import one_line
-            msg = one_line(e)
-            if not msg or msg == type(e).__name__:
-                msg = traceback.format_exception_only(type(e), e)[-1].strip()
-            sig.failed.emit(g, msg)
-
-
 class ScanPanel(QWidget):
-    """set_store(store) then choose a job and Run. `last_result` holds the shown JobResult."""
+    """Scans the session's store; choose a job and Run. `last_result` holds the shown JobResult."""
 
-    finished = Signal(object)   # JobResult of the current generation (for embedding / tests)
+    finished = Signal(object)   # JobResult of the current job (for embedding / tests)
 
-    def __init__(self, parent=None, settings=None):
+    def __init__(self, session, settings=None, parent=None):
         super().__init__(parent)
+        self.session = session
         self.settings = settings
-        self.store = None
-        self.generation = 0
-        self.cancel_token: CancelToken | None = None
+        self.runner = TaskRunner(self, max_threads=1)   # one scan at a time, never starving the browser
+        self.lane = Lane(self.runner)
         self.last_result = None
-        self.pool = QThreadPool(self)
-        self.pool.setMaxThreadCount(1)
-        self._jobs: dict[int, ScanJob] = {}
         self.split_bytes: int | None = None   # commitlog slice size (None = automatic)
         self._bucket_ms: int | None = None
         self.throttle_ms = 0                  # test hook: slows each block down
         self._build()
         self._job_changed()
-        self._set_running(False)
+        self._engine_changed()
+        session.opened.connect(self._store_changed)
+        session.aboutToClose.connect(self._store_closing)
+        session.closed.connect(self._store_changed)
+        self._store_changed()
 
     # ---- layout ------------------------------------------------------------------------
     def _build(self) -> None:
@@ -320,15 +224,21 @@ class ScanPanel(QWidget):
         self.memory_edit.setEnabled(spark)
 
     # ---- store -------------------------------------------------------------------------
-    def set_store(self, store) -> None:
-        """Scan `store` (an open engine.MessageStore) from now on; None disables Run."""
-        self.cancel()
-        self.store = store
+    def _store_changed(self, *_) -> None:
+        store = self.session.store
         self.model.set_rows([])
         self.plot.clear()
         self.plot.setVisible(False)
         self.status_label.setText(f"Store: {store.root}" if store is not None else "No store")
         self._set_running(False)
+
+    def _store_closing(self, *_) -> None:
+        """The session closes the store: stop the scan and wait for it to let go of the files."""
+        self.lane.invalidate()
+        self.wait()
+
+    def wait(self, msecs: int = 30000) -> bool:
+        return self.runner.wait(msecs)
 
     # ---- running -----------------------------------------------------------------------
     def params(self) -> JobParams:
@@ -347,9 +257,9 @@ class ScanPanel(QWidget):
                          overwrite=self.overwrite.isChecked(), split_bytes=self.split_bytes,
                          throttle_ms=self.throttle_ms)
 
-    def run(self) -> int | None:
-        """Start the selected job; returns its generation (None if it could not start)."""
-        if self.store is None:
+    def run(self):
+        """Start the selected job; returns its Task (None if it could not start)."""
+        if not self.session.is_open:
             self.status_label.setText("Open a store first")
             return None
         job = self.job_box.currentText()
@@ -359,60 +269,40 @@ class ScanPanel(QWidget):
         except ValueError as e:
             self.status_label.setText(f"Invalid parameters: {e}")
             return None
-        if self.cancel_token is not None:
-            self.cancel_token.cancel()
         if self.settings is not None:
             self.settings.setValue("scan/master", self.master_edit.text())
             self.settings.setValue("scan/memory", self.memory_edit.text())
-        self.generation += 1
-        self.cancel_token = CancelToken()
-        task = ScanJob(self.generation, self.store, job, params, self.engine_box.currentData(),
-                       self.master_edit.text().strip(), self.memory_edit.text().strip(), self.cancel_token)
-        task.signals.progress.connect(self._on_progress)
-        task.signals.status.connect(self._on_status)
-        task.signals.result.connect(self._on_result)
-        task.signals.failed.connect(self._on_failed)
-        task.signals.cancelled.connect(self._on_cancelled)
-        self._jobs[self.generation] = task   # keep the Python object (and its signals) alive
         self._bucket_ms = params.bucket_ms if job == "traffic" else None
-        task.setAutoDelete(False)
         self.progress_bar.setRange(0, 0)
         self.progress_bar.setFormat("")
         self.status_label.setText(f"{job}: queued")
         self._set_running(True)
-        self.pool.start(task)
-        return self.generation
+        # the scan maps the files itself (the store only plans it), so it runs without the
+        # session's lock; the session's close still cancels and waits for it (_store_closing)
+        return self.session.submit(scan_task, job, params, self.engine_box.currentData(),
+                                   master=self.master_edit.text().strip(), memory=self.memory_edit.text().strip(),
+                                   lane=self.lane, locked=False, pass_cancel=True,
+                                   on_progress=self._on_progress, on_result=self._on_result,
+                                   on_error=self._on_failed, on_cancelled=self._on_cancelled)
 
     def cancel(self) -> None:
-        if self.cancel_token is not None and not self.cancel_token.cancelled:
-            self.cancel_token.cancel()
+        if self.lane.busy and not self.lane.task.cancel.cancelled:
+            self.lane.cancel()
             self.status_label.setText("Cancelling…")
 
     def _set_running(self, running: bool, done: bool = False) -> None:
-        self.run_button.setEnabled(not running and self.store is not None)
+        self.run_button.setEnabled(not running and self.session.is_open)
         self.cancel_button.setEnabled(running)
         if not running:
             self.progress_bar.setRange(0, 1)
             self.progress_bar.setValue(1 if done else 0)
             self.progress_bar.setFormat("done" if done else "")
 
-    def _current(self, g: int) -> bool:
-        return g == self.generation
-
-    def _done(self, g: int) -> None:
-        self._jobs.pop(g, None)
-
-    def _on_status(self, g: int, text: str) -> None:
-        if self._current(g):
-            self.status_label.setText(text)
-
-    def _on_progress(self, g: int, p: Progress) -> None:
-        if not self._current(g) or self.cancel_token is None or self.cancel_token.cancelled:
-            return
+    def _on_progress(self, p: Progress) -> None:
         if p.total:
             self.progress_bar.setRange(0, p.total)
             self.progress_bar.setValue(p.done)
-            self.progress_bar.setFormat("%v/%m tasks")
+            self.progress_bar.setFormat(f"%v/%m {p.unit or 'tasks'}")
         else:
             self.progress_bar.setRange(0, 0)
         if p.stages:
@@ -420,10 +310,7 @@ class ScanPanel(QWidget):
         elif p.message:
             self.status_label.setText(p.message)
 
-    def _on_result(self, g: int, result) -> None:
-        self._done(g)
-        if not self._current(g):
-            return
+    def _on_result(self, result) -> None:
         self._set_running(False, done=True)
         self.last_result = result
         cols = FILTER_TABLE_COLUMNS + ["msgId", "properties"] if result.job == "filter" else None
@@ -434,86 +321,18 @@ class ScanPanel(QWidget):
         where = result.master or "this process"
         more = f" (first {len(result.rows)}; more matched)" if result.truncated else ""
         self.status_label.setText(f"{result.job}: {len(result.rows)} row(s){more} on {where} in {result.seconds:.1f} s")
-        self._plot(result)
-        self.finished.emit(result)
-
-    def _on_failed(self, g: int, msg: str) -> None:
-        self._done(g)
-        if self._current(g):
-            self._set_running(False)
-            self.status_label.setText(f"Failed: {msg}")
-
-    def _on_cancelled(self, g: int) -> None:
-        self._done(g)
-        if self._current(g):
-            self._set_running(False)
-            self.status_label.setText("Cancelled")
-
-    # ---- plots ---------------------------------------------------------------------------
-    def _plot(self, result) -> None:
-        p = self.plot
-        p.clear()
-        if p.plotItem.legend is not None:
-            p.plotItem.legend.clear()
-        rows = result.rows
-        shown = True
-        headroom = 0.0
-        if result.job == "traffic" and rows:
-            by_topic: dict[str, list[tuple[int, int]]] = {}
-            for r in rows:
-                by_topic.setdefault(r["topic"], []).append((r["bucketStart"], r["messages"]))
-            p.setAxisItems({"bottom": pg.DateAxisItem(utcOffset=0)})
-            top = sorted(by_topic, key=lambda t: -sum(m for _, m in by_topic[t]))[:len(PLOT_PEN_COLORS)]
-            lo, hi = min(r["bucketStart"] for r in rows), max(r["bucketStart"] for r in rows)
-            step = self._bucket_ms or 0
-            dense = step > 0 and (hi - lo) // step < 200_000
-            headroom = 0.0
-            for i, t in enumerate(top):
-                pts = dict(by_topic[t])
-                if dense:   # a bucket without messages is a zero, not a gap to draw across
-                    xs = np.arange(lo, hi + step, step, dtype=np.int64)
-                    y = np.array([pts.get(int(b), 0) for b in xs], dtype=np.float64)
-                else:
-                    xs = np.array(sorted(pts), dtype=np.int64)
-                    y = np.array([pts[int(b)] for b in xs], dtype=np.float64)
-                x = xs.astype(np.float64) / 1000
-                name = t if len(t) <= 32 else t[:15] + "…" + t[-16:]
-                p.plot(x, y, pen=pg.mkPen(PLOT_PEN_COLORS[i], width=2), symbol="o", symbolSize=4,
-                       symbolBrush=PLOT_PEN_COLORS[i], name=name)
-                headroom = max(headroom, float(y.max()) if len(y) else 0.0)
-            if p.plotItem.legend is not None:
-                p.plotItem.legend.setColumnCount(2 if len(top) > 4 else 1)
-            legend_rows = (len(top) + 1) // 2 if len(top) > 4 else len(top)
-            headroom *= 1.05 + 0.08 * legend_rows   # the legend sits above the curves, not on them
-            p.setLabel("left", "messages per bucket")
-            p.setLabel("bottom", "store time (UTC)")
-        elif result.job == "size-histogram" and rows:
-            p.setAxisItems({"bottom": CategoryAxis([_size_label(r["sizeFrom"]) for r in rows])})
-            x = np.arange(len(rows), dtype=np.float64)
-            y = np.array([r["messages"] for r in rows], dtype=np.float64)
-            p.addItem(pg.BarGraphItem(x=x, height=y, width=0.8, brush="#1f77b4"))
-            p.setLabel("left", "messages")
-            p.setLabel("bottom", "record size (from)")
-        elif result.job == "topic-stats" and rows and not any("queueId" in r for r in rows):
-            p.setAxisItems({"bottom": CategoryAxis([r["topic"] for r in rows])})
-            x = np.arange(len(rows), dtype=np.float64)
-            y = np.array([r["messages"] for r in rows], dtype=np.float64)
-            p.addItem(pg.BarGraphItem(x=x, height=y, width=0.8, brush="#2ca02c"))
-            p.setLabel("left", "messages")
-            p.setLabel("bottom", "topic")
-        else:
-            shown = False
-        p.setVisible(shown)
-        if shown:
-            p.autoRange()
-            if result.job == "traffic" and headroom > 0:
-                p.setYRange(0, headroom, padding=0)
+        if plot_result(self.plot, result, self._bucket_ms):
             total = max(self.splitter.width(), 800)
             self.splitter.setSizes([total * 9 // 20, total * 11 // 20])
+        self.finished.emit(result)
 
+    def _on_failed(self, exc: BaseException) -> None:
+        self._set_running(False)
+        msg = one_line(exc)
+        if not msg or msg == type(exc).__name__:
+            msg = f"{type(exc).__name__}: {exc}".rstrip(": ")
+        self.status_label.setText(f"Failed: {msg}")
 
-def _size_label(n: int) -> str:
-    for unit, k in (("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if n >= k:
-            return f"{n // k} {unit}"
-    return f"{n} B"
+    def _on_cancelled(self) -> None:
+        self._set_running(False)
+        self.status_label.setText("Cancelled")

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 
 from engine.format.text import render_template
 from engine.format.topic import topic_problem
+from engine.tasks import Progress
 
 # MessageConst.STRING_HASH_SET: names Message.putUserProperty refuses
 RESERVED_PROPERTIES = {
@@ -102,7 +103,7 @@ class SendPlan:
 
 
 def send(store, plan: SendPlan):
-    """Generator: yields (sent, total) after each message, returns the PutResults."""
+    """A task (engine.tasks): yields Progress after each message, returns the PutResults."""
     plan.check()
     results = []
     try:
@@ -110,7 +111,7 @@ def send(store, plan: SendPlan):
             results.append(store.put_message(**plan.message(i)))
             if plan.flush == "each":
                 store.flush()
-            yield i + 1, plan.count
+            yield Progress(i + 1, plan.count, "send", "messages")
     finally:  # also when cancelled: what was sent is made durable as asked
         if plan.flush == "end" and results:
             store.flush()

@@ -1,7 +1,8 @@
 """StoreSession: the one open MessageStore behind the window, and the only way views reach it.
 
-- Opening runs on a worker (recovery of a big store can take a while); the current store
-  stays in place until the new one is ready, so a failed open changes nothing.
+- Opening runs on a worker as a task with progress (recovery of a big store can take a
+  while) and can be cancelled; the current store stays in place until the new one is
+  ready, so a failed or cancelled open changes nothing.
 - Every engine call from a worker holds `lock` (a long generator holds it per step), so a
   refresh or a close never remaps files under a running read.
 - `generation` changes whenever the store changes; results computed for an older store are
@@ -10,6 +11,7 @@
   files), and falls back to read-only when the lock is refused."""
 from __future__ import annotations
 
+import contextlib
 import inspect
 import threading
 from pathlib import Path
@@ -18,8 +20,20 @@ from typing import Callable
 from PySide6.QtCore import QObject, Signal
 
 from engine import MessageStore
+from engine.tasks import Cancelled, CancelToken, Progress
 
 from .workers import Lane, TaskRunner
+
+
+def open_task(path: Path, config, read_only: bool, cancel: CancelToken):
+    """Opening a store as a task. The one line to swap once the engine has the generator:
+    `store = yield from MessageStore.open_task(path, config=config, read_only=read_only, cancel=cancel)`."""
+    yield Progress(0, 0, "open", message=f"opening {path} ({'read-only' if read_only else 'read-write'})…")
+    store = MessageStore.open(path, config=config, read_only=read_only)
+    if cancel.cancelled:  # asked to stop while the engine worked: give back the maps and the lock
+        store.close()
+        raise Cancelled()
+    return store
 
 
 def _locked_generator(gen, lock):
@@ -42,6 +56,8 @@ class StoreSession(QObject):
     opening = Signal(str, bool)        # path, read_only
     opened = Signal(object)            # the MessageStore
     openFailed = Signal(str, object)   # path, the exception (a StoreError or OSError)
+    openProgress = Signal(object)      # Progress of the open running
+    openCancelled = Signal(str)        # path
     aboutToClose = Signal(object)      # the store, still open: panels with their own workers let go now
     closed = Signal()
     refreshed = Signal(bool)           # True when the store changed (new data)
@@ -56,6 +72,7 @@ class StoreSession(QObject):
         self.generation = 0
         self._open_gen = 0
         self._open_task = None
+        self._open_cancelled = lambda: None
         self._refresh_task = None
         self.config = None   # the StoreConfig the current store was opened with (None: detected)
 
@@ -111,9 +128,33 @@ class StoreSession(QObject):
             if fallback is not None and self.store is None:
                 self.open(fallback, read_only=True, config=fallback_config)
 
-        # results are always delivered (no stale filter): `done` closes a superseded store
-        self._open_task = self._open_runner.submit(MessageStore.open, path, config=config, read_only=read_only,
-                                                   on_result=done, on_error=failed)
+        def cancelled():
+            if gen != self._open_gen:
+                return
+            self._open_gen += 1   # whatever this open still delivers is closed on arrival
+            self.openCancelled.emit(str(path))
+            if fallback is not None and self.store is None:
+                self.open(fallback, read_only=True, config=fallback_config)
+
+        # `done` closes a superseded store; a cancelled open's store is closed when it arrives
+        self._open_cancelled = cancelled
+        self._open_task = self._open_runner.submit(
+            open_task, path, config, read_only, pass_cancel=True, on_result=done, on_error=failed,
+            on_cancelled=cancelled, on_dropped=lambda store: store.close(),
+            on_progress=lambda p: self.openProgress.emit(p) if gen == self._open_gen else None)
+
+    def wait_open(self, msecs: int = -1) -> bool:
+        """Block until the open running (if any) has finished (startup, tests, shutdown)."""
+        return self._open_runner.wait(msecs, cancel=False)
+
+    def cancel_open(self) -> bool:
+        """Stop the open running, at once for the window (openCancelled; the current store, if
+        any, stays); the engine stops at its next step. False when no open runs."""
+        if not self.busy_opening or self._open_task.cancel.cancelled:
+            return False
+        self._open_task.cancel.cancel()
+        self._open_cancelled()
+        return True
 
     def open_blocking(self, path, read_only: bool = True, config=None) -> MessageStore:
         """Open on the calling thread (startup, tests); raises the engine's errors."""
@@ -140,13 +181,15 @@ class StoreSession(QObject):
         self.closed.emit()
 
     # ---- work on the store ---------------------------------------------------------------
-    def submit(self, fn: Callable, *args, lane: Lane | None = None, **kw):
+    def submit(self, fn: Callable, *args, lane: Lane | None = None, locked: bool = True, **kw):
         """Run fn(store, *args) on a worker holding the lock; callbacks on the UI thread;
-        dropped when the store changed meanwhile. Generators hold the lock per step."""
+        dropped when the store changed meanwhile. Generators hold the lock per step.
+        `locked=False` only for work that maps the files itself (scans): it runs beside
+        refreshes, and a runner other than `runner` must be waited for on aboutToClose."""
         store, gen = self.store, self.generation
         if store is None:
             return None
-        lock = self.lock
+        lock = self.lock if locked else contextlib.nullcontext()
 
         def job(*a, **k):
             with lock:

@@ -170,7 +170,7 @@ def test_export_never_writes_into_a_store_or_through_a_link(fixture_copy, tmp_pa
 def test_export_appears_only_when_complete(fixture_copy, tmp_path, monkeypatch):
     """Written under a temporary name and renamed: a failed export leaves nothing at --out."""
     from engine.scan import local
-    from engine.scan.jobs import JobParams, run_job
+    from engine.scan.api import JobParams, run_job
     store = fixture_copy("small")
     (tmp_path / "exports").mkdir()
     out = tmp_path / "exports" / "out.jsonl"

@@ -79,6 +79,25 @@ def emit(args, obj, human: str) -> None:
         print(human)
 
 
+def stderr_progress(every: float = 1.0):
+    """A Progress printer for stderr: one \\r line kept current on a terminal, else a line
+    about every `every` seconds (logs stay short); the final state is always printed."""
+    import time
+    tty = sys.stderr.isatty()
+    last = [0.0]
+
+    def show(p) -> None:
+        now = time.monotonic()
+        final = p.total and p.done >= p.total
+        if not tty and now - last[0] < every and not final:
+            return
+        last[0] = now
+        text = p.message or f"{p.phase or 'working'}: {p.done:,}/{p.total:,} {p.unit}".rstrip()
+        sys.stderr.write(f"\r{text[:78]:<78}" + ("\n" if final else "") if tty else text + "\n")
+        sys.stderr.flush()
+    return show
+
+
 # ---- commands --------------------------------------------------------------------------
 def cmd_info(store: MessageStore, args) -> int:
     info = store.info()
@@ -317,13 +336,14 @@ def main(argv: list[str] | None = None) -> int:
             return 0
         if args.command == "demo":
             from pathlib import Path
-            from engine.store.demo import generate_demo_store
+            from engine.store.demo import demo_task
+            from engine.tasks import run
             root = Path(args.store)
             if root.exists() and any(root.iterdir()):
                 raise CliError(f"{root} exists and is not empty")
             if args.messages < 0:
                 raise CliError(f"--messages must be 0 or more, got {args.messages}")
-            generate_demo_store(root, args.messages, config=cfg)
+            run(demo_task(root, args.messages, config=cfg), stderr_progress())
             emit(args, {"store": str(root)}, f"demo store written to {root}")
             return 0
         if args.command == "rebuild":

@@ -8,20 +8,14 @@ from __future__ import annotations
 
 import argparse
 import json
-import re
 import sys
-import threading
-import unicodedata
-from datetime import datetime, timezone
 
-from engine.scan.jobs import EXPORT_FORMATS, JOBS, CancelToken, JobParams, Progress, ScanCancelled, validate
-from engine.scan.filters import MessageFilter
+from engine.scan.api import (EXPORT_FORMATS, FILTER_TABLE_COLUMNS, JOBS, JobParams, MessageFilter, format_table,
+                             one_line, scan_task, validate)
+from engine.tasks import Cancelled, CancelToken, Progress
 
 EXIT_ERROR = 2
 EXIT_CANCELLED = 130
-FILTER_TABLE_COLUMNS = ["commitLogOffset", "topic", "queueId", "queueOffset", "storeTimestamp", "tags", "keys",
-                        "uniqKey", "bodyLength"]
-MAX_CELL = 48
 
 
 def add_scan_parser(subparsers) -> argparse.ArgumentParser:
@@ -87,17 +81,6 @@ def _store_config(args):
                              getattr(args, "set", None))
 
 
-def one_line(exc: BaseException) -> str:
-    """A Spark / Python error as one readable line (the innermost Python error when a worker
-    failed, else the first line)."""
-    text = str(exc).strip() or type(exc).__name__
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    py = [ln for ln in lines if re.match(r"^[A-Za-z_][\w.]*(Error|Exception|Unavailable): ", ln)]
-    if "Traceback" in text and py:
-        return py[-1]
-    return lines[0] if lines else type(exc).__name__
-
-
 def run_scan(args) -> int:
     from engine.errors import StoreError
     from engine.store.message_store import MessageStore
@@ -113,7 +96,7 @@ def run_scan(args) -> int:
         cancel.cancel()
         print("rmqstore: scan cancelled", file=sys.stderr)
         return EXIT_CANCELLED
-    except ScanCancelled:
+    except Cancelled:
         print("rmqstore: scan cancelled", file=sys.stderr)
         return EXIT_CANCELLED
     except (StoreError, ValueError, OSError) as e:
@@ -148,33 +131,22 @@ def _is_spark_error(e: BaseException) -> bool:
 
 
 def _run(store, args, params, conf, cancel):
-    from engine.scan.jobs import run_job
-    if args.local:
-        return run_job(store, args.job, params, engine="local", progress=_progress_printer(args), cancel=cancel)
-    from engine.scan.spark_session import get_session
-    spark = get_session(args.master, args.memory, conf)
-    # run in a helper thread so Ctrl-C in the main thread can cancel the job group
-    box: dict = {}
-
-    def work():
-        try:
-            box["result"] = run_job(store, args.job, params, engine="spark", spark=spark,
-                                    progress=_progress_printer(args), cancel=cancel)
-        except BaseException as e:
-            box["error"] = e
-
-    t = threading.Thread(target=work, name="rmqstore-scan", daemon=True)
-    t.start()
+    """The job as a task; its thread runs the work, this one prints progress, so Ctrl-C here
+    cancels it (the Spark job group with it) and waits for it to stop."""
+    task = scan_task(store, args.job, params, engine="local" if args.local else "spark", cancel=cancel,
+                     master=args.master, memory=args.memory, conf=conf)
+    show = _progress_printer(args)
     try:
-        while t.is_alive():
-            t.join(0.2)
+        while True:
+            try:
+                p = next(task)
+            except StopIteration as stop:
+                return stop.value
+            if show is not None:
+                show(p)
     except KeyboardInterrupt:
-        cancel.cancel()
-        t.join(30)
+        task.close()
         raise
-    if "error" in box:
-        raise box["error"]
-    return box["result"]
 
 
 def _progress_printer(args):
@@ -183,70 +155,12 @@ def _progress_printer(args):
     state = {"last": ""}
 
     def show(p: Progress) -> None:
-        line = f"\r{p.message} ({p.done}/{p.total} tasks)"
+        line = f"\r{p.message}" + (f" ({p.done}/{p.total} {p.unit or 'tasks'})" if p.total else "")
         if line != state["last"]:
             sys.stderr.write(line.ljust(60))
             sys.stderr.flush()
             state["last"] = line
     return show
-
-
-# ---- tables ---------------------------------------------------------------------------------
-def format_cell(key: str, v) -> str:
-    if v is None:
-        return ""
-    if isinstance(v, bool):
-        return "true" if v else "false"
-    if isinstance(v, int) and (key.endswith("Timestamp") or key == "bucketStart") and v > 0:
-        return datetime.fromtimestamp(v / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " +00:00"
-    if isinstance(v, float):
-        return f"{v:.2f}".rstrip("0").rstrip(".")
-    if isinstance(v, dict):
-        s = " ".join(f"{k}={val}" for k, val in v.items())
-    elif isinstance(v, (list, tuple)):
-        s = ",".join(str(x) for x in v)
-    else:
-        s = str(v)
-    s = s.replace("\n", " ")
-    return s if len(s) <= MAX_CELL else s[:MAX_CELL - 1] + "…"
-
-
-def display_width(s: str) -> int:
-    """Terminal columns: East Asian wide/fullwidth characters take two, combining marks none."""
-    w = 0
-    for ch in s:
-        if unicodedata.combining(ch) or ch in "\u200d\ufe0f":
-            continue
-        w += 2 if unicodedata.east_asian_width(ch) in ("W", "F") else 1
-    return w
-
-
-def _pad(s: str, width: int, right: bool) -> str:
-    fill = " " * max(0, width - display_width(s))
-    return fill + s if right else s + fill
-
-
-def columns_of(rows: list[dict]) -> list[str]:
-    """Every key of the rows, in first-seen order (rows of one job may differ in fields)."""
-    return list(dict.fromkeys(k for r in rows for k in r))
-
-
-def format_table(rows: list[dict], columns: list[str] | None = None) -> str:
-    """Rows as an aligned text table (numbers right-aligned)."""
-    if not rows:
-        return ""
-    if columns is None:
-        columns = columns_of(rows)
-    cells = [[format_cell(c, r.get(c)) for c in columns] for r in rows]
-    numeric = [all(isinstance(r.get(c), (int, float)) and not isinstance(r.get(c), bool) or r.get(c) is None
-                   for r in rows) and not (c.endswith("Timestamp") or c == "bucketStart") for c in columns]
-    widths = [max(len(c), *(display_width(row[i]) for row in cells)) for i, c in enumerate(columns)]
-
-    def line(vals):
-        return "  ".join(_pad(v, w, num) for v, w, num in zip(vals, widths, numeric)).rstrip()
-    out = [line(columns), line(["-" * w for w in widths])]
-    out += [line(r) for r in cells]
-    return "\n".join(out) + "\n"
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -4,9 +4,11 @@
               index slices) computed once from an open store;
 - `columns`   vectorised decoding of the records of one slice (only the fields a job needs);
 - `filters`   message predicates shared by every engine;
+- `jobs`      the job specs: names, parameters and their validation, result shapes, export rules;
 - `local`     single-process numpy implementation of every job (the oracle);
-- `jobs`      job names, parameters, and `run_job` choosing the engine;
 - `spark_*`   the same jobs on PySpark: data sources, session, runner (the only modules that
-              import pyspark);
-- `cli`       `rmqstore scan STORE JOB ...`.
+              import pyspark); local and Spark never import each other;
+- `runner`    the one runner: `scan_task` (a task yielding Progress) and `run_job` choose the engine;
+- `table`     results as text (cells, tables, one-line errors);
+- `api`       the public face the CLI (engine/cli/scan.py) and the GUI import.
 """

@@ -1,5 +1,6 @@
-"""Scan jobs: names, parameters, results, progress and cancel, and `run_job`, which runs a job
-on Spark (the default) or on the single-process numpy scanner (`engine="local"`, the oracle).
+"""Scan jobs as specs: names, parameters and their validation, result shapes, and the export
+file rules. Nothing here runs a job: engine.scan.runner chooses the engine (Spark or the
+single-process numpy scanner, the oracle); both engines import this module, never each other.
 
 Every job returns rows (JSON-ready dicts) with the same keys on both engines:
 
@@ -22,8 +23,6 @@ import os
 import re
 import shutil
 from dataclasses import dataclass, field
-from typing import Callable
-
 from engine.scan.filters import MessageFilter
 
 JOBS = ["topic-stats", "traffic", "size-histogram", "filter", "top-keys", "top-tags", "duplicates",
@@ -33,10 +32,6 @@ DEFAULT_FILTER_LIMIT = 1000
 DEFAULT_TOP = 20
 _DURATION = re.compile(r"(\d+)(ms|s|m|h|d)\Z")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
-
-
-from engine.tasks import Cancelled as ScanCancelled  # noqa: E402  the one task model
-from engine.tasks import CancelToken, Progress, ProgressFn, StageProgress  # noqa: E402,F401
 
 
 def parse_duration(text: str) -> int:
@@ -151,28 +146,11 @@ def discard(tmp: str) -> None:
         os.unlink(tmp)
 
 
-def run_job(store, job: str, params: JobParams | None = None, engine: str = "spark", spark=None,
-            progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> JobResult:
-    """Run `job` over the open `store`. engine='spark' needs a SparkSession (`spark`, or one
-    from engine.scan.spark_session.get_session()); engine='local' runs in this process."""
-    import time
-    params = params or JobParams()
-    validate(job, params)
-    if job == "export":
-        params.out = export_target(store.root, params.out)
-    cancel = cancel or CancelToken()
-    t0 = time.perf_counter()
-    if engine == "local":
-        from engine.scan import local
-        rows, truncated = local.run(store, job, params, progress, cancel)
-        master = None
-    elif engine == "spark":
-        from engine.scan import spark_jobs
-        if spark is None:
-            from engine.scan.spark_session import get_session
-            spark = get_session()
-        rows, truncated = spark_jobs.run(spark, store, job, params, progress, cancel)
-        master = spark.sparkContext.master
-    else:
-        raise ValueError(f"unknown engine {engine!r}")
-    return JobResult(job, engine, master, rows, truncated, time.perf_counter() - t0)
+JSON_COLUMNS = ["topic", "queueId", "queueOffset", "commitLogOffset", "storeSize", "bodyCRC", "flag", "sysFlag",
+                "bornTimestamp", "bornHost", "storeTimestamp", "storeHost", "reconsumeTimes",
+                "preparedTransactionOffset", "properties", "msgId", "uniqKey", "tags", "keys", "tagsCode",
+                "transactionType", "magicCode", "bodyLength", "body"]   # Message.to_json() order
+CSV_COLUMNS = ["commitLogOffset", "topic", "queueId", "queueOffset", "storeSize", "bodyCRC", "flag", "sysFlag",
+               "bornTimestamp", "bornHost", "storeTimestamp", "storeHost", "reconsumeTimes",
+               "preparedTransactionOffset", "msgId", "uniqKey", "tags", "keys", "tagsCode", "transactionType",
+               "magicCode", "bodyLength", "properties", "body"]

@@ -13,9 +13,11 @@ import numpy as np
 from engine.scan.columns import MESSAGE_COLUMN_NAMES, RecordBlock
 from engine.scan.consistency import (MAX_REPORTED, cq_location, diff_row, index_chain_problems, index_file_for,
                           index_file_ranges, merge_rows, pair_index_differences, unit_dict)
-from engine.scan.jobs import (DEFAULT_FILTER_LIMIT, DEFAULT_TOP, CancelToken, JobParams, Progress, ProgressFn)
+from engine.scan.jobs import (CSV_COLUMNS, DEFAULT_FILTER_LIMIT, DEFAULT_TOP, JobParams, discard, publish,
+                              temporary_sibling)
 from engine.scan.planning import plan_commitlog, plan_consume_queues, plan_index
 from engine.scan.reader import SliceStats, read_commitlog, read_cq, read_index
+from engine.tasks import CancelToken, Progress, ProgressFn
 
 
 def iter_blocks(store, params: JobParams, progress: ProgressFn | None, cancel: CancelToken,
@@ -314,7 +316,6 @@ def consistency(store, params, progress, cancel):
 def export(store, params, progress, cancel):
     """One file at params.out (local engine); rows in commitlog order, written under a
     temporary name and renamed on success."""
-    from engine.scan.jobs import discard, publish, temporary_sibling
     out, fmt = params.out, params.format
     if os.path.lexists(out) and not params.overwrite:
         raise FileExistsError(f"{out} exists (use --overwrite)")
@@ -354,16 +355,6 @@ def _write_export(store, params, progress, cancel, out: str, fmt: str) -> int:
                     w.writerow([csv_value(r.get(c)) for c in CSV_COLUMNS])
                 n += len(b)
     return n
-
-
-JSON_COLUMNS = ["topic", "queueId", "queueOffset", "commitLogOffset", "storeSize", "bodyCRC", "flag", "sysFlag",
-                "bornTimestamp", "bornHost", "storeTimestamp", "storeHost", "reconsumeTimes",
-                "preparedTransactionOffset", "properties", "msgId", "uniqKey", "tags", "keys", "tagsCode",
-                "transactionType", "magicCode", "bodyLength", "body"]   # Message.to_json() order
-CSV_COLUMNS = ["commitLogOffset", "topic", "queueId", "queueOffset", "storeSize", "bodyCRC", "flag", "sysFlag",
-               "bornTimestamp", "bornHost", "storeTimestamp", "storeHost", "reconsumeTimes",
-               "preparedTransactionOffset", "msgId", "uniqKey", "tags", "keys", "tagsCode", "transactionType",
-               "magicCode", "bodyLength", "properties", "body"]
 
 
 def csv_value(v):

@@ -20,9 +20,10 @@ from pyspark.sql import functions as F
 from engine.scan.columns import MESSAGE_COLUMN_NAMES, row_json
 from engine.scan.consistency import (MAX_REPORTED, cq_location, diff_row, index_chain_problems, index_file_for,
                           index_file_ranges, merge_rows, pair_index_differences, unit_dict)
-from engine.scan.jobs import (DEFAULT_FILTER_LIMIT, DEFAULT_TOP, CancelToken, JobParams, Progress, ProgressFn, ScanCancelled,
-                   StageProgress)
+from engine.scan.jobs import (CSV_COLUMNS, DEFAULT_FILTER_LIMIT, DEFAULT_TOP, JSON_COLUMNS, JobParams, discard,
+                              publish, temporary_sibling)
 from engine.scan.planning import Plan, plan_commitlog, plan_consume_queues, plan_index, plan_to_json
+from engine.tasks import Cancelled, CancelToken, Progress, ProgressFn, StageProgress
 
 
 class SparkRunner:
@@ -55,8 +56,8 @@ class SparkRunner:
         self._report()
         self.sc.setLocalProperty("spark.jobGroup.id", None)
         self.sc.setLocalProperty("spark.job.description", None)
-        if exc is not None and self.cancel.cancelled and not isinstance(exc, ScanCancelled):
-            raise ScanCancelled("cancelled") from None
+        if exc is not None and self.cancel.cancelled and not isinstance(exc, Cancelled):
+            raise Cancelled("cancelled") from None
         return False
 
     def check(self) -> None:
@@ -303,8 +304,6 @@ def export(ld: Loader, run: SparkRunner):
     """A directory of part files at params.out (parquet: every column, body binary; jsonl:
     Message.to_json() objects; csv: the to_json fields, properties as JSON, body base64)."""
     from pyspark.sql import Observation
-    from engine.scan.local import CSV_COLUMNS, JSON_COLUMNS
-    from engine.scan.jobs import discard, publish, temporary_sibling
     p = ld.params
     final = os.path.abspath(p.out)
     if os.path.lexists(final) and not p.overwrite:

@@ -375,7 +375,7 @@ class QueueBrowser(QWidget):
 
         self.session.submit(scan_queue, m.topic, m.queue_id, start, end, flt, lane=self._scan_lane,
                             on_result=done, on_error=failed,
-                            on_progress=lambda d, t: self.f_progress.setValue(d))
+                            on_progress=lambda p: self.f_progress.setValue(p.done))
 
     def clear_filter(self) -> None:
         self._scan_lane.invalidate()

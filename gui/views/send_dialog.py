@@ -247,9 +247,9 @@ class SendDialog(QDialog):
         self.progress.setRange(0, plan.count)
         self.progress.setValue(0)
 
-        def progress(done, total):
-            self._sent_count = done
-            self.progress.setValue(done)
+        def progress(p):
+            self._sent_count = p.done
+            self.progress.setValue(p.done)
 
         def finished(results):
             self._set_sending(False)

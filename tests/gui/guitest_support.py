@@ -72,7 +72,7 @@ def window(qtbot, settings, dialogs):
     yield w
     w.browser.set_tail(False)
     w.session.close()
-    w.session._open_runner.wait()
+    w.session.wait_open()
 
 
 def open_and_wait(qtbot, window, path, read_only=True, timeout=10000):

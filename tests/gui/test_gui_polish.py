@@ -230,12 +230,13 @@ def test_f1_lists_the_shortcuts_in_a_table(qtbot, window):
 
 def test_scan_panel_topic_bars_are_named_without_overlap(qtbot):
     from gui.scan_panel import CategoryAxis, ScanPanel
-    store = MessageStore.open(unpack("small"))
-    p = ScanPanel()
+    from gui.session import StoreSession
+    session = StoreSession()
+    session.open_blocking(unpack("small"))
+    p = ScanPanel(session)
     qtbot.addWidget(p)
     p.resize(1280, 800)
     p.show()
-    p.set_store(store)
     try:
         p.engine_box.setCurrentIndex(p.engine_box.findData("local"))
         p.job_box.setCurrentText("topic-stats")
@@ -249,7 +250,4 @@ def test_scan_panel_topic_bars_are_named_without_overlap(qtbot):
         assert len(shown) == len(rows) and any("…" in t for t in shown)   # every bar named, long ones elided
         screenshot(p, "scan-panel-topics.png")
     finally:
-        p.cancel()
-        p.pool.waitForDone(30_000)
-        p.set_store(None)
-        store.close()
+        session.close()

@@ -18,8 +18,8 @@ def test_generator_progress_and_result_on_the_ui_thread(qtbot):
             yield i + 1, n
         return sum(range(n)), threading.current_thread() is threading.main_thread()
 
-    def on_progress(done, total):
-        seen["progress"].append((done, total))
+    def on_progress(p):
+        seen["progress"].append((p.done, p.total))
         seen["threads"].add(threading.current_thread() is threading.main_thread())
 
     with qtbot.waitSignal(runner.idle, timeout=5000):

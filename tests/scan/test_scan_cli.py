@@ -5,7 +5,7 @@ import pytest
 
 from conftest import manifest, unpack
 from engine.cli.app import main as rmqstore
-from engine.cli.scan import display_width, format_table, one_line
+from engine.scan.api import display_width, format_table, one_line
 from scan_support import spark  # noqa: F401
 
 

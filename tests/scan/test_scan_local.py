@@ -15,7 +15,9 @@ from engine import MessageStore
 from engine.format.properties import split_keys
 from engine.scan.columns import row_json
 from engine.scan.filters import MessageFilter, parse_tags_expression
-from engine.scan.jobs import CancelToken, JobParams, ScanCancelled, run_job
+from engine.scan.api import JobParams, run_job
+from engine.tasks import Cancelled as ScanCancelled
+from engine.tasks import CancelToken
 from engine.scan.planning import plan_commitlog
 from engine.scan.reader import read_commitlog
 from scan_support import plant_cq_defect, plant_index_defect, small, v5  # noqa: F401
@@ -218,3 +220,29 @@ def test_bad_parameters_are_value_errors(small):
         MessageFilter.build(body="(")
     with pytest.raises(ValueError):
         MessageFilter.build(prop="novalue")
+
+
+def test_scan_task_yields_progress_and_leaves_its_token_alone(small):
+    from engine.scan.api import scan_task
+    tok = CancelToken()
+    task = scan_task(small, "size-histogram", JobParams(split_bytes=4096), engine="local", cancel=tok)
+    seen = []
+    while True:
+        try:
+            seen.append(next(task))
+        except StopIteration as stop:
+            result = stop.value
+            break
+    assert len(seen) > 2 and seen[-1].done == seen[-1].total and not tok.cancelled
+    assert result.rows == run_job(small, "size-histogram", engine="local").rows
+
+
+def test_closing_a_scan_task_stops_its_thread(small):
+    import threading
+    from engine.scan.api import scan_task
+    tok = CancelToken()
+    task = scan_task(small, "topic-stats", JobParams(split_bytes=4096, throttle_ms=50), engine="local", cancel=tok)
+    next(task)
+    task.close()    # what the GUI's runner and the CLI's Ctrl-C do
+    assert tok.cancelled
+    assert not [t for t in threading.enumerate() if t.name == "rmqstore-scan-topic-stats"]

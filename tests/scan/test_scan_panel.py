@@ -5,22 +5,25 @@ import pytest
 pytest.importorskip("PySide6")
 from PySide6.QtCore import Qt  # noqa: E402
 
-from conftest import manifest  # noqa: E402
+from conftest import manifest, unpack  # noqa: E402
 from gui.scan_panel import ScanPanel  # noqa: E402
-from scan_support import SHOTS, SPARK_MASTER, small, spark  # noqa: E402,F401
+from gui.session import StoreSession  # noqa: E402
+from scan_support import SHOTS, SPARK_MASTER, spark  # noqa: E402,F401
 
 
 @pytest.fixture
-def panel(qtbot, small):
-    p = ScanPanel()
+def panel(qtbot):
+    session = StoreSession()
+    session.open_blocking(unpack("small"))
+    p = ScanPanel(session)
     qtbot.addWidget(p)
     p.resize(1280, 800)
     p.show()
-    p.set_store(small)
     p.master_edit.setText(SPARK_MASTER)   # the test session's master: no second JVM
     yield p
     p.cancel()
-    p.pool.waitForDone(30_000)
+    session.close()   # cancels a running scan and waits for it (aboutToClose)
+    assert not p.lane.busy
 
 
 def test_local_job_without_spark(qtbot, panel):
@@ -31,6 +34,25 @@ def test_local_job_without_spark(qtbot, panel):
     assert blocker.args[0].engine == "local"
     assert sum(r["messages"] for r in panel.model.rows) == len(manifest("small")["messages"])
     assert panel.plot.isVisible() and panel.run_button.isEnabled() and not panel.cancel_button.isEnabled()
+
+
+def test_cancel_stops_a_slow_local_scan(qtbot, panel):
+    """Progress is shown while a local scan runs, and Cancel stops its thread, not just the view."""
+    import threading
+    panel.engine_box.setCurrentIndex(panel.engine_box.findData("local"))
+    panel.job_box.setCurrentText("topic-stats")
+    panel.split_bytes, panel.throttle_ms = 4096, 100     # many slices, each slow
+    qtbot.mouseClick(panel.run_button, Qt.LeftButton)
+    qtbot.waitUntil(lambda: panel.progress_bar.value() >= 2, timeout=30_000)
+    assert panel.progress_bar.maximum() > 2 and "slices" in panel.progress_bar.format()
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    assert panel.grab().save(str(SHOTS / "scan-panel-progress.png"))
+    scanning = [t for t in threading.enumerate() if t.name.startswith("rmqstore-scan-")]
+    assert scanning and panel.cancel_button.isEnabled()
+    qtbot.mouseClick(panel.cancel_button, Qt.LeftButton)
+    qtbot.waitUntil(lambda: panel.status_label.text() == "Cancelled", timeout=10_000)
+    assert not any(t.is_alive() for t in scanning)    # the job's own thread has stopped
+    assert panel.run_button.isEnabled() and panel.last_result is None and not panel.lane.busy
 
 
 @pytest.mark.spark

@@ -12,7 +12,9 @@ from conftest import manifest
 from engine import MessageStore
 from engine.scan.columns import row_json
 from engine.scan.filters import MessageFilter
-from engine.scan.jobs import CancelToken, JobParams, ScanCancelled, run_job
+from engine.scan.api import JobParams, run_job
+from engine.tasks import Cancelled as ScanCancelled
+from engine.tasks import CancelToken
 from scan_support import plant_cq_defect, small, spark, v5  # noqa: F401
 
 pytestmark = pytest.mark.spark

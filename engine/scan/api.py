@@ -1,0 +1,12 @@
+"""The public face of engine.scan, for the CLI and the GUI: job specs, filters, the runner
+and the text of results. Everything else in engine.scan is the engines' inside."""
+from __future__ import annotations
+
+from engine.scan.filters import MessageFilter
+from engine.scan.jobs import DEFAULT_FILTER_LIMIT, DEFAULT_TOP, EXPORT_FORMATS, JOBS, JobParams, JobResult, validate
+from engine.scan.runner import ENGINES, run_job, scan_task, spark_session
+from engine.scan.table import FILTER_TABLE_COLUMNS, columns_of, display_width, format_cell, format_table, one_line
+
+__all__ = ["DEFAULT_FILTER_LIMIT", "DEFAULT_TOP", "ENGINES", "EXPORT_FORMATS", "FILTER_TABLE_COLUMNS", "JOBS",
+           "JobParams", "JobResult", "MessageFilter", "columns_of", "display_width", "format_cell", "format_table",
+           "one_line", "run_job", "scan_task", "spark_session", "validate"]

@@ -1,0 +1,93 @@
+"""The one scan runner: runs a job spec (engine.scan.jobs) on the engine asked for.
+
+`scan_task` is the job as the one task model (engine.tasks): a generator yielding Progress
+and returning the JobResult, cancelled by its CancelToken (Spark's job group is cancelled
+with it) or by closing it. `run_job` is the same with a progress callback, for callers that
+only want the answer. The local engine is imported here; the Spark engine only when a job
+runs on it, so pyspark stays optional and confined to engine/scan/spark_*.py."""
+from __future__ import annotations
+
+import queue
+import threading
+import time
+
+from engine.scan import local
+from engine.scan.jobs import JobParams, JobResult, export_target, validate
+from engine.tasks import CancelToken, Progress, ProgressFn, Task
+
+ENGINES = ("spark", "local")
+
+
+def spark_session(master: str | None = None, memory: str | None = None, conf: dict | None = None):
+    """The process's SparkSession (started on first use; seconds); raises SparkUnavailable."""
+    from engine.scan.spark_session import get_session
+    return get_session(master or None, memory or None, conf)
+
+
+def run_job(store, job: str, params: JobParams | None = None, engine: str = "spark", spark=None,
+            progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> JobResult:
+    """Run `job` over the open `store`. engine='spark' uses `spark` (or the process's session);
+    engine='local' runs in this process with numpy. Progress goes to `progress`."""
+    params = params or JobParams()
+    validate(job, params)
+    if engine not in ENGINES:
+        raise ValueError(f"unknown engine {engine!r}")
+    if job == "export":
+        params.out = export_target(store.root, params.out)
+    cancel = cancel or CancelToken()
+    t0 = time.perf_counter()
+    if engine == "local":
+        rows, truncated = local.run(store, job, params, progress, cancel)
+        master = None
+    else:
+        from engine.scan import spark_jobs
+        spark = spark if spark is not None else spark_session()
+        rows, truncated = spark_jobs.run(spark, store, job, params, progress, cancel)
+        master = spark.sparkContext.master
+    return JobResult(job, engine, master, rows, truncated, time.perf_counter() - t0)
+
+
+_END = object()
+
+
+def scan_task(store, job: str, params: JobParams | None = None, engine: str = "spark",
+              cancel: CancelToken | None = None, master: str | None = None, memory: str | None = None,
+              conf: dict | None = None, spark=None) -> Task[JobResult]:
+    """`run_job` as a generator: Progress while it runs (on Spark first "starting Spark…"),
+    the JobResult at the end. The job runs on a thread of its own (Spark's calls block), so
+    progress flows even when a step is long; closing the generator cancels and waits for it."""
+    params = params or JobParams()
+    validate(job, params)
+    cancel = cancel or CancelToken()
+    events: queue.Queue = queue.Queue()
+    box: dict = {}
+
+    def work() -> None:
+        try:
+            session = spark
+            if engine == "spark" and session is None:
+                events.put(Progress(0, 0, "spark", message="starting Spark…"))
+                session = spark_session(master, memory, conf)
+                cancel.raise_if_cancelled()
+            if engine == "spark":
+                events.put(Progress(0, 0, "spark", message=f"running {job} on {session.sparkContext.master}…"))
+            box["result"] = run_job(store, job, params, engine, session, events.put, cancel)
+        except BaseException as exc:  # handed to the caller's thread below
+            box["error"] = exc
+        finally:
+            events.put(_END)
+
+    thread = threading.Thread(target=work, name=f"rmqstore-scan-{job}", daemon=True)
+    thread.start()
+    ended = False
+    try:
+        while (item := events.get()) is not _END:
+            yield item
+        ended = True
+    finally:
+        if not ended:  # the caller stopped listening (closed, Ctrl-C): stop the job first
+            cancel.cancel()
+        thread.join()
+    if "error" in box:
+        raise box["error"]
+    return box["result"]
