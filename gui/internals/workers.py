@@ -10,6 +10,8 @@ from typing import Any, Callable
 
 from PySide6.QtCore import QObject, QRunnable, QThreadPool, Signal
 
+from engine.tasks import CancelToken
+
 _POOL: QThreadPool | None = None
 
 
@@ -56,6 +58,7 @@ class Background(QObject):
         super().__init__(parent)
         self.pool = pool or internals_pool()
         self._generation: dict[str, int] = {}
+        self._tokens: dict[str, CancelToken] = {}   # the cancel token of each channel's newest job
         self._live: dict[tuple, tuple[_Job, Callable[[Any], None] | None]] = {}
         self.dropped = 0              # stale results thrown away (for tests and curiosity)
         # finished jobs are kept until the next submit: their signals object is the sender of
@@ -64,14 +67,16 @@ class Background(QObject):
 
     def submit(self, channel: str, fn: Callable, *args, on_done: Callable[[Any], None] | None = None,
                cancellable: bool = False) -> tuple:
-        """Run fn(*args) on the pool (with `cancel=` a callable that turns True once the job
-        is stale, if `cancellable`); `on_done(result)` on the UI thread if still current."""
+        """Run fn(*args) on the pool (with `cancel=` an engine CancelToken, set once the job is
+        stale, if `cancellable`); `on_done(result)` on the UI thread if still current."""
         self._finished = [j for j in self._finished if not j.returned.is_set()]
         gen = self._generation.get(channel, 0) + 1
         self._generation[channel] = gen
         token = (channel, gen)
+        self._cancel_token(channel)
         if cancellable:
-            fn = functools.partial(fn, cancel=lambda: not self.is_current(token))
+            self._tokens[channel] = CancelToken()
+            fn = functools.partial(fn, cancel=self._tokens[channel])
         signals = _Signals()
         signals.done.connect(self._on_done)
         signals.failed.connect(self._on_failed)
@@ -88,6 +93,12 @@ class Background(QObject):
         """Drop whatever is running on `channel` (all channels if None) when it arrives."""
         for ch in ([channel] if channel else list(self._generation)):
             self._generation[ch] = self._generation.get(ch, 0) + 1
+            self._cancel_token(ch)
+
+    def _cancel_token(self, channel: str) -> None:
+        old = self._tokens.pop(channel, None)
+        if old is not None:
+            old.cancel()
 
     @property
     def busy(self) -> bool:

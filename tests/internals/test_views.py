@@ -11,7 +11,8 @@ import pytest
 
 from conftest import manifest, unpack
 from engine import MessageStore
-from gui.internals import compute as C
+from engine import analysis as A
+from engine.format.javahash import index_key_hash
 from internals_helpers import chain_length_counts, commitlog_oracle, index_oracle, shot
 
 
@@ -238,14 +239,14 @@ def test_collision_chain_members_kinds_query_and_screenshot(qtbot, opened):
     with qtbot.waitSignal(v.updated):
         r = v.show_key(fname, key)
     topic, k = key.split("#", 1)
-    assert r.slot == C.index_key_hash(key) % mf["config"]["maxHashSlotNum"]
+    assert r.slot == index_key_hash(key) % mf["config"]["maxHashSlotNum"]
     o = index_oracle(mf, fname)
     assert [b.entry.step.index for b in v.boxes] == o["chains"][r.slot]
     truly = [b for b in v.boxes if msgs[b.entry.step.phyOffset]["topic"] == topic
              and k in (msgs[b.entry.step.phyOffset]["keys"] or "").split(" ")]
     assert [b.entry for b in truly] == r.matches and truly
     kinds = {b.entry.kind for b in v.boxes}
-    assert C.MATCH in kinds and C.COLLISION in kinds
+    assert A.MATCH in kinds and A.COLLISION in kinds
     # matches are outlined in gold: a query returns them
     assert all(b.pen().width() == 5 for b in truly)
     if name == "default":     # one index file: the query's hits are what RocketMQ returned
@@ -259,7 +260,7 @@ def test_collision_chain_members_kinds_query_and_screenshot(qtbot, opened):
 
 
 def test_collision_chain_shows_broken_links_and_cycles(qtbot, tmp_path):
-    from test_compute import damaged_index
+    from test_analysis_oracles import damaged_index
     f = damaged_index(tmp_path)
     store = SimpleNamespace(index=SimpleNamespace(files=[f]), commitlog=SimpleNamespace(get_message=lambda o: None))
     v = CollisionChainView()
