@@ -19,7 +19,6 @@ from conftest import FIXTURES, manifest, unpack
 from engine.store.index_file import INDEX_ENTRY_DTYPE, INDEX_HEADER_DTYPE, IndexFile
 from engine import analysis as A
 from engine.analysis.chains import _accel
-from gui.internals import heatmap as H
 
 KERNEL = _accel()
 

@@ -294,12 +294,14 @@ def _topic_queue(sp) -> None:
 
 
 def _add_optional_commands(sub, add) -> None:
-    """Commands living in other modules register here (write path, scans)."""
+    """Commands living in other modules register here (write path, internals, scans)."""
     try:
         from engine.cli import write as cli_write
         cli_write.register(add, COMMANDS, WRITE_COMMANDS, PREPARE)
     except ImportError:
         pass
+    from engine.cli import internals as cli_internals
+    cli_internals.register(add, COMMANDS)
     try:
         from engine.cli import scan as scan_cli
     except Exception as e:  # noqa: BLE001 - reported when `scan` is asked for, not hidden
