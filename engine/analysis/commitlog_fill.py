@@ -3,9 +3,10 @@ tail, damage and unwritten space.
 
 No record walker of its own. The records a ConsumeQueue points at are taken from the queues'
 units (phyOffset, size, topic): runs of them that tile the file back to back are accepted in
-bulk with numpy, without reading the records. Only what no queue vouches for (records of
-undispatched transactions, records whose queue files are gone, damage, the blank record) is
-classified by the store's own `check_record`, so every verdict about bytes is the engine's.
+bulk with numpy, without reading the records. Only what exactly one queue does not vouch for
+(records of undispatched transactions, records whose queue files are gone, records several
+queues point at such as LMQ dispatch, damage, the blank record) is read, by the store's own
+CommitLog.walk (check_record), so every verdict about bytes is the engine's.
 A record a queue points at is taken at the queue's word; damage inside it is `check`'s job."""
 from __future__ import annotations
 
@@ -84,18 +85,26 @@ class QueueUnits:
                 topics.append(topic)
             for f in cq.queue.files:
                 u = cq.view(f)[:f.wrote_position // CQ_UNIT_SIZE]
-                phy, size = u["phyOffset"].astype(np.int64), u["size"].astype(np.int64)
+                phy, size = u["phyOffset"].astype(np.int64), u["size"].astype(np.int32)
                 keep = (phy >= 0) & (size > 0) & (size != FILLER_SIZE)
-                phys.append(phy[keep]), sizes.append(size[keep])
-                ids.append(np.full(int(keep.sum()), topics.index(topic), dtype=np.int32))
+                if not keep.all():
+                    phy, size = phy[keep], size[keep]
+                phys.append(phy), sizes.append(size)
+                ids.append(np.full(len(phy), topics.index(topic), dtype=np.int32))
         self.topics = topics
         phy = np.concatenate(phys) if phys else np.empty(0, dtype=np.int64)
-        order = np.argsort(phy, kind="stable")
-        phy, size = phy[order], (np.concatenate(sizes)[order] if sizes else phy)
-        tid = np.concatenate(ids)[order] if ids else np.empty(0, dtype=np.int32)
-        first = np.ones(len(phy), dtype=bool)      # one unit per record (a damaged queue may repeat one)
-        first[1:] = phy[1:] != phy[:-1]
-        self.phy, self.size, self.tid = phy[first], size[first], tid[first]
+        size = np.concatenate(sizes) if sizes else np.empty(0, dtype=np.int32)
+        tid = np.concatenate(ids) if ids else np.empty(0, dtype=np.int32)
+        if not (phy[1:] >= phy[:-1]).all():       # queues interleave in the log: merge them
+            order = np.argsort(phy, kind="stable")
+            phy, size, tid = phy[order], size[order], tid[order]
+        dup = phy[1:] == phy[:-1]   # a record in two queues (LMQ dispatch, damage): no queue names its topic
+        if dup.any():
+            shared = np.zeros(len(phy), dtype=bool)
+            shared[1:] |= dup
+            shared[:-1] |= dup
+            phy, size, tid = phy[~shared], size[~shared], tid[~shared]
+        self.phy, self.size, self.tid = phy, size, tid
         self.breaks = np.flatnonzero(self.phy[1:] != self.phy[:-1] + self.size[:-1])  # run i ends after breaks
 
     def run_at(self, offset: int, end: int) -> tuple[int, int]:
