@@ -14,8 +14,8 @@ factor 2 (10,000,000 entries). Figures, each the best of a few runs, with the pa
 * warm: re-binning cached chain lengths + drawing (what a resize or a re-selection costs);
 * slot heat map alone: used slots per pixel from the slot table (the picture the view shows
   at once for a new file), to its indexed image, and the heat-map panel drawn (grab);
-* chain lengths alone: compiled kernel (engine/accel/_index.pyx) when built, the numpy walk,
-  and the engine's IndexFile.chain_lengths.
+* chain lengths alone: engine.analysis.chain_lengths (the compiled kernel, engine/accel/_index.pyx,
+  when built) and its numpy twin (chain_lengths_numpy).
 
 Why the issue's "<= 3x the slot table" holds for the occupancy map but not for the full
 figure: a slot holds only its newest entry number, so a chain length needs every used entry's
@@ -99,9 +99,11 @@ def run(quick: bool = False) -> list[dict]:
     os.environ.setdefault("QT_QPA_PLATFORM", "offscreen")
     from PySide6.QtWidgets import QApplication
     app = QApplication.instance() or QApplication(sys.argv[:1])
-    from gui.internals import compute as C
+    from engine import analysis as A
+    from engine.accel import load
+    from gui.internals import heatmap as H
     from gui.internals.slot_heatmap import SlotHeatmapView, compute_slots
-    accel = C._accel() is not None
+    accel = load("_index") is not None
 
     repeats = 2 if quick else 5
     tmp = Path(tempfile.mkdtemp(prefix="rmqstore-heatmap-"))
@@ -139,30 +141,26 @@ def run(quick: bool = False) -> list[dict]:
             state["res"] = res
 
         def warm():
-            view._show_heat(C.slot_heatmap(state["res"].lengths, w, h, "max"))
+            view._show_heat(H.slot_heatmap(state["res"].lengths, w, h, "max"))
             view._draw_histogram()
             view.grab()
 
         def lengths_only():
-            return C.chain_lengths(f)
+            return A.chain_lengths(f)
 
         def lengths_numpy():
-            return C.chain_lengths_numpy(f)
+            return A.chain_lengths_numpy(f)
 
         def occupancy():
-            view._show_heat(C.slot_occupancy(f, w, h), SLOTS)
+            view._show_heat(H.slot_occupancy(f, w, h), SLOTS)
             view.heat_widget.grab()
-
-        def engine_lengths():
-            return f.chain_lengths()
 
         t_cold = _best(repeats, cold)
         t_warm = _best(repeats * 2, warm)
         t_len = _best(repeats, lengths_only)
         t_numpy = _best(max(1, repeats // 2), lengths_numpy)
-        t_engine = _best(max(1, repeats // 2), engine_lengths)
         t_occ = _best(max(20, repeats * 4), occupancy)
-        assert np.array_equal(C.chain_lengths_numpy(f), state["res"].lengths)
+        assert np.array_equal(A.chain_lengths_numpy(f), state["res"].lengths)
         max_chain = int(state["res"].lengths.max())
         info = {"slots": SLOTS, "entries": entries, "loadFactor": entries / SLOTS, "maxChain": max_chain,
                 "pixels": [w, h], "slotsPerPixel": view.heat.slots_per_bin, "buildSeconds": round(build_s, 2),
@@ -183,13 +181,11 @@ def run(quick: bool = False) -> list[dict]:
                  t_warm, "raw read of the slot table (20 MB)", base_a),
             _row("slot heat map alone: used slots per pixel from the slot table, bin, draw the map",
                  t_occ, "raw read of the slot table (20 MB)", base_a,
-                 reads="slot table only (C.slot_occupancy)", draws="heat-map panel grab (image + colour bar)",
+                 reads="slot table only (gui.internals.heatmap.slot_occupancy)", draws="heat-map panel grab (image + colour bar)",
                  compiledKernel=accel),
-            _row("chain lengths alone (gui.internals.compute)", t_len, "raw read of slot table + used entries",
+            _row("chain lengths alone (engine.analysis)", t_len, "raw read of slot table + used entries",
                  base_b, target=None, compiledKernel=accel),
             _row("chain lengths alone (numpy walk, the pure-Python fallback)", t_numpy,
-                 "raw read of slot table + used entries", base_b, target=None),
-            _row("chain lengths alone (engine IndexFile.chain_lengths)", t_engine,
                  "raw read of slot table + used entries", base_b, target=None),
         ]
         view.close()

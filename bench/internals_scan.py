@@ -1,7 +1,7 @@
 """Two figures the internals and Spark issues ask for, on stores of several sizes made of many
 small commitlog files (so per-file work shows):
 
-- segment-fill: gui.internals.compute.store_fill (walk every commitlog file once, topic byte
+- segment-fill: engine.analysis.store_fill (walk every commitlog file once, topic byte
   ranges, CQ and index fill) against the raw page-cache read of the same commitlog bytes;
 - scan-sizes: the Spark data source (topic-stats, local[*]) and the single-process numpy scan
   against the raw read, per store size: where (if anywhere) Spark pays off on this machine."""
@@ -38,7 +38,7 @@ def _raw(store) -> tuple[float, int]:
 
 
 def run(ctx) -> list[Row]:
-    from gui.internals import compute as C
+    from engine import analysis as A
     sizes = [64 << 20, 256 << 20] if ctx.quick else [256 << 20, 1 << 30, 4 << 30]
     rows: list[Row] = []
     spark = None
@@ -53,7 +53,7 @@ def run(ctx) -> list[Row]:
             raw_s, raw_b = _raw(store)
             raw_mbps = raw_b / raw_s / MB
             with Timer() as t:
-                fill = C.store_fill(store, C.CommitLogFillCache())
+                fill = A.store_fill(store, A.CommitLogFillCache())
             rows.append(row(f"segment-fill {size >> 20} MiB", t.wall, "s", "raw mmap read of the same bytes",
                             raw_s, better="lower", target="reported", files=len(store.commitlog.files),
                             commitlogFiles=len(fill.commitlog) if hasattr(fill, "commitlog") else None))

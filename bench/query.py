@@ -12,6 +12,7 @@ import time
 import numpy as np
 
 from engine import MessageStore, StoreConfig
+from engine.analysis.chains import chain_lengths
 from engine.store.index_file import LONG_MAX
 
 from . import index_gen
@@ -60,7 +61,7 @@ def run(ctx) -> list[Row]:
             cold_secs, _, _ = _run_queries(store, [index_gen.key_of(rnd.randrange(n)) for _ in range(cold_n)])
             _touch(store)
             secs, lat, hits = _run_queries(store, keys)
-            chain = store.index.files[0].chain_lengths()
+            chain = chain_lengths(store.index.files[0])
         wrong = sum(1 for i, h in zip(ids, hits) if i * index_gen.PHY_STEP not in h)
         lat.sort()
         qps = nq / secs

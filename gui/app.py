@@ -1,6 +1,6 @@
 """Entry point of `rmqstore-browser [STORE]` (also `python -m gui.app [STORE]`).
 
-With no STORE: the demo store (engine.store.demo.ensure_demo_store, created on first use in the
+With no STORE: the demo store (engine.ensure_demo_task, created on first use in the
 user data folder) if the engine has it, else the small conformance fixture of a checkout
 (build/conformance/small), else an empty window that asks for a folder.
 
@@ -16,12 +16,9 @@ ROOT = Path(__file__).resolve().parent.parent
 
 
 def demo_maker():
-    """engine.store.demo.ensure_demo_task (the demo store as a task) when the engine has it."""
-    try:
-        from engine.store import demo  # type: ignore[attr-defined]
-    except ImportError:
-        return None
-    return getattr(demo, "ensure_demo_task", None)
+    """The engine's demo store as a task (the facade's ensure_demo_task), when it has one."""
+    import engine
+    return getattr(engine, "ensure_demo_task", None)
 
 
 def demo_path() -> Path:

@@ -119,6 +119,39 @@ def test_index_chain_closed_into_a_cycle(fixture_copy):
     hits = [p for p in report["problems"] if p["kind"] == "index-chain"]
     assert hits and f"entry {n} links to entry {head}" in hits[0]["detail"]
     assert hits[0]["offset"] == base + 20 * n + 16
+    cycles = [p for p in report["problems"] if p["kind"] == "index-cycle"]
+    assert len(cycles) == 1 and cycles[0]["offset"] == base + 20 * n + 16
+    assert f"entries {head} -> " in cycles[0]["detail"] and f"slot {s}" in cycles[0]["detail"]
+
+
+@pytest.mark.parametrize("name", ["small", "v5"])
+def test_index_cycle_reached_from_a_longer_chain(fixture_copy, name):
+    """A chain of three or more: its middle entry links back to the head, so the head and the
+    middle loop, and the walk from the slot runs into the loop after one step. The index
+    file's bytes are read with struct here, from STORE_FORMAT's layout, not the engine's."""
+    store = fixture_copy(name)
+    path = _index_files(store)[0]
+    data = path.read_bytes()
+    with MessageStore.open(store) as st:
+        slot_num = st.index.files[0].slot_num
+    base = 40 + 4 * slot_num
+    prev = lambda e: struct.unpack_from(">i", data, base + 20 * e + 16)[0]   # noqa: E731
+    for s in range(slot_num):
+        head = struct.unpack_from(">i", data, 40 + 4 * s)[0]
+        chain = [head] if head > 0 else []
+        while chain and prev(chain[-1]) > 0:
+            chain.append(prev(chain[-1]))
+        if len(chain) >= 3:
+            break
+    else:
+        pytest.skip("no chain of three entries")
+    second, third = chain[1], chain[2]
+    patch(path, base + 20 * third + 16, struct.pack(">i", second))    # third -> second -> third
+    report = check(store)
+    cycles = [p for p in report["problems"] if p["kind"] == "index-cycle"]
+    assert len(cycles) == 1 and not report["ok"]
+    assert cycles[0]["offset"] == base + 20 * third + 16 and cycles[0]["file"].endswith(path.name)
+    assert f"entries {second} -> {third} -> {second}" in cycles[0]["detail"] and f"slot {s}" in cycles[0]["detail"]
 
 
 def test_index_entry_in_the_wrong_slots_chain(fixture_copy):
@@ -178,3 +211,27 @@ def test_check_runs_on_a_store_other_commands_refuse(fixture_copy, which):
     files = [p for p in report["problems"] if p["kind"] == "file"]
     assert len(files) == 1 and which.split("/")[-1] in files[0]["detail"] and "bytes" in files[0]["detail"]
     assert not report["ok"] and report["messages"] > 1000
+
+
+def test_check_task_yields_progress_and_stops_on_its_token():
+    from engine.analysis.check import check_task, check_store
+    from engine.tasks import Cancelled, CancelToken, Progress
+    with MessageStore.open(unpack("small")) as st:
+        task = check_task(st, max_problems=10)
+        seen = []
+        while True:
+            try:
+                seen.append(next(task))
+            except StopIteration as stop:
+                report = stop.value
+                break
+        assert all(isinstance(p, Progress) for p in seen) and len(seen) > 3
+        assert [p.phase for p in seen[-3:]] == ["consume queues", "index", "checkpoint and config"]
+        assert report == check_store(st, max_problems=10) and report["ok"]
+        token = CancelToken()
+        task = check_task(st, cancel=token)
+        next(task)
+        token.cancel()
+        with pytest.raises(Cancelled):
+            for _ in task:
+                pass

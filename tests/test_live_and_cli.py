@@ -10,6 +10,7 @@ import pytest
 
 from conftest import manifest, unpack
 from engine import MessageStore, StoreConfig
+from engine.analysis.chains import chain_lengths
 from engine.cli.app import main as cli_main
 
 SMALL = dict(mappedFileSizeCommitLog=65536, mappedFileSizeConsumeQueue=1000, maxHashSlotNum=64, maxIndexNum=256)
@@ -171,7 +172,7 @@ def test_damage_is_skipped_not_fatal(fixture_copy):
             assert len(steps) <= f.header.indexCount
         out = []
         f.select("TopicTest#nothing", 64, 0, 2 ** 63 - 1, out)
-        assert int(f.chain_lengths().max()) <= f.header.indexCount
+        assert int(chain_lengths(f).max()) <= f.header.indexCount
     code, out, err = run_cli("check", root, "--json")
     rep = json.loads(out)
     assert code == 1 and any(p["kind"] == "cq-unit" for p in rep["problems"])

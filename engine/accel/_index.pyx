@@ -1,8 +1,9 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
-"""Index file slot-table kernels: chain lengths in one pass over the entries, and binning.
+"""Index file data kernels: chain lengths in one pass over the entries, and the binning of
+per-slot values. (Pixels and colours are the GUI's, in numpy.)
 
 Reads the file's bytes straight from its map (big-endian fields, no numpy copy). Results
-equal the pure numpy code in gui/internals/compute.py (the reference; tests compare them):
+equal the numpy twins in engine/analysis/chains.py (tests/test_analysis.py compares them):
 
 * a chain is walked from a slot's head through prevIndex links; entry numbers outside
   1..L (L = min(indexCount, maxIndexNum - 1)) end it, so does coming back to an entry
@@ -16,7 +17,7 @@ equal the pure numpy code in gui/internals/compute.py (the reference; tests comp
 No numpy C API (the build has no numpy include path): typed memoryviews only, and the
 output arrays are made by the caller or with numpy at the Python level."""
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t
-from libc.string cimport memset
+from libc.string cimport memcpy, memset
 
 import numpy as np
 
@@ -256,24 +257,19 @@ def bin_lengths(const int32_t[::1] lengths, Py_ssize_t per, Py_ssize_t nb, float
                 out[b] = <float>(<double>t / <double>(hi - lo))
 
 
-def slot_occupancy(const unsigned char[::1] buf, Py_ssize_t slot_num, Py_ssize_t per, Py_ssize_t nb,
-                   float[::1] out, unsigned char[::1] idx=None):
+def used_per_bin(const unsigned char[::1] buf, Py_ssize_t slot_num, Py_ssize_t per, Py_ssize_t nb,
+                 int32_t[::1] out):
     """out[b] = slots in use (non-zero) among slots b*per .. (b+1)*per - 1 of the slot table
-    in `buf` (the index file's map); with `idx`, also its colour indices (see to_indices, top
-    = per). Returns (used slots, bins with a used slot). Reads the slot table only."""
+    in `buf` (the index file's map; the last bin shorter). Reads the slot table only."""
     cdef Py_ssize_t need = HEADER + SLOT * slot_num
     if buf.shape[0] < need:
         raise ValueError(f"buffer holds {buf.shape[0]} bytes, the slot table needs {need}")
     if out.shape[0] < nb or nb * per < slot_num or (nb - 1) * per >= slot_num:
         raise ValueError("bins do not cover the slots")
-    cdef int with_idx = idx is not None
-    if with_idx and idx.shape[0] < out.shape[0]:
-        raise ValueError("idx is shorter than out")
-    cdef const uint32_t *st = <const uint32_t *>(&buf[0] + HEADER) if slot_num else NULL
+    cdef const unsigned char *st = &buf[0] + HEADER if slot_num else NULL
     cdef Py_ssize_t b, i, lo, hi
     cdef int32_t c
-    cdef int64_t used = 0, bins_used = 0
-    cdef float scale = 254.0 / per
+    cdef uint32_t v
     with nogil:
         for b in range(nb):
             lo = b * per
@@ -282,29 +278,6 @@ def slot_occupancy(const unsigned char[::1] buf, Py_ssize_t slot_num, Py_ssize_t
                 hi = slot_num
             c = 0
             for i in range(lo, hi):
-                c += st[i] != 0
-            out[b] = <float>c
-            used += c
-            bins_used += c != 0
-            if with_idx:
-                idx[b] = <unsigned char>(c * scale + 0.5)
-        if with_idx:
-            for b in range(nb, idx.shape[0]):
-                idx[b] = 255
-    return used, bins_used
-
-
-def to_indices(const float[::1] values, Py_ssize_t nb, float top, unsigned char[::1] out):
-    """Colour indices for an 8-bit indexed image: out[b] = round(values[b] / top * 254) for
-    b < nb (clipped to 0..254), 255 (the transparent entry) from nb on."""
-    cdef Py_ssize_t b, n = out.shape[0]
-    cdef float scale = 254.0 / top if top > 0 else 0.0
-    cdef float v
-    if values.shape[0] < nb or n < nb:
-        raise ValueError("nb is larger than the arrays")
-    with nogil:
-        for b in range(nb):
-            v = values[b] * scale + 0.5
-            out[b] = 254 if v >= 254 else (0 if not (v > 0) else <unsigned char>v)
-        for b in range(nb, n):
-            out[b] = 255
+                memcpy(&v, st + SLOT * i, 4)    # zero is zero in either byte order
+                c += v != 0
+            out[b] = c

@@ -8,12 +8,14 @@ and say where each break is (file, offset, what was expected).
   RocketMQ's rule: tag hash, delay-level delivery time); every dispatchable record reachable
   from its queue; no unit past the log;
 - index: every indexable key of every record in the indexed range has its entry; files that
-  could not be read, overlap or do not join; chains: out-of-range and forward links (every
-  cycle has one), entries in a chain whose key hash belongs to another slot, time order;
+  could not be read, overlap or do not join; chains: out-of-range and forward links, every
+  prevIndex cycle (engine.analysis.chains: a query walking into one loops to its step
+  limit), entries in a chain whose key hash belongs to another slot, time order;
 - the checkpoint against the data, consumerOffset.json and topics.json against the queues.
 
-Long stores: `progress(done, total, phase)` is called as records are read, `cancel` (a
-threading.Event-like object with is_set) stops the walk with CheckCancelled."""
+`check_task` is the work as an engine task (yields Progress as records are read, polls a
+CancelToken, or anything with is_set, and stops with CheckCancelled); `check_store` runs it
+for callers that want the answer, with the older `progress(done, total, phase)` callback."""
 from __future__ import annotations
 
 import numpy as np
@@ -23,6 +25,9 @@ from engine.config import CQ_UNIT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, IND
 from engine.store.consume_queue import FILLER_SIZE
 from engine.errors import StoreError
 from engine.store.index_file import time_diff
+from engine.tasks import Cancelled, Progress, Task, run
+
+from .chains import chain_cycles, valid_limit
 from engine.format.javahash import index_key, index_key_hash
 from engine.format.message import (TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE, RecordStatus,
                       body_crc, verify_prop_crc)
@@ -30,7 +35,7 @@ from engine.format.message import (TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE
 DISPATCHED = (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
 
 
-class CheckCancelled(StoreError):
+class CheckCancelled(Cancelled):
     """check was cancelled before it finished."""
 
 
@@ -47,18 +52,34 @@ class Problems:
 
 
 def check_store(store, max_problems: int = 1000, progress=None, cancel=None) -> dict:
+    on_progress = None if progress is None else (lambda p: progress(p.done, p.total, p.phase))
+    return run(check_task(store, max_problems, cancel), on_progress)
+
+
+def check_task(store, max_problems: int = 1000, cancel=None) -> Task[dict]:
+    """The whole check; Progress in commitlog bytes, then one per later phase."""
     out = Problems(max_problems)
-    messages, n_messages, last_ts = _commitlog(store, out, progress, cancel)
+    messages, n_messages, last_ts = yield from _commitlog(store, out, cancel)
+    _poll(store, cancel)
     n_units = _consume_queues(store, messages, out)
+    yield Progress(1, 3, "consume queues", "phases")
+    _poll(store, cancel)
     n_entries = _index(store, messages, out)
+    yield Progress(2, 3, "index", "phases")
     _checkpoint(store, last_ts, out)
     _config_json(store, out)
+    yield Progress(3, 3, "checkpoint and config", "phases")
     return {"ok": not out.count, "messages": n_messages, "cqUnits": n_units, "indexEntries": n_entries,
             "problemCount": out.count, "problems": out.items}
 
 
 # ---- commitlog ------------------------------------------------------------------------------
-def _commitlog(store, out: Problems, progress, cancel):
+def _poll(store, cancel) -> None:
+    if cancel is not None and cancel.is_set():
+        raise CheckCancelled("check cancelled", path=str(store.root))
+
+
+def _commitlog(store, out: Problems, cancel):
     """Every record; returns {offset: (topic, qid, qoff, size, tranType, keys, tagsCode, storeTs)}."""
     cl = store.commitlog
     rec = store.recovery.commitlog
@@ -83,10 +104,8 @@ def _commitlog(store, out: Problems, progress, cancel):
     next_report = cl.min_offset
     for off, r in cl.walk():
         if off >= next_report:
-            if cancel is not None and cancel.is_set():
-                raise CheckCancelled("check cancelled", path=str(store.root))
-            if progress is not None:
-                progress(off - cl.min_offset, total, "commitlog")
+            _poll(store, cancel)
+            yield Progress(off - cl.min_offset, total, "commitlog", "bytes")
             next_report = off + step
         if r.status is RecordStatus.MESSAGE:
             m = r.message
@@ -121,8 +140,7 @@ def _commitlog(store, out: Problems, progress, cancel):
             for off in without:
                 out.add("commitlog-crc", "no valid __CRC32# tail, unlike the other records of its file (the "
                         "properties or the CRC were damaged)", path, off)
-    if progress is not None:
-        progress(total, total, "commitlog")
+    yield Progress(total, total, "commitlog", "bytes")
     return messages, len(messages), last_ts
 
 
@@ -231,6 +249,7 @@ def _chains(f, count: int, hashes: np.ndarray, e, out: Problems) -> None:
     for i in np.flatnonzero(bad)[:20].tolist():
         out.add("index-chain", f"entry {i + 1} links to entry {int(prev[i])}: not an older entry (a cycle or damage)",
                 f.path, base + INDEX_ENTRY_SIZE * (i + 1) + 16)
+    _cycles(f, out)
     slots = f.slots.astype(np.int64)
     over = np.flatnonzero((slots < 0) | (slots >= max(count, 1)))
     for j in over[:20].tolist():
@@ -262,6 +281,34 @@ def _chains(f, count: int, hashes: np.ndarray, e, out: Problems) -> None:
     for j in misplaced[:20].tolist():
         out.add("index-slot", f"slot {j} names entry {int(slots[j])}, whose key hashes to slot "
                 f"{int(slot_of[slots[j]])}", f.path, INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * j)
+
+
+def _cycles(f, out: Problems) -> None:
+    """Every prevIndex cycle once, at the link that closes it, with the slots whose chains run
+    into it (select() would walk those until its step limit)."""
+    cycles = chain_cycles(f)
+    if not cycles:
+        return
+    L = valid_limit(f)
+    prev = f.entries["prevIndex"][:L + 1].astype(np.int32)
+    jump = np.where((prev > 0) & (prev <= L), prev, 0).astype(np.int32)
+    jump[0] = 0
+    for _ in range(int(L).bit_length() + 1):     # 2^k steps ahead: past L steps, a walk is in its cycle
+        jump = jump[jump]
+    member = np.full(L + 1, -1, dtype=np.int32)
+    for i, cyc in enumerate(cycles):
+        member[cyc] = i
+    heads = f.slots.astype(np.int64)
+    live = np.flatnonzero((heads > 0) & (heads <= L))
+    into = member[jump[heads[live]]]
+    base = INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * f.slot_num
+    for i, cyc in enumerate(cycles[:20]):
+        slots = live[into == i].tolist()
+        named = ", ".join(map(str, slots[:5])) + (f" and {len(slots) - 5} more" if len(slots) > 5 else "")
+        walk = " -> ".join(map(str, cyc[:8])) + (" -> ..." if len(cyc) > 8 else "")
+        out.add("index-cycle", f"entries {walk} -> {cyc[0]} form a prevIndex cycle of {len(cyc)}: "
+                + (f"a query by a key of slot {named} loops until its step limit" if slots
+                   else "no slot's chain reaches it"), f.path, base + INDEX_ENTRY_SIZE * cyc[-1] + 16)
 
 
 def _header_against_entries(f, count: int, phys: np.ndarray, messages: dict, out: Problems) -> None:

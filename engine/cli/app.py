@@ -9,7 +9,6 @@ import argparse
 import json
 import os
 import sys
-from datetime import datetime
 
 from engine import __version__
 from engine.config import StoreConfig, load_store_config
@@ -18,84 +17,14 @@ from engine.store.index_file import LONG_MAX
 from engine.store.message_store import MessageStore
 from engine.format.msgid import looks_like_msg_id
 from engine.format.text import parse_time, preview  # the GUI's rules too: one definition each
-
-EXIT_ERROR = 2
-
-
-class CliError(Exception):
-    pass
-
-
-# ---- formatting ------------------------------------------------------------------------
-def fmt_time(ms: int) -> str:
-    if ms is None or ms < 0:
-        return "-"
-    try:
-        dt = datetime.fromtimestamp(ms / 1000).astimezone()
-    except (OverflowError, OSError, ValueError):
-        return str(ms)
-    return dt.strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d} " + zone_offset(dt)
-
-
-def zone_offset(dt: datetime) -> str:
-    """+08:00, never an abbreviation (CST is China, Cuba and US Central alike)."""
-    z = dt.strftime("%z") or "+0000"
-    return f"{z[:3]}:{z[3:5]}"
-
-
-def safe(text: str) -> str:
-    """Store text (topics, tags, keys: anything a producer chose) made inert for a terminal:
-    control characters and bidi overrides are shown escaped, never sent to the terminal."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() or c == " " else
-                   (f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}") for c in text)
-
-
-def _clip(text: str, width: int = 48) -> str:
-    text = safe(text)
-    return text if len(text) <= width else text[: width - 1] + "…"
-
-
-def table(rows: list[list], headers: list[str]) -> str:
-    """Aligned columns; over-long cells (127-character topics) are clipped with an ellipsis."""
-    cells = [[_clip(str(c)) for c in r] for r in rows]
-    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
-    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
-    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
-    return "\n".join(lines)
+from engine.cli.output import (EXIT_ERROR, CliError, emit, fmt_time, safe, stderr_progress,  # noqa: F401
+                               table)
 
 
 def message_rows(msgs) -> str:
     rows = [[m.topic, m.queueId, m.queueOffset, m.commitLogOffset, fmt_time(m.storeTimestamp), m.tags or "",
              m.keys or "", m.storeSize, m.msgId, preview(m.body)] for m in msgs]
     return table(rows, ["TOPIC", "QUEUE", "QOFFSET", "PHYOFFSET", "STORED", "TAGS", "KEYS", "SIZE", "MSGID", "BODY"])
-
-
-def emit(args, obj, human: str) -> None:
-    if args.json:
-        print(json.dumps(obj, ensure_ascii=False))
-    else:
-        print(human)
-
-
-def stderr_progress(every: float = 1.0):
-    """A Progress printer for stderr: one \\r line kept current on a terminal, else a line
-    about every `every` seconds (logs stay short); the final state is always printed."""
-    import time
-    tty = sys.stderr.isatty()
-    last = [0.0]
-
-    def show(p) -> None:
-        now = time.monotonic()
-        final = p.total and p.done >= p.total
-        if not tty and now - last[0] < every and not final:
-            return
-        last[0] = now
-        text = p.message or f"{p.phase or 'working'}: {p.done:,}/{p.total:,} {p.unit}".rstrip()
-        sys.stderr.write(f"\r{text[:78]:<78}" + ("\n" if final else "") if tty else text + "\n")
-        sys.stderr.flush()
-    return show
 
 
 # ---- commands --------------------------------------------------------------------------
@@ -289,12 +218,14 @@ def _topic_queue(sp) -> None:
 
 
 def _add_optional_commands(sub, add) -> None:
-    """Commands living in other modules register here (write path, scans)."""
+    """Commands living in other modules register here (write path, internals, scans)."""
     try:
         from engine.cli import write as cli_write
         cli_write.register(add, COMMANDS, WRITE_COMMANDS, PREPARE)
     except ImportError:
         pass
+    from engine.cli import internals as cli_internals
+    cli_internals.register(add, COMMANDS)
     try:
         from engine.cli import scan as scan_cli
     except Exception as e:  # noqa: BLE001 - reported when `scan` is asked for, not hidden

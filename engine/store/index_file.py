@@ -21,12 +21,10 @@ from engine.config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from engine.format.index_layout import (ENTRY as _ENTRY, HEADER as _HEADER, HEADER_TIMES as _HEADER_TIMES,  # noqa: F401
                                         INDEX_ENTRY_DTYPE, INDEX_HEADER_DTYPE, SLOT as _SLOT)
 from engine.format.javahash import index_key_hash
-from engine.accel import load as _load_accel
 from engine.files.mapped_file import MappedFile
 
 MADV_POPULATE_WRITE = 23  # <linux/mman.h>; Python's mmap module does not name it yet
 INDEX_RESERVE_STEP = 1 << 20  # entries reserved 52,428 at a time, after the whole slot table
-_INDEX = _load_accel("_index")  # compiled chain lengths (None: the numpy walk below)
 
 LONG_MAX = (1 << 63) - 1
 
@@ -182,7 +180,8 @@ class IndexFile:
 
     def chain(self, slot: int, limit: int | None = None) -> list[ChainStep]:
         """Every entry of a slot's chain with the reason the walk ends; cycles and
-        out-of-range links end it instead of being followed."""
+        out-of-range links end it instead of being followed. (Every slot's chain length at
+        once, and the cycles of a file: engine.analysis.chains.)"""
         h = self.header
         n = int(self.slots[slot])
         steps: list[ChainStep] = []
@@ -215,37 +214,6 @@ class IndexFile:
                 break
             n = prev
         return steps
-
-    def chain_lengths(self, vector_steps: int = 256) -> np.ndarray:
-        """Chain length of every slot. Vectorised one chain step at a time over the live
-        slots; slots still walking after `vector_steps` (very long chains or cycles in a
-        damaged file) are finished one by one with a visited set, so a cycle costs its
-        length once instead of indexCount passes. Broken links end a chain.
-        The compiled kernel (engine/accel/_index.pyx) gives the same answer in one pass."""
-        if _INDEX is not None:
-            return _INDEX.chain_lengths(self.file.mm, self.slot_num, self.index_num,
-                                        self.header.indexCount)[0].astype(np.int64)
-        count = self.header.indexCount
-        cur = self.slots.astype(np.int64)
-        cur[(cur <= 0) | (cur > count) | (cur >= self.index_num)] = 0
-        lengths = np.zeros(self.slot_num, dtype=np.int64)
-        alive = np.flatnonzero(cur)
-        prev_all = self.entries["prevIndex"]
-        steps = 0
-        while alive.size and steps < vector_steps:
-            lengths[alive] += 1
-            nxt = prev_all[cur[alive]].astype(np.int64)
-            ok = (nxt > 0) & (nxt <= count) & (nxt != cur[alive]) & (nxt < self.index_num)
-            cur[alive] = np.where(ok, nxt, 0)
-            alive = alive[ok]
-            steps += 1
-        for slot in alive.tolist():  # walked again from the head, counting distinct entries
-            n, seen = int(self.slots[slot]), set()
-            while 0 < n <= count and n < self.index_num and n not in seen:
-                seen.add(n)
-                n = int(prev_all[n])
-            lengths[slot] = len(seen)
-        return lengths
 
     # ---- writing ---------------------------------------------------------------------
     def put_key(self, key: str, phy_offset: int, store_ts: int) -> bool:

@@ -1,12 +1,13 @@
 """Store-internals views: segment fill, ConsumeQueue units, index slot occupancy and
-collision chains. `compute` and `colors` are Qt-free; the rest are PySide6 + pyqtgraph."""
+collision chains, drawn from engine.analysis. `heatmap` and `colors` are Qt-free; the rest are
+PySide6 + pyqtgraph."""
 from __future__ import annotations
 
 __all__ = ["InternalsPanel", "SegmentFillView", "CqUnitsView", "SlotHeatmapView", "CollisionChainView"]
 
 
 def __getattr__(name: str):
-    # widgets are imported on first use so that `gui.internals.compute` stays Qt-free to import
+    # widgets are imported on first use so that `gui.internals.heatmap` stays Qt-free to import
     if name == "InternalsPanel":
         from .panel import InternalsPanel
         return InternalsPanel

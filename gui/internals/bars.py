@@ -14,7 +14,7 @@ import pyqtgraph as pg
 from PySide6.QtCore import QRectF, QTimer
 from PySide6.QtGui import QFont
 
-from . import compute as C
+from engine import analysis as A
 
 SUB_ROWS = 10          # image rows per file row: 2 transparent, 7 bar, 1 transparent
 BAR_SUB_ROWS = slice(2, 9)
@@ -33,7 +33,7 @@ class PercentAxis(pg.AxisItem):
 @dataclass
 class BarRow:
     label: str
-    segments: C.Segments
+    segments: A.Segments
     size: int                                  # x = position / size
     numbers: dict = field(default_factory=dict)  # what the tooltip tells, for tests and callers
     describe: Callable[[int], str] | None = None   # position -> tooltip text

@@ -20,7 +20,7 @@ from PySide6.QtWidgets import (QComboBox, QGraphicsPathItem, QGraphicsPolygonIte
 
 from engine.format.javahash import index_key_hash
 
-from . import compute as C
+from engine import analysis as A
 from .colors import KIND_COLORS, KIND_TEXT, QUERY_HIT_COLOR, hex_color
 
 BOX_W, BOX_H, GAP_X, GAP_Y = 330, 104, 46, 30
@@ -34,7 +34,7 @@ def _utc(ms: int) -> str:
 class EntryBox(QGraphicsRectItem):
     """A chain entry; clicking it asks to open its message."""
 
-    def __init__(self, rect: QRectF, entry: C.ResolvedEntry, on_click):
+    def __init__(self, rect: QRectF, entry: A.ResolvedEntry, on_click):
         super().__init__(rect)
         self.entry = entry
         self._on_click = on_click
@@ -54,7 +54,7 @@ class CollisionChainView(QWidget):
         super().__init__(parent)
         self._store = None
         self._names: list[str] = []
-        self.resolution: C.ChainResolution | None = None
+        self.resolution: A.ChainResolution | None = None
         self.boxes: list[EntryBox] = []
         self.files = QComboBox()
         self.files.setMinimumWidth(260)
@@ -73,7 +73,7 @@ class CollisionChainView(QWidget):
         self.summary.setTextInteractionFlags(Qt.TextSelectableByMouse)
         legend = [f'<span style="background:{hex_color(KIND_COLORS[k][1])}; border:1px solid; '
                   f'color:{hex_color(KIND_COLORS[k][0])}">&nbsp;&#9632;&nbsp;</span>&nbsp;{KIND_TEXT[k]}'
-                  for k in (C.MATCH, C.COLLISION, C.SAME_KEY, C.SHARES_SLOT, C.UNRESOLVED)]
+                  for k in (A.MATCH, A.COLLISION, A.SAME_KEY, A.SHARES_SLOT, A.UNRESOLVED)]
         legend.append(f'<span style="color:{hex_color(QUERY_HIT_COLOR)}">&#9634;</span>&nbsp;gold outline: '
                       'the query returns it (hash match)')
         self.legend = QLabel("&nbsp;&nbsp; ".join(legend))
@@ -146,16 +146,16 @@ class CollisionChainView(QWidget):
             self._file_changed(self.files.currentIndex())
 
     # ---- walking -------------------------------------------------------------------------
-    def show_slot(self, file_name: str | None, slot: int) -> C.ChainResolution | None:
+    def show_slot(self, file_name: str | None, slot: int) -> A.ChainResolution | None:
         """Walk `slot` of index file `file_name` and draw it."""
         f = self._index_file(file_name)
         if f is None:
             return None
         self._select_file(f.name)
         self.slot.setValue(slot)
-        return self._show(C.resolve_chain(f, slot=slot, get_message=self._get_message, limit=DRAW_LIMIT + 1))
+        return self._show(A.resolve_chain(f, slot=slot, get_message=self._get_message, limit=DRAW_LIMIT + 1))
 
-    def show_key(self, file_name: str | None, key: str) -> C.ChainResolution | None:
+    def show_key(self, file_name: str | None, key: str) -> A.ChainResolution | None:
         """Walk the slot of "topic#key" and mark what a query for it returns."""
         f = self._index_file(file_name)
         key = key.strip()
@@ -164,12 +164,12 @@ class CollisionChainView(QWidget):
         self._select_file(f.name)
         self.key.setText(key)
         self.slot.setValue(index_key_hash(key) % f.slot_num)
-        return self._show(C.resolve_chain(f, key=key, get_message=self._get_message, limit=DRAW_LIMIT + 1))
+        return self._show(A.resolve_chain(f, key=key, get_message=self._get_message, limit=DRAW_LIMIT + 1))
 
     def _get_message(self, phy: int):
         return self._store.commitlog.get_message(phy) if self._store is not None else None
 
-    def _show(self, res: C.ChainResolution) -> C.ChainResolution:
+    def _show(self, res: A.ChainResolution) -> A.ChainResolution:
         self.resolution = res
         self._draw()
         self._set_summary()
@@ -187,7 +187,7 @@ class CollisionChainView(QWidget):
                 f"entr{'y' if n == 1 else 'ies'} ({parts or 'none'}); walk ended: {html.escape(r.stop)}.")
         if r.query is not None:
             hits = r.hits
-            good = [e for e in hits if e.kind == C.MATCH]
+            good = [e for e in hits if e.kind == A.MATCH]
             text += (f"<br>Query <b>{html.escape(r.query)}</b> (keyHash {r.query_hash}): select() returns "
                      f"<b>{len(hits)}</b> entr{'y' if len(hits) == 1 else 'ies'}, {len(good)} of them really "
                      f"that key" + (f", {len(hits) - len(good)} false hits from colliding keys" if len(hits) > len(good)
@@ -239,8 +239,8 @@ class CollisionChainView(QWidget):
             box.setBrush(QColor(*fill))
             pen = QPen(QColor(*border), 2)
             if e.query_hit:
-                pen = QPen(QColor(*QUERY_HIT_COLOR), 5 if e.kind == C.MATCH else 4)
-                if e.kind != C.MATCH:
+                pen = QPen(QColor(*QUERY_HIT_COLOR), 5 if e.kind == A.MATCH else 4)
+                if e.kind != A.MATCH:
                     pen.setStyle(Qt.DashLine)
             box.setPen(pen)
             box.setToolTip(self.describe(e))
@@ -271,14 +271,14 @@ class CollisionChainView(QWidget):
                 self._curve(prev_rect, target.rect(), QColor(200, 0, 0))
         self.scene.setSceneRect(self.scene.itemsBoundingRect().adjusted(-10, -10, 10, 10))
 
-    def _box_html(self, e: C.ResolvedEntry, r: C.ChainResolution) -> str:
+    def _box_html(self, e: A.ResolvedEntry, r: A.ChainResolution) -> str:
         s = e.step
         where = (f"{html.escape(e.topic or '')} q{e.queue_id} @{e.queue_offset:,}" if e.topic is not None
                  else "<span style='color:#b00'>no message at this offset</span>")
         group = f" · group {chr(65 + e.hash_group % 26)}" if e.hash_group >= 0 else ""
-        tag = {C.MATCH: "QUERY MATCH", C.COLLISION: "COLLISION", C.SAME_KEY: "same key",
-               C.SHARES_SLOT: "shares slot", C.UNRESOLVED: "unresolved"}[e.kind]
-        if e.query_hit and e.kind != C.MATCH:
+        tag = {A.MATCH: "QUERY MATCH", A.COLLISION: "COLLISION", A.SAME_KEY: "same key",
+               A.SHARES_SLOT: "shares slot", A.UNRESOLVED: "unresolved"}[e.kind]
+        if e.query_hit and e.kind != A.MATCH:
             tag += " · false hit"
         return (f"<b>#{s.index:,}</b>&nbsp;&nbsp;{tag}{group}<br>"
                 f"keyHash {s.keyHash}<br>"
@@ -291,7 +291,7 @@ class CollisionChainView(QWidget):
     def _elide(s: str, n: int) -> str:
         return s if len(s) <= n else s[:n - 1] + "…"
 
-    def describe(self, e: C.ResolvedEntry) -> str:
+    def describe(self, e: A.ResolvedEntry) -> str:
         s = e.step
         return (f"entry #{s.index} (position {e.position} from the slot)\nkeyHash {s.keyHash}\n"
                 f"phyOffset {s.phyOffset}\ntime {_utc(s.timestamp)}\nprevIndex {s.prevIndex}\n"
@@ -352,7 +352,7 @@ class CollisionChainView(QWidget):
         head.setPen(QPen(color))
         self.scene.addItem(head)
 
-    def _open(self, e: C.ResolvedEntry) -> None:
+    def _open(self, e: A.ResolvedEntry) -> None:
         if e.topic is not None:
             self.openRequested.emit(e.step.phyOffset)
 

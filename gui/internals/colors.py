@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import colorsys
 
-from . import compute as C
+from engine import analysis as A
 
 # qualitative palette (Tableau 20 reordered so neighbours differ, then a few ColorBrewer Dark2 /
 # Set2 hues) without the red-ish hues: red means "damaged" in every view (CATEGORY_COLORS)
@@ -29,28 +29,28 @@ def is_reddish(rgb: tuple[int, int, int]) -> bool:
 TOPIC_PALETTE: list[tuple[int, int, int]] = [c for c in _CANDIDATES if not is_reddish(c)]
 
 CATEGORY_COLORS: dict[int, tuple[int, int, int]] = {
-    C.BLANK: (70, 70, 70),          # the end-of-file blank tail: dark
-    C.FREE: (232, 232, 232),        # not written: almost background
-    C.DAMAGED: (230, 0, 0),         # unreadable bytes: red
-    C.FILLER: (160, 160, 160),      # CQ pre-blank filler units
-    C.USED: (70, 130, 180),         # index entries / slots in use
-    C.RESERVED: (120, 120, 120),    # index entry #0
-    C.SLOTS: (0, 150, 136),         # index slots in use
+    A.BLANK: (70, 70, 70),          # the end-of-file blank tail: dark
+    A.FREE: (232, 232, 232),        # not written: almost background
+    A.DAMAGED: (230, 0, 0),         # unreadable bytes: red
+    A.FILLER: (160, 160, 160),      # CQ pre-blank filler units
+    A.USED: (70, 130, 180),         # index entries / slots in use
+    A.RESERVED: (120, 120, 120),    # index entry #0
+    A.SLOTS: (0, 150, 136),         # index slots in use
 }
 
 KIND_COLORS: dict[str, tuple[tuple[int, int, int], tuple[int, int, int]]] = {  # (border, fill)
-    C.MATCH: ((46, 125, 50), (220, 242, 222)),
-    C.COLLISION: ((230, 100, 0), (255, 234, 208)),
-    C.SAME_KEY: ((21, 101, 192), (222, 236, 252)),
-    C.SHARES_SLOT: ((97, 97, 97), (240, 240, 240)),
-    C.UNRESOLVED: ((198, 40, 40), (255, 228, 228)),
+    A.MATCH: ((46, 125, 50), (220, 242, 222)),
+    A.COLLISION: ((230, 100, 0), (255, 234, 208)),
+    A.SAME_KEY: ((21, 101, 192), (222, 236, 252)),
+    A.SHARES_SLOT: ((97, 97, 97), (240, 240, 240)),
+    A.UNRESOLVED: ((198, 40, 40), (255, 228, 228)),
 }
 KIND_TEXT = {
-    C.MATCH: "the query's key",
-    C.COLLISION: "true collision: same keyHash, other key",
-    C.SAME_KEY: "same key again",
-    C.SHARES_SLOT: "only shares the slot",
-    C.UNRESOLVED: "message or key not found",
+    A.MATCH: "the query's key",
+    A.COLLISION: "true collision: same keyHash, other key",
+    A.SAME_KEY: "same key again",
+    A.SHARES_SLOT: "only shares the slot",
+    A.UNRESOLVED: "message or key not found",
 }
 QUERY_HIT_COLOR = (255, 193, 7)     # border of entries a query returns
 

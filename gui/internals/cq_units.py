@@ -16,9 +16,9 @@ from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QFont
 from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidget
 
-from . import compute as C
+from engine import analysis as A
 from .colors import hex_color, topic_colors
-from .workers import Background, RefreshWhenShown
+from gui.workers import Background, RefreshWhenShown
 
 pg.setConfigOptions(imageAxisOrder="row-major")
 
@@ -42,7 +42,7 @@ class CqUnitsView(RefreshWhenShown, QWidget):
         self._store = None
         self._dirty = False
         self._want: tuple[str, int] | None = None
-        self.series: C.QueueSeries | None = None
+        self.series: A.QueueSeries | None = None
         self.bases: dict[str, int] = {}
         self.background = Background(self)
         self.background.failed.connect(lambda ch, text: self.summary.setText(
@@ -146,14 +146,14 @@ class CqUnitsView(RefreshWhenShown, QWidget):
             self.combo.blockSignals(False)
         self.summary.setText(f"Reading {topic} / {queue_id}…")
         store = self._store
-        self.background.submit("series", C.queue_series, store, topic, queue_id, on_done=self._apply)
+        self.background.submit("series", A.queue_series, store, topic, queue_id, on_done=self._apply)
 
     def _combo_changed(self, i: int) -> None:
         if 0 <= i < len(self._queues):
             self.select_queue(*self._queues[i])
 
     # ---- drawing ---------------------------------------------------------------------------
-    def _apply(self, s: C.QueueSeries) -> None:
+    def _apply(self, s: A.QueueSeries) -> None:
         self.series = s
         n = len(s)
         x = s.queue_offsets.astype(np.float64)
@@ -202,7 +202,7 @@ class CqUnitsView(RefreshWhenShown, QWidget):
         self._set_summary(s, valid_phy, times_ok)
         self.updated.emit()
 
-    def _set_summary(self, s: C.QueueSeries, valid_phy: np.ndarray, times_ok: np.ndarray) -> None:
+    def _set_summary(self, s: A.QueueSeries, valid_phy: np.ndarray, times_ok: np.ndarray) -> None:
         n = len(s)
         if not n:
             self.summary.setText(f"{s.topic} / {s.queue_id}: no units.")

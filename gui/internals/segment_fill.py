@@ -13,14 +13,15 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QCursor
-from PySide6.QtWidgets import QLabel, QToolTip, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QToolTip, QVBoxLayout, QWidget
 
+from engine import analysis as A
 from engine.config import CQ_UNIT_SIZE
+from engine.tasks import Progress
 
-from . import compute as C
 from .bars import BarChart, BarRow
 from .colors import CATEGORY_COLORS, hex_color, topic_colors
-from .workers import Background, RefreshWhenShown
+from gui.workers import Background, RefreshWhenShown
 
 pg.setConfigOptions(imageAxisOrder="row-major")
 
@@ -49,8 +50,8 @@ class SegmentFillView(RefreshWhenShown, QWidget):
         super().__init__(parent)
         self._store = None
         self._dirty = False
-        self.fill: C.StoreFill | None = None
-        self.cache = C.CommitLogFillCache()
+        self.fill: A.StoreFill | None = None
+        self.cache = A.CommitLogFillCache()
         self.background = Background(self)
         self.background.failed.connect(self._failed)
         self.summary = QLabel("No store open.")
@@ -68,9 +69,20 @@ class SegmentFillView(RefreshWhenShown, QWidget):
             "index": BarChart(self.glw.addPlot(row=2, col=0), "Index files",
                               "entries used (% of maxIndexNum) / slots used (% of maxHashSlotNum)"),
         }
+        # the walk of a big log takes seconds: its progress, and a way to stop it
+        self.progress = QProgressBar()
+        self.progress.setFormat("reading the commitlog: %p%")
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.clicked.connect(self.cancel)
+        busy = QHBoxLayout()
+        busy.addWidget(self.progress, 1)
+        busy.addWidget(self.cancel_button)
+        self.progress.hide()
+        self.cancel_button.hide()
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
         lay.addWidget(self.summary)
+        lay.addLayout(busy)
         lay.addWidget(self.legend)
         lay.addWidget(self.glw, 1)
         self.glw.scene().sigMouseMoved.connect(self._hover)
@@ -81,7 +93,7 @@ class SegmentFillView(RefreshWhenShown, QWidget):
         """Show `store` (None clears). The walk starts when the view is first shown."""
         self.background.cancel()
         if store is not self._store:
-            self.cache = C.CommitLogFillCache()
+            self.cache = A.CommitLogFillCache()
         self._store = store
         self.fill = None
         for ch in self.charts.values():
@@ -94,13 +106,35 @@ class SegmentFillView(RefreshWhenShown, QWidget):
         if self._store is None:
             return
         self._dirty = False
-        self.background.submit("fill", C.store_fill, self._store, self.cache, on_done=self._apply, cancellable=True)
+        self._busy(True)
+        self.background.submit("fill", A.store_fill_task, self._store, self.cache, on_done=self._apply,
+                               on_progress=self._progress, pass_cancel=True)
+
+    def cancel(self) -> None:
+        """Stop the walk; the view says so and computes again when asked (Refresh or a new store)."""
+        self.background.cancel("fill")
+        self._busy(False)
+        self.summary.setText("Segment fill cancelled. Show the view again or refresh to compute it.")
+        self._dirty = self._store is not None
+
+    def _busy(self, on: bool) -> None:
+        self.progress.setVisible(on)
+        self.cancel_button.setVisible(on)
+        if on:
+            self.progress.setRange(0, 0)
+
+    def _progress(self, p: Progress) -> None:
+        if p.total:
+            self.progress.setRange(0, 1000)
+            self.progress.setValue(int(p.fraction * 1000))
 
     def _failed(self, channel: str, text: str) -> None:
+        self._busy(False)
         self.summary.setText("Could not compute the segment fill:\n" + text.strip().splitlines()[-1])
 
     # ---- rows ---------------------------------------------------------------------------
-    def _apply(self, fill: C.StoreFill) -> None:
+    def _apply(self, fill: A.StoreFill) -> None:
+        self._busy(False)
         self.fill = fill
         tcol = topic_colors(fill.topics)
         self.topic_colors = tcol
@@ -131,12 +165,12 @@ class SegmentFillView(RefreshWhenShown, QWidget):
         self._set_texts(fill)
         self.updated.emit()
 
-    def _commitlog_row(self, c: C.CommitLogFileFill, gid: dict[str, int]) -> BarRow:
+    def _commitlog_row(self, c: A.CommitLogFileFill, gid: dict[str, int]) -> BarRow:
         remap = np.array([gid[t] for t in c.topics] or [0], dtype=np.int32)
         ids = c.segments.ids.copy()
         pos = ids >= 0
         ids[pos] = remap[ids[pos]]
-        seg = C.Segments(c.segments.starts, c.segments.ends, ids)
+        seg = A.Segments(c.segments.starts, c.segments.ends, ids)
         numbers = {"file": c.name, "fileFromOffset": c.file_from_offset, "fileSize": c.file_size,
                    "wrotePosition": c.wrote_position, "messages": c.message_count,
                    "messageBytes": c.message_bytes, "blankTail": c.blank_tail, "fill": c.fill,
@@ -151,7 +185,7 @@ class SegmentFillView(RefreshWhenShown, QWidget):
             if i < 0:
                 return head
             a, b, cat = int(c.segments.starts[i]), int(c.segments.ends[i]), int(c.segments.ids[i])
-            what = c.topics[cat] if cat >= 0 else C.CATEGORY_NAMES[cat]
+            what = c.topics[cat] if cat >= 0 else A.CATEGORY_NAMES[cat]
             base = c.file_from_offset
             return (head + f"\n\nat offset {base + p:,} (+{p:,}): {what}\n"
                     f"  bytes {base + a:,} – {base + b:,} ({b - a:,} bytes)")
@@ -161,10 +195,10 @@ class SegmentFillView(RefreshWhenShown, QWidget):
             return None if r is None else c.file_from_offset + r
         return BarRow(c.name, seg, c.file_size, numbers, describe, open_at)
 
-    def _queue_row(self, q: C.QueueFileFill, cid: int) -> BarRow:
+    def _queue_row(self, q: A.QueueFileFill, cid: int) -> BarRow:
         ids = q.segments.ids.copy()
         ids[ids == 0] = cid
-        seg = C.Segments(q.segments.starts, q.segments.ends, ids)
+        seg = A.Segments(q.segments.starts, q.segments.ends, ids)
         first = q.first_queue_offset
         numbers = {"topic": q.topic, "queueId": q.queue_id, "file": q.name, "unitsPerFile": q.units_per_file,
                    "writtenUnits": q.written_units, "validUnits": q.valid_units, "fillerUnits": q.filler_units,
@@ -189,7 +223,7 @@ class SegmentFillView(RefreshWhenShown, QWidget):
         return BarRow(f"{elide(q.topic, 26)}/{q.queue_id}  from q{first:,}", seg, q.units_per_file, numbers,
                       describe, open_at)
 
-    def _unit(self, q: C.QueueFileFill, p: int):
+    def _unit(self, q: A.QueueFileFill, p: int):
         if self._store is None or p >= q.written_units:
             return None
         cq = self._store.find_queue(q.topic, q.queue_id)
@@ -201,7 +235,7 @@ class SegmentFillView(RefreshWhenShown, QWidget):
         u = cq.view(f)[p]
         return int(u["phyOffset"]), int(u["size"]), int(u["tagsCode"])
 
-    def _index_rows(self, x: C.IndexFill) -> list[BarRow]:
+    def _index_rows(self, x: A.IndexFill) -> list[BarRow]:
         numbers = {"file": x.name, "entriesUsed": x.entries_used, "maxIndexNum": x.index_num,
                    "slotsUsed": x.slots_used, "maxHashSlotNum": x.slot_num, "hashSlotCount": x.hash_slot_count,
                    "entryFill": x.entry_fill, "slotFill": x.slot_fill, "loadFactor": x.load_factor}
@@ -234,7 +268,7 @@ class SegmentFillView(RefreshWhenShown, QWidget):
                 BarRow(f"{x.name} slots", x.slot_segments(), x.slot_num, numbers,
                        lambda p: head + "\n\n(used slots are spread over the table: see Index slots)", None)]
 
-    def _set_texts(self, fill: C.StoreFill) -> None:
+    def _set_texts(self, fill: A.StoreFill) -> None:
         cl = fill.commitlog
         size = sum(c.file_size for c in cl)
         mbytes = sum(c.message_bytes for c in cl)
@@ -249,7 +283,7 @@ class SegmentFillView(RefreshWhenShown, QWidget):
         swatches = [f'<span style="color:{hex_color(c)}">&#9632;</span>&nbsp;{html.escape(elide(t, 40))}'
                     for t, c in self.topic_colors.items()]
         swatches += [f'<span style="color:{hex_color(CATEGORY_COLORS[k])}">&#9632;</span>&nbsp;'
-                     f'<i>{C.CATEGORY_NAMES[k]}</i>' for k in (C.BLANK, C.FREE, C.DAMAGED, C.FILLER, C.USED, C.SLOTS)]
+                     f'<i>{A.CATEGORY_NAMES[k]}</i>' for k in (A.BLANK, A.FREE, A.DAMAGED, A.FILLER, A.USED, A.SLOTS)]
         self.legend.setText("&nbsp;&nbsp; ".join(swatches))
 
     # ---- interaction ----------------------------------------------------------------------

@@ -23,8 +23,10 @@ from PySide6.QtGui import QBrush, QColor, QCursor, QFont, QImage
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QHeaderView, QLabel, QSplitter, QTableWidget,
                                QTableWidgetItem, QToolTip, QVBoxLayout, QWidget)
 
-from . import compute as C
-from .workers import Background, RefreshWhenShown
+from engine import analysis as A
+
+from . import heatmap as H
+from gui.workers import Background, RefreshWhenShown
 
 pg.setConfigOptions(imageAxisOrder="row-major")
 
@@ -35,7 +37,7 @@ DOTS_UP_TO = 20000         # sparse maps: draw used bins as dots too, or single 
 
 
 class IndexedImageItem(pg.ImageItem):
-    """An ImageItem for an 8-bit index image (C.heat_indices) and a fixed 256-colour table,
+    """An ImageItem for an 8-bit index image (H.heat_indices) and a fixed 256-colour table,
     rendered straight to a premultiplied ARGB32 QImage, the painter's own format: painting
     copies it, with no per-paint conversion of an Indexed8 image and no float scaling."""
 
@@ -69,19 +71,19 @@ class SlotResult:
         self.index_count = index_count
         if counts is None:
             counts = np.bincount(lengths, minlength=1)
-        self.histogram = C.chain_histogram(lengths, entries, counts)
-        self.stats = C.slot_stats(lengths, entries, counts=counts)
+        self.histogram = A.chain_histogram(lengths, entries, counts)
+        self.stats = A.slot_stats(lengths, entries, counts=counts)
 
 
-def heatmap_for(f, lengths: np.ndarray, width: int, height: int, how: str) -> C.SlotHeatmap:
+def heatmap_for(f, lengths: np.ndarray, width: int, height: int, how: str) -> H.SlotHeatmap:
     """The picture for one "pixel shows" choice: chain lengths (max, mean) or used slots."""
     if how == "used":
-        return C.slot_occupancy(f, width, height)
-    return C.slot_heatmap(lengths, width, height, how)
+        return H.slot_occupancy(f, width, height)
+    return H.slot_heatmap(lengths, width, height, how)
 
 
-def compute_slots(f, width: int, height: int, how: str) -> tuple[SlotResult, C.SlotHeatmap]:
-    lengths, counts = C.chain_census(f)
+def compute_slots(f, width: int, height: int, how: str) -> tuple[SlotResult, H.SlotHeatmap]:
+    lengths, counts = A.chain_census(f)
     res = SlotResult(f.name, lengths, max(0, f.header.indexCount - 1), f.header.indexCount, counts)
     return res, heatmap_for(f, lengths, width, height, how)
 
@@ -108,7 +110,7 @@ class SlotHeatmapView(RefreshWhenShown, QWidget):
         self._want: str | None = None
         self._cache: dict[tuple[str, int], SlotResult] = {}
         self.result: SlotResult | None = None
-        self.heat: C.SlotHeatmap | None = None
+        self.heat: H.SlotHeatmap | None = None
         self.background = Background(self)
         self.background.failed.connect(lambda ch, text: self.stats_label.setText(
             "Could not compute chain lengths:\n" + text.strip().splitlines()[-1]))
@@ -137,7 +139,7 @@ class SlotHeatmapView(RefreshWhenShown, QWidget):
         self.heat_plot.hideAxis("bottom")
         self.heat_plot.hideAxis("left")
         self.heat_plot.setTitle("slot table", color="#202020", size="10pt")
-        # an 8-bit indexed image (C.heat_indices) with a fixed colour table: 0..254 the colour
+        # an 8-bit indexed image (H.heat_indices) with a fixed colour table: 0..254 the colour
         # map, 255 transparent; painting it is a QImage of the indices, no per-pixel work
         self.cmap = pg.colormap.get(COLORMAP)
         lut = np.zeros((256, 4), dtype=np.uint8)
@@ -255,7 +257,7 @@ class SlotHeatmapView(RefreshWhenShown, QWidget):
             return
         # the slot table alone gives the occupancy at once; chain lengths need every entry
         self.result = None
-        self._show_heat(C.slot_occupancy(f, w, h), f.slot_num, " (chain lengths being computed)")
+        self._show_heat(H.slot_occupancy(f, w, h), f.slot_num, " (chain lengths being computed)")
         self.stats_label.setText(f"Computing the chain length of {f.slot_num:,} slots of {name}…")
         self.background.submit("slots", compute_slots, f, w, h, how, on_done=self._apply)
 
@@ -287,10 +289,10 @@ class SlotHeatmapView(RefreshWhenShown, QWidget):
             return
         self._show_heat(heatmap_for(f, self.result.lengths, w, h, self.how.currentText()))
 
-    def _show_heat(self, heat: C.SlotHeatmap, slots: int | None = None, note: str = "") -> None:
+    def _show_heat(self, heat: H.SlotHeatmap, slots: int | None = None, note: str = "") -> None:
         self.heat = heat
         top = heat.top
-        self.image.setImage(C.heat_indices(heat), autoLevels=False)
+        self.image.setImage(H.heat_indices(heat), autoLevels=False)
         rows, cols = heat.image.shape
         self.image.setRect(QRectF(0, 0, cols, rows))
         if self.colorbar.levels() != (0, top):
@@ -410,7 +412,7 @@ class SlotHeatmapView(RefreshWhenShown, QWidget):
         rng = self.bin_at(row, col)
         if rng is None or self.result is None:
             return None
-        slot = C.longest_slot_in(self.result.lengths, *rng)
+        slot = A.longest_slot_in(self.result.lengths, *rng)
         self.slotActivated.emit(self.result.name, slot)
         return slot
 
@@ -430,7 +432,7 @@ class SlotHeatmapView(RefreshWhenShown, QWidget):
                 f"slot {lo:,}: {'used' if used else 'empty'}"
         hi = min(hi, len(self.result.lengths))
         seg = self.result.lengths[lo:hi]
-        best = C.longest_slot_in(self.result.lengths, lo, hi)
+        best = A.longest_slot_in(self.result.lengths, lo, hi)
         if hi - lo == 1:
             return f"slot {lo:,}: chain length {int(seg[0])}"
         return (f"slots {lo:,} – {hi - 1:,}: longest chain {int(seg.max())} (slot {best:,}), "

@@ -172,7 +172,7 @@ def test_messages_table_fits_a_1440_window(qtbot, window):
 
 def test_topic_colours_are_never_the_red_of_damage():
     from gui.internals import colors
-    from gui.internals import compute as C
+    from engine import analysis as C
     damaged = colors.CATEGORY_COLORS[C.DAMAGED]
     assert colors.is_reddish(damaged)
     assert len(colors.TOPIC_PALETTE) >= 20 and not any(colors.is_reddish(c) for c in colors.TOPIC_PALETTE)

@@ -11,7 +11,8 @@ import pytest
 
 from conftest import manifest, unpack
 from engine import MessageStore
-from gui.internals import compute as C
+from engine import analysis as A
+from engine.format.javahash import index_key_hash
 from internals_helpers import chain_length_counts, commitlog_oracle, index_oracle, shot
 
 
@@ -19,8 +20,9 @@ from gui.internals.collision_chain import CollisionChainView  # noqa: E402
 from gui.internals.cq_units import CqUnitsView  # noqa: E402
 from gui.internals.panel import InternalsPanel  # noqa: E402
 from gui.internals.segment_fill import SegmentFillView  # noqa: E402
+from PySide6.QtCore import Qt  # noqa: E402
 from gui.internals.slot_heatmap import SlotHeatmapView  # noqa: E402
-from gui.internals.workers import Background  # noqa: E402
+from gui.workers import Background  # noqa: E402
 
 FIXTURES = ["small", "default"]
 SUFFIX = {"small": "", "default": "-default"}
@@ -131,6 +133,28 @@ def test_segment_fill_drops_results_of_a_replaced_store(qtbot):
         default.close()
 
 
+def test_segment_fill_shows_progress_and_cancel_stops_it(qtbot):
+    store = MessageStore.open(unpack("default"))
+    try:
+        v = SegmentFillView()
+        qtbot.addWidget(v)
+        v.set_store(store)
+        v.show()                       # the walk starts here, on the pool
+        assert v.progress.isVisible() and v.cancel_button.isVisible()
+        qtbot.mouseClick(v.cancel_button, Qt.LeftButton)
+        qtbot.waitUntil(lambda: not v.background.busy, timeout=30000)
+        qtbot.wait(50)                 # a result already queued for the UI thread must be dropped
+        assert v.fill is None and not v.progress.isVisible()
+        assert "cancelled" in v.summary.text()
+        with qtbot.waitSignal(v.updated, timeout=30000):
+            v.refresh()                # computing again works, and reports progress in file bytes
+        assert v.fill is not None and not v.progress.isVisible()
+        assert v.progress.maximum() == 1000 and v.progress.value() == 1000
+    finally:
+        v.background.wait()
+        store.close()
+
+
 # ---- ConsumeQueue units -------------------------------------------------------------------------
 def test_cq_units_series_selection_and_screenshot(qtbot, opened):
     name, store, mf = opened
@@ -238,14 +262,14 @@ def test_collision_chain_members_kinds_query_and_screenshot(qtbot, opened):
     with qtbot.waitSignal(v.updated):
         r = v.show_key(fname, key)
     topic, k = key.split("#", 1)
-    assert r.slot == C.index_key_hash(key) % mf["config"]["maxHashSlotNum"]
+    assert r.slot == index_key_hash(key) % mf["config"]["maxHashSlotNum"]
     o = index_oracle(mf, fname)
     assert [b.entry.step.index for b in v.boxes] == o["chains"][r.slot]
     truly = [b for b in v.boxes if msgs[b.entry.step.phyOffset]["topic"] == topic
              and k in (msgs[b.entry.step.phyOffset]["keys"] or "").split(" ")]
     assert [b.entry for b in truly] == r.matches and truly
     kinds = {b.entry.kind for b in v.boxes}
-    assert C.MATCH in kinds and C.COLLISION in kinds
+    assert A.MATCH in kinds and A.COLLISION in kinds
     # matches are outlined in gold: a query returns them
     assert all(b.pen().width() == 5 for b in truly)
     if name == "default":     # one index file: the query's hits are what RocketMQ returned
@@ -259,7 +283,7 @@ def test_collision_chain_members_kinds_query_and_screenshot(qtbot, opened):
 
 
 def test_collision_chain_shows_broken_links_and_cycles(qtbot, tmp_path):
-    from test_compute import damaged_index
+    from test_analysis_oracles import damaged_index
     f = damaged_index(tmp_path)
     store = SimpleNamespace(index=SimpleNamespace(files=[f]), commitlog=SimpleNamespace(get_message=lambda o: None))
     v = CollisionChainView()

@@ -195,6 +195,7 @@ def t_scan(st, given, settings):
 def t_index(st, given, settings):
     """IndexFile over random headers, slots and entries (cycles, links out of range, forged
     counts): select, chain and chain_lengths end, stay bounded, agree with each other."""
+    from engine.analysis.chains import chain_lengths
     from engine.store.index_file import IndexFile
     from engine.format.javahash import index_key_hash
     tmp = Path(tempfile.mkdtemp(prefix="fz-index-"))
@@ -228,7 +229,7 @@ def t_index(st, given, settings):
             out: list[int] = []
             f.select(key, max_num, window[0], window[1], out)
             assert len(out) <= min(max_num, n)
-            lengths = f.chain_lengths()
+            lengths = chain_lengths(f)
             for s in range(slots):
                 chain = f.chain(s)
                 assert len(chain) <= n

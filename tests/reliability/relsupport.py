@@ -286,6 +286,7 @@ def browse(store, rng: random.Random | None = None, deep: bool = True, guard=_pl
     record, every queue page by page (ours and the broker's paging), time lookups, key and id
     searches, index chains, check. Returns how many messages it looked at. `guard(fn, *args)`
     runs each step (Tolerant() lets typed errors end just that step)."""
+    from engine.analysis.chains import chain_lengths
     from engine.analysis.check import check_store
     rng = rng or random.Random(0)
     g = guard
@@ -343,7 +344,7 @@ def browse(store, rng: random.Random | None = None, deep: bool = True, guard=_pl
     g(store.lookup_id, "0A00000500002A9F0000000000000000")
     g(store.lookup_id, "not an id")
     for f in store.index.files:
-        g(f.chain_lengths)
+        g(chain_lengths, f)
         for slot in rng.sample(range(f.slot_num), min(f.slot_num, 16)):
             g(f.chain, slot)
     if deep:

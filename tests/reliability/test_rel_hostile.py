@@ -19,6 +19,7 @@ from relsupport import (FIGURES, Tolerant, append_raw, assert_typed, browse, bui
                         raw_record, run_cli, small_cfg, time_limit, tree_digest)
 
 from engine import MessageStore
+from engine.analysis.chains import chain_lengths
 from engine.analysis.check import check_store
 from engine.errors import MessageRejectedError, StoreError
 from engine.format.javahash import index_key, index_key_hash
@@ -139,7 +140,7 @@ def test_index_chains_with_cycles_and_wild_links(request, tmp_path, base_store):
                 s.index.files[-1].select(index_key(topic, key), 2 ** 63 - 1, 0, 2 ** 63 - 1, offs)
                 assert len(offs) <= n, (name, len(offs))
                 for f in s.index.files:
-                    lengths = f.chain_lengths()
+                    lengths = chain_lengths(f)
                     assert int(lengths.max(initial=0)) <= n
                     for sl in range(f.slot_num):
                         assert len(f.chain(sl)) <= n

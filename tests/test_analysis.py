@@ -1,11 +1,12 @@
-"""The compiled slot-table kernels (engine/accel/_index.pyx) against the numpy reference in
-gui/internals/compute.py and a brute-force walk (IndexFile.chain, one slot at a time):
-chain lengths, their histogram, the heat-map binning, the slot occupancy and the colour
-indices. On every conformance fixture's index files and on crafted damaged files (forward
-links, cycles, links out of range, zeroed and out-of-range slots).
+"""engine.analysis's twins: the compiled index kernels (engine/accel/_index.pyx) against the
+numpy code in engine/analysis/chains.py and a brute-force walk (IndexFile.chain, one slot at a
+time): chain lengths, their histogram, the binning of lengths, the cycles of a damaged file. On
+every conformance fixture's index files and on crafted damaged files (forward links, cycles,
+links out of range, zeroed and out-of-range slots).
 
-Comparisons with the compiled module are skipped when it is not built or turned off
-(RMQSTORE_PURE_PYTHON=1); the brute-force checks then run on the numpy path alone."""
+Run compiled and with RMQSTORE_PURE_PYTHON=1 (the Makefile's TWIN_TESTS): comparisons with the
+compiled module are skipped when it is not built or turned off; the numpy path is always
+checked against brute force."""
 from __future__ import annotations
 
 from collections import Counter
@@ -16,9 +17,10 @@ import pytest
 
 from conftest import FIXTURES, manifest, unpack
 from engine.store.index_file import INDEX_ENTRY_DTYPE, INDEX_HEADER_DTYPE, IndexFile
-from gui.internals import compute as C
+from engine import analysis as A
+from engine.analysis.chains import _accel
 
-KERNEL = C._accel()
+KERNEL = _accel()
 
 
 def brute_lengths(f: IndexFile) -> np.ndarray:
@@ -53,12 +55,12 @@ def write_index(path: Path, slots, prev, index_count: int, slot_num: int, index_
 def check_all_ways(f: IndexFile) -> np.ndarray:
     """numpy == brute force (always); compiled == both, with the same histogram (if built)."""
     brute = brute_lengths(f)
-    pure, pure_counts = C.chain_census(f, accel=False)
+    pure, pure_counts = A.chain_census(f, accel=False)
     assert pure.dtype == np.int32
     assert np.array_equal(pure, brute), f.name
     assert np.array_equal(pure_counts, np.bincount(brute, minlength=1))
     if KERNEL is not None:
-        fast, counts = C.chain_census(f)
+        fast, counts = A.chain_census(f)
         assert fast.dtype == np.int32 and counts.dtype == np.int64
         assert np.array_equal(fast, brute), f.name
         hist = Counter(brute.tolist())
@@ -74,7 +76,7 @@ def test_small_fixtures_every_index_file(name):
     try:
         for f in files:
             brute = check_all_ways(f)
-            stats = C.slot_stats(C.chain_lengths(f), f.entry_count)
+            stats = A.slot_stats(A.chain_lengths(f), f.entry_count)
             assert stats.used_slots == np.count_nonzero(brute)
             assert stats.reachable == brute.sum()
     finally:
@@ -87,16 +89,16 @@ def test_default_fixture_5m_slots():
     (f,) = open_fixture_index_files("default")
     try:
         used = np.flatnonzero(f.slots)
-        pure, pure_counts = C.chain_census(f, accel=False)
+        pure, pure_counts = A.chain_census(f, accel=False)
         expect = np.zeros(f.slot_num, dtype=np.int64)
         expect[used] = [len(f.chain(int(s))) for s in used]
         assert np.array_equal(pure, expect)
         if KERNEL is not None:
-            fast, counts = C.chain_census(f)
+            fast, counts = A.chain_census(f)
             assert np.array_equal(fast, expect)
             assert np.array_equal(counts, pure_counts)
             # stats from the histogram equal a full sort
-            s = C.slot_stats(fast, f.entry_count, top=5, counts=counts)
+            s = A.slot_stats(fast, f.entry_count, top=5, counts=counts)
             order = np.lexsort((np.arange(f.slot_num), -expect))[:5]
             assert s.longest == [(int(i), int(expect[i])) for i in order]
     finally:
@@ -205,25 +207,23 @@ def test_random_damage(tmp_path, seed):
         f.close()
 
 
-# ---- binning, occupancy, colour indices -----------------------------------------------------------
-def test_heatmap_binning_compiled_equals_numpy():
+# ---- binning, cycles --------------------------------------------------------------------------
+def test_binning_compiled_equals_numpy_and_brute_force():
     rng = np.random.default_rng(3)
     for n in (1, 7, 1000, 123457):
         lengths = rng.poisson(2.0, size=n).astype(np.int32)
-        for w, h in ((1, 1), (5, 3), (64, 48), (400, 300)):
+        for bins in (1, 15, 3072, 120000):
             for how in ("max", "mean"):
-                a = C.slot_heatmap(lengths, w, h, how)
-                b = C.slot_heatmap(lengths, w, h, how, accel=False)
-                assert (a.slots_per_bin, a.bins, a.shape, a.top) == (b.slots_per_bin, b.bins, b.shape, b.top)
-                assert np.array_equal(a.image, b.image, equal_nan=True), (n, w, h, how)
-                # brute force
-                per = a.slots_per_bin
+                b, per_b = A.bin_slots(lengths, bins, how, accel=False)
+                per = per_b
                 ref = [getattr(np, how)(lengths[i:i + per]) for i in range(0, n, per)]
-                assert np.allclose(a.image.ravel()[:a.bins], ref)
-                assert np.array_equal(C.heat_indices(a), C.heat_indices(b, accel=False))
+                assert np.allclose(b, ref), (n, bins, how)
+                if KERNEL is not None:
+                    a, per_a = A.bin_slots(lengths, bins, how)
+                    assert per_a == per_b and np.array_equal(a, b), (n, bins, how)
 
 
-def test_slot_occupancy_reads_the_slot_table(tmp_path):
+def test_slots_used_per_bin_reads_the_slot_table(tmp_path):
     rng = np.random.default_rng(5)
     slot_num = 5003
     slots = np.where(rng.random(slot_num) < 0.3, rng.integers(1, 50, size=slot_num), 0)
@@ -231,19 +231,37 @@ def test_slot_occupancy_reads_the_slot_table(tmp_path):
     f = write_index(tmp_path / "20261122012547514", slots, [0] * 50, index_count=50, slot_num=slot_num,
                     index_num=64)
     try:
-        for w, h in ((1, 1), (10, 7), (100, 80), (5003, 1)):
-            a = C.slot_occupancy(f, w, h)
-            b = C.slot_occupancy(f, w, h, accel=False)
-            per = a.slots_per_bin
+        for per in (1, 7, 100, 5003):
+            nb = -(-slot_num // per)
             ref = [np.count_nonzero(slots[i:i + per]) for i in range(0, slot_num, per)]
-            assert a.image.ravel()[:a.bins].tolist() == ref
-            assert np.array_equal(a.image, b.image, equal_nan=True)
-            assert a.how == b.how == "used" and a.top == b.top == per
-            assert np.array_equal(C.heat_indices(a), C.heat_indices(b, accel=False))
-            if a.nonzero_bins >= 0:
-                assert a.nonzero_bins == sum(1 for r in ref if r)
+            assert A.slots_used_per_bin(f, per, nb, accel=False).tolist() == ref
+            if KERNEL is not None:
+                assert A.slots_used_per_bin(f, per, nb).tolist() == ref
     finally:
         f.close()
+
+
+def test_chain_cycles_found_once_each(tmp_path):
+    #   entry:     0  1  2  3  4  5  6  7   8  9 10 11  12  13 14
+    prev = [0, 0, 1, 2, 6, 4, 5, 99, 8, 0, 9, 13, 11, -3, 12]
+    slots = [0, 3, 4, 5, 7, 8, 10, 14, 30, -1, 12, 11, 15, 2]
+    f = write_index(tmp_path / "20261122012547514", slots, prev, index_count=15, slot_num=14, index_num=32)
+    try:
+        assert sorted(A.chain_cycles(f)) == [[6, 5, 4], [8]]
+        for c in A.chain_cycles(f):        # each is a real loop of prevIndex links
+            assert [int(f.entries[e]["prevIndex"]) for e in c] == c[1:] + c[:1]
+    finally:
+        f.close()
+
+
+@pytest.mark.parametrize("name", FIXTURES)
+def test_intact_fixtures_have_no_cycles(name):
+    files = open_fixture_index_files(name)
+    try:
+        assert all(A.chain_cycles(f) == [] for f in files)
+    finally:
+        for f in files:
+            f.close()
 
 
 def test_slot_stats_from_the_histogram_equal_a_full_sort():
@@ -251,7 +269,7 @@ def test_slot_stats_from_the_histogram_equal_a_full_sort():
     for n in (1, 3, 50, 10000):
         lengths = rng.poisson(1.5, size=n).astype(np.int32)
         for top in (1, 5, 40):
-            s = C.slot_stats(lengths, int(lengths.sum()), top=top)
+            s = A.slot_stats(lengths, int(lengths.sum()), top=top)
             order = [i for i in np.lexsort((np.arange(n), -lengths.astype(np.int64))) if lengths[i] > 0][:top]
             assert s.longest == [(int(i), int(lengths[i])) for i in order]
             assert s.used_slots == np.count_nonzero(lengths) and s.reachable == lengths.sum()

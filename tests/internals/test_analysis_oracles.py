@@ -1,4 +1,4 @@
-"""gui.internals.compute (no Qt) against what the real RocketMQ wrote: the manifests of the
+"""engine.analysis (and the heat map's pixels, gui.internals.heatmap, no Qt) against what the real RocketMQ wrote: the manifests of the
 small and default conformance stores, plus crafted index files with broken links and cycles."""
 from __future__ import annotations
 
@@ -12,7 +12,8 @@ from conftest import manifest, unpack
 from engine import MessageStore
 from engine.store.index_file import INDEX_ENTRY_DTYPE, INDEX_HEADER_DTYPE, IndexFile
 from engine.format.javahash import index_key_hash
-from gui.internals import compute as C
+from engine import analysis as A
+from gui.internals import heatmap as H
 from internals_helpers import chain_length_counts, commitlog_oracle, index_oracle
 
 FIXTURES = ["small", "default"]
@@ -25,10 +26,10 @@ def opened(request):
     store.close()
 
 
-def test_compute_imports_no_qt():
+def test_analysis_imports_no_qt():
     import subprocess
     import sys
-    code = "import sys, gui.internals.compute, gui.internals.colors; print(any(m.startswith(('PySide6', 'pyqtgraph')) for m in sys.modules))"
+    code = "import sys, engine.analysis, gui.internals.heatmap, gui.internals.colors; print(any(m.startswith(('PySide6', 'pyqtgraph')) for m in sys.modules))"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "False"
 
@@ -36,7 +37,7 @@ def test_compute_imports_no_qt():
 # ---- segment fill ---------------------------------------------------------------------------
 def test_commitlog_fill_matches_manifest(opened):
     name, store, mf = opened
-    fills = C.commitlog_fill(store)
+    fills = A.commitlog_fill(store)
     expected = commitlog_oracle(mf)
     assert [f.name for f in fills] == [e["name"] for e in expected]
     size = mf["config"]["mappedFileSizeCommitLog"]
@@ -51,27 +52,39 @@ def test_commitlog_fill_matches_manifest(opened):
         seg = f.segments
         assert seg.starts[0] == 0 and seg.ends[-1] == size and np.all(seg.starts[1:] == seg.ends[:-1])
         by = seg.bytes_by_id()
-        assert by.get(C.BLANK, 0) == e["blankTail"]
-        assert by.get(C.FREE, 0) == size - e["wrotePosition"]
-        assert C.DAMAGED not in by
+        assert by.get(A.BLANK, 0) == e["blankTail"]
+        assert by.get(A.FREE, 0) == size - e["wrotePosition"]
+        assert A.DAMAGED not in by
         # every record start is a manifest message, in order
         assert [f.file_from_offset + int(p) for p in f.record_starts] == [m["phyOffset"] for m in e["msgs"]]
 
 
 def test_fast_walk_agrees_with_engine_walk(opened):
     name, store, mf = opened
-    fills = C.commitlog_fill(store)
+    fills = A.commitlog_fill(store)
     mine = [(f.file_from_offset + int(p), int(z), f.topics[int(t)])
             for f in fills for p, z, t in zip(f.record_starts, f.record_sizes, f.record_topics)]
     engine = [(o, r.size, r.message.topic) for o, r in store.walk() if r.message is not None]
     assert mine == engine
 
 
+@pytest.mark.parametrize("name", ["v5_lmq", "v5_timer", "v5_batchcq", "crashed_torn", "crashed_badcrc", "v5_crashed"])
+def test_fill_agrees_with_engine_walk_on_the_odd_stores(name):
+    """Records several queues point at (LMQ), timer and batch queues, torn and damaged tails:
+    the queue units never name a record's topic wrongly, the records walked match the engine's."""
+    with MessageStore.open(unpack(name)) as store:
+        fills = A.commitlog_fill(store)
+        mine = [(f.file_from_offset + int(p), int(z), f.topics[int(t)])
+                for f in fills for p, z, t in zip(f.record_starts, f.record_sizes, f.record_topics) if t >= 0]
+        engine = [(o, r.size, r.message.topic) for o, r in store.walk() if r.message is not None]
+        assert mine == engine
+
+
 def test_commitlog_fill_cache_walks_each_file_once(opened):
     name, store, mf = opened
-    cache = C.CommitLogFillCache()
-    a = C.commitlog_fill(store, cache)
-    b = C.commitlog_fill(store, cache)
+    cache = A.CommitLogFillCache()
+    a = A.commitlog_fill(store, cache)
+    b = A.commitlog_fill(store, cache)
     assert len(cache) == len(store.commitlog.files)
     assert all(x is y for x, y in zip(a, b))
 
@@ -79,7 +92,7 @@ def test_commitlog_fill_cache_walks_each_file_once(opened):
 def test_queue_file_fill_matches_manifest(opened):
     name, store, mf = opened
     per_file = mf["config"]["consumeQueueUnitsPerFile"]
-    got = {(q.topic, q.queue_id, q.name): q for q in C.queue_file_fill(store)}
+    got = {(q.topic, q.queue_id, q.name): q for q in A.queue_file_fill(store)}
     expected = {(q["topic"], q["queueId"], f["name"]): f["wrotePosition"] // 20
                 for q in mf["consume_queues"] for f in q["files"]}
     assert set(got) == set(expected)
@@ -89,12 +102,12 @@ def test_queue_file_fill_matches_manifest(opened):
         assert q.written_units == units == q.valid_units
         assert q.fill == pytest.approx(units / per_file)
         assert q.segments.bytes_by_id() == ({0: units} if units else {}) | (
-            {C.FREE: per_file - units} if units < per_file else {})
+            {A.FREE: per_file - units} if units < per_file else {})
 
 
 def test_index_fill_matches_manifest(opened):
     name, store, mf = opened
-    got = [C.index_fill(f) for f in store.index.files]
+    got = [A.index_fill(f) for f in store.index.files]
     assert [g.name for g in got] == [x["name"] for x in mf["index_files"]]
     for g, x in zip(got, mf["index_files"]):
         assert g.entries_used == len(x["entries"]) == x["header"]["indexCount"] - 1
@@ -107,12 +120,12 @@ def test_index_fill_matches_manifest(opened):
 
 # ---- segments sampling ------------------------------------------------------------------------
 def test_sample_shows_data_smaller_than_a_pixel():
-    seg = C.Segments.from_runs([(0, 100, 3), (100, 10**9, C.FREE)])
+    seg = A.Segments.from_runs([(0, 100, 3), (100, 10**9, A.FREE)])
     s = seg.sample(0, 10**9, 1000)
-    assert s[0] == 3 and np.all(s[1:] == C.FREE)
-    seg = C.Segments.from_runs([(0, 10, 0), (10, 20, 1), (20, 40, C.BLANK)])
-    assert seg.sample(0, 40, 4).tolist() == [0, 1, C.BLANK, C.BLANK]
-    assert seg.sample(40, 80, 2).tolist() == [C.FREE, C.FREE]
+    assert s[0] == 3 and np.all(s[1:] == A.FREE)
+    seg = A.Segments.from_runs([(0, 10, 0), (10, 20, 1), (20, 40, A.BLANK)])
+    assert seg.sample(0, 40, 4).tolist() == [0, 1, A.BLANK, A.BLANK]
+    assert seg.sample(40, 80, 2).tolist() == [A.FREE, A.FREE]
     assert seg.at(15) == 1 and seg.at(45) == -1 and seg.used_extent() == 40
 
 
@@ -121,7 +134,7 @@ def test_queue_series_matches_manifest_units_and_store_times(opened):
     name, store, mf = opened
     times = {m["phyOffset"]: m["storeTimestamp"] for m in mf["messages"]}
     for q in mf["consume_queues"]:
-        s = C.queue_series(store, q["topic"], q["queueId"])
+        s = A.queue_series(store, q["topic"], q["queueId"])
         units = q["units"]
         assert s.queue_offsets.tolist() == [u[0] for u in units]
         assert s.phy_offsets.tolist() == [u[1] for u in units]
@@ -135,12 +148,12 @@ def test_chain_lengths_match_the_manifest_walk(opened):
     name, store, mf = opened
     for f in store.index.files:
         o = index_oracle(mf, f.name)
-        lengths = C.chain_lengths(f)
+        lengths = A.chain_lengths(f)
         expected = np.zeros(f.slot_num, dtype=np.int64)
         for slot, chain in o["chains"].items():
             expected[slot] = len(chain)
         assert np.array_equal(lengths, expected), f.name
-        assert np.array_equal(lengths, f.chain_lengths())
+        assert np.array_equal(lengths, A.chain_lengths_numpy(f))
 
 
 def test_histogram_counts_and_poisson(opened):
@@ -148,7 +161,7 @@ def test_histogram_counts_and_poisson(opened):
     for f in store.index.files[:3]:
         x = next(i for i in mf["index_files"] if i["name"] == f.name)
         entries = len(x["entries"])
-        h = C.chain_histogram(C.chain_lengths(f), entries)
+        h = A.chain_histogram(A.chain_lengths(f), entries)
         counts = chain_length_counts(mf, f.name)
         assert {k: o for k, o, _ in h.rows() if o} == {k: v for k, v in counts.items() if v}
         assert h.observed.sum() == f.slot_num
@@ -156,7 +169,7 @@ def test_histogram_counts_and_poisson(opened):
         assert h.load == pytest.approx(load)
         for k in range(min(len(h.expected), 6)):
             assert h.expected[k] == pytest.approx(f.slot_num * math.exp(-load) * load ** k / math.factorial(k))
-        stats = C.slot_stats(C.chain_lengths(f), entries)
+        stats = A.slot_stats(A.chain_lengths(f), entries)
         assert stats.used_slots == len(x["nonEmptySlots"])
         assert stats.reachable == entries
         longest = max(counts)
@@ -167,9 +180,9 @@ def test_heatmap_bins_against_brute_force(opened):
     name, store, mf = opened
     f = store.index.files[0]
     o = index_oracle(mf, f.name)
-    lengths = C.chain_lengths(f)
+    lengths = A.chain_lengths(f)
     for w, h, how in [(8, 8, "max"), (5, 3, "max"), (7, 2, "mean"), (400, 300, "max"), (400, 300, "mean")]:
-        hm = C.slot_heatmap(lengths, w, h, how)
+        hm = H.slot_heatmap(lengths, w, h, how)
         per = hm.slots_per_bin
         assert hm.bins == -(-f.slot_num // per) and hm.bins <= w * h
         flat = hm.image.ravel()
@@ -190,6 +203,25 @@ def test_heatmap_bins_against_brute_force(opened):
         assert hm.slot_range(r, c)[0] == (hm.bins - 1) * per
 
 
+def test_heat_indices_and_occupancy_pixels_against_brute_force(opened):
+    """The pixels (gui.internals.heatmap, numpy): colour index round(v / top * 254), 255 past
+    the last bin; occupancy counts non-zero slots per bin."""
+    name, store, mf = opened
+    f = store.index.files[0]
+    used = {slot for slot, _ in next(x for x in mf["index_files"] if x["name"] == f.name)["nonEmptySlots"]}
+    for w, h in ((1, 1), (10, 7), (400, 300)):
+        occ = H.slot_occupancy(f, w, h)
+        per = occ.slots_per_bin
+        ref = np.zeros(occ.bins)
+        for s in used:
+            ref[s // per] += 1
+        assert occ.image.ravel()[:occ.bins].tolist() == ref.tolist() and occ.top == per
+        assert occ.nonzero_bins == np.count_nonzero(ref)
+        idx = H.heat_indices(occ).ravel()
+        expect = [min(254, int(v / per * 254 + 0.5)) for v in ref]
+        assert idx[:occ.bins].tolist() == expect and set(idx[occ.bins:].tolist()) <= {H.NAN_INDEX}
+
+
 # ---- collision chains ----------------------------------------------------------------------------
 def _messages(mf):
     return {m["phyOffset"]: m for m in mf["messages"]}
@@ -201,7 +233,7 @@ def test_every_chain_resolves_to_its_members_and_keys(opened):
     for f in store.index.files[:4]:
         o = index_oracle(mf, f.name)
         for slot, chain in o["chains"].items():
-            r = C.resolve_chain(f, slot=slot, get_message=store.commitlog.get_message)
+            r = A.resolve_chain(f, slot=slot, get_message=store.commitlog.get_message)
             assert [e.step.index for e in r.entries] == chain
             assert r.stop == "end of chain" and not r.broken and r.cycle_to is None
             for e in r.entries:
@@ -218,19 +250,19 @@ def test_true_collisions_told_apart_from_slot_sharing(opened):
     """The crafted equal-hash families (Aa/BB, AaAa/BBBB/AaBB/BBAa, +h/-h, MIN/0) collide."""
     name, store, mf = opened
     for f in store.index.files:
-        for slot in np.flatnonzero(C.chain_lengths(f)):
-            r = C.resolve_chain(f, slot=int(slot), get_message=store.commitlog.get_message)
+        for slot in np.flatnonzero(A.chain_lengths(f)):
+            r = A.resolve_chain(f, slot=int(slot), get_message=store.commitlog.get_message)
             by_hash: dict[int, set] = {}
             for e in r.entries:
                 by_hash.setdefault(e.step.keyHash, set()).add(tuple(e.keys))
             for e in r.entries:
                 group = by_hash[e.step.keyHash]
                 if len(group) > 1:
-                    assert e.kind == C.COLLISION
+                    assert e.kind == A.COLLISION
                 elif sum(1 for x in r.entries if x.step.keyHash == e.step.keyHash) > 1:
-                    assert e.kind == C.SAME_KEY
+                    assert e.kind == A.SAME_KEY
                 else:
-                    assert e.kind == C.SHARES_SLOT
+                    assert e.kind == A.SHARES_SLOT
 
 
 def test_query_hits_are_what_rocketmq_returned():
@@ -244,16 +276,16 @@ def test_query_hits_are_what_rocketmq_returned():
         for (topic, key), offs in sorted(pairs.items()):
             if len(offs) >= 64 or not key.isascii():
                 continue
-            r = C.resolve_chain(f, key=f"{topic}#{key}", get_message=store.commitlog.get_message)
+            r = A.resolve_chain(f, key=f"{topic}#{key}", get_message=store.commitlog.get_message)
             assert [e.step.phyOffset for e in r.hits] == offs, (topic, key)
             for e in r.hits:
                 m = store.commitlog.get_message(e.step.phyOffset)
                 really = m.topic == topic and (key in m.key_list or m.uniqKey == key)
-                assert (e.kind == C.MATCH) == really
+                assert (e.kind == A.MATCH) == really
             checked += 1
         assert checked > 100
-        r = C.resolve_chain(f, key="TopicTest#AaAa", get_message=store.commitlog.get_message)
-        assert {e.kind for e in r.hits} == {C.MATCH, C.COLLISION}
+        r = A.resolve_chain(f, key="TopicTest#AaAa", get_message=store.commitlog.get_message)
+        assert {e.kind for e in r.hits} == {A.MATCH, A.COLLISION}
         assert all(e.keys == ["TopicTest#AaAa"] for e in r.matches)
 
 
@@ -290,27 +322,26 @@ def damaged_index(tmp_path: Path) -> IndexFile:
 
 def test_chain_lengths_on_broken_links_and_cycles(tmp_path):
     f = damaged_index(tmp_path)
-    lengths = C.chain_lengths(f)
+    lengths = A.chain_lengths(f)
     assert lengths.tolist() == [0, 3, 3, 1, 0, 1, 0, 0]
     for s in range(8):
         assert lengths[s] == len(f.chain(s)), s
-    engine = f.chain_lengths()
-    assert [engine[s] for s in (0, 1, 3, 4, 5)] == [0, 3, 1, 0, 1]    # the engine counts a cycle to indexCount
-    assert engine[2] >= 3
+    assert np.array_equal(A.chain_lengths_numpy(f), lengths)
+    assert sorted(A.chain_cycles(f)) == [[6, 4, 2], [9]]
     f.close()
 
 
 def test_resolve_reports_how_a_damaged_chain_ends(tmp_path):
     f = damaged_index(tmp_path)
-    r = C.resolve_chain(f, slot=2)
+    r = A.resolve_chain(f, slot=2)
     assert [e.step.index for e in r.entries] == [6, 4, 2] and r.cycle_to == 6 and not r.broken
-    r = C.resolve_chain(f, slot=3)
+    r = A.resolve_chain(f, slot=3)
     assert [e.step.index for e in r.entries] == [7] and r.broken and "beyond indexCount" in r.stop
-    r = C.resolve_chain(f, slot=4)
+    r = A.resolve_chain(f, slot=4)
     assert r.entries == [] and r.broken and r.stop == "slot points to entry 30 beyond indexCount 10"
-    r = C.resolve_chain(f, slot=0)
+    r = A.resolve_chain(f, slot=0)
     assert r.entries == [] and r.stop == "empty slot" and not r.broken
-    r = C.resolve_chain(f, slot=5)
+    r = A.resolve_chain(f, slot=5)
     assert [e.step.index for e in r.entries] == [9] and r.cycle_to == 9
-    assert all(e.kind == C.UNRESOLVED for e in C.resolve_chain(f, slot=1).entries)   # no messages to resolve
+    assert all(e.kind == A.UNRESOLVED for e in A.resolve_chain(f, slot=1).entries)   # no messages to resolve
     f.close()

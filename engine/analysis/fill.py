@@ -1,0 +1,116 @@
+"""Store fill: the commitlog files (commitlog_fill), every ConsumeQueue file and every index
+file, as run-length segments the fill view draws and numbers the `fill` command prints."""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from engine.config import CQ_UNIT_SIZE
+from engine.store.consume_queue import FILLER_SIZE
+from engine.tasks import CancelToken, Task, run
+
+from .commitlog_fill import CommitLogFileFill, CommitLogFillCache, commitlog_fill_task
+from .segments import DAMAGED, FILLER, FREE, RESERVED, SLOTS, USED, Segments, run_length
+
+
+@dataclass
+class QueueFileFill:
+    topic: str
+    queue_id: int
+    name: str
+    file_from_offset: int        # byte position in the queue (= first queue offset * 20)
+    units_per_file: int
+    written_units: int           # write position / 20
+    valid_units: int             # pointing at a record
+    filler_units: int
+    segments: Segments           # over unit positions [0, units_per_file)
+
+    @property
+    def first_queue_offset(self) -> int:
+        return self.file_from_offset // CQ_UNIT_SIZE
+
+    @property
+    def fill(self) -> float:
+        return self.written_units / self.units_per_file if self.units_per_file else 0.0
+
+
+def queue_file_fill(store) -> list[QueueFileFill]:
+    """Every ConsumeQueue file of every queue, queues in (topic, queueId) order."""
+    out = []
+    for (topic, qid), cq in sorted(store.queues.items()):
+        for f in cq.queue.files:
+            u = cq.view(f)
+            n = min(f.wrote_position // CQ_UNIT_SIZE, len(u))
+            phy, size = u["phyOffset"][:n], u["size"][:n]
+            filler = (phy == 0) & (size == FILLER_SIZE)
+            valid = (phy >= 0) & (size > 0) & ~filler
+            cat = np.where(filler, FILLER, np.where(valid, 0, DAMAGED)).astype(np.int32)
+            runs = run_length(cat)
+            runs.append((n, cq.units_per_file, FREE))
+            out.append(QueueFileFill(topic, qid, f.path.name, f.file_from_offset, cq.units_per_file, n,
+                                     int(np.count_nonzero(valid)), int(np.count_nonzero(filler)),
+                                     Segments.from_runs(runs)))
+    return out
+
+
+@dataclass
+class IndexFill:
+    name: str
+    slot_num: int           # maxHashSlotNum
+    index_num: int          # maxIndexNum
+    entries_used: int       # indexCount - 1
+    slots_used: int         # non-zero slots
+    hash_slot_count: int    # the header's counter (slots that were empty when first used)
+    begin_timestamp: int
+    end_timestamp: int
+    begin_phy_offset: int
+    end_phy_offset: int
+
+    @property
+    def entry_fill(self) -> float:
+        return self.entries_used / self.index_num if self.index_num else 0.0
+
+    @property
+    def slot_fill(self) -> float:
+        return self.slots_used / self.slot_num if self.slot_num else 0.0
+
+    @property
+    def load_factor(self) -> float:
+        return self.entries_used / self.slot_num if self.slot_num else 0.0
+
+    def entry_segments(self) -> Segments:
+        return Segments.from_runs([(0, 1, RESERVED), (1, 1 + self.entries_used, USED),
+                                   (1 + self.entries_used, self.index_num, FREE)])
+
+    def slot_segments(self) -> Segments:
+        """A gauge: used slots are spread over the table, the heat map shows where."""
+        return Segments.from_runs([(0, self.slots_used, SLOTS), (self.slots_used, self.slot_num, FREE)])
+
+
+def index_fill(f) -> IndexFill:
+    h = f.header
+    return IndexFill(f.name, f.slot_num, f.index_num, max(0, h.indexCount - 1), int(np.count_nonzero(f.slots)),
+                     h.hashSlotCount, h.beginTimestamp, h.endTimestamp, h.beginPhyOffset, h.endPhyOffset)
+
+
+@dataclass
+class StoreFill:
+    commitlog: list[CommitLogFileFill]
+    queues: list[QueueFileFill]
+    index: list[IndexFill]
+    topics: list[str] = field(default_factory=list)   # every topic seen, sorted (colour order)
+
+
+def store_fill_task(store, cache: CommitLogFillCache | None = None,
+                    cancel: CancelToken | None = None) -> Task[StoreFill]:
+    """The whole store's fill; Progress while the commitlog files are walked."""
+    cl = yield from commitlog_fill_task(store, cache, cancel)
+    qf = queue_file_fill(store)
+    ix = [index_fill(f) for f in store.index.files]
+    topics = sorted({t for c in cl for t in c.topics} | {q.topic for q in qf})
+    return StoreFill(cl, qf, ix, topics)
+
+
+def store_fill(store, cache: CommitLogFillCache | None = None, cancel: CancelToken | None = None) -> StoreFill:
+    return run(store_fill_task(store, cache, cancel))

@@ -1,0 +1,79 @@
+"""What every command prints: times with their zone, inert store text, aligned tables, JSON or
+human output, progress on stderr. Shared by all the CLI's command modules."""
+from __future__ import annotations
+
+import json
+import sys
+import time
+from datetime import datetime
+
+EXIT_ERROR = 2
+
+
+class CliError(Exception):
+    pass
+
+
+# ---- formatting ------------------------------------------------------------------------
+def fmt_time(ms: int) -> str:
+    if ms is None or ms < 0:
+        return "-"
+    try:
+        dt = datetime.fromtimestamp(ms / 1000).astimezone()
+    except (OverflowError, OSError, ValueError):
+        return str(ms)
+    return dt.strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d} " + zone_offset(dt)
+
+
+def zone_offset(dt: datetime) -> str:
+    """+08:00, never an abbreviation (CST is China, Cuba and US Central alike)."""
+    z = dt.strftime("%z") or "+0000"
+    return f"{z[:3]}:{z[3:5]}"
+
+
+def safe(text: str) -> str:
+    """Store text (topics, tags, keys: anything a producer chose) made inert for a terminal:
+    control characters and bidi overrides are shown escaped, never sent to the terminal."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() or c == " " else
+                   (f"\\x{ord(c):02x}" if ord(c) < 256 else f"\\u{ord(c):04x}") for c in text)
+
+
+def _clip(text: str, width: int = 48) -> str:
+    text = safe(text)
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def table(rows: list[list], headers: list[str]) -> str:
+    """Aligned columns; over-long cells (127-character topics) are clipped with an ellipsis."""
+    cells = [[_clip(str(c)) for c in r] for r in rows]
+    widths = [max([len(h)] + [len(r[i]) for r in cells]) for i, h in enumerate(headers)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(headers, widths)).rstrip()]
+    lines += ["  ".join(c.ljust(w) for c, w in zip(r, widths)).rstrip() for r in cells]
+    return "\n".join(lines)
+
+
+def emit(args, obj, human: str) -> None:
+    if args.json:
+        print(json.dumps(obj, ensure_ascii=False))
+    else:
+        print(human)
+
+
+def stderr_progress(every: float = 1.0):
+    """A Progress printer for stderr: one \\r line kept current on a terminal, else a line
+    about every `every` seconds (logs stay short); the final state is always printed."""
+    tty = sys.stderr.isatty()
+    last = [0.0]
+
+    def show(p) -> None:
+        now = time.monotonic()
+        final = p.total and p.done >= p.total
+        if not tty and now - last[0] < every and not final:
+            return
+        last[0] = now
+        text = p.message or f"{p.phase or 'working'}: {p.done:,}/{p.total:,} {p.unit}".rstrip()
+        sys.stderr.write(f"\r{text[:78]:<78}" + ("\n" if final else "") if tty else text + "\n")
+        sys.stderr.flush()
+    return show

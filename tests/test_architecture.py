@@ -1,0 +1,69 @@
+"""The shape the code keeps (issue 18): small files, the engine's layers, one definition per rule.
+
+lint-imports (run by `make test`) holds the import contracts; these tests hold what it cannot:
+file sizes, and names that must be defined once."""
+from __future__ import annotations
+
+import ast
+import statistics
+import subprocess
+import sys
+from collections import defaultdict
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+LIMIT = 600
+MEDIAN = 150
+
+
+def sources(*suffixes: str) -> list[Path]:
+    out = []
+    for pkg in ("engine", "gui"):
+        out += [p for p in (ROOT / pkg).rglob("*") if p.suffix in suffixes and "__pycache__" not in p.parts]
+    return sorted(out)
+
+
+def lines(p: Path) -> int:
+    return len(p.read_text(encoding="utf-8").splitlines())
+
+
+def test_every_engine_and_gui_file_is_under_600_lines():
+    big = {str(p.relative_to(ROOT)): lines(p) for p in sources(".py", ".pyx", ".pxi", ".pxd") if lines(p) >= LIMIT}
+    assert not big, f"files of {LIMIT} lines or more: {big}"
+
+
+def test_median_python_file_is_short():
+    sizes = [lines(p) for p in sources(".py")]
+    assert statistics.median(sizes) < MEDIAN, statistics.median(sizes)
+
+
+def test_the_engine_has_its_layer_packages():
+    for layer in ("format", "files", "store", "analysis", "scan", "cli"):
+        assert (ROOT / "engine" / layer / "__init__.py").is_file(), layer
+    # nothing but the base modules lives beside the layers
+    loose = {p.name for p in (ROOT / "engine").glob("*.py")}
+    assert loose <= {"__init__.py", "__main__.py", "config.py", "errors.py", "tasks.py"}, loose
+
+
+def public_definitions() -> dict[str, list[str]]:
+    where: dict[str, list[str]] = defaultdict(list)
+    for p in sources(".py"):
+        tree = ast.parse(p.read_text(encoding="utf-8"))
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)) and not node.name.startswith("_"):
+                where[node.name].append(str(p.relative_to(ROOT)))
+    return where
+
+
+def test_rules_shared_by_cli_and_gui_are_defined_once():
+    where = public_definitions()
+    for name in ("validate_topic", "parse_time", "preview", "CancelToken", "Progress", "Cancelled"):
+        assert len(where.get(name, [])) <= 1, (name, where[name])
+
+
+def test_import_contracts_are_kept():
+    lint = Path(sys.executable).with_name("lint-imports")
+    r = subprocess.run([str(lint)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
+    kept = [ln for ln in r.stdout.splitlines() if ln.rstrip().endswith("KEPT")]
+    assert len(kept) >= 5, r.stdout
