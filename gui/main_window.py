@@ -65,7 +65,7 @@ class MainWindow(QMainWindow):
         self.tabs.addTab(self.overview, "Overview")
         self.tabs.addTab(self.browser, "Messages")
         self.tabs.addTab(self.search, "Search")
-        self.internals = LazyPanel(self.session, _internals_panel, on_created=self._internals_created)
+        self.internals = LazyPanel(self.session, lambda: _internals_panel(self.session), on_created=self._internals_created)
         self.scans = LazyPanel(self.session, lambda: _scan_panel(self.session, self.settings))
         self.tabs.addTab(self.internals, "Internals")
         self.tabs.addTab(self.scans, "Scan")
@@ -553,9 +553,9 @@ class MainWindow(QMainWindow):
 
 # The two heavier panels are imported when first shown (pyqtgraph and the scan engines cost
 # ~0.2 s of startup); plain import statements all the same, so linters and import-linter see them.
-def _internals_panel():
+def _internals_panel(session):
     from .internals.panel import InternalsPanel
-    return InternalsPanel()
+    return InternalsPanel(session)
 
 
 def _scan_panel(session, settings):

@@ -12,7 +12,6 @@
 from __future__ import annotations
 
 import contextlib
-import inspect
 import threading
 from pathlib import Path
 from typing import Callable
@@ -22,7 +21,7 @@ from PySide6.QtCore import QObject, Signal
 from engine import MessageStore
 from engine.tasks import Cancelled, CancelToken, Progress
 
-from .workers import Lane, TaskRunner
+from .workers import Lane, TaskRunner, holding
 
 
 def open_task(path: Path, config, read_only: bool, cancel: CancelToken):
@@ -34,22 +33,6 @@ def open_task(path: Path, config, read_only: bool, cancel: CancelToken):
         store.close()
         raise Cancelled()
     return store
-
-
-def _locked_generator(gen, lock):
-    """Drive `gen` one step at a time holding `lock`; closing the wrapper closes `gen` under
-    the lock too (so a cancelled writer finishes its cleanup before anyone else reads)."""
-    try:
-        while True:
-            with lock:
-                try:
-                    step = next(gen)
-                except StopIteration as stop:
-                    return stop.value
-            yield step
-    finally:
-        with lock:
-            gen.close()
 
 
 class StoreSession(QObject):
@@ -192,11 +175,7 @@ class StoreSession(QObject):
         lock = self.lock if locked else contextlib.nullcontext()
 
         def job(*a, **k):
-            with lock:
-                out = fn(store, *a, **k)
-            if inspect.isgenerator(out):
-                return _locked_generator(out, lock)
-            return out
+            return holding(lock, fn)(store, *a, **k)
 
         outer = kw.pop("stale", None)
         kw["stale"] = lambda: self.generation != gen or bool(outer and outer())

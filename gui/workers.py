@@ -247,6 +247,31 @@ def internals_pool() -> QThreadPool:
     return _POOL
 
 
+def _locked_generator(gen, lock):
+    """Drive `gen` one step at a time holding `lock`; closing the wrapper closes `gen` under
+    the lock too (so a cancelled writer finishes its cleanup before anyone else reads)."""
+    try:
+        while True:
+            with lock:
+                try:
+                    step = next(gen)
+                except StopIteration as stop:
+                    return stop.value
+            yield step
+    finally:
+        with lock:
+            gen.close()
+
+
+def holding(lock, fn: Callable) -> Callable:
+    """fn run holding `lock` (the session's: no write lands mid-read); a task holds it per step."""
+    def job(*a, **k):
+        with lock:
+            out = fn(*a, **k)
+        return _locked_generator(out, lock) if inspect.isgenerator(out) else out
+    return job
+
+
 class Background(QObject):
     """A view's background jobs in named channels. `submit(channel, fn, *args, on_done=...)`
     runs fn(*args) on the internals pool; `on_done(result)` runs on the UI thread only if no
@@ -262,6 +287,7 @@ class Background(QObject):
         self.runner.idle.connect(self.idle)
         self._generation: dict[str, int] = {}
         self._lanes: dict[str, Lane] = {}
+        self.lock = None              # the session's lock, once a panel follows a session
 
     def submit(self, channel: str, fn: Callable, *args, on_done: Callable[[Any], None] | None = None,
                cancellable: bool = False, on_progress: Callable[[Progress], None] | None = None,
@@ -274,6 +300,8 @@ class Background(QObject):
         token = (channel, gen)
         if cancellable:
             fn = functools.partial(fn, cancel=lambda: not self.is_current(token))
+        if self.lock is not None:
+            fn = holding(self.lock, fn)
         lane = self._lanes.setdefault(channel, Lane(self.runner))
         lane.submit(fn, *args, on_result=on_done, on_progress=on_progress, pass_cancel=pass_cancel,
                     on_error=lambda exc: self.failed.emit(channel, "".join(traceback.format_exception(exc))),

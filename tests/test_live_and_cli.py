@@ -77,7 +77,8 @@ def test_cli_json_contracts():
     code, out, _ = run_cli("cq", root, "TopicTest", 0, "--from", 3, "--count", 2, "--json")
     units = [json.loads(x) for x in out.splitlines()]
     want = [u for q in m["consume_queues"] if (q["topic"], q["queueId"]) == ("TopicTest", 0) for u in q["units"][3:5]]
-    assert [[u["offset"], u["phyOffset"], u["size"], u["tagsCode"]] for u in units] == want
+    assert [[u["offset"], u["commitLogOffset"], u["size"], u["tagsCode"]] for u in units] == want
+    assert all(u["phyOffset"] == u["commitLogOffset"] for u in units)   # the old name stays an alias
     code, out, _ = run_cli("query-key", root, "TopicTest", "Aa", "--json")
     q = json.loads(out)
     assert q["truncated"] is False and all("Aa" in x["keys"].split(" ") for x in q["messages"])

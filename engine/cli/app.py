@@ -108,7 +108,7 @@ def cmd_cq(store: MessageStore, args) -> int:
         units = cq.units(a, min(end, a + step))
         for i, (phy, size, tags) in enumerate(units.tolist()):
             if args.json:
-                print(json.dumps({"offset": a + i, "phyOffset": phy, "size": size, "tagsCode": tags}))
+                print(json.dumps({"offset": a + i, "commitLogOffset": phy, "phyOffset": phy, "size": size, "tagsCode": tags}))
             else:
                 print(f"{a + i:>10}  {phy:>12}  {size:>10}  {tags}")
     return 0

@@ -1,7 +1,7 @@
 """InternalsPanel: the four store-internals views in tabs, for the main window.
 
-    panel = InternalsPanel()
-    panel.set_store(store)          # None before closing the store
+    panel = InternalsPanel(session)     # follows the session: its store, under its lock
+    panel = InternalsPanel()            # or driven by hand (tests): panel.set_store(store)
     panel.openRequested.connect(...)            # commitlog offset of a message to show
     panel.queueOffsetsSelected.connect(...)     # topic, queueId, first, end (exclusive)
 
@@ -22,8 +22,9 @@ class InternalsPanel(QWidget):
     openRequested = Signal("qint64")
     queueOffsetsSelected = Signal(str, int, "qint64", "qint64")
 
-    def __init__(self, parent: QWidget | None = None):
+    def __init__(self, session=None, parent: QWidget | None = None):
         super().__init__(parent)
+        self.session = session
         self.segment_fill = SegmentFillView()
         self.cq_units = CqUnitsView()
         self.slot_heatmap = SlotHeatmapView()
@@ -40,6 +41,20 @@ class InternalsPanel(QWidget):
             v.openRequested.connect(self.openRequested)
         self.cq_units.queueOffsetsSelected.connect(self.queueOffsetsSelected)
         self.slot_heatmap.slotActivated.connect(self.show_chain)
+        if session is not None:
+            for v in self.views:   # every walk holds the session's lock, as the browser's reads do
+                if hasattr(v, "background"):
+                    v.background.lock = session.lock
+            session.opened.connect(self._follow)
+            session.aboutToClose.connect(self._closing)
+            self._follow()
+
+    def _follow(self, *_) -> None:
+        self.set_store(self.session.store)
+
+    def _closing(self, *_) -> None:
+        self.set_store(None)
+        self.wait()   # its workers finish before the maps go away
 
     @property
     def views(self) -> tuple:

@@ -80,7 +80,7 @@ def test_errors_reach_their_callback(qtbot):
 
 
 def test_session_generators_hold_the_lock_per_step(qtbot):
-    from gui.session import _locked_generator
+    from gui.workers import _locked_generator
     lock = threading.RLock()
     holds = []
 

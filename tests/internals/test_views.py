@@ -347,3 +347,24 @@ def test_background_delivers_only_the_newest_result(qtbot):
         pass
     assert sig.args[0] == "y" and "ZeroDivisionError" in sig.args[1]
     bg.wait()
+
+
+def test_internals_panel_follows_the_session_and_holds_its_lock(qtbot):
+    from gui.internals.panel import InternalsPanel
+    from gui.session import StoreSession
+    session = StoreSession()
+    session.open_blocking(unpack("small"))
+    panel = InternalsPanel(session)
+    qtbot.addWidget(panel)
+    v = panel.segment_fill
+    assert v._store is session.store          # the panel got the store from the session
+    with session.lock:                         # a writer holds the store: the walk must wait
+        panel.show()
+        qtbot.wait(300)
+        assert v.fill is None and v.background.busy
+    with qtbot.waitSignal(v.updated, timeout=30000):
+        pass
+    assert v.fill is not None
+    session.close()                            # closing hands the panel None and waits for it
+    assert v._store is None and session.store is None
+    qtbot.waitUntil(lambda: not panel.busy(), timeout=5000)
