@@ -78,9 +78,6 @@ class StoreConfig:
             return [Path(p) for p in self.storePathCommitLog.split(",") if p]
         return [self.root / "commitlog"]
 
-    @property
-    def cq_units_per_file(self) -> int:
-        return self.mappedFileSizeConsumeQueue // CQ_UNIT_SIZE
 
     @property
     def index_file_size(self) -> int:

@@ -105,10 +105,6 @@ def run(task: Task[T], on_progress: ProgressFn | None = None) -> T:
             on_progress(p)
 
 
-def relay(task: Task[T], on_progress: ProgressFn | None) -> T:
-    """`run` under the older callback style: work written as a generator serves both."""
-    return run(task, on_progress)
-
 
 def steps(items: list[T], cancel: CancelToken | None, phase: str, unit: str = "") -> Iterator[tuple[T, Progress]]:
     """Each item with the progress after it, checking `cancel` before each one."""

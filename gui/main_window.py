@@ -517,10 +517,6 @@ class MainWindow(QMainWindow):
         else:
             self.statusBar().showMessage(f"commitlog offset {offset}: {m.topic} / {m.queueId} has no queue", 8000)
 
-    def add_store_view(self, title: str, widget: QWidget) -> int:
-        """For other panels (internals, scans): a tab next to Search. Panels follow the store
-        through `session` (opened / closed / refreshed signals)."""
-        return self.tabs.addTab(widget, title)
 
     # ---- drag and drop, close -----------------------------------------------------------------------
     @staticmethod

@@ -231,9 +231,6 @@ class MappedFile:
     def end_offset(self) -> int:
         return self.file_from_offset + self.file_size
 
-    @property
-    def is_full(self) -> bool:
-        return self.wrote_position >= self.file_size
 
     def read(self, pos: int, size: int) -> bytes:
         return bytes(self.buf[pos:pos + size])

@@ -87,10 +87,6 @@ class Plan:
     delay_level_millis: list[int] = field(default_factory=list)
     split_bytes: int = DEFAULT_SPLIT_BYTES
 
-    @property
-    def total_bytes(self) -> int:
-        return sum(s.nbytes for s in self.commitlog)
-
 
 # ---- commitlog ----------------------------------------------------------------------------
 def plan_commitlog(store, split_bytes: int | None = None, min_partitions: int = 1,
@@ -266,9 +262,6 @@ def cq_weight(s: CQSlice) -> int:
 def index_weight(s: IndexSlice) -> int:
     return s.last - s.first
 
-
-def cq_unit_positions(s: CQSlice) -> tuple[int, int]:
-    return s.unit_start * CQ_UNIT_SIZE, s.unit_end * CQ_UNIT_SIZE
 
 
 def index_entry_position(s: IndexSlice, n: int) -> int:

@@ -57,9 +57,6 @@ class ConsumeQueue:
     def max_offset(self) -> int:
         return self.queue.max_offset // CQ_UNIT_SIZE
 
-    @property
-    def message_total(self) -> int:
-        return self.max_offset - self.min_offset
 
     # ---- recovery ------------------------------------------------------------------
     def recover(self, exact: bool = True) -> None:

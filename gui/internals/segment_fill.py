@@ -25,8 +25,6 @@ from gui.workers import Background, RefreshWhenShown
 
 pg.setConfigOptions(imageAxisOrder="row-major")
 
-KINDS = ("commitlog", "queue", "index")
-
 
 def fmt_time(ms: int) -> str:
     if ms <= 0:

@@ -326,8 +326,6 @@ class QueueBrowser(QWidget):
             self.detail.set_message(m)
         self.messageShown.emit(m)
 
-    def current_message(self) -> Message | None:
-        return self.detail.message
 
     # ---- filter ------------------------------------------------------------------------------
     def current_filter(self) -> MessageFilter:

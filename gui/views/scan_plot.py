@@ -26,10 +26,6 @@ class CategoryAxis(pg.AxisItem):
         self._px_per_label = 80.0
         self._step = 1
 
-    def set_labels(self, labels: list[str]) -> None:
-        self.labels = list(labels)
-        self.picture = None
-        self.update()
 
     def _metrics(self):
         return QFontMetrics(self.style.get("tickFont") or QFont())

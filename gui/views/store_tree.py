@@ -8,8 +8,6 @@ from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTreeView, QWidget
 
 from ..models.topic_tree import KIND_ROLE, OFFSET_ROLE, QID_ROLE, TOPIC_ROLE, TopicTreeModel
 
-NAME_MIN_WIDTH = 120
-
 
 class StoreTree(QTreeView):
     queueChosen = Signal(str, int, object)   # topic, queueId, queue offset or None
