@@ -63,7 +63,7 @@ def build_index(path: Path, slots: int = SLOTS, index_num: int = INDEX_NUM, entr
     table[ss[newest]] = order[newest] + 1
     e = np.zeros(entries + 1, dtype=INDEX_ENTRY_DTYPE)
     e["keyHash"][1:] = kh
-    e["phyOffset"][1:] = np.arange(entries, dtype=np.int64) * 1024
+    e["commitLogOffset"][1:] = np.arange(entries, dtype=np.int64) * 1024
     e["timeDiff"][1:] = np.arange(entries, dtype=np.int64) // 100_000
     e["prevIndex"][1:] = prev
     h = np.zeros(1, dtype=INDEX_HEADER_DTYPE)

@@ -51,7 +51,7 @@ def build(path: Path, topic: str, n: int, slot_num: int, index_num: int) -> dict
     slots[ss[last]] = order[last] + 1
     entries = np.zeros(n + 1, dtype=INDEX_ENTRY_DTYPE)
     entries["keyHash"][1:] = kh
-    entries["phyOffset"][1:] = np.arange(n, dtype=np.int64) * PHY_STEP
+    entries["commitLogOffset"][1:] = np.arange(n, dtype=np.int64) * PHY_STEP
     diff = np.arange(n, dtype=np.int64) // 1000     # store time T0 + i ms
     diff[0] = 0                                     # put_key's first-entry quirk: no begin time yet
     entries["timeDiff"][1:] = diff

@@ -62,7 +62,7 @@ def make_big_queue(root: Path) -> int:
     with MessageStore.open(root) as s:
         units = np.concatenate([cq.units(cq.min_offset, cq.max_offset).copy() for cq in s.queues.values()])
         per_file = s.cfg.mappedFileSizeConsumeQueue // 20
-    units = units[np.argsort(units["phyOffset"], kind="stable")]
+    units = units[np.argsort(units["commitLogOffset"], kind="stable")]
     qdir = root / "consumequeue" / "BigQueue" / "0"
     qdir.mkdir(parents=True)
     for k in range(0, len(units), per_file):

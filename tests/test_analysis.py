@@ -45,7 +45,7 @@ def write_index(path: Path, slots, prev, index_count: int, slot_num: int, index_
     buf[40:40 + 4 * slot_num] = np.asarray(slots, dtype=">i4").view(np.uint8)
     e = np.zeros(index_num, dtype=INDEX_ENTRY_DTYPE)
     e["keyHash"] = np.arange(index_num)
-    e["phyOffset"] = np.arange(index_num) * 100
+    e["commitLogOffset"] = np.arange(index_num) * 100
     e["prevIndex"][:len(prev)] = prev
     buf[40 + 4 * slot_num:] = e.view(np.uint8)
     path.write_bytes(buf.tobytes())

@@ -62,7 +62,7 @@ def test_consume_queue_units(opened):
             continue
         assert (cq.min_offset, cq.max_offset) == (q["minOffset"], q["maxOffset"]), q["topic"]
         units = cq.units(q["minOffset"], q["maxOffset"])
-        got = [[q["minOffset"] + i, int(u["phyOffset"]), int(u["size"]), int(u["tagsCode"])]
+        got = [[q["minOffset"] + i, int(u["commitLogOffset"]), int(u["size"]), int(u["tagsCode"])]
                for i, u in enumerate(units)]
         assert got == q["units"], (q["topic"], q["queueId"])
 
@@ -80,7 +80,7 @@ def test_index_files_headers_slots_entries(name):
             nz = [[int(i), int(f.slots[i])] for i in (f.slots != 0).nonzero()[0]]
             assert nz == x["nonEmptySlots"]
             e = f.entries[1:f.header.indexCount]
-            got = [[i + 1, int(r["keyHash"]), int(r["phyOffset"]), int(r["timeDiff"]), int(r["prevIndex"])]
+            got = [[i + 1, int(r["keyHash"]), int(r["commitLogOffset"]), int(r["timeDiff"]), int(r["prevIndex"])]
                    for i, r in enumerate(e)]
             assert got == x["entries"]
 

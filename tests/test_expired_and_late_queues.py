@@ -55,7 +55,7 @@ def test_rebuild_after_expiry_starts_queues_late_with_fillers(fixture_copy):
         start_file = cq.queue.files[0]
         assert start_file.file_from_offset == first_live[0] * 20 - (first_live[0] * 20) % 1000
         fillers = cq.view(start_file)[: (first_live[0] * 20 % 1000) // 20]
-        assert len(fillers) and all(int(u["size"]) == FILLER_SIZE and int(u["phyOffset"]) == 0 for u in fillers)
+        assert len(fillers) and all(int(u["size"]) == FILLER_SIZE and int(u["commitLogOffset"]) == 0 for u in fillers)
         got = cq.units(cq.min_offset, cq.max_offset).tolist()
         assert [[cq.min_offset + i, *u] for i, u in enumerate(got)] == [u for u in q["units"] if u[0] >= first_live[0]]
         r = s.get_message("TopicTest", 0, cq.min_offset, 3)

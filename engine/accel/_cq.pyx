@@ -28,13 +28,13 @@ cdef Py_ssize_t units_of(buf, Py_buffer* b, Py_ssize_t count) except -1:
 
 
 cdef inline bint unit_ok(const uint8_t* p, Py_ssize_t i) noexcept nogil:
-    """ConsumeQueue recovery's valid unit: phyOffset >= 0 and size > 0."""
+    """ConsumeQueue recovery's valid unit: commitLogOffset >= 0 and size > 0."""
     return be64(p + CQ_UNIT_SIZE * i) >= 0 and be32(p + CQ_UNIT_SIZE * i + OFF_UNIT_SIZE) > 0
 
 
 def first_invalid(buf, Py_ssize_t start, Py_ssize_t count, int64_t phy_end=-1):
-    """Index (from 0) of the first unit in units [start, count) of `buf` whose phyOffset is
-    negative or whose size is not positive, or (phy_end >= 0) whose phyOffset is at or past
+    """Index (from 0) of the first unit in units [start, count) of `buf` whose commitLogOffset is
+    negative or whose size is not positive, or (phy_end >= 0) whose commitLogOffset is at or past
     phy_end; `count` when all pass."""
     cdef Py_buffer b
     cdef Py_ssize_t i
@@ -85,8 +85,8 @@ def end_of_units(buf, Py_ssize_t count, Py_ssize_t window=1024):
 
 
 def first_live(buf, Py_ssize_t count, int64_t commitlog_min, int32_t filler_size):
-    """Index of the first of units [0, count) that is not a filler (phyOffset 0, size
-    filler_size) and whose record is still in the commitlog (phyOffset >= commitlog_min);
+    """Index of the first of units [0, count) that is not a filler (commitLogOffset 0, size
+    filler_size) and whose record is still in the commitlog (commitLogOffset >= commitlog_min);
     `count` when none: correct_min_offset reads units only up to the live one, usually the
     first."""
     cdef Py_buffer b

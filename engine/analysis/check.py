@@ -215,7 +215,7 @@ def _index(store, messages: dict, out: Problems) -> int:
         e = f.entries[1:count]
         n_entries += len(e)
         hashes = e["keyHash"].astype(np.int64)
-        phys = e["phyOffset"].astype(np.int64)
+        phys = e["commitLogOffset"].astype(np.int64)
         actual.update(zip(hashes.tolist(), phys.tolist()))
         _chains(f, count, hashes, e, out)
         _header_against_entries(f, count, phys, messages, out)

@@ -19,7 +19,7 @@ UNRESOLVED = "unresolved"   # no message there, or none of its keys hashes to ke
 class ResolvedEntry:
     step: ChainStep
     position: int                  # 0 = head of the chain (newest)
-    topic: str | None              # of the message at phyOffset
+    topic: str | None              # of the message at commitLogOffset
     queue_id: int | None
     queue_offset: int | None
     store_timestamp: int | None
@@ -58,7 +58,7 @@ def resolve_chain(f, slot: int | None = None, key: str | None = None, get_messag
                   limit: int = 1000) -> ChainResolution:
     """Walk a slot's chain (or the slot of "topic#key") and resolve each entry.
 
-    `get_message(phyOffset)` returns an engine Message or None. With a key, entries are
+    `get_message(commitLogOffset)` returns an engine Message or None. With a key, entries are
     `query_hit` when IndexFile.select(key, ...) over all time would return them; of those,
     MATCH when the message really carries the key, COLLISION otherwise."""
     qhash = index_key_hash(key) if key is not None else None
@@ -81,7 +81,7 @@ def resolve_chain(f, slot: int | None = None, key: str | None = None, get_messag
     cycle_to = int(stop.rsplit(" ", 1)[1]) if stop.startswith("cycle back to entry") else None
     out: list[ResolvedEntry] = []
     for i, s in enumerate(steps):
-        m = get_message(s.phyOffset) if get_message is not None else None
+        m = get_message(s.commitLogOffset) if get_message is not None else None
         keys: list[str] = []
         if m is not None:
             cands = ([m.uniqKey] if m.uniqKey else []) + list(m.key_list)

@@ -2,7 +2,7 @@
 tail, damage and unwritten space.
 
 No record walker of its own. The records a ConsumeQueue points at are taken from the queues'
-units (phyOffset, size, topic): runs of them that tile the file back to back are accepted in
+units (commitLogOffset, size, topic): runs of them that tile the file back to back are accepted in
 bulk with numpy, without reading the records. Only what exactly one queue does not vouch for
 (records of undispatched transactions, records whose queue files are gone, records several
 queues point at such as LMQ dispatch, damage, the blank record) is read, by the store's own
@@ -71,7 +71,7 @@ class CommitLogFileFill:
 
 
 class QueueUnits:
-    """Every ConsumeQueue unit of a store as one table sorted by phyOffset: where each queued
+    """Every ConsumeQueue unit of a store as one table sorted by commitLogOffset: where each queued
     record starts, its size and its topic. Runs of units whose records lie back to back are
     marked, so a walk takes a whole run in one step."""
 
@@ -85,7 +85,7 @@ class QueueUnits:
                 topics.append(topic)
             for f in cq.queue.files:
                 u = cq.view(f)[:f.wrote_position // CQ_UNIT_SIZE]
-                phy, size = u["phyOffset"].astype(np.int64), u["size"].astype(np.int32)
+                phy, size = u["commitLogOffset"].astype(np.int64), u["size"].astype(np.int32)
                 keep = (phy >= 0) & (size > 0) & (size != FILLER_SIZE)
                 if not keep.all():
                     phy, size = phy[keep], size[keep]

@@ -42,7 +42,7 @@ def queue_file_fill(store) -> list[QueueFileFill]:
         for f in cq.queue.files:
             u = cq.view(f)
             n = min(f.wrote_position // CQ_UNIT_SIZE, len(u))
-            phy, size = u["phyOffset"][:n], u["size"][:n]
+            phy, size = u["commitLogOffset"][:n], u["size"][:n]
             filler = (phy == 0) & (size == FILLER_SIZE)
             valid = (phy >= 0) & (size > 0) & ~filler
             cat = np.where(filler, FILLER, np.where(valid, 0, DAMAGED)).astype(np.int32)

@@ -1,4 +1,4 @@
-"""One ConsumeQueue as columns over its queue offsets (phyOffset, size, tagsCode, store time),
+"""One ConsumeQueue as columns over its queue offsets (commitLogOffset, size, tagsCode, store time),
 the store times gathered from the commitlog maps in one numpy pass."""
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ def queue_series(store, topic: str, queue_id: int) -> QueueSeries:
         return QueueSeries(topic, queue_id, z, z, z.astype(np.int32), z, z, z.astype(bool))
     lo, hi = cq.min_offset, cq.max_offset
     u = cq.units(lo, hi)
-    phy = u["phyOffset"].astype(np.int64)
+    phy = u["commitLogOffset"].astype(np.int64)
     size = u["size"].astype(np.int32)
     tags = u["tagsCode"].astype(np.int64)
     fillers = (phy == 0) & (size == FILLER_SIZE)

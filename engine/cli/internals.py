@@ -86,7 +86,7 @@ def chain_json(f, store, key: str) -> dict:
     entries = []
     for e in res.entries:
         s = e.step
-        entries.append({"entry": s.index, "keyHash": s.keyHash, "commitLogOffset": s.phyOffset,
+        entries.append({"entry": s.index, "keyHash": s.keyHash, "commitLogOffset": s.commitLogOffset,
                         "timeDiff": s.timeDiff, "prevIndex": s.prevIndex, "timestamp": s.timestamp,
                         "hit": e.query_hit, "collision": e.kind == A.COLLISION, "sharing": s.keyHash != qhash,
                         "kind": e.kind, "keys": e.keys, "topic": e.topic, "queueId": e.queue_id,

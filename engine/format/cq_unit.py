@@ -15,7 +15,7 @@ OFF_UNIT_SIZE = 8
 OFF_UNIT_TAGS = 12
 FILLER_SIZE = 0x7FFFFFFF  # Integer.MAX_VALUE
 CQ_UNIT_DTYPE = np.dtype([
-    ("phyOffset", ">i8"),   # commitlog offset of the record
+    ("commitLogOffset", ">i8"),   # commitlog offset of the record
     ("size", ">i4"),        # TOTALSIZE of the record
     ("tagsCode", ">i8"),    # tag hash, delivery time (SCHEDULE_TOPIC_XXXX) or ext address
 ])

@@ -6,7 +6,7 @@
 
     header: beginTimestamp i64 | endTimestamp i64 | beginPhyOffset i64 | endPhyOffset i64
             hashSlotCount i32 (slots that were empty when used) | indexCount i32 (next entry no.)
-    entry:  keyHash i32 | phyOffset i64 | timeDiff i32 (s after beginTimestamp) | prevIndex i32"""
+    entry:  keyHash i32 | commitLogOffset i64 | timeDiff i32 (s after beginTimestamp) | prevIndex i32"""
 from __future__ import annotations
 
 import struct
@@ -34,7 +34,7 @@ INDEX_HEADER_DTYPE = np.dtype([
 ])
 INDEX_ENTRY_DTYPE = np.dtype([
     ("keyHash", ">i4"),      # index_key_hash("topic#key")
-    ("phyOffset", ">i8"),    # commitlog offset of the message
+    ("commitLogOffset", ">i8"),    # commitlog offset of the message
     ("timeDiff", ">i4"),     # whole seconds after the header's beginTimestamp
     ("prevIndex", ">i4"),    # previous entry in the same slot, 0 ends the chain
 ])

@@ -13,10 +13,12 @@ ARROW_KINDS = {
     "map": pa.map_(pa.string(), pa.string()), "array": pa.list_(pa.field("element", pa.string())),
     "intarray": pa.list_(pa.field("element", pa.int32())),
 }
-CQ_COLUMNS = [("topic", "string"), ("queueId", "int"), ("queueOffset", "long"), ("phyOffset", "long"),
-              ("size", "int"), ("tagsCode", "long"), ("file", "string"), ("position", "long")]
-INDEX_COLUMNS = [("file", "string"), ("slot", "int"), ("index", "int"), ("keyHash", "int"), ("phyOffset", "long"),
-                 ("timeDiff", "int"), ("prevIndex", "int"), ("timestamp", "long"), ("position", "long")]
+CQ_COLUMNS = [("topic", "string"), ("queueId", "int"), ("queueOffset", "long"), ("commitLogOffset", "long"),
+              ("size", "int"), ("tagsCode", "long"), ("file", "string"), ("position", "long"),
+              ("phyOffset", "long")]   # phyOffset: commitLogOffset under its name before issue 18, kept
+INDEX_COLUMNS = [("file", "string"), ("slot", "int"), ("index", "int"), ("keyHash", "int"), ("commitLogOffset", "long"),
+                 ("timeDiff", "int"), ("prevIndex", "int"), ("timestamp", "long"), ("position", "long"),
+                 ("phyOffset", "long")]
 
 
 def arrow_schema(columns: list[tuple[str, str]]) -> pa.Schema:

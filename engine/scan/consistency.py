@@ -37,7 +37,8 @@ def cq_location(topic: str, queue_id: int, queue_offset: int, file_size: int) ->
 
 
 def unit_dict(phy, size, tags) -> dict:
-    return {"phyOffset": int(phy), "size": int(size), "tagsCode": int(tags)}
+    """A CQ unit as the consistency job reports it (phyOffset: the name before issue 18, kept)."""
+    return {"commitLogOffset": int(phy), "phyOffset": int(phy), "size": int(size), "tagsCode": int(tags)}
 
 
 def index_file_for(files: list[tuple[str, int, int]], phy: int) -> str | None:
@@ -52,40 +53,40 @@ def index_file_for(files: list[tuple[str, int, int]], phy: int) -> str | None:
 def pair_index_differences(missing: list[dict], extra: list[dict]) -> list[dict]:
     """Turn (missing, extra) entry lists into difference rows, pairing a missing entry with
     an extra one that has the same offset (keyHash changed) or the same keyHash (offset
-    changed). Inputs: missing {keyHash, phyOffset, key, topic, file}; extra {keyHash,
-    phyOffset, file, position, index}."""
+    changed). Inputs: missing {keyHash, commitLogOffset, key, topic, file}; extra {keyHash,
+    commitLogOffset, file, position, index}."""
     rows = []
     extra = sorted(extra, key=lambda e: (e["file"], e["position"]))
     used = [False] * len(extra)
     by_phy: dict[int, list[int]] = {}
     by_hash: dict[int, list[int]] = {}
     for i, e in enumerate(extra):
-        by_phy.setdefault(e["phyOffset"], []).append(i)
+        by_phy.setdefault(e["commitLogOffset"], []).append(i)
         by_hash.setdefault(e["keyHash"], []).append(i)
-    for m in sorted(missing, key=lambda m: (m["phyOffset"], m["key"])):
+    for m in sorted(missing, key=lambda m: (m["commitLogOffset"], m["key"])):
         pick = None
-        for cand in (by_phy.get(m["phyOffset"], []), by_hash.get(m["keyHash"], [])):
+        for cand in (by_phy.get(m["commitLogOffset"], []), by_hash.get(m["keyHash"], [])):
             for i in cand:
                 if not used[i]:
                     pick = i
                     break
             if pick is not None:
                 break
-        exp = {"keyHash": m["keyHash"], "phyOffset": m["phyOffset"]}
+        exp = {"keyHash": m["keyHash"], "commitLogOffset": m["commitLogOffset"], "phyOffset": m["commitLogOffset"]}
         if pick is None:
             rows.append(diff_row(structure="index", problem="entry missing", file=m["file"], topic=m["topic"],
-                                 key=m["key"], commitLogOffset=m["phyOffset"], expected=exp))
+                                 key=m["key"], commitLogOffset=m["commitLogOffset"], expected=exp))
             continue
         used[pick] = True
         e = extra[pick]
         rows.append(diff_row(structure="index", problem="entry differs", file=e["file"], fileOffset=e["position"],
-                             topic=m["topic"], key=m["key"], commitLogOffset=m["phyOffset"], expected=exp,
-                             actual={"keyHash": e["keyHash"], "phyOffset": e["phyOffset"], "index": e["index"]}))
+                             topic=m["topic"], key=m["key"], commitLogOffset=m["commitLogOffset"], expected=exp,
+                             actual={"keyHash": e["keyHash"], "commitLogOffset": e["commitLogOffset"], "phyOffset": e["commitLogOffset"], "index": e["index"]}))
     for i, e in enumerate(extra):
         if not used[i]:
             rows.append(diff_row(structure="index", problem="entry without record", file=e["file"],
-                                 fileOffset=e["position"], commitLogOffset=e["phyOffset"],
-                                 actual={"keyHash": e["keyHash"], "phyOffset": e["phyOffset"], "index": e["index"]}))
+                                 fileOffset=e["position"], commitLogOffset=e["commitLogOffset"],
+                                 actual={"keyHash": e["keyHash"], "commitLogOffset": e["commitLogOffset"], "phyOffset": e["commitLogOffset"], "index": e["index"]}))
     return rows
 
 
@@ -100,7 +101,7 @@ def index_chain_problems(store, min_offset: int) -> list[dict]:
         entries = f.entries[:count]
         key_hash = entries["keyHash"].astype(np.int64)
         prev = entries["prevIndex"].astype(np.int64)
-        phy = entries["phyOffset"].astype(np.int64)
+        phy = entries["commitLogOffset"].astype(np.int64)
         seen = np.zeros(count, dtype=bool)
         wrong_slot = np.zeros(count, dtype=bool)
         slot_of_chain = np.arange(f.slot_num, dtype=np.int64)
@@ -122,11 +123,11 @@ def index_chain_problems(store, min_offset: int) -> list[dict]:
         for n in np.flatnonzero(~seen[1:] & (phy[1:] >= min_offset)) + 1:
             rows.append(diff_row(structure="index", problem="entry unreachable from its slot", file=rel,
                                  fileOffset=int(base + INDEX_ENTRY_SIZE * n), commitLogOffset=int(phy[n]),
-                                 actual={"keyHash": int(key_hash[n]), "phyOffset": int(phy[n]), "index": int(n)}))
+                                 actual={"keyHash": int(key_hash[n]), "commitLogOffset": int(phy[n]), "phyOffset": int(phy[n]), "index": int(n)}))
         for n in np.flatnonzero(wrong_slot & (phy >= min_offset)):
             rows.append(diff_row(structure="index", problem="entry chained from the wrong slot", file=rel,
                                  fileOffset=int(base + INDEX_ENTRY_SIZE * n), commitLogOffset=int(phy[n]),
-                                 actual={"keyHash": int(key_hash[n]), "phyOffset": int(phy[n]), "index": int(n)}))
+                                 actual={"keyHash": int(key_hash[n]), "commitLogOffset": int(phy[n]), "phyOffset": int(phy[n]), "index": int(n)}))
     return rows
 
 

@@ -268,7 +268,7 @@ def consistency(store, params, progress, cancel):
     for s in plan_consume_queues(store):
         cancel.raise_if_cancelled()
         u = read_cq(s)
-        for q, p, sz, tc, pos in zip(u["queueOffset"].tolist(), u["phyOffset"].tolist(), u["size"].tolist(),
+        for q, p, sz, tc, pos in zip(u["queueOffset"].tolist(), u["commitLogOffset"].tolist(), u["size"].tolist(),
                                      u["tagsCode"].tolist(), u["position"].tolist()):
             if p < cl_min:
                 continue
@@ -291,10 +291,10 @@ def consistency(store, params, progress, cancel):
         cancel.raise_if_cancelled()
         e = read_index(s)
         rel = os.path.join("index", s.name)
-        for n, h, p, pos in zip(e["index"].tolist(), e["keyHash"].tolist(), e["phyOffset"].tolist(),
+        for n, h, p, pos in zip(e["index"].tolist(), e["keyHash"].tolist(), e["commitLogOffset"].tolist(),
                                 e["position"].tolist()):
             if p >= cl_min:
-                actual[(h, p)].append({"keyHash": h, "phyOffset": p, "file": rel, "position": pos, "index": n})
+                actual[(h, p)].append({"keyHash": h, "commitLogOffset": p, "file": rel, "position": pos, "index": n})
     ranges = index_file_ranges(store)
     missing, extra = [], []
     for k in set(idx_expected) | set(actual):
@@ -304,7 +304,7 @@ def consistency(store, params, progress, cancel):
         if ce > len(got):
             topic, key = idx_info[k]
             for _ in range(ce - len(got)):
-                missing.append({"keyHash": k[0], "phyOffset": k[1], "key": key, "topic": topic,
+                missing.append({"keyHash": k[0], "commitLogOffset": k[1], "key": key, "topic": topic,
                                 "file": index_file_for(ranges, k[1])})
         else:
             got = sorted(got, key=lambda e: (e["file"], e["index"]))

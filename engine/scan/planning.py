@@ -130,7 +130,7 @@ class _CQHints:
     queue's units ascend in physical offset, so a commitlog range maps to a unit range."""
 
     def __init__(self, store):
-        self.files: list[tuple[str, np.ndarray]] = []    # (CQ path, phyOffset of every written unit)
+        self.files: list[tuple[str, np.ndarray]] = []    # (CQ path, commitLogOffset of every written unit)
         self.valid: list[np.ndarray] = []                 # the same, real units only, sorted
         for cq in store.queues.values():
             for f in cq.queue.files:
@@ -138,7 +138,7 @@ class _CQHints:
                 if not n:
                     continue
                 u = cq.view(f)[:n]
-                phy = u["phyOffset"].astype(np.int64)
+                phy = u["commitLogOffset"].astype(np.int64)
                 if n > 1 and np.any(np.diff(phy) < 0):
                     continue   # not ascending (damaged): no hints from this file
                 real = phy[(u["size"] > 0) & (u["size"] != FILLER_SIZE) & (phy >= 0)]

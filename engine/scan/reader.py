@@ -78,7 +78,7 @@ def hint_positions(s: CommitLogSlice) -> np.ndarray | None:
         if len(u8) < b * 20:
             continue
         u = np.frombuffer(u8, dtype=CQ_UNIT_DTYPE, count=b)[a:b]
-        phy = u["phyOffset"].astype(np.int64)
+        phy = u["commitLogOffset"].astype(np.int64)
         size = u["size"].astype(np.int64)
         pos = phy[(size > 0) & (size != FILLER_SIZE)] - s.file_from_offset
         parts.append(pos[(pos >= s.start) & (pos < s.end)])
@@ -91,13 +91,13 @@ def read_cq(s: CQSlice) -> dict[str, np.ndarray]:
     """Units of one CQ slice as native arrays; filler units (0, MAX_INT, 0) are dropped."""
     _, u8 = map_file(s.path)
     u = np.frombuffer(u8, dtype=CQ_UNIT_DTYPE, count=s.unit_end, offset=0)[s.unit_start:s.unit_end]
-    phy = u["phyOffset"].astype(np.int64)
+    phy = u["commitLogOffset"].astype(np.int64)
     size = u["size"].astype(np.int64)
     keep = ~((phy == 0) & (size == FILLER_SIZE))
     n = np.flatnonzero(keep) + s.unit_start
     first_q = s.file_from // 20
-    return {"queueOffset": first_q + n, "phyOffset": phy[keep], "size": size[keep].astype(np.int32),
-            "tagsCode": u["tagsCode"].astype(np.int64)[keep], "position": n * 20}
+    return {"queueOffset": first_q + n, "commitLogOffset": phy[keep], "phyOffset": phy[keep],
+            "size": size[keep].astype(np.int32), "tagsCode": u["tagsCode"].astype(np.int64)[keep], "position": n * 20}
 
 
 def read_index(s: IndexSlice) -> dict[str, np.ndarray]:
@@ -109,6 +109,7 @@ def read_index(s: IndexSlice) -> dict[str, np.ndarray]:
     key_hash = e["keyHash"].astype(np.int64)
     diff = e["timeDiff"].astype(np.int64)
     return {"index": n.astype(np.int32), "keyHash": key_hash.astype(np.int32),
-            "phyOffset": e["phyOffset"].astype(np.int64), "timeDiff": diff.astype(np.int32),
+            "commitLogOffset": e["commitLogOffset"].astype(np.int64), "timeDiff": diff.astype(np.int32),
+            "phyOffset": e["commitLogOffset"].astype(np.int64),
             "prevIndex": e["prevIndex"].astype(np.int32), "timestamp": s.begin_timestamp + diff * 1000,
             "slot": (np.abs(key_hash) % s.slot_num).astype(np.int32), "position": base + n * 20}

@@ -219,7 +219,7 @@ def duplicates(ld: Loader, run: SparkRunner):
 
 def consistency(ld: Loader, run: SparkRunner):
     """One Spark job: expected CQ units grouped per (topic, queueId, queueOffset) fully
-    joined with the units on disk, expected index entries per (keyHash, phyOffset) fully
+    joined with the units on disk, expected index entries per (keyHash, commitLogOffset) fully
     joined with the entries on disk; only the groups that differ come back (as JSON), and
     the driver turns them into difference rows exactly as engine.scan.local does."""
     store = ld.store
@@ -230,30 +230,30 @@ def consistency(ld: Loader, run: SparkRunner):
     tt = F.col("sysFlag").bitwiseAND(0x0C)
     key = ["topic", "queueId", "queueOffset"]
     exp = (msgs.where((tt == 0) | (tt == 8)).groupBy(*key)
-           .agg(F.sort_array(F.collect_list(F.struct("commitLogOffset", F.col("physicalOffsetField").alias("phyOffset"),
+           .agg(F.sort_array(F.collect_list(F.struct("commitLogOffset", F.col("physicalOffsetField").alias("unitOffset"),
                                                      F.col("storeSize").alias("size"), "tagsCode"))).alias("recs")))
-    act = (ld.consume_queues().where(F.col("phyOffset") >= cl_min)
-           .select(*key, F.struct("phyOffset", "size", "tagsCode", "file", "position").alias("unit")))
+    act = (ld.consume_queues().where(F.col("commitLogOffset") >= cl_min)
+           .select(*key, F.struct("commitLogOffset", "size", "tagsCode", "file", "position").alias("unit")))
     first = F.col("recs")[0]
     j = exp.join(act, on=key, how="full_outer")
     differs = (F.col("recs").isNull() | F.col("unit").isNull() | (F.size("recs") > 1)
-               | (first["phyOffset"] != F.col("unit.phyOffset")) | (first["size"] != F.col("unit.size"))
+               | (first["unitOffset"] != F.col("unit.commitLogOffset")) | (first["size"] != F.col("unit.size"))
                | (first["tagsCode"] != F.col("unit.tagsCode")))
     parts = [j.where(differs).select(F.lit("cq").alias("kind"), F.to_json(F.struct(*key, "recs", "unit")).alias("payload"))]
     if store.cfg.messageIndexEnable:
-        keys = (msgs.select("topic", F.col("physicalOffsetField").alias("phyOffset"),
+        keys = (msgs.select("topic", F.col("physicalOffsetField").alias("commitLogOffset"),
                             F.posexplode(F.arrays_zip("indexKeys", "indexKeyHashes")).alias("pos", "k"))
-                .select("topic", "phyOffset", "pos", F.col("k.indexKeys").alias("key"),
+                .select("topic", "commitLogOffset", "pos", F.col("k.indexKeys").alias("key"),
                         F.col("k.indexKeyHashes").alias("keyHash")))
-        exp_i = keys.groupBy("keyHash", "phyOffset").agg(
+        exp_i = keys.groupBy("keyHash", "commitLogOffset").agg(
             F.count(F.lit(1)).alias("ce"), F.min_by(F.struct("key", "topic"), F.col("pos")).alias("first"))
-        act_i = (ld.index().where(F.col("phyOffset") >= cl_min).groupBy("keyHash", "phyOffset")
+        act_i = (ld.index().where(F.col("commitLogOffset") >= cl_min).groupBy("keyHash", "commitLogOffset")
                  .agg(F.count(F.lit(1)).alias("ca"),
                       F.sort_array(F.collect_list(F.struct("file", "index", "position"))).alias("entries")))
-        jj = (exp_i.join(act_i, on=["keyHash", "phyOffset"], how="full_outer").fillna(0, subset=["ce", "ca"])
+        jj = (exp_i.join(act_i, on=["keyHash", "commitLogOffset"], how="full_outer").fillna(0, subset=["ce", "ca"])
               .where(F.col("ce") != F.col("ca")))
         parts.append(jj.select(F.lit("index").alias("kind"),
-                               F.to_json(F.struct("keyHash", "phyOffset", "ce", "ca", "first", "entries")).alias("payload")))
+                               F.to_json(F.struct("keyHash", "commitLogOffset", "ce", "ca", "first", "entries")).alias("payload")))
     diff = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
     rows: list[dict] = []
     missing, extra = [], []
@@ -267,34 +267,34 @@ def consistency(ld: Loader, run: SparkRunner):
             if recs and unit is None:
                 e = recs[0]
                 rows.append(diff_row(structure="consumequeue", problem="unit missing", file=f, fileOffset=pos,
-                                     topic=t, queueId=qid, queueOffset=q, commitLogOffset=e["commitLogOffset"],
-                                     expected=unit_dict(e["phyOffset"], e["size"], e["tagsCode"])))
+                                     topic=t, queueId=qid, queueOffset=q, commitLogOffset=e["unitOffset"],
+                                     expected=unit_dict(e["unitOffset"], e["size"], e["tagsCode"])))
             elif unit is not None:
-                got = unit_dict(unit["phyOffset"], unit["size"], unit["tagsCode"])
+                got = unit_dict(unit["commitLogOffset"], unit["size"], unit["tagsCode"])
                 if not recs:
                     rows.append(diff_row(structure="consumequeue", problem="unit without record", file=unit["file"],
                                          fileOffset=unit["position"], topic=t, queueId=qid, queueOffset=q,
-                                         commitLogOffset=unit["phyOffset"], actual=got))
-                elif unit_dict(recs[0]["phyOffset"], recs[0]["size"], recs[0]["tagsCode"]) != got:
+                                         commitLogOffset=unit["commitLogOffset"], actual=got))
+                elif unit_dict(recs[0]["unitOffset"], recs[0]["size"], recs[0]["tagsCode"]) != got:
                     e = recs[0]
                     rows.append(diff_row(structure="consumequeue", problem="unit differs", file=unit["file"],
                                          fileOffset=unit["position"], topic=t, queueId=qid, queueOffset=q,
-                                         commitLogOffset=e["commitLogOffset"],
-                                         expected=unit_dict(e["phyOffset"], e["size"], e["tagsCode"]), actual=got))
+                                         commitLogOffset=e["unitOffset"],
+                                         expected=unit_dict(e["unitOffset"], e["size"], e["tagsCode"]), actual=got))
             for e in recs[1:]:
                 rows.append(diff_row(structure="consumequeue", problem="queue offset already used by an earlier record",
                                      file=f, fileOffset=pos, topic=t, queueId=qid, queueOffset=q,
-                                     commitLogOffset=e["commitLogOffset"],
-                                     expected=unit_dict(e["phyOffset"], e["size"], e["tagsCode"])))
+                                     commitLogOffset=e["unitOffset"],
+                                     expected=unit_dict(e["unitOffset"], e["size"], e["tagsCode"])))
         else:
             ce, ca = d["ce"], d["ca"]
             if ce > ca:
                 for _ in range(ce - ca):
-                    missing.append({"keyHash": d["keyHash"], "phyOffset": d["phyOffset"], "key": d["first"]["key"],
-                                    "topic": d["first"]["topic"], "file": index_file_for(ranges, d["phyOffset"])})
+                    missing.append({"keyHash": d["keyHash"], "commitLogOffset": d["commitLogOffset"], "key": d["first"]["key"],
+                                    "topic": d["first"]["topic"], "file": index_file_for(ranges, d["commitLogOffset"])})
             else:
                 for e in (d.get("entries") or [])[ce:]:
-                    extra.append({"keyHash": d["keyHash"], "phyOffset": d["phyOffset"], "file": e["file"],
+                    extra.append({"keyHash": d["keyHash"], "commitLogOffset": d["commitLogOffset"], "file": e["file"],
                                   "position": e["position"], "index": e["index"]})
     rows += pair_index_differences(missing, extra)
     return merge_rows(rows, index_chain_problems(store, cl_min)), False

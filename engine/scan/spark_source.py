@@ -3,9 +3,10 @@
     spark.read.format("rocketmq").load(STORE)         one row per message (MessageExt names;
                                                        body binary, properties map<string,string>)
     spark.read.format("rocketmq-cq").load(STORE)      ConsumeQueue units: topic, queueId,
-                                                       queueOffset, phyOffset, size, tagsCode, file, position
+                                                       queueOffset, commitLogOffset, size, tagsCode, file, position
+                                                       (and phyOffset, its name before, as an alias)
     spark.read.format("rocketmq-index").load(STORE)   index entries: file, slot, index, keyHash,
-                                                       phyOffset, timeDiff, prevIndex, timestamp, position
+                                                       commitLogOffset, timeDiff, prevIndex, timestamp, position
 
 Options (names are case-insensitive):
     topic=T1,T2  queueId=0,3            only these topics / queue ids (all three sources)

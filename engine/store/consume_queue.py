@@ -1,10 +1,10 @@
 """ConsumeQueue: per (topic, queueId), a dense array of 20-byte units pointing into the
 CommitLog. Queue offset q is unit q; file k holds units [k*U, (k+1)*U).
 
-    unit: +0 phyOffset i64 | +8 size i32 | +12 tagsCode i64      (big-endian)
+    unit: +0 commitLogOffset i64 | +8 size i32 | +12 tagsCode i64      (big-endian)
 
 Neither the write position nor the min offset is stored: the end is the first invalid unit
-(phyOffset < 0 or size <= 0) and the min is recomputed from the commitlog's min offset."""
+(commitLogOffset < 0 or size <= 0) and the min is recomputed from the commitlog's min offset."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -82,7 +82,7 @@ class ConsumeQueue:
                 n = (_CQ.first_invalid(f.mm, 0, self.units_per_file) if exact
                      else _CQ.end_of_units(f.mm, self.units_per_file))
             else:
-                valid = (u["phyOffset"] >= 0) & (u["size"] > 0)
+                valid = (u["commitLogOffset"] >= 0) & (u["size"] > 0)
                 bad = np.flatnonzero(~valid)
                 n = int(bad[0]) if bad.size else self.units_per_file
             if n:
@@ -113,7 +113,7 @@ class ConsumeQueue:
             if limit is not None and f.file_from_offset >= limit:
                 continue  # deleted, or zeroed from its first unit
             u = self.view(f)
-            first_phy, first_size = int(u[0]["phyOffset"]), int(u[0]["size"])
+            first_phy, first_size = int(u[0]["commitLogOffset"]), int(u[0]["size"])
             # a file created but not yet written (a writer's roll-over, seen live or after a
             # crash) goes too: Java would keep its zero first unit and stop here, leaving the
             # dirty units of the file before it in place
@@ -122,7 +122,7 @@ class ConsumeQueue:
             if _CQ is not None:  # Java compares unit 0 with the end only: the scan starts at 1
                 n = _CQ.first_invalid(f.mm, 1, len(u), phy_end)
             else:
-                ok = (u["phyOffset"] >= 0) & (u["size"] > 0) & (u["phyOffset"] < phy_end)
+                ok = (u["commitLogOffset"] >= 0) & (u["size"] > 0) & (u["commitLogOffset"] < phy_end)
                 ok[0] = True
                 bad = np.flatnonzero(~ok)
                 n = int(bad[0]) if bad.size else len(u)
@@ -141,13 +141,13 @@ class ConsumeQueue:
         last unit whatever it is: a queue ending in fillers, which only a crash in the middle
         of filling a gap leaves, would then skip every record below 2 GiB)."""
         last = u[n - 1]
-        if not (int(last["phyOffset"]) == 0 and int(last["size"]) == FILLER_SIZE):
-            return int(last["phyOffset"]) + int(last["size"])
-        real = np.flatnonzero(~is_filler(u["phyOffset"][:n], u["size"][:n]))
+        if not (int(last["commitLogOffset"]) == 0 and int(last["size"]) == FILLER_SIZE):
+            return int(last["commitLogOffset"]) + int(last["size"])
+        real = np.flatnonzero(~is_filler(u["commitLogOffset"][:n], u["size"][:n]))
         if not real.size:
             return None
         last = u[int(real[-1])]
-        return int(last["phyOffset"]) + int(last["size"])
+        return int(last["commitLogOffset"]) + int(last["size"])
 
     def _set_end(self, end: int) -> None:
         q = self.queue
@@ -175,7 +175,7 @@ class ConsumeQueue:
                     return
                 continue
             u = self.view(f)[:n]
-            live = (u["phyOffset"] >= commitlog_min) & ~is_filler(u["phyOffset"], u["size"])
+            live = (u["commitLogOffset"] >= commitlog_min) & ~is_filler(u["commitLogOffset"], u["size"])
             hit = np.flatnonzero(live)
             if hit.size:
                 self.min_logic_offset = f.file_from_offset + int(hit[0]) * CQ_UNIT_SIZE
@@ -210,7 +210,7 @@ class ConsumeQueue:
         u = self.units(queue_offset, queue_offset + 1)
         if len(u) == 0:
             return None
-        return int(u[0]["phyOffset"]), int(u[0]["size"]), int(u[0]["tagsCode"])
+        return int(u[0]["commitLogOffset"]), int(u[0]["size"]), int(u[0]["tagsCode"])
 
     def units_to_file_end(self, queue_offset: int) -> np.ndarray:
         """Like getIndexBuffer: from `queue_offset` to the end of its file's written part."""

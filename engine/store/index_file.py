@@ -6,7 +6,7 @@
 
     header: beginTimestamp i64 | endTimestamp i64 | beginPhyOffset i64 | endPhyOffset i64
             hashSlotCount i32 (slots that were empty when used) | indexCount i32 (next entry no.)
-    entry:  keyHash i32 | phyOffset i64 | timeDiff i32 (s after beginTimestamp) | prevIndex i32
+    entry:  keyHash i32 | commitLogOffset i64 | timeDiff i32 (s after beginTimestamp) | prevIndex i32
 
 Only the 32-bit hash is stored, so a walk returns collisions; callers that care verify."""
 from __future__ import annotations
@@ -84,7 +84,7 @@ class ChainStep:
     """One entry met while walking a slot's chain (for the collision-chain view and checks)."""
     index: int
     keyHash: int
-    phyOffset: int
+    commitLogOffset: int
     timeDiff: int
     prevIndex: int
     timestamp: int
@@ -195,7 +195,7 @@ class IndexFile:
                     steps[-1].stop = f"link to entry {n} beyond indexCount {h.indexCount}"
                 break
             e = self.entries[n]
-            s = ChainStep(n, int(e["keyHash"]), int(e["phyOffset"]), int(e["timeDiff"]),
+            s = ChainStep(n, int(e["keyHash"]), int(e["commitLogOffset"]), int(e["timeDiff"]),
                           int(e["prevIndex"]), h.beginTimestamp + int(e["timeDiff"]) * 1000)
             steps.append(s)
             seen.add(n)

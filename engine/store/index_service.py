@@ -147,7 +147,7 @@ class IndexService:
         want = (1 if msg.uniqKey else 0) + len(split_keys(msg.keys))
         have = 0
         for f in reversed(self.files):  # a record's keys can straddle a full file and the next
-            e = f.entries[1:f.header.indexCount]["phyOffset"][::-1]
+            e = f.entries[1:f.header.indexCount]["commitLogOffset"][::-1]
             run = int((e == end).cumprod().sum()) if len(e) else 0
             have += run
             if run < len(e) or have >= want or f.header.beginPhyOffset != end:
@@ -165,7 +165,7 @@ class IndexService:
         h = f.header
         if h.endPhyOffset <= end:
             return
-        e = f.entries[1:h.indexCount]["phyOffset"]
+        e = f.entries[1:h.indexCount]["commitLogOffset"]
         below = e[e < end]
         h.endPhyOffset = int(below.max()) if len(below) else min(h.beginPhyOffset, end)
         f.write_header()

@@ -269,7 +269,7 @@ def _read_page_py(cl, cq, offset: int, mx: int, max_count: int, broker: bool, li
     i = 0
     q = offset
     # the units as Python ints in one go: a numpy scalar per field costs more than the decode
-    phys, sizes = units["phyOffset"].tolist(), units["size"].tolist()
+    phys, sizes = units["commitLogOffset"].tolist(), units["size"].tolist()
     cl_min, opts = cl.min_offset, cl.read_opts
     f = None  # commitlog file of the previous record: a page's records mostly share one
     fi = -1
@@ -280,7 +280,7 @@ def _read_page_py(cl, cq, offset: int, mx: int, max_count: int, broker: bool, li
             units, i = cq.units(q, q + max_count * 2 + 64), 0
             if len(units) == 0:
                 break
-            phys, sizes = units["phyOffset"].tolist(), units["size"].tolist()
+            phys, sizes = units["commitLogOffset"].tolist(), units["size"].tolist()
         phy, size = phys[i], sizes[i]
         if messages and (max_count <= len(messages) or len(messages) >= limit_count
                          or (limit_bytes and total + size > limit_bytes)):

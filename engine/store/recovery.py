@@ -216,7 +216,7 @@ def _vouched_end(store, ends, max_physic) -> int | None:
     if f is None or pos < cq.queue.min_offset:
         return None
     u = cq.view(f)[(pos - f.file_from_offset) // CQ_UNIT_SIZE]
-    phy, size = int(u["phyOffset"]), int(u["size"])
+    phy, size = int(u["commitLogOffset"]), int(u["size"])
     cl = store.commitlog
     r = cl.read_record(phy, cl.recover_opts)
     if r.status is not RecordStatus.MESSAGE or r.size != size or phy + size != max_physic(key):
@@ -252,7 +252,7 @@ def _plan_index(store, p: RecoveryPlan) -> None:
     if kept and kept[-1].header.endPhyOffset > p.end_offset:
         f = kept[-1]
         h = f.header
-        e = f.entries[1:h.indexCount]["phyOffset"]
+        e = f.entries[1:h.indexCount]["commitLogOffset"]
         below = e[e < p.end_offset]
         now = int(below.max()) if len(below) else min(h.beginPhyOffset, p.end_offset)
         p.index_end_clamp = (f.name, h.endPhyOffset, now)

@@ -25,7 +25,7 @@ def _mtime_ms(path) -> int:
 
 def _unit(view, pos):
     u = view[pos // CQ_UNIT_SIZE]
-    return int(u["phyOffset"]), int(u["size"])
+    return int(u["commitLogOffset"]), int(u["size"])
 
 
 def _search(view, cl, low: int, high: int, timestamp: int):

@@ -37,7 +37,7 @@ class BarRow:
     size: int                                  # x = position / size
     numbers: dict = field(default_factory=dict)  # what the tooltip tells, for tests and callers
     describe: Callable[[int], str] | None = None   # position -> tooltip text
-    open_at: Callable[[int], int | None] | None = None  # position -> phyOffset to open
+    open_at: Callable[[int], int | None] | None = None  # position -> commitLogOffset to open
 
 
 class BarChart:

@@ -1,6 +1,6 @@
 """CollisionChainView: one slot's chain, walked from the slot through prevIndex links.
 
-Each entry is a box with its entry number, keyHash, phyOffset, time and link, resolved to
+Each entry is a box with its entry number, keyHash, commitLogOffset, time and link, resolved to
 its message and the real "topic#key" whose hash it stores. Colours tell entries that carry
 the same keyHash as a different key (a true hash collision: a hash-only query cannot tell
 them apart) from entries that only share the slot; with a key entered, the entries that
@@ -282,7 +282,7 @@ class CollisionChainView(QWidget):
             tag += " · false hit"
         return (f"<b>#{s.index:,}</b>&nbsp;&nbsp;{tag}{group}<br>"
                 f"keyHash {s.keyHash}<br>"
-                f"phyOffset {s.phyOffset:,} &nbsp;{where}<br>"
+                f"commitLogOffset {s.commitLogOffset:,} &nbsp;{where}<br>"
                 f"time {_utc(s.timestamp)} (+{s.timeDiff}s)<br>"
                 f"<b>{html.escape(self._elide(e.label, 44))}</b><br>"
                 f"prev → #{s.prevIndex:,}")
@@ -294,7 +294,7 @@ class CollisionChainView(QWidget):
     def describe(self, e: A.ResolvedEntry) -> str:
         s = e.step
         return (f"entry #{s.index} (position {e.position} from the slot)\nkeyHash {s.keyHash}\n"
-                f"phyOffset {s.phyOffset}\ntime {_utc(s.timestamp)}\nprevIndex {s.prevIndex}\n"
+                f"commitLogOffset {s.commitLogOffset}\ntime {_utc(s.timestamp)}\nprevIndex {s.prevIndex}\n"
                 f"key: {e.label}\n{KIND_TEXT[e.kind]}" + ("\nreturned by the query" if e.query_hit else "")
                 + ("\n" + s.stop if s.stop else ""))
 
@@ -354,12 +354,12 @@ class CollisionChainView(QWidget):
 
     def _open(self, e: A.ResolvedEntry) -> None:
         if e.topic is not None:
-            self.openRequested.emit(e.step.phyOffset)
+            self.openRequested.emit(e.step.commitLogOffset)
 
     def open_entry(self, index: int) -> int | None:
         """Open the message of chain entry number `index` (as a click on its box does)."""
         for b in self.boxes:
             if b.entry.step.index == index and b.entry.topic is not None:
-                self.openRequested.emit(b.entry.step.phyOffset)
-                return b.entry.step.phyOffset
+                self.openRequested.emit(b.entry.step.commitLogOffset)
+                return b.entry.step.commitLogOffset
         return None

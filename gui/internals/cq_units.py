@@ -1,6 +1,6 @@
 """CqUnitsView: one ConsumeQueue's units against queue offset.
 
-Four plots share the queue-offset axis: phyOffset (how the queue interleaves with the
+Four plots share the queue-offset axis: commitLogOffset (how the queue interleaves with the
 others in the commitlog), unit size, tagsCode, and the referenced record's store time
 (traffic over time). 64-bit values are plotted relative to a base shown in the axis label
 (pyqtgraph axes are float64); curves clip to the view and peak-downsample, so millions of
@@ -188,7 +188,7 @@ class CqUnitsView(RefreshWhenShown, QWidget):
 
         def rel(base: int, what: str) -> str:
             return f"{what} − {base:,}" if base else what
-        self.plots["phy"].setLabel("left", rel(phy_base, "phyOffset"), color="#202020")
+        self.plots["phy"].setLabel("left", rel(phy_base, "commitLogOffset"), color="#202020")
         self.plots["size"].setLabel("left", "unit size (bytes)", color="#202020")
         self.plots["tags"].setLabel("left", rel(tags_base, "tagsCode"), color="#202020")
         self.plots["time"].setLabel("left", "store time − t0 (s)", color="#202020")
@@ -218,7 +218,7 @@ class CqUnitsView(RefreshWhenShown, QWidget):
             f"<b>{s.topic} / {s.queue_id}</b>: queue offsets {int(s.queue_offsets[0]):,} – {int(s.queue_offsets[-1]):,} "
             f"({n:,} units in {files} files"
             + (f", {int(s.fillers.sum()):,} filler units" if s.fillers.any() else "") + "); "
-            f"phyOffset {int(valid_phy.min()) if valid_phy.size else 0:,} – "
+            f"commitLogOffset {int(valid_phy.min()) if valid_phy.size else 0:,} – "
             f"{int(valid_phy.max()) if valid_phy.size else 0:,}; {span}; {distinct:,} distinct tagsCodes"
             + (f"; <span style='color:#c00'>{gaps:,} units whose record cannot be read</span>" if gaps else ""))
 

@@ -211,7 +211,7 @@ class SegmentFillView(RefreshWhenShown, QWidget):
             if u is None:
                 return head + f"\n\nqueue offset {first + p:,}: not written"
             phy, size, tags = u
-            return head + f"\n\nqueue offset {first + p:,}: phyOffset {phy:,}, size {size:,}, tagsCode {tags}"
+            return head + f"\n\nqueue offset {first + p:,}: commitLogOffset {phy:,}, size {size:,}, tagsCode {tags}"
 
         def open_at(p: int) -> int | None:
             u = self._unit(q, p)
@@ -231,7 +231,7 @@ class SegmentFillView(RefreshWhenShown, QWidget):
         if f is None:
             return None
         u = cq.view(f)[p]
-        return int(u["phyOffset"]), int(u["size"]), int(u["tagsCode"])
+        return int(u["commitLogOffset"]), int(u["size"]), int(u["tagsCode"])
 
     def _index_rows(self, x: A.IndexFill) -> list[BarRow]:
         numbers = {"file": x.name, "entriesUsed": x.entries_used, "maxIndexNum": x.index_num,
@@ -243,7 +243,7 @@ class SegmentFillView(RefreshWhenShown, QWidget):
                 f"header hashSlotCount {x.hash_slot_count:,}\n"
                 f"load factor {x.load_factor:.4g} entries per slot\n"
                 f"time {fmt_time(x.begin_timestamp)} – {fmt_time(x.end_timestamp)}\n"
-                f"phyOffset {x.begin_phy_offset:,} – {x.end_phy_offset:,}")
+                f"commitLogOffset {x.begin_phy_offset:,} – {x.end_phy_offset:,}")
         store = self._store
 
         def entry(p: int):
@@ -256,12 +256,12 @@ class SegmentFillView(RefreshWhenShown, QWidget):
             e = entry(p)
             if e is None:
                 return head + ("\n\nentry #0 is never used" if p == 0 else f"\n\nentry #{p:,}: not used yet")
-            return head + (f"\n\nentry #{p:,}: keyHash {int(e['keyHash'])}, phyOffset {int(e['phyOffset']):,}, "
+            return head + (f"\n\nentry #{p:,}: keyHash {int(e['keyHash'])}, commitLogOffset {int(e['commitLogOffset']):,}, "
                            f"prevIndex {int(e['prevIndex']):,}")
 
         def open_entry(p: int) -> int | None:
             e = entry(p)
-            return None if e is None else int(e["phyOffset"])
+            return None if e is None else int(e["commitLogOffset"])
         return [BarRow(f"{x.name} entries", x.entry_segments(), x.index_num, numbers, describe_entries, open_entry),
                 BarRow(f"{x.name} slots", x.slot_segments(), x.slot_num, numbers,
                        lambda p: head + "\n\n(used slots are spread over the table: see Index slots)", None)]

@@ -25,7 +25,7 @@ HEADER_TIPS = [
     "TAGS property",
     "KEYS property (space-separated keys, each indexed)",
     "TOTALSIZE of the commitlog record in bytes (CQ unit size)",
-    "CommitLog offset: byte position of the record in the CommitLog (CQ unit phyOffset)",
+    "CommitLog offset: byte position of the record in the CommitLog (CQ unit commitLogOffset)",
     "Offset msgId: store host + port + commitlog offset",
     "The first bytes of the body (rows never read whole bodies)",
 ]

@@ -24,7 +24,7 @@ class Position:
     offset_in_file: int | None
     cq_file: str | None = None
     cq_position: int | None = None
-    cq_unit: tuple[int, int, int] | None = None   # phyOffset, size, tagsCode
+    cq_unit: tuple[int, int, int] | None = None   # commitLogOffset, size, tagsCode
     cq_matches: bool = False
     index_hits: list[IndexHit] = field(default_factory=list)
     index_keys_tried: list[str] = field(default_factory=list)
@@ -59,7 +59,7 @@ def index_hits(store, m: Message) -> tuple[list[IndexHit], list[str]]:
         for f in files:
             slot = f.slot_of(k)
             for step in f.chain(slot):
-                if step.phyOffset == m.commitLogOffset and step.keyHash == h:
+                if step.commitLogOffset == m.commitLogOffset and step.keyHash == h:
                     hits.append(IndexHit(f.name, step.index, slot, key, step.timestamp))
     return hits, keys
 

@@ -244,7 +244,7 @@ class MessageDetail(QWidget):
                       f"  queue offset       {m.queueOffset}",
                       f"  file               {p.cq_file}",
                       f"  position in file   {p.cq_position}",
-                      f"  unit               phyOffset={phy} size={size} tagsCode={code}",
+                      f"  unit               commitLogOffset={phy} size={size} tagsCode={code}",
                       f"  unit points here   {'yes' if p.cq_matches else 'NO (the unit points elsewhere)'}"]
         lines += ["", f"Index entries (keys tried: {', '.join(p.index_keys_tried) or 'none'})"]
         if not p.index_hits:

@@ -48,8 +48,8 @@ class OverviewPanel(QWidget):
         self.tabs = QTabWidget(self)
         self.topics = make_table(["Topic", "Queues", "Messages", "First stored", "Last stored"])
         self.files = make_table(["CommitLog file", "File size", "Wrote position", "Fill"])
-        self.index = make_table(["Index file", "Begin timestamp", "End timestamp", "Begin phyOffset",
-                                 "End phyOffset", "Used slots", "Entries"])
+        self.index = make_table(["Index file", "Begin timestamp", "End timestamp", "Begin commitLogOffset",
+                                 "End commitLogOffset", "Used slots", "Entries"])
         self.lag = make_table(["Consumer group", "Topic", "Queue", "Consumer offset", "Max offset", "Lag"])
         self.warnings = make_table(["Warning"])
         for w, title in ((self.topics, "Topics"), (self.files, "CommitLog files"), (self.index, "Index files"),

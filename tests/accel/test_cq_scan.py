@@ -16,9 +16,9 @@ needs = pytest.mark.skipif(CQ is None, reason="engine.accel._cq not built or RMQ
 
 
 def numpy_rule(units, start, phy_end):
-    ok = (units["phyOffset"] >= 0) & (units["size"] > 0)
+    ok = (units["commitLogOffset"] >= 0) & (units["size"] > 0)
     if phy_end >= 0:
-        ok &= units["phyOffset"] < phy_end
+        ok &= units["commitLogOffset"] < phy_end
     ok[:start] = True
     bad = np.flatnonzero(~ok)
     return int(bad[0]) if bad.size else len(units)
@@ -89,7 +89,7 @@ def test_end_of_units_on_empty_and_full_files():
 def test_first_live_matches_numpy(units, cl_min):
     from engine.store.consume_queue import FILLER_SIZE, is_filler
     a = np.array(units, dtype=CQ_UNIT_DTYPE)
-    live = (a["phyOffset"] >= cl_min) & ~is_filler(a["phyOffset"], a["size"])
+    live = (a["commitLogOffset"] >= cl_min) & ~is_filler(a["commitLogOffset"], a["size"])
     hit = np.flatnonzero(live)
     expect = int(hit[0]) if hit.size else len(a)
     assert CQ.first_live(a.tobytes(), len(a), cl_min, FILLER_SIZE) == expect

@@ -209,7 +209,7 @@ def _damage(root, seed: int, n: int = 40):
         units = []
         for cq in s.queues.values():
             got = cq.units(cq.min_offset, cq.max_offset)
-            units += [(cq, cq.min_offset + i, int(u["phyOffset"]), int(u["size"])) for i, u in enumerate(got)]
+            units += [(cq, cq.min_offset + i, int(u["commitLogOffset"]), int(u["size"])) for i, u in enumerate(got)]
         fsize = s.commitlog.file_size
     for _ in range(n):
         cq, q, phy, size = rnd.choice(units)

@@ -33,7 +33,7 @@ def test_million_row_queue(qtbot, window, fixture_copy):
     assert model.is_loaded(0) and len(model.cache) <= 2  # only the first page was read
 
     def check(row):
-        phy, size = int(tiled[row]["phyOffset"]), int(tiled[row]["size"])
+        phy, size = int(tiled[row]["commitLogOffset"]), int(tiled[row]["size"])
         m = store.commitlog.get_message(phy, size)
         assert model.data(model.index(row, mt.COL_QOFF)) == str(row)
         assert model.data(model.index(row, mt.COL_PHY)) == str(phy)

@@ -238,7 +238,7 @@ def test_every_chain_resolves_to_its_members_and_keys(opened):
             assert r.stop == "end of chain" and not r.broken and r.cycle_to is None
             for e in r.entries:
                 _, key_hash, phy, diff, prev = o["entries"][e.step.index]
-                assert (e.step.keyHash, e.step.phyOffset, e.step.timeDiff, e.step.prevIndex) == (key_hash, phy, diff, prev)
+                assert (e.step.keyHash, e.step.commitLogOffset, e.step.timeDiff, e.step.prevIndex) == (key_hash, phy, diff, prev)
                 m = msgs[phy]
                 cands = [m["uniqKey"]] * bool(m["uniqKey"]) + [k for k in (m["keys"] or "").split(" ") if k]
                 keys = sorted({f"{m['topic']}#{k}" for k in cands if index_key_hash(f"{m['topic']}#{k}") == key_hash})
@@ -277,9 +277,9 @@ def test_query_hits_are_what_rocketmq_returned():
             if len(offs) >= 64 or not key.isascii():
                 continue
             r = A.resolve_chain(f, key=f"{topic}#{key}", get_message=store.commitlog.get_message)
-            assert [e.step.phyOffset for e in r.hits] == offs, (topic, key)
+            assert [e.step.commitLogOffset for e in r.hits] == offs, (topic, key)
             for e in r.hits:
-                m = store.commitlog.get_message(e.step.phyOffset)
+                m = store.commitlog.get_message(e.step.commitLogOffset)
                 really = m.topic == topic and (key in m.key_list or m.uniqKey == key)
                 assert (e.kind == A.MATCH) == really
             checked += 1

@@ -255,7 +255,7 @@ def test_collision_chain_members_kinds_query_and_screenshot(qtbot, opened):
             assert [b.entry.step.index for b in v.boxes] == chain
             for b in v.boxes:
                 _, kh, phy, diff, prev = o["entries"][b.entry.step.index]
-                assert (b.entry.step.keyHash, b.entry.step.phyOffset, b.entry.step.prevIndex) == (kh, phy, prev)
+                assert (b.entry.step.keyHash, b.entry.step.commitLogOffset, b.entry.step.prevIndex) == (kh, phy, prev)
                 assert b.entry.topic == msgs[phy]["topic"]
             assert f"chain of <b>{len(chain)}</b>" in v.summary.text()
     fname, key = DEMO[name]
@@ -265,8 +265,8 @@ def test_collision_chain_members_kinds_query_and_screenshot(qtbot, opened):
     assert r.slot == index_key_hash(key) % mf["config"]["maxHashSlotNum"]
     o = index_oracle(mf, fname)
     assert [b.entry.step.index for b in v.boxes] == o["chains"][r.slot]
-    truly = [b for b in v.boxes if msgs[b.entry.step.phyOffset]["topic"] == topic
-             and k in (msgs[b.entry.step.phyOffset]["keys"] or "").split(" ")]
+    truly = [b for b in v.boxes if msgs[b.entry.step.commitLogOffset]["topic"] == topic
+             and k in (msgs[b.entry.step.commitLogOffset]["keys"] or "").split(" ")]
     assert [b.entry for b in truly] == r.matches and truly
     kinds = {b.entry.kind for b in v.boxes}
     assert A.MATCH in kinds and A.COLLISION in kinds
@@ -274,10 +274,10 @@ def test_collision_chain_members_kinds_query_and_screenshot(qtbot, opened):
     assert all(b.pen().width() == 5 for b in truly)
     if name == "default":     # one index file: the query's hits are what RocketMQ returned
         offs = next(p[3] for p in mf["key_queries"]["all_pairs"] if (p[0], p[1]) == (topic, k))
-        assert [e.step.phyOffset for e in r.hits] == offs
+        assert [e.step.commitLogOffset for e in r.hits] == offs
     with qtbot.waitSignal(v.openRequested) as sig:
         v.open_entry(truly[0].entry.step.index)
-    assert sig.args == [truly[0].entry.step.phyOffset]
+    assert sig.args == [truly[0].entry.step.commitLogOffset]
     qtbot.wait(50)
     shot(v, "collision-chain" + SUFFIX[name])
 

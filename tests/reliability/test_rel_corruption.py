@@ -338,7 +338,7 @@ def test_rebuild_across_a_hole_keeps_queue_offsets(tmp_path, own_store):
         moved = [k for k, off in before.items()
                  if (s.find_queue(k[0], k[1]).unit(k[2]) or (None,))[0] != off]
         assert not moved, f"{len(moved)} messages now at other queue offsets, e.g. {moved[:3]}"
-        fillers = sum(int(((u["phyOffset"] == 0) & (u["size"] == 0x7FFFFFFF)).sum())
+        fillers = sum(int(((u["commitLogOffset"] == 0) & (u["size"] == 0x7FFFFFFF)).sum())
                       for cq in s.queues.values() for u in [cq.units(cq.min_offset, cq.max_offset)])
         assert fillers > 0  # the lost records' places
         rep = check_store(s)

@@ -419,7 +419,7 @@ def _queues_and_index(root: Path) -> tuple[dict, set]:
         entries = set()
         for f in s.index.files:
             e = f.entries[1:f.header.indexCount]
-            entries.update(zip(e["keyHash"].tolist(), e["phyOffset"].tolist()))
+            entries.update(zip(e["keyHash"].tolist(), e["commitLogOffset"].tolist()))
         return queues, entries
 
 

@@ -74,7 +74,7 @@ def make_store(root: Path, messages: int, file_size: int = 64 << 20, body_size: 
             struct.pack_into(">ii", data, n * length, file_size - n * length, BLANK_MAGIC)
         data.tofile(root / "commitlog" / f"{start:020d}")
         units = np.empty(n, dtype=CQ_UNIT_DTYPE)
-        units["phyOffset"] = phys
+        units["commitLogOffset"] = phys
         units["size"] = length
         units["tagsCode"] = np.where(tag == ord("B"), tag_codes["B"], tag_codes["A"])
         for t in range(len(TOPICS)):

@@ -150,6 +150,7 @@ def test_consistency_finds_each_planted_defect(fixture_copy):
         ("consumequeue", "unit differs", cq_file, cq_pos), ("index", "entry differs", idx_file, idx_pos)]
     assert rows[0]["expected"]["size"] != 999 and rows[0]["actual"]["size"] == 999
     assert rows[1]["actual"]["phyOffset"] == rows[1]["expected"]["phyOffset"] + 1
+    assert rows[1]["actual"]["commitLogOffset"] == rows[1]["actual"]["phyOffset"]   # one name, the old one an alias
 
 
 def test_consistency_reports_index_entries_of_truncated_records():
