@@ -12,7 +12,7 @@ import sys
 
 from engine.scan.api import (EXPORT_FORMATS, FILTER_TABLE_COLUMNS, JOBS, JobParams, MessageFilter, format_table,
                              one_line, scan_task, validate)
-from engine.tasks import Cancelled, CancelToken, Progress
+from engine.tasks import Cancelled, CancelToken, Progress, run
 
 EXIT_ERROR = 2
 EXIT_CANCELLED = 130
@@ -137,13 +137,7 @@ def _run(store, args, params, conf, cancel):
                      master=args.master, memory=args.memory, conf=conf)
     show = _progress_printer(args)
     try:
-        while True:
-            try:
-                p = next(task)
-            except StopIteration as stop:
-                return stop.value
-            if show is not None:
-                show(p)
+        return run(task, show)
     except KeyboardInterrupt:
         task.close()
         raise

@@ -18,6 +18,7 @@ import os
 
 import numpy as np
 
+from engine.format.cq_unit import CQ_UNIT_SIZE
 from engine.format.index_layout import INDEX_ENTRY_SIZE, entry_pos
 
 ROW_KEYS = ["structure", "problem", "file", "fileOffset", "topic", "queueId", "queueOffset", "key",
@@ -31,7 +32,7 @@ def diff_row(**kw) -> dict:
 
 def cq_location(topic: str, queue_id: int, queue_offset: int, file_size: int) -> tuple[str, int]:
     """(file relative to the store root, byte position) where a queue offset's unit lives."""
-    pos = queue_offset * 20
+    pos = queue_offset * CQ_UNIT_SIZE
     start = pos - pos % file_size
     return os.path.join("consumequeue", topic, str(queue_id), f"{start:020d}"), pos % file_size
 

@@ -10,8 +10,8 @@ from typing import Iterator
 
 import numpy as np
 
-from engine.store.consume_queue import CQ_UNIT_DTYPE, FILLER_SIZE
-from engine.store.index_file import INDEX_ENTRY_DTYPE
+from engine.format.cq_unit import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, FILLER_SIZE
+from engine.format.index_layout import INDEX_ENTRY_DTYPE, INDEX_ENTRY_SIZE
 from engine.scan.columns import RecordBlock, hop, hop_assisted
 from engine.scan.planning import CommitLogSlice, CQSlice, IndexSlice, index_entry_position
 
@@ -75,7 +75,7 @@ def hint_positions(s: CommitLogSlice) -> np.ndarray | None:
             _, u8 = map_file(path)
         except (OSError, ValueError):
             continue   # a CQ file gone since planning: hop without it
-        if len(u8) < b * 20:
+        if len(u8) < b * CQ_UNIT_SIZE:
             continue
         u = np.frombuffer(u8, dtype=CQ_UNIT_DTYPE, count=b)[a:b]
         phy = u["commitLogOffset"].astype(np.int64)
@@ -95,9 +95,9 @@ def read_cq(s: CQSlice) -> dict[str, np.ndarray]:
     size = u["size"].astype(np.int64)
     keep = ~((phy == 0) & (size == FILLER_SIZE))
     n = np.flatnonzero(keep) + s.unit_start
-    first_q = s.file_from // 20
+    first_q = s.file_from // CQ_UNIT_SIZE
     return {"queueOffset": first_q + n, "commitLogOffset": phy[keep], "phyOffset": phy[keep],
-            "size": size[keep].astype(np.int32), "tagsCode": u["tagsCode"].astype(np.int64)[keep], "position": n * 20}
+            "size": size[keep].astype(np.int32), "tagsCode": u["tagsCode"].astype(np.int64)[keep], "position": n * CQ_UNIT_SIZE}
 
 
 def read_index(s: IndexSlice) -> dict[str, np.ndarray]:
@@ -112,4 +112,4 @@ def read_index(s: IndexSlice) -> dict[str, np.ndarray]:
             "commitLogOffset": e["commitLogOffset"].astype(np.int64), "timeDiff": diff.astype(np.int32),
             "phyOffset": e["commitLogOffset"].astype(np.int64),
             "prevIndex": e["prevIndex"].astype(np.int32), "timestamp": s.begin_timestamp + diff * 1000,
-            "slot": (np.abs(key_hash) % s.slot_num).astype(np.int32), "position": base + n * 20}
+            "slot": (np.abs(key_hash) % s.slot_num).astype(np.int32), "position": base + n * INDEX_ENTRY_SIZE}
