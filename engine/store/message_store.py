@@ -27,15 +27,18 @@ from engine.store.index_service import IndexService
 from engine.format.message import Message
 from engine.store.store_lock import StoreLock, holder_pid
 from engine.store import page as _page  # getMessage's loop and its lazy page
+from engine.store import batch_consume_queue as _bcq, batch_page as _batch_page, lmq as _lmq
 from engine.accel import load as _load_accel
 
 _APPEND = _load_accel("_append")  # the compiled put loop for plain messages (None: Python's own)
 
 
-@dataclass(slots=True)
+@dataclass  # no slots: the compiled getMessage builds it with __new__, the later fields keep their defaults
 class GetMessageResult:
     """`messages` is a MessagePage (a list of Message built on access, plus numpy columns)
-    when the read found any; an empty list otherwise."""
+    when the read found any; an empty list otherwise. LMQ and BatchCQ queues also answer
+    RocketMQ's messageQueueOffset (each record's offset in this queue), a BatchCQ its
+    messageCount (inner messages) and the inner messages of its records."""
     status: str
     nextBeginOffset: int
     minOffset: int
@@ -43,13 +46,24 @@ class GetMessageResult:
     messages: list[Message] | _page.MessagePage = field(default_factory=list)
     bufferTotalSize: int = 0
     skipped: list[tuple[int, str]] = field(default_factory=list)  # (queue offset, why)
+    messageQueueOffset: list[int] | None = None  # LMQ and BatchCQ queues
+    messageCount: int | None = None              # BatchCQ: inner messages (else len(messages))
+    cqType: str = "SimpleCQ"
+    innerMessages: list | None = None            # BatchCQ: batch_page.BatchedMessage per offset
 
     def to_json(self, with_body: bool = True) -> dict:
-        return {"status": self.status, "nextBeginOffset": self.nextBeginOffset,
-                "minOffset": self.minOffset, "maxOffset": self.maxOffset,
-                "messageCount": len(self.messages), "bufferTotalSize": self.bufferTotalSize,
-                "messages": [m.to_json(with_body) for m in self.messages],
-                "skipped": [{"queueOffset": q, "reason": r} for q, r in self.skipped]}
+        d = {"status": self.status, "nextBeginOffset": self.nextBeginOffset,
+             "minOffset": self.minOffset, "maxOffset": self.maxOffset,
+             "messageCount": len(self.messages) if self.messageCount is None else self.messageCount,
+             "bufferTotalSize": self.bufferTotalSize,
+             "messages": [m.to_json(with_body) for m in self.messages],
+             "skipped": [{"queueOffset": q, "reason": r} for q, r in self.skipped]}
+        if self.messageQueueOffset is not None:
+            d["messageQueueOffset"] = self.messageQueueOffset
+        if self.innerMessages is not None:
+            d["cqType"] = self.cqType
+            d["innerMessages"] = [b.to_json(with_body) for b in self.innerMessages]
+        return d
 
 
 if _page.KERNEL is not None:
@@ -67,6 +81,7 @@ class MessageStore(Queries):
         self.commitlog: CommitLog | None = None
         self.index: IndexService | None = None
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self.batch_queues: dict = {}  # (topic, queueId) -> BatchConsumeQueue (5.x BatchCQ topics)
         self.warnings: list[str] = []
         self.recovery_plan: RecoveryPlan | None = None
         self.recovery: RecoveryReport | None = None
@@ -154,6 +169,8 @@ class MessageStore(Queries):
         yield Progress(0, 1, "plan")
         self.recovery_plan = recovery.plan(self)
         yield Progress(1, 1, "plan")
+        self.batch_queues, self.cfg.mapperFileSizeBatchConsumeQueue = _bcq.load_batch_queues(
+            root, cfg, writable, self.commitlog.min_offset, self.recovery_plan.end_offset, self.warnings)
         self.recovery = yield from recovery.apply(self.recovery_plan, self, cancel)
         if writable:
             from engine.store.writer import StoreWriter
@@ -276,6 +293,8 @@ class MessageStore(Queries):
             self.writer = None
             for cq in self.queues.values():
                 cq.close()
+            for bcq in self.batch_queues.values():
+                bcq.close()
             if self.index:
                 self.index.close()
             if self.commitlog:
@@ -359,16 +378,52 @@ class MessageStore(Queries):
         return self.commitlog.max_offset
 
     def find_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        """The 20-byte-unit ConsumeQueue (an LMQ is one too); BatchCQ queues: find_batch_queue."""
         return self.queues.get((topic, queue_id))
+
+    def find_batch_queue(self, topic: str, queue_id: int):
+        return self.batch_queues.get((topic, queue_id))
+
+    def queue_bounds(self, topic: str, queue_id: int) -> tuple[str, int, int] | None:
+        """(cqType, min, max) of any kind of queue; None when there is none."""
+        q = self.queues.get((topic, queue_id)) or self.batch_queues.get((topic, queue_id))
+        return None if q is None else (getattr(q, "cq_type", "SimpleCQ"), q.min_offset, q.max_offset)
 
     def topics(self) -> list[str]:
         names = {t for t, _ in self.queues}
+        names.update(t for t, _ in self.batch_queues)
         names.update(self.topic_config().keys())
         return sorted(names)
 
     def queue_list(self) -> list[dict]:
-        return [{"topic": t, "queueId": q, "minOffset": cq.min_offset, "maxOffset": cq.max_offset}
-                for (t, q), cq in sorted(self.queues.items())]
+        """Every queue: cqType "SimpleCQ" (lmq: an LMQ name) or "BatchCQ" (offsets count inner messages)."""
+        rows = [{"topic": t, "queueId": q, "minOffset": cq.min_offset, "maxOffset": cq.max_offset,
+                 "cqType": "SimpleCQ", "lmq": cq.lmq} for (t, q), cq in self.queues.items()]
+        rows += [{"topic": t, "queueId": q, "minOffset": b.min_offset, "maxOffset": b.max_offset,
+                  "cqType": "BatchCQ", "lmq": False, "units": b.unit_count} for (t, q), b in self.batch_queues.items()]
+        return sorted(rows, key=lambda r: (r["topic"], r["queueId"], r["cqType"]))
+
+    # ---- LMQ and BatchCQ (engine/store/lmq.py, batch_consume_queue.py, batch_page.py) ----------
+    def lmq_dispatch(self, msg: Message) -> dict | None:
+        """The LMQ queues a record reached, with its positions read from their CQs."""
+        return _lmq.positions(self, msg)
+
+    def lmq_queue_offset(self, name: str) -> int:
+        """getLmqQueueOffset: the next offset the writer assigns (the CQ's max when read-only)."""
+        if getattr(self, "writer", None) is not None:
+            return _lmq.lmq_queue_offset(self.writer, name)
+        cq = self.find_queue(name, 0)
+        return cq.max_offset if cq else 0
+
+    def batch_units(self, topic: str, queue_id: int, start: int | None = None, count: int = 0) -> list[dict]:
+        """BatchCQ: the distinct 46-byte units from the one containing `start` (default: the min)."""
+        bcq = self.find_batch_queue(topic, queue_id)
+        return _batch_page.batch_units_json(bcq, start, count) if bcq else []
+
+    def inner_messages(self, topic: str, queue_id: int, start: int, end: int) -> list:
+        """BatchCQ: one BatchedMessage (inner message + its record) per queue offset in [start, end)."""
+        bcq = self.find_batch_queue(topic, queue_id)
+        return _batch_page.inner_messages(self, bcq, start, end) if bcq else []
 
     def broker_holding_lock(self) -> int | None:
         """PID of a process (a running broker) holding the lock, if any."""
@@ -441,6 +496,9 @@ class MessageStore(Queries):
         across CQ files and reports units it had to skip."""
         cq = self.find_queue(topic, queue_id)
         if cq is None:
+            bcq = self.find_batch_queue(topic, queue_id)
+            if bcq is not None:
+                return self._get_batch_message(bcq, offset, max_count, broker)
             return GetMessageResult("NO_MESSAGE_IN_QUEUE", 0, 0, 0)
         mn, mx = cq.min_offset, cq.max_offset
         if mx == 0:
@@ -460,7 +518,23 @@ class MessageStore(Queries):
                                                             limit_count, limit_bytes, kernel=False)
         if status is None:
             return GetMessageResult("OFFSET_FOUND_NULL", offset, mn, mx)
-        return GetMessageResult(status, nxt, mn, mx, page, total, skipped)
+        r = GetMessageResult(status, nxt, mn, mx, page, total, skipped)
+        if cq.lmq:  # the stored queueOffset is the real topic's: the LMQ positions are the units'
+            r.messageQueueOffset = _lmq.unit_offsets_of(cq, offset, nxt, [m.commitLogOffset for m in page])
+        return r
+
+    def _get_batch_message(self, bcq, offset: int, max_count: int, broker: bool) -> GetMessageResult:
+        mn, mx = bcq.min_offset, bcq.max_offset
+        status = ("NO_MESSAGE_IN_QUEUE" if mx == 0 else "OFFSET_TOO_SMALL" if offset < mn else
+                  "OFFSET_OVERFLOW_ONE" if offset == mx else "OFFSET_OVERFLOW_BADLY" if offset > mx else None)
+        if status is not None:
+            nxt = {"NO_MESSAGE_IN_QUEUE": 0, "OFFSET_TOO_SMALL": mn, "OFFSET_OVERFLOW_ONE": offset}.get(status, mx)
+            return GetMessageResult(status, nxt, mn, mx, [], 0, [], [], 0, "BatchCQ", [])
+        got = _batch_page.get_message(self, bcq, offset, max_count, broker)
+        if got is None:
+            return GetMessageResult("OFFSET_FOUND_NULL", offset, mn, mx, [], 0, [], [], 0, "BatchCQ", [])
+        status, nxt, records, total, count, qoffs, skipped, inner = got
+        return GetMessageResult(status, nxt, mn, mx, records, total, skipped, qoffs, count, "BatchCQ", inner)
 
     _get_message_py = get_message  # the reference; the compiled twin falls back to it
     if _page.KERNEL is not None:
