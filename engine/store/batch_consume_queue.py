@@ -258,3 +258,46 @@ def load_batch_queues(root: Path, cfg, writable: bool, commitlog_min: int, commi
             bcq.recover(commitlog_min, commitlog_end)
             out[(tdir.name, qid)] = bcq
     return out, size
+
+
+def batch_topics(queues: dict, topic_table: dict) -> set[str]:
+    """Topics whose records go to a BatchConsumeQueue: queue.type=BatchCQ in their topic
+    config, or a batchconsumequeue/ folder already there."""
+    from engine.format.batch_cq_unit import is_batch_cq_topic
+    return {t for t, _ in queues} | {t for t, tc in topic_table.items() if is_batch_cq_topic(tc)}
+
+
+def queue_for_write(store, topic: str, queue_id: int) -> BatchConsumeQueue | None:
+    """The BatchCQ of a dispatched record, created on first use (safe names only)."""
+    from engine.format.batch_cq_unit import BATCH_CQ_DIR
+    bcq = store.batch_queues.get((topic, queue_id))
+    if bcq is None:
+        if not topic or "/" in topic or "\\" in topic or topic in (".", "..") or "\0" in topic or queue_id < 0:
+            store.warnings.append(f"record for topic {topic!r} queue {queue_id} not dispatched: unsafe name")
+            return None
+        bcq = BatchConsumeQueue(topic, queue_id, store.root / BATCH_CQ_DIR / topic / str(queue_id),
+                                store.cfg.mapperFileSizeBatchConsumeQueue, writable=not store.read_only)
+        bcq._counts = [f.wrote_position // BATCH_CQ_UNIT_SIZE for f in bcq.queue.files]
+        store.batch_queues[(topic, queue_id)] = bcq
+    return bcq
+
+
+def dispatch(store, msg) -> bool:
+    """BatchConsumeQueue.putMessagePositionInfoWrapper: one unit per record, at INNER_BASE with
+    INNER_NUM messages when the record has both (setBatchSizeIfNeeded), else at its queue
+    offset as a batch of one."""
+    from engine.format.inner_batch import INNER_BASE, INNER_NUM
+    p = msg.properties
+    base, num = msg.queueOffset, 1
+    if INNER_NUM in p and INNER_BASE in p:
+        try:
+            base, num = int(p[INNER_BASE]), int(p[INNER_NUM])
+        except ValueError:
+            base = num = -1
+    if base < 0 or not 0 < num <= 0x7FFF:
+        store.warnings.append(f"record at commitlog offset {msg.commitLogOffset}: INNER_BASE/INNER_NUM "
+                              f"{p.get(INNER_BASE)!r}/{p.get(INNER_NUM)!r} unusable; no batch unit written")
+        return False
+    bcq = queue_for_write(store, msg.topic, msg.queueId)
+    return bcq is not None and bcq.put_unit(msg.physicalOffsetField, msg.storeSize, msg.tagsCode,
+                                            msg.storeTimestamp, base, num)

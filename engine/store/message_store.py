@@ -82,6 +82,7 @@ class MessageStore(Queries):
         self.index: IndexService | None = None
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.batch_queues: dict = {}  # (topic, queueId) -> BatchConsumeQueue (5.x BatchCQ topics)
+        self.batch_topics: set[str] = set()  # topics dispatched to BatchCQ queues
         self.warnings: list[str] = []
         self.recovery_plan: RecoveryPlan | None = None
         self.recovery: RecoveryReport | None = None
@@ -171,6 +172,11 @@ class MessageStore(Queries):
         yield Progress(1, 1, "plan")
         self.batch_queues, self.cfg.mapperFileSizeBatchConsumeQueue = _bcq.load_batch_queues(
             root, cfg, writable, self.commitlog.min_offset, self.recovery_plan.end_offset, self.warnings)
+        try:
+            self.batch_topics = _bcq.batch_topics(self.batch_queues, self.topic_config())
+        except StoreError as e:  # an unreadable topics.json: the folders still say which topics
+            self.batch_topics = _bcq.batch_topics(self.batch_queues, {})
+            self.warnings.append(str(e))
         self.recovery = yield from recovery.apply(self.recovery_plan, self, cancel)
         if writable:
             from engine.store.writer import StoreWriter
@@ -278,6 +284,14 @@ class MessageStore(Queries):
         first = w.draft(topic, bodies[0], queue_id, tags, keys, properties)
         drafts = [first] + [w.draft(topic, b, first.queueId, tags, keys, properties) for b in bodies[1:]]
         return w.put(drafts)
+
+    def put_inner_batch(self, topic: str, messages, queue_id: int | None = None, properties: dict | None = None,
+                        keys=None, tags: str | None = None):
+        """5.x BatchCQ topic: `messages` ((body, properties) each) as one inner-batch record; the
+        store adds INNER_BASE, its queue offsets are INNER_BASE .. + INNER_NUM - 1."""
+        from engine.store.put_assign import inner_batch_draft
+        w = self._writer()
+        return w.put([inner_batch_draft(w, topic, messages, queue_id, properties, keys, tags)])[0]
 
     def flush(self) -> None:
         self._writer().flush()
