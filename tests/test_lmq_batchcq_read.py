@@ -212,3 +212,16 @@ def test_cli_info_and_get_json_leave_the_store_untouched(name):
         lmq = j["messages"][0]["lmqDispatch"]
         assert [q for q in lmq["queues"] if q["lmqName"] == "%LMQ%c"][0]["queueOffset"] == 4
     assert _hashes(root) == before
+
+
+@pytest.mark.parametrize("name", ["v5_lmq", "v5_batchcq"])
+def test_compiled_and_reference_getmessage_agree(name):
+    """The compiled getMessage hands LMQ and BatchCQ queues to the reference; plain queues stay
+    compiled: both answers are the same (with or without RMQSTORE_PURE_PYTHON)."""
+    with MessageStore.open(unpack(name)) as store:
+        for q in store.queue_list():
+            for off in (q["minOffset"], (q["minOffset"] + q["maxOffset"]) // 2, q["maxOffset"] - 1):
+                for broker in (False, True):
+                    a = store.get_message(q["topic"], q["queueId"], off, 16, broker=broker)
+                    b = store._get_message_py(q["topic"], q["queueId"], off, 16, broker=broker)
+                    assert a.to_json() == b.to_json(), (q, off, broker)
