@@ -225,3 +225,15 @@ def test_compiled_and_reference_getmessage_agree(name):
                     a = store.get_message(q["topic"], q["queueId"], off, 16, broker=broker)
                     b = store._get_message_py(q["topic"], q["queueId"], off, 16, broker=broker)
                     assert a.to_json() == b.to_json(), (q, off, broker)
+
+
+def test_batch_queue_time_lookup_uses_the_units_store_times():
+    m = manifest("v5_batchcq")
+    raw = [r for r in m["batch_cq_raw_units"] if r["file"] == "batchconsumequeue/BatchTopic/1/00000000000000000000"][0]
+    with MessageStore.open(unpack("v5_batchcq")) as store:
+        for _, phy, size, tags, ts, base, n, _, _ in raw["units"]:
+            assert store.store_time_at("BatchTopic", 1, base + n - 1) == ts
+            got = store.get_offset_in_queue_by_time("BatchTopic", 1, ts, "lower")
+            assert got <= base and store.store_time_at("BatchTopic", 1, got) == ts
+        assert store.earliest_message_time("BatchTopic", 1) == raw["units"][0][4]
+        assert store.get_offset_in_queue_by_time("BatchTopic", 1, 1 << 62, "lower") == 102

@@ -41,8 +41,9 @@ def cmd_info(store: MessageStore, args) -> int:
            f"checkpoint physic {fmt_time(info['checkpoint']['physicMsgTimestamp'])}  "
            f"logics {fmt_time(info['checkpoint']['logicsMsgTimestamp'])}  "
            f"index {fmt_time(info['checkpoint']['indexMsgTimestamp'])}", ""]
-    out.append(table([[q["topic"], q["queueId"], q["minOffset"], q["maxOffset"], q["maxOffset"] - q["minOffset"]]
-                      for q in info["queues"]], ["TOPIC", "QUEUE", "MIN", "MAX", "COUNT"]))
+    out.append(table([[q["topic"], q["queueId"], q["minOffset"], q["maxOffset"], q["maxOffset"] - q["minOffset"],
+                       "LMQ" if q.get("lmq") else q.get("cqType", "SimpleCQ")]
+                      for q in info["queues"]], ["TOPIC", "QUEUE", "MIN", "MAX", "COUNT", "KIND"]))
     out.append("")
     out.append(table([[f["name"], fmt_time(f["beginTimestamp"]), fmt_time(f["endTimestamp"]), f["beginPhyOffset"],
                        f["endPhyOffset"], f["hashSlotCount"], f["indexCount"]] for f in info["indexFiles"]],

@@ -301,3 +301,18 @@ def dispatch(store, msg) -> bool:
     bcq = queue_for_write(store, msg.topic, msg.queueId)
     return bcq is not None and bcq.put_unit(msg.physicalOffsetField, msg.storeSize, msg.tagsCode,
                                             msg.storeTimestamp, base, num)
+
+
+def offset_by_time(bcq: BatchConsumeQueue, timestamp: int, boundary: str | None) -> int:
+    """Queue offset for a store time, from the units' own store timestamps (no commitlog
+    read): 'upper' gives the last message of the last unit stored at or before it, otherwise
+    the base of the first unit stored at or after it (the queue's max when none is)."""
+    u = bcq.all_units()
+    if len(u) == 0:
+        return 0
+    ts = u["storeTimestamp"]
+    if boundary == "upper":
+        i = int(np.searchsorted(ts, timestamp, side="right")) - 1
+        return bcq.min_offset if i < 0 else int(u["msgBaseOffset"][i]) + int(u["batchSize"][i]) - 1
+    i = int(np.searchsorted(ts, timestamp, side="left"))
+    return bcq.max_offset if i >= len(u) else max(int(u["msgBaseOffset"][i]), bcq.min_offset)
