@@ -112,7 +112,8 @@ class BatchConsumeQueue:
     @property
     def min_offset(self) -> int:
         u = self._unit_at(self._min_unit)
-        return int(u["msgBaseOffset"]) if u is not None else self.max_offset
+        mx = self.max_offset
+        return min(int(u["msgBaseOffset"]), mx) if u is not None else mx  # damaged bases: never past max
 
     @property
     def max_offset(self) -> int:
