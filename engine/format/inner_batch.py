@@ -50,6 +50,10 @@ class InnerMessage:
     def key_list(self) -> list[str]:
         return P.split_keys(self.keys)
 
+    def body_decompressed(self) -> bytes:
+        """Inner bodies are stored as the client encoded them (Message-like, for filters)."""
+        return self.body
+
     def to_json(self, with_body: bool = True) -> dict:
         import base64
         d = {"index": self.index, "queueOffset": self.queueOffset, "flag": self.flag,

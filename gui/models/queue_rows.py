@@ -90,6 +90,9 @@ def iter_rows_with_messages(store, topic: str, queue_id: int, start: int, end: i
     """(row, message) for queue offsets [start, end) clamped to the queue, a page at a time."""
     cq = store.find_queue(topic, queue_id)
     if cq is None:
+        if store.find_batch_queue(topic, queue_id) is not None:
+            for lo in range(start, end, page):
+                yield from batch_rows_with_messages(store, topic, queue_id, lo, min(end, lo + page))
         return
     q = max(start, cq.min_offset)
     end = min(end, cq.max_offset)
@@ -112,20 +115,27 @@ def batch_rows(store, topic: str, queue_id: int, start: int, end: int) -> list[Q
     """A BatchCQ queue: one row per inner message (queue offsets count inner messages; each
     has its own UNIQ_KEY, keys, tags and body, which is what a search for a lost message
     needs), with the record that holds it (commitlog offset, size, store time, msgId)."""
+    return [r for r, _ in batch_rows_with_messages(store, topic, queue_id, start, end)]
+
+
+def batch_rows_with_messages(store, topic: str, queue_id: int, start: int, end: int) -> list[tuple]:
+    """(row, message) pairs of a BatchCQ queue: the message is the inner message (an engine
+    InnerMessage: tags, keys, UNIQ_KEY, properties, body), or the record for a plain one."""
     out = []
     for b in store.inner_messages(topic, queue_id, start, end):
         u, rec = b.unit, b.record
         i, n = b.queueOffset - u["msgBaseOffset"], u["batchSize"]
         if rec is None:
             status = EXPIRED if b.why == WHY_EXPIRED else INVALID
-            out.append(QueueRow(b.queueOffset, u["commitLogOffset"], u["size"], u["tagsCode"], status,
-                                preview=_PREVIEW[status], innerIndex=i, batchSize=n))
+            out.append((QueueRow(b.queueOffset, u["commitLogOffset"], u["size"], u["tagsCode"], status,
+                                 preview=_PREVIEW[status], innerIndex=i, batchSize=n), None))
             continue
         body = b.body
         tag = f"[{i + 1}/{n}] " if b.inner is not None else ""
-        out.append(QueueRow(b.queueOffset, u["commitLogOffset"], u["size"], u["tagsCode"], OK, rec.storeTimestamp,
-                            b.tags or "", b.keys or "", rec.msgId, b.uniqKey or "", len(body),
-                            tag + (b.why or preview(body)), i if b.inner is not None else -1, n))
+        out.append((QueueRow(b.queueOffset, u["commitLogOffset"], u["size"], u["tagsCode"], OK, rec.storeTimestamp,
+                             b.tags or "", b.keys or "", rec.msgId, b.uniqKey or "", len(body),
+                             tag + (b.why or preview(body)), i if b.inner is not None else -1, n),
+                    b.inner if b.inner is not None else (rec if not b.why else None)))
     return out
 
 

@@ -62,3 +62,18 @@ def test_batchcq_queue_one_row_per_inner_message(qtbot, window):
     window.tree.select_queue("BatchTopic", 1)
     qtbot.wait(50)
     screenshot(window, "batchcq-queue.png")
+
+
+def test_filter_finds_an_inner_message_by_its_own_key():
+    from engine import MessageStore
+    from engine.tasks import run
+    from gui.models.filters import MessageFilter, scan_queue
+    with MessageStore.open(unpack("v5_batchcq")) as store:
+        rows = store.inner_messages("BatchTopic", 1, 0, 102)
+        want = rows[33]
+        assert want.inner is not None and want.uniqKey != want.record.uniqKey
+        for flt in (MessageFilter(key=want.uniqKey), MessageFilter(key=want.keys.split()[0])):
+            matches, end = run(scan_queue(store, "BatchTopic", 1, 0, 102, flt, page=10))
+            assert [m.queueOffset for m in matches] == [33] and end == 102
+        matches, _ = run(scan_queue(store, "BatchTopic", 1, 0, 102, MessageFilter(tags="TagS")))
+        assert [m.queueOffset for m in matches] == [101]  # the plain record: a batch of one
