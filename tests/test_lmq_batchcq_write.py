@@ -123,3 +123,27 @@ def test_inner_batch_put_api_and_rejections(tmp_path):
         assert (r.messageQueueOffset, r.nextBeginOffset, r.messageCount) == ([15, 18], 19, 4)
         r = s.get_message("B", 0, 16, 32)
         assert (r.messageQueueOffset, r.nextBeginOffset, r.messageCount) == ([15, 18, 19, 21, 24], 25, 10)
+
+
+def test_a_read_only_open_follows_a_writer_of_batch_queues(tmp_path):
+    cfg = StoreConfig(mappedFileSizeCommitLog=65536, mappedFileSizeConsumeQueue=1000, maxHashSlotNum=64,
+                      maxIndexNum=256, mapperFileSizeBatchConsumeQueue=460)
+    (tmp_path / "s" / "config").mkdir(parents=True)
+    store_config_json(tmp_path / "s" / "config", "topics.json", {"topicConfigTable": {
+        t: {"topicName": t, "readQueueNums": 1, "writeQueueNums": 1, "attributes": {"queue.type": "BatchCQ"}}
+        for t in ("B", "C")}})
+    w = MessageStore.create(tmp_path / "s", cfg)
+    try:
+        w.put_inner_batch("B", [(b"a", {}), (b"b", {})], queue_id=0)
+        w.flush()
+        with MessageStore.open(tmp_path / "s") as r:
+            assert r.queue_bounds("B", 0) == ("BatchCQ", 0, 2) and r.queue_bounds("C", 0) is None
+            for i in range(12):  # past the first 10-unit file
+                w.put_inner_batch("B", [(b"x", {})] * 3, queue_id=0)
+            w.put_inner_batch("C", [(b"c", {})], queue_id=0)
+            w.flush()
+            assert r.refresh()
+            assert r.queue_bounds("B", 0) == ("BatchCQ", 0, 38) and r.queue_bounds("C", 0) == ("BatchCQ", 0, 1)
+            assert [b.queueOffset for b in r.inner_messages("B", 0, 35, 99)] == [35, 36, 37]
+    finally:
+        w.close()

@@ -236,8 +236,20 @@ def _subdirs(p: Path) -> list[Path]:
         return []
 
 
+def refresh_batch_queues(store) -> None:
+    """Follow a writer (read-only opens): new files and units of known queues, new queues."""
+    cl = store.commitlog
+    for b in store.batch_queues.values():
+        b.queue.load_new()
+        b.recover(cl.min_offset, cl.max_offset)
+    found, _ = load_batch_queues(store.root, store.cfg, False, cl.min_offset, cl.max_offset, [],
+                                 skip=set(store.batch_queues))
+    store.batch_queues.update(found)
+    store.batch_topics |= {t for t, _ in found}
+
+
 def load_batch_queues(root: Path, cfg, writable: bool, commitlog_min: int, commitlog_end: int,
-                      warnings: list[str]) -> tuple[dict, int]:
+                      warnings: list[str], skip: set | None = None) -> tuple[dict, int]:
     """Every `batchconsumequeue/<topic>/<queueId>/` queue, recovered against the commitlog
     range; ({(topic, queueId): BatchConsumeQueue}, the file size used)."""
     from engine.errors import StoreError
@@ -250,6 +262,8 @@ def load_batch_queues(root: Path, cfg, writable: bool, commitlog_min: int, commi
                 qid = int(qdir.name)
             except ValueError:
                 warnings.append(f"skipped {qdir}: queue id is not a number")
+                continue
+            if skip and (tdir.name, qid) in skip:
                 continue
             try:
                 bcq = BatchConsumeQueue(tdir.name, qid, qdir, size, writable, tolerant=cfg.tolerant)

@@ -331,7 +331,8 @@ class MessageStore(Queries):
         if self._sizes_found_late():
             return True
         cl = self.commitlog
-        before = (cl.max_offset, {k: cq.max_offset for k, cq in self.queues.items()}, len(self.index.files))
+        before = (cl.max_offset, {k: cq.max_offset for k, cq in self.queues.items()}, len(self.index.files),
+                  {k: b.max_offset for k, b in self.batch_queues.items()})
         cl.queue.load_new()
         end = cl.max_offset
         f = cl.queue.find(end) if cl.files else None
@@ -355,7 +356,9 @@ class MessageStore(Queries):
         self.index.load_new()
         for idx in self.index.files[-2:]:
             idx.reload_header()
-        after = (cl.max_offset, {k: cq.max_offset for k, cq in self.queues.items()}, len(self.index.files))
+        _bcq.refresh_batch_queues(self)
+        after = (cl.max_offset, {k: cq.max_offset for k, cq in self.queues.items()}, len(self.index.files),
+                 {k: b.max_offset for k, b in self.batch_queues.items()})
         return after != before
 
     def _sizes_found_late(self) -> bool:
