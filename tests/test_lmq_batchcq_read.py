@@ -237,3 +237,27 @@ def test_batch_queue_time_lookup_uses_the_units_store_times():
             assert got <= base and store.store_time_at("BatchTopic", 1, got) == ts
         assert store.earliest_message_time("BatchTopic", 1) == raw["units"][0][4]
         assert store.get_offset_in_queue_by_time("BatchTopic", 1, 1 << 62, "lower") == 102
+
+
+def test_check_accepts_the_real_stores_and_finds_a_damaged_batch_unit(fixture_copy):
+    from engine.analysis.check import check_store
+    for name in ("v5_lmq", "v5_batchcq"):
+        with MessageStore.open(unpack(name)) as store:
+            r = check_store(store)
+            assert r["problemCount"] == 0, r["problems"][:3]
+    root = fixture_copy("v5_batchcq")
+    f = root / "batchconsumequeue" / "BatchTopic2" / "0" / "00000000000000000000"
+    b = bytearray(f.read_bytes())
+    b[46 + 8:46 + 12] = (1).to_bytes(4, "big")  # the second unit's record size
+    f.write_bytes(bytes(b))
+    lmq = fixture_copy("v5_lmq")
+    g = lmq / "consumequeue" / "%LMQ%b" / "0" / "00000000000000000000"
+    c = bytearray(g.read_bytes())
+    c[3 * 20 + 12:3 * 20 + 20] = (77).to_bytes(8, "big")  # a tagsCode of %LMQ%b unit 3
+    g.write_bytes(bytes(c))
+    with MessageStore.open(root, tolerant=True) as store:
+        probs = check_store(store)["problems"]
+    assert [(p["kind"], p["offset"]) for p in probs] == [("batch-cq-unit", 46)]
+    with MessageStore.open(lmq, tolerant=True) as store:
+        probs = check_store(store)["problems"]
+    assert [(p["kind"], p["offset"]) for p in probs] == [("cq-unit", 60)]

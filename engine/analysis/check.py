@@ -23,6 +23,7 @@ import numpy as np
 from engine.format import properties as P
 from engine.config import CQ_UNIT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from engine.store.consume_queue import FILLER_SIZE
+from engine.store.batch_consume_queue import unit_problems
 from engine.errors import StoreError
 from engine.store.index_file import time_diff
 from engine.tasks import Cancelled, Progress, Task, run
@@ -150,6 +151,7 @@ def _consume_queues(store, messages: dict, out: Problems) -> int:
     n_units = 0
     seen = set()
     for (topic, qid), cq in store.queues.items():
+        lmq = cq.lmq  # 5.x LMQ: units of other topics' records (their queue offsets are the real topic's)
         for cf in cq.queue.files:  # file by file: a file missing in the middle must not hide the rest
             first = max(cf.file_from_offset // CQ_UNIT_SIZE, cq.min_offset)
             units = cq.units(first, (cf.file_from_offset + cf.wrote_position) // CQ_UNIT_SIZE)
@@ -168,6 +170,11 @@ def _consume_queues(store, messages: dict, out: Problems) -> int:
                         out.add("cq-unit", f"{topic}/{qid} unit {q} points at {phy}, where no record starts",
                                 cf.path, pos)
                     continue
+                if lmq:
+                    if (m[3], m[6]) != (size, tags):
+                        out.add("cq-unit", f"{topic}/{qid} unit {q} -> record {m[0]}/{m[1]}@{m[2]} size {m[3]} "
+                                f"tagsCode {m[6]} (unit size {size}, tagsCode {tags})", cf.path, pos)
+                    continue
                 if (m[0], m[1], m[2], m[3]) != (topic, qid, q, size):
                     out.add("cq-unit", f"{topic}/{qid} unit {q} -> record {m[0]}/{m[1]}@{m[2]} size {m[3]} "
                             f"(unit size {size})", cf.path, pos)
@@ -178,9 +185,14 @@ def _consume_queues(store, messages: dict, out: Problems) -> int:
                     out.add("cq-tags", f"{topic}/{qid} unit {q}: tagsCode {tags}, expected {m[6]} from the record's "
                             "TAGS (delivery time for delayed messages)", cf.path, pos)
                 seen.add((topic, qid, q))
+    batch = store.batch_topics
+    for p in unit_problems(store, cl.min_offset):  # 5.x BatchCQ units against their records
+        out.add("batch-cq-unit", f"{p['topic']}/{p['queueId']} unit at base {p['queueOffset']}: {p['problem']}"
+                + (f" (expected {p['expected']}, found {p['actual']})" if p.get("expected") else ""),
+                store.root / p["file"], p["fileOffset"])
     for off, m in messages.items():
         topic, qid, qoff, _size, tt = m[:5]
-        if tt not in DISPATCHED or (topic, qid, qoff) in seen:
+        if tt not in DISPATCHED or (topic, qid, qoff) in seen or (batch and topic in batch):
             continue
         cq = store.find_queue(topic, qid)
         if cq is None:

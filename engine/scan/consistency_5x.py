@@ -15,9 +15,8 @@ from __future__ import annotations
 import os
 
 from engine.format import lmq as L
-from engine.format.batch_cq_unit import BATCH_CQ_DIR, BATCH_CQ_UNIT_SIZE
-from engine.format.inner_batch import INNER_BASE, INNER_NUM
 from engine.scan.consistency import diff_row, unit_dict
+from engine.store.batch_consume_queue import unit_problems
 
 
 def lmq_active(store) -> bool:
@@ -65,36 +64,4 @@ def lmq_problems(expected: dict, actual: dict, cq_size: int) -> list[dict]:
 
 def batch_problems(store, cl_min: int) -> list[dict]:
     """Every BatchCQ unit against the record it points at, and the bases' continuity."""
-    rows = []
-    for (topic, qid), bcq in sorted(store.batch_queues.items()):
-        prev_end = None
-        for i, u in enumerate(bcq.all_units().tolist()):
-            phy, size, tags, ts, base, num = u[0], u[1], u[2], u[3], u[4], u[5]
-            pos = i * BATCH_CQ_UNIT_SIZE
-            f = os.path.join(BATCH_CQ_DIR, topic, str(qid), f"{pos - pos % bcq.file_size:020d}")
-            row = dict(structure="batchconsumequeue", file=f, fileOffset=pos % bcq.file_size, topic=topic,
-                       queueId=qid, queueOffset=base, commitLogOffset=phy)
-            if prev_end is not None and base != prev_end:
-                rows.append(diff_row(problem=f"unit base {base} does not follow the previous unit's end {prev_end}",
-                                     **row))
-            prev_end = base + num
-            if phy < cl_min:
-                continue
-            m = store.commitlog.get_message(phy, size)
-            if m is None:
-                rows.append(diff_row(problem="unit without record", actual={"size": size}, **row))
-                continue
-            p = m.properties
-            want_base, want_num = m.queueOffset, 1
-            if INNER_NUM in p and INNER_BASE in p:
-                try:
-                    want_base, want_num = int(p[INNER_BASE]), int(p[INNER_NUM])
-                except ValueError:
-                    pass
-            want = {"topic": m.topic, "queueId": m.queueId, "tagsCode": m.tagsCode, "storeTimestamp": m.storeTimestamp,
-                    "msgBaseOffset": want_base, "batchSize": want_num}
-            got = {"topic": topic, "queueId": qid, "tagsCode": tags, "storeTimestamp": ts, "msgBaseOffset": base,
-                   "batchSize": num}
-            if want != got:
-                rows.append(diff_row(problem="unit differs", expected=want, actual=got, **row))
-    return rows
+    return [diff_row(structure="batchconsumequeue", **p) for p in unit_problems(store, cl_min)]

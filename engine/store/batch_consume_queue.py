@@ -8,6 +8,7 @@ base of the first unit whose record is still in the commitlog. Units are read th
 views of the mapped files; nothing is loaded per message."""
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import numpy as np
@@ -212,7 +213,6 @@ def unit_dict(u) -> dict:
 def detect_file_size(root: Path, cfg) -> int:
     """mapperFileSizeBatchConsumeQueue: as set, else the size the files have (the most common
     one), else the default."""
-    import os
     from engine.format.batch_cq_unit import BATCH_CQ_DIR, round_file_size
     if "mapperFileSizeBatchConsumeQueue" in cfg.explicit:
         return round_file_size(cfg.mapperFileSizeBatchConsumeQueue)
@@ -331,3 +331,45 @@ def offset_by_time(bcq: BatchConsumeQueue, timestamp: int, boundary: str | None)
         return bcq.min_offset if i < 0 else int(u["msgBaseOffset"][i]) + int(u["batchSize"][i]) - 1
     i = int(np.searchsorted(ts, timestamp, side="left"))
     return bcq.max_offset if i >= len(u) else max(int(u["msgBaseOffset"][i]), bcq.min_offset)
+
+
+def unit_problems(store, cl_min: int) -> list[dict]:
+    """Every BatchCQ unit against the record it points at (topic, queue, size, tagsCode, store
+    time, base = INNER_BASE or queueOffset, batch size = INNER_NUM or 1) and the bases'
+    continuity: dicts with problem, file (relative to the root), fileOffset, topic, queueId,
+    queueOffset (the base), commitLogOffset, expected, actual."""
+    from engine.format.batch_cq_unit import BATCH_CQ_DIR
+    from engine.format.inner_batch import INNER_BASE, INNER_NUM
+    rows = []
+    for (topic, qid), bcq in sorted(store.batch_queues.items()):
+        prev_end = None
+        for fi, mf in enumerate(bcq.queue.files):
+            for j, u in enumerate(bcq.file_units(fi).tolist()):
+                phy, size, tags, ts, base, num = u[0], u[1], u[2], u[3], u[4], u[5]
+                row = dict(file=os.path.join(BATCH_CQ_DIR, topic, str(qid), mf.path.name),
+                           fileOffset=j * BATCH_CQ_UNIT_SIZE, topic=topic, queueId=qid, queueOffset=base,
+                           commitLogOffset=phy)
+                if prev_end is not None and base != prev_end:
+                    rows.append(dict(problem=f"unit base {base} does not follow the previous unit's end {prev_end}",
+                                     **row))
+                prev_end = base + num
+                if phy < cl_min:
+                    continue
+                m = store.commitlog.get_message(phy, size)
+                if m is None:
+                    rows.append(dict(problem="unit without record", actual={"size": size}, **row))
+                    continue
+                p = m.properties
+                want_base, want_num = m.queueOffset, 1
+                if INNER_NUM in p and INNER_BASE in p:
+                    try:
+                        want_base, want_num = int(p[INNER_BASE]), int(p[INNER_NUM])
+                    except ValueError:
+                        pass
+                want = {"topic": m.topic, "queueId": m.queueId, "tagsCode": m.tagsCode,
+                        "storeTimestamp": m.storeTimestamp, "msgBaseOffset": want_base, "batchSize": want_num}
+                got = {"topic": topic, "queueId": qid, "tagsCode": tags, "storeTimestamp": ts, "msgBaseOffset": base,
+                       "batchSize": num}
+                if want != got:
+                    rows.append(dict(problem="unit differs", expected=want, actual=got, **row))
+    return rows
