@@ -147,3 +147,19 @@ def test_a_read_only_open_follows_a_writer_of_batch_queues(tmp_path):
             assert [b.queueOffset for b in r.inner_messages("B", 0, 35, 99)] == [35, 36, 37]
     finally:
         w.close()
+
+
+def test_an_lmq_store_reopened_read_write_keeps_dispatching(fixture_copy):
+    """The settings are detected from the %LMQ% queues; the counters restart at the CQ max."""
+    root = fixture_copy("v5_lmq")
+    with MessageStore.open(root, read_only=False) as s:
+        assert s.cfg.enableLmq and s.cfg.enableMultiDispatch and "enableMultiDispatch" in s.cfg.detected
+        r = s.put_message("Chat-Room", b"again", queue_id=1, properties={"INNER_MULTI_DISPATCH": "%LMQ%c,%LMQ%new"})
+        m = s.look_message_by_offset(r.commitLogOffset)
+        assert m.properties["INNER_MULTI_QUEUE_OFFSET"] == "41,0"
+        d = s.lmq_dispatch(m)
+        assert [(q["lmqName"], q["queueOffset"], q["mismatch"]) for q in d["queues"]] == [("%LMQ%c", 41, False),
+                                                                                         ("%LMQ%new", 0, False)]
+        assert s.lmq_queue_offset("%LMQ%c") == 42
+    with MessageStore.open(root) as s:
+        assert s.find_queue("%LMQ%new", 0).max_offset == 1 and s.find_queue("%LMQ%c", 0).max_offset == 42

@@ -160,6 +160,11 @@ class MessageStore(Queries):
         for gap in self.commitlog.queue.gaps:
             self.warnings.append(f"commitlog files missing between offsets {gap[0]} and {gap[1]}")
         self._load_queues(writable)
+        if any(cq.lmq for cq in self.queues.values()):  # a multi-dispatch broker wrote it: dispatch as it did
+            for k in ("enableLmq", "enableMultiDispatch"):
+                if k not in cfg.explicit and not getattr(cfg, k):
+                    setattr(cfg, k, True)
+                    cfg.detected.add(k)
         self.index = IndexService(cfg, writable).load()
         self.warnings.extend(self.cfg.notes + self.index.warnings)
         self.writer = None
