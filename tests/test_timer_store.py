@@ -250,3 +250,14 @@ def test_without_timercheck_status_still_follows_the_delivered_copies(capsys, fi
 def test_settings_given_are_used(capsys, setting):
     out = cli_json(capsys, "timers", unpack("v5_timer"), "--set", setting)
     check_messages(out)
+
+
+def test_timermetrics_when_a_broker_wrote_it(capsys, fixture_copy):
+    root = fixture_copy("v5_timer")
+    assert (root / "config" / "timermetrics").stat().st_size == 0        # the fixture's, as made
+    info = cli_json(capsys, "info", root)
+    assert info["timerStore"]["timerMetrics"] is None
+    (root / "config" / "timermetrics").write_text(
+        '{"dataVersion":{"counter":3,"timestamp":1795530797142},"timingCount":{"TimerTopic":{"count":12}}}')
+    info = cli_json(capsys, "info", root)
+    assert info["timerStore"]["timerMetrics"]["timingCount"] == {"TimerTopic": {"count": 12}}

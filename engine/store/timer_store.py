@@ -202,7 +202,8 @@ class TimerStore:
         try:
             return load_config_json(self.root / "config", "timermetrics")
         except StoreError as e:
-            self.warnings.append(str(e))
+            if str(e) not in self.warnings:
+                self.warnings.append(str(e))
             return None
 
     def get_slot(self, time_ms: int):
@@ -239,6 +240,7 @@ class TimerStore:
                 "wheelFileSize": wheel.file_size if wheel else None, "wheelSlots": self.slots,
                 "wheelOccupiedSlots": int(len(wheel.occupied)) if wheel else 0,
                 "timercheck": self.checkpoint.to_json() if self.checkpoint else None,
+                "timerMetrics": self.metrics(),
                 "warnings": list(self.warnings)}
 
     # ---- timer messages ---------------------------------------------------------------------------
