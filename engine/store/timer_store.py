@@ -320,31 +320,35 @@ def _find_delivered(store, msgs: list[TimerMessage], cancel: CancelToken):
     for t in msgs:
         if t.uniqKey and t.realTopic and t.realTopic != TIMER_TOPIC:
             by_topic.setdefault(t.realTopic, {})[t.uniqKey] = t
-    work = []
+    work = []   # (consume queue, its units to read, the messages of its topic): arrays, not lists
     for topic, wanted in by_topic.items():
         start = min(t.wheel_records[0]["commitLogOffset"] for t in wanted.values())
         for (tp, _), cq in sorted(store.queues.items()):
             if tp == topic:
                 u = cq.units(cq.min_offset, cq.max_offset)
-                keep = (u["commitLogOffset"] > start) & (u["size"] != FILLER_SIZE)
-                work.extend((int(o), wanted) for o in u["commitLogOffset"][keep].tolist())
-    total = len(work)
+                offs = u["commitLogOffset"][(u["commitLogOffset"] > start) & (u["size"] != FILLER_SIZE)]
+                if len(offs):
+                    work.append((offs.astype(np.int64), wanted))
+    total = sum(len(offs) for offs, _ in work)
+    done = 0
     yield Progress(0, total, "delivered copies", "records")
-    for i, (off, wanted) in enumerate(work):
-        if i % STEP == 0 and i:
-            cancel.raise_if_cancelled()
-            yield Progress(i, total, "delivered copies", "records")
-        m = store.commitlog.get_message(off)
-        if m is None or m.topic == TIMER_TOPIC:
-            continue
-        t = wanted.get(m.uniqKey)
-        if t is None or off <= t.wheel_records[0]["commitLogOffset"]:
-            continue
-        p = m.properties
-        t.delivered.append({"commitLogOffset": off, "topic": m.topic, "queueId": m.queueId,
-                            "queueOffset": m.queueOffset, "storeTimestamp": m.storeTimestamp,
-                            "timerEnqueueMs": _int(p.get(PROPERTY_TIMER_ENQUEUE_MS)),
-                            "timerDequeueMs": _int(p.get(PROPERTY_TIMER_DEQUEUE_MS))})
+    for offs, wanted in work:
+        for off in offs.tolist():
+            done += 1
+            if done % STEP == 0:
+                cancel.raise_if_cancelled()
+                yield Progress(done, total, "delivered copies", "records")
+            m = store.commitlog.get_message(off)
+            if m is None or m.topic == TIMER_TOPIC:
+                continue
+            t = wanted.get(m.uniqKey)
+            if t is None or off <= t.wheel_records[0]["commitLogOffset"]:
+                continue
+            p = m.properties
+            t.delivered.append({"commitLogOffset": off, "topic": m.topic, "queueId": m.queueId,
+                                "queueOffset": m.queueOffset, "storeTimestamp": m.storeTimestamp,
+                                "timerEnqueueMs": _int(p.get(PROPERTY_TIMER_ENQUEUE_MS)),
+                                "timerDequeueMs": _int(p.get(PROPERTY_TIMER_DEQUEUE_MS))})
     for t in msgs:
         t.delivered.sort(key=lambda d: d["commitLogOffset"])
     yield Progress(total, total, "delivered copies", "records")
