@@ -261,3 +261,29 @@ def test_timermetrics_when_a_broker_wrote_it(capsys, fixture_copy):
         '{"dataVersion":{"counter":3,"timestamp":1795530797142},"timingCount":{"TimerTopic":{"count":12}}}')
     info = cli_json(capsys, "info", root)
     assert info["timerStore"]["timerMetrics"]["timingCount"] == {"TimerTopic": {"count": 12}}
+
+
+def test_another_precision_is_read_from_the_wheel(capsys, fixture_copy):
+    """The same slots written as a 500 ms wheel would hold them (stored time = timeMs / 500, at
+    slot (timeMs / 500) % 1209600): the precision, slot indexes and getSlot follow."""
+    root = fixture_copy("v5_timer")
+    wheel = root / "timerwheel"
+    wheel.unlink()
+    with open(wheel, "wb") as fh:
+        fh.truncate(38_707_200)
+        for _, _, ms, first, last, num, magic in T["wheel_raw_nonzero"]:
+            fh.seek((ms // 500) % 1_209_600 * 32)
+            fh.write(struct.pack(">qqqii", ms // 500, first, last, num, magic))
+    with MessageStore.open(root) as s:
+        assert (s.timer.precision_ms, s.timer.precision_source) == (500, "files")
+    out = cli_json(capsys, "timers", root)
+    check_messages(out)
+    assert all(o["wheelSlot"] == (o["slotTimeMs"] // 500) % 1_209_600 for o in out)
+    slots = cli_json(capsys, "timers", root, "--wheel")
+    assert [(s["slot"], s["timeMs"], s["lastPos"]) for s in slots] == \
+        [((w[2] // 500) % 1_209_600, w[2], w[4]) for w in T["wheel_raw_nonzero"]]
+    q = T["wheel_getSlot"][5][0]
+    got = cli_json(capsys, "timers", root, "--wheel", "--at", q + 499)      # the same 500 ms slot
+    assert (got["slot"], got["timeMs"]) == ((q // 500) % 1_209_600, q)
+    got = cli_json(capsys, "timers", root, "--wheel", "--at", q + 500)      # the next one: empty
+    assert got["timeMs"] == -1

@@ -49,6 +49,7 @@ TIMERLOG_UNIT_DTYPE = np.dtype([
 ])
 TIMERLOG_UNIT = struct.Struct(">iqiqiqiiq")
 TIMERLOG_BLANK = struct.Struct(">iqi")   # remaining bytes, 0, BLANK_MAGIC
+TIMERLOG_SIZE = struct.Struct(">i")      # the first field of a unit or a blank
 assert TIMERLOG_UNIT_DTYPE.itemsize == TIMERLOG_UNIT.size == TIMERLOG_UNIT_SIZE
 
 WHEEL_SLOT_SIZE = 32

@@ -9,7 +9,6 @@ as native integers (TIMERLOG_UNIT_NATIVE), never as Python objects."""
 from __future__ import annotations
 
 import os
-import struct
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -17,7 +16,7 @@ import numpy as np
 
 from engine.errors import StoreError
 from engine.files.mapped_file_queue import MappedFileQueue
-from engine.format.timer_layout import (TIMERLOG_BLANK, TIMERLOG_BLANK_MAGIC, TIMERLOG_MIN_BLANK_LEN,
+from engine.format.timer_layout import (TIMERLOG_BLANK, TIMERLOG_BLANK_MAGIC, TIMERLOG_MIN_BLANK_LEN, TIMERLOG_SIZE,
                                         TIMERLOG_UNIT_DTYPE, TIMERLOG_UNIT_NATIVE, TIMERLOG_UNIT_SIZE)
 
 STOP_BLANK = "blank"        # a blank record ends the file (it is full)
@@ -172,8 +171,8 @@ def _read_file(f) -> tuple[TimerLogFile, np.ndarray]:
 def _blank_at(buf, pos: int, size: int) -> tuple[int, int, int]:
     if size - pos >= TIMERLOG_BLANK.size:
         return TIMERLOG_BLANK.unpack_from(buf, pos)
-    if size - pos >= 4:
-        return struct.unpack_from(">i", buf, pos)[0], 0, 0
+    if size - pos >= TIMERLOG_SIZE.size:
+        return TIMERLOG_SIZE.unpack_from(buf, pos)[0], 0, 0
     return 0, 0, 0
 
 

@@ -69,8 +69,9 @@ class TimerWheel:
             a, b = lo // WHEEL_SLOT_SIZE, min(self.slots, -(-hi // WHEEL_SLOT_SIZE))
             if b <= a:
                 continue
-            words = np.frombuffer(self.mm, dtype=np.uint64, count=(b - a) * 4, offset=a * WHEEL_SLOT_SIZE)
-            hit = np.flatnonzero(words.reshape(-1, 4).any(axis=1))
+            per = WHEEL_SLOT_SIZE // 8      # a slot as 64-bit words: any non-zero word makes it occupied
+            words = np.frombuffer(self.mm, dtype=np.uint64, count=(b - a) * per, offset=a * WHEEL_SLOT_SIZE)
+            hit = np.flatnonzero(words.reshape(-1, per).any(axis=1))
             del words
             if hit.size:
                 found.append(a + hit)
