@@ -287,3 +287,48 @@ def test_another_precision_is_read_from_the_wheel(capsys, fixture_copy):
     assert (got["slot"], got["timeMs"]) == ((q // 500) % 1_209_600, q)
     got = cli_json(capsys, "timers", root, "--wheel", "--at", q + 500)      # the next one: empty
     assert got["timeMs"] == -1
+
+
+def _short_timercheck(root):
+    (root / "config" / "timercheck").write_bytes(b"\0" * 20)
+
+
+def _fifo_timercheck(root):
+    (root / "config" / "timercheck").unlink()
+    os.mkfifo(root / "config" / "timercheck")
+
+
+def _garbage_timerlog(root):
+    (root / "timerlog" / "00000000000000000000").write_bytes(os.urandom(4096))
+
+
+def _empty_wheel(root):
+    (root / "timerwheel").write_bytes(b"")
+
+
+def _odd_wheel(root):
+    with open(root / "timerwheel", "r+b") as fh:
+        fh.truncate(38_707_200 - 7)
+
+
+def _stray_timerlog_files(root):
+    (root / "timerlog" / "00000000000000000100").write_bytes(b"\0" * 4096)   # not a multiple of the size
+    (root / "timerlog" / "notes.txt").write_text("hello")
+
+
+@pytest.mark.parametrize("damage,says", [(_short_timercheck, "timercheck holds 20 bytes"),
+                                         (_fifo_timercheck, "not a regular file"),
+                                         (_garbage_timerlog, "damaged"), (_empty_wheel, "timerwheel is 0 bytes"),
+                                         (_odd_wheel, "reading it as 1209599 slots"),
+                                         (_stray_timerlog_files, "not a multiple")])
+def test_damaged_timer_files_are_warnings_never_a_hang(capsys, fixture_copy, damage, says):
+    root = fixture_copy("v5_timer")
+    damage(root)
+    with MessageStore.open(root) as s:
+        assert s.timer is not None
+        assert any(says in w for w in s.warnings), s.warnings
+    for extra in ([], ["--wheel"], ["--units"]):
+        out = cli_json(capsys, "timers", root, *extra)
+        assert isinstance(out, list)
+    out = cli_json(capsys, "timers", root)
+    assert {o["uniqKey"] for o in out} == set(u["uniqKey"] for u in STATUS)

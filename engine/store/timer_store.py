@@ -15,6 +15,7 @@ own timer threads. Sizes and the precision come from the files (settings win whe
 from __future__ import annotations
 
 import os
+import stat
 import struct
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,18 +53,24 @@ class TimerCheckpoint:
 
     @classmethod
     def read(cls, path: Path) -> "TimerCheckpoint | None":
+        """None when absent; a FIFO or device is refused (never blocked on), a short file is damage."""
         try:
-            with open(path, "rb") as fh:
-                data = fh.read(TIMERCHECK.size)
-                size = os.fstat(fh.fileno()).st_size
+            fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
         except FileNotFoundError:
             return None
         except OSError as e:
             raise StoreError(f"cannot read timercheck: {e.strerror}", path=str(path)) from None
+        try:
+            st = os.fstat(fd)
+            if not stat.S_ISREG(st.st_mode):
+                raise CorruptDataError("timercheck is not a regular file", path=str(path))
+            data = os.pread(fd, TIMERCHECK.size, 0)
+        finally:
+            os.close(fd)
         if len(data) < TIMERCHECK.size:
             raise CorruptDataError(f"timercheck holds {len(data)} bytes, fewer than its {TIMERCHECK.size}",
                                    path=str(path))
-        return cls(*TIMERCHECK.unpack(data), file_size=size)
+        return cls(*TIMERCHECK.unpack(data), file_size=st.st_size)
 
     def to_json(self) -> dict:
         d = {n: getattr(self, n) for n in TIMERCHECK_FIELDS[:4]}
@@ -155,16 +162,19 @@ class TimerStore:
         explicit = getattr(cfg, "explicit", set()) if cfg is not None else set()
         size = getattr(cfg, "mappedFileSizeTimerLog", None) if "mappedFileSizeTimerLog" in explicit else None
         timerlog = wheel = None
+        notes: list[str] = []
         try:
             timerlog = open_timerlog(log_dir, size)
             wheel = TimerWheel(wheel_path, DEFAULT_TIMER_PRECISION_MS) if wheel_path.is_file() else None
-            checkpoint = TimerCheckpoint.read(root / "config" / "timercheck")
+            try:
+                checkpoint = TimerCheckpoint.read(root / "config" / "timercheck")
+            except StoreError as e:      # the log and the wheel still say a lot without it
+                checkpoint, notes = None, [f"timer store: {e}"]
         except BaseException:
             for part in (timerlog, wheel):
                 if part is not None:
                     part.close()
             raise
-        notes: list[str] = []
         if "timerPrecisionMs" in explicit:
             precision, source = int(cfg.timerPrecisionMs), "set"
         else:
@@ -177,7 +187,7 @@ class TimerStore:
         ts = cls(root, timerlog, wheel, checkpoint, precision, source)
         ts.warnings = notes + (timerlog.warnings if timerlog else ["timer store: no timerlog folder"]) \
             + (wheel.warnings if wheel else ["timer store: no timerwheel file"])
-        if checkpoint is None:
+        if checkpoint is None and not (root / "config" / "timercheck").exists():
             ts.warnings.append("timer store: no config/timercheck; pending and delivered cannot be told from "
                                "the read clock")
         return ts
