@@ -80,6 +80,7 @@ def test_every_timer_message_as_the_manifest_says(capsys):
         assert o["slotTimeMs"] == newest["delayedTimeMs"]
         assert o["wheelSlot"] == (newest["delayedTimeMs"] // 1000) % 1209600
         assert o["stage"] == ("delivered" if o["status"] == "delivered" else "inWheel")
+        assert o["timerlogPositions"] == [u["timerlogPos"] for u in o["timerlogUnits"]]
 
 
 def test_the_past_message_is_not_a_timer_message(capsys):

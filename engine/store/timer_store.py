@@ -116,7 +116,8 @@ class TimerMessage:
                 "fireTime": self.fireTime, "status": self.status, "stage": self.stage, "rollTimes": self.rollTimes,
                 "wheelCommitLogOffsets": self.commit_log_offsets, "wheelRecords": self.wheel_records,
                 "deliveredCommitLogOffset": self.delivered_offset, "deliveredRecords": self.delivered,
-                "timerlogUnits": units, "wheelSlot": self.wheelSlot, "slotTimeMs": self.slotTimeMs,
+                "timerlogUnits": units, "timerlogPositions": [u["timerlogPos"] for u in units],
+                "wheelSlot": self.wheelSlot, "slotTimeMs": self.slotTimeMs,
                 "deleteKey": self.deleteKey}
 
 
