@@ -12,6 +12,7 @@ A store without a timer store is an error (exit 2)."""
 from __future__ import annotations
 
 import json
+import sys
 
 from engine.cli.output import CliError, emit, fmt_time, safe, stderr_progress, table
 from engine.format.text import parse_time
@@ -44,10 +45,14 @@ def cmd_timers(store, args) -> int:
     ts = timer_store(store)
     if args.at is not None and not args.wheel:
         raise CliError("--at goes with --wheel")
-    if args.wheel:
-        return _wheel(ts, args)
-    if args.units:
-        return _units(ts, args)
+    rc = _wheel(ts, args) if args.wheel else _units(ts, args) if args.units else _messages(store, ts, args)
+    if not args.json:
+        for w in ts.warnings:
+            print(f"warning: {safe(w)}", file=sys.stderr)
+    return rc
+
+
+def _messages(store, ts, args) -> int:
     lo = parse_time(args.fire_from) if args.fire_from else None
     hi = parse_time(args.fire_to) if args.fire_to else None
     msgs = run(ts.messages_task(store), None if args.json else stderr_progress())

@@ -140,14 +140,16 @@ def _int(text) -> int | None:
 
 class TimerStore:
     def __init__(self, root: Path, timerlog: TimerLog | None, wheel: TimerWheel | None,
-                 checkpoint: TimerCheckpoint | None, precision_ms: int, precision_source: str):
+                 checkpoint: TimerCheckpoint | None, precision_ms: int | None = None):
+        """`precision_ms`: timerPrecisionMs when set; None reads it from the files on first use."""
         self.root = root
         self.timerlog = timerlog
         self.wheel = wheel
         self.checkpoint = checkpoint
-        self.precision_ms = precision_ms
-        self.precision_source = precision_source   # "set", "files" or "default"
-        self.warnings: list[str] = []
+        self._precision: tuple[int, str] | None = (precision_ms, "set") if precision_ms else None
+        if self._precision and wheel is not None:
+            wheel.precision_ms = precision_ms
+        self.notes: list[str] = []                 # the store's own; the files' are in `warnings`
         self._messages: tuple | None = None        # (commitlog end, list[TimerMessage])
 
     # ---- opening ---------------------------------------------------------------------------------
@@ -155,18 +157,20 @@ class TimerStore:
     def open(cls, root, cfg=None) -> "TimerStore | None":
         """The timer store of the store at `root`, or None when it has neither a timerlog folder nor
         a timerwheel. `cfg` (a StoreConfig): timerPrecisionMs and mappedFileSizeTimerLog are used
-        when set explicitly, else read from the files."""
+        when set explicitly, else read from the files. Opening maps the files and reads only the
+        ends of the timerlog files; units and wheel slots are read when first asked for."""
         root = Path(root)
         log_dir, wheel_path = root / "timerlog", root / "timerwheel"
         if not log_dir.is_dir() and not wheel_path.is_file():
             return None
         explicit = getattr(cfg, "explicit", set()) if cfg is not None else set()
         size = getattr(cfg, "mappedFileSizeTimerLog", None) if "mappedFileSizeTimerLog" in explicit else None
+        precision = int(cfg.timerPrecisionMs) if "timerPrecisionMs" in explicit else None
         timerlog = wheel = None
         notes: list[str] = []
         try:
             timerlog = open_timerlog(log_dir, size)
-            wheel = TimerWheel(wheel_path, DEFAULT_TIMER_PRECISION_MS) if wheel_path.is_file() else None
+            wheel = TimerWheel(wheel_path, precision or DEFAULT_TIMER_PRECISION_MS) if wheel_path.is_file() else None
             try:
                 checkpoint = TimerCheckpoint.read(root / "config" / "timercheck")
             except StoreError as e:      # the log and the wheel still say a lot without it
@@ -176,22 +180,39 @@ class TimerStore:
                 if part is not None:
                     part.close()
             raise
-        if "timerPrecisionMs" in explicit:
-            precision, source = int(cfg.timerPrecisionMs), "set"
-        else:
-            found, _ = detect_precision(wheel.occupied, timerlog.unit_at) if wheel and timerlog else (None, 0)
-            precision, source = (found, "files") if found else (DEFAULT_TIMER_PRECISION_MS, "default")
-            if found is None and wheel is not None and len(wheel.occupied):
-                notes.append(f"timerPrecisionMs could not be read from the wheel; using {precision} ms")
-        if wheel is not None:
-            wheel.precision_ms = precision
-        ts = cls(root, timerlog, wheel, checkpoint, precision, source)
-        ts.warnings = notes + (timerlog.warnings if timerlog else ["timer store: no timerlog folder"]) \
-            + (wheel.warnings if wheel else ["timer store: no timerwheel file"])
+        ts = cls(root, timerlog, wheel, checkpoint, precision)
+        ts.notes = notes + ([] if timerlog else ["timer store: no timerlog folder"]) \
+            + ([] if wheel else ["timer store: no timerwheel file"])
         if checkpoint is None and not (root / "config" / "timercheck").exists():
-            ts.warnings.append("timer store: no config/timercheck; pending and delivered cannot be told from "
+            ts.notes.append("timer store: no config/timercheck; pending and delivered cannot be told from "
                                "the read clock")
         return ts
+
+    @property
+    def warnings(self) -> list[str]:
+        """What the timer files made us pass over or assume (grows as units are first read)."""
+        return (self.notes + (self.timerlog.warnings if self.timerlog else [])
+                + (self.wheel.warnings if self.wheel else []))
+
+    @property
+    def precision_ms(self) -> int:
+        """timerPrecisionMs: as set, else as the wheel and the timerlog say (detect_precision)."""
+        if self._precision is None:
+            found, _ = (detect_precision(self.wheel.occupied, self.timerlog.unit_at)
+                        if self.wheel is not None and self.timerlog is not None else (None, 0))
+            self._precision = (found, "files") if found else (DEFAULT_TIMER_PRECISION_MS, "default")
+            if found is None and self.wheel is not None and len(self.wheel.occupied):
+                self.notes.append(f"timerPrecisionMs could not be read from the wheel; using "
+                                     f"{DEFAULT_TIMER_PRECISION_MS} ms")
+            if self.wheel is not None:
+                self.wheel.precision_ms = self._precision[0]
+        return self._precision[0]
+
+    @property
+    def precision_source(self) -> str:
+        """"set", "files" or "default"."""
+        self.precision_ms
+        return self._precision[1]
 
     def close(self) -> None:
         if self.timerlog is not None:
@@ -213,12 +234,15 @@ class TimerStore:
         try:
             return load_config_json(self.root / "config", "timermetrics")
         except StoreError as e:
-            if str(e) not in self.warnings:
-                self.warnings.append(str(e))
+            if str(e) not in self.notes:
+                self.notes.append(str(e))
             return None
 
     def get_slot(self, time_ms: int):
-        return self.wheel.get_slot(time_ms) if self.wheel is not None else None
+        if self.wheel is None:
+            return None
+        self.precision_ms       # the wheel reads with the store's precision
+        return self.wheel.get_slot(time_ms)
 
     def slot_of(self, time_ms: int) -> int | None:
         return int(slot_index(time_ms, self.precision_ms, self.slots)) if self.slots else None
@@ -243,10 +267,11 @@ class TimerStore:
 
     def summary(self) -> dict:
         log, wheel = self.timerlog, self.wheel
-        return {"precisionMs": self.precision_ms, "precisionSource": self.precision_source,
+        precision = self.precision_ms
+        return {"precisionMs": precision, "precisionSource": self.precision_source,
                 "timerlogFileSize": log.file_size if log else None,
                 "timerlogFiles": [f.to_json() for f in log.files] if log else [],
-                "timerlogUnits": int(len(log.units)) if log else 0,
+                "timerlogUnits": log.unit_count if log else 0,
                 "timerlogMinPos": log.min_pos if log else None, "timerlogMaxPos": log.max_pos if log else None,
                 "wheelFileSize": wheel.file_size if wheel else None, "wheelSlots": self.slots,
                 "wheelOccupiedSlots": int(len(wheel.occupied)) if wheel else 0,

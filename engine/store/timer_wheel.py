@@ -57,15 +57,23 @@ class TimerWheel:
                 self.warnings.append(f"timerwheel is {self.file_size} bytes, not {WHEEL_FILE_SIZE} (604800 x 2 slots "
                                      f"of 32 bytes); reading it as {self.slots} slots")
             self.mm = map_for_reading(fd, self.file_size) if self.file_size else None
-            self._occupied = self._scan(fd)
         finally:
             os.close(fd)
+        self._occupied: np.ndarray | None = None
 
-    def _scan(self, fd: int) -> np.ndarray:
+    def _scan(self) -> np.ndarray:
         """Every slot with a non-zero byte (WHEEL_SLOT_NATIVE, by slot index)."""
         found = []
         end = self.slots * WHEEL_SLOT_SIZE
-        for lo, hi in data_extents(fd, 0, end):
+        try:
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+        except OSError as e:
+            raise StoreError(f"cannot open the timer wheel: {e.strerror}", path=str(self.path)) from None
+        try:
+            extents = list(data_extents(fd, 0, end))
+        finally:
+            os.close(fd)
+        for lo, hi in extents:
             a, b = lo // WHEEL_SLOT_SIZE, min(self.slots, -(-hi // WHEEL_SLOT_SIZE))
             if b <= a:
                 continue
@@ -92,7 +100,10 @@ class TimerWheel:
     # ---- TimerWheel's reads --------------------------------------------------------------------
     @property
     def occupied(self) -> np.ndarray:
-        """The non-zero slots (index, time in precision units, firstPos, lastPos, num, magic)."""
+        """The non-zero slots (index, time in precision units, firstPos, lastPos, num, magic), found
+        on first use from the file's data extents."""
+        if self._occupied is None:
+            self._occupied = self._scan() if self.mm is not None else self._rows(np.empty(0, np.int64))
         return self._occupied
 
     def slot_index(self, time_ms: int) -> int:
