@@ -21,12 +21,21 @@ from engine.format.timer_layout import unit_kind
 from . import heatmap as H
 from .slot_heatmap import COLORMAP, DOTS_UP_TO, IndexedImageItem, _axis_style
 from gui.timefmt import format_ms_readable
-from gui.workers import RefreshWhenShown
+from gui.workers import Background, RefreshWhenShown
 
 PROCESSED = QColor(150, 150, 150)
 DUE = QColor(255, 127, 14)
 BARS_UP_TO = 5000          # occupied slots drawn as bars up to this many, else as a curve
 CHAIN_LINES = 500          # units listed for a selected slot
+
+
+def wheel_data(ts) -> tuple:
+    """On a worker: the occupied slots, units per slot for every slot, and the summary (the first
+    call reads the wheel's data extents and detects the precision)."""
+    occ = ts.wheel.occupied
+    nums = np.zeros(ts.slots, dtype=np.int32)
+    nums[occ["index"]] = np.maximum(occ["num"], 0)
+    return occ, nums, ts.summary()
 
 
 class WheelSlotModel(QAbstractTableModel):
@@ -90,6 +99,9 @@ class TimerWheelView(RefreshWhenShown, QWidget):
         self.timer = None
         self.heat: H.SlotHeatmap | None = None
         self.nums: np.ndarray | None = None
+        self.background = Background(self)
+        self.background.failed.connect(lambda ch, text: self.summary.setText(
+            "Could not read the timer wheel:\n" + text.strip().splitlines()[-1]))
         self.summary = QLabel("No store open.")
         self.summary.setWordWrap(True)
         self.summary.setTextInteractionFlags(Qt.TextSelectableByMouse)
@@ -167,6 +179,7 @@ class TimerWheelView(RefreshWhenShown, QWidget):
 
     # ---- store --------------------------------------------------------------------------------------
     def set_store(self, store) -> None:
+        self.background.cancel()
         self._store = store
         self.timer = getattr(store, "timer", None) if store is not None else None
         self.nums = self.heat = None
@@ -187,19 +200,22 @@ class TimerWheelView(RefreshWhenShown, QWidget):
         self._dirty = False
         ts = self.timer
         if ts is None or ts.wheel is None:
+            if ts is not None:
+                self.summary.setText("This timer store has no timerwheel file.")
             return
-        occ = ts.wheel.occupied
-        self.nums = np.zeros(ts.slots, dtype=np.int32)
-        self.nums[occ["index"]] = np.maximum(occ["num"], 0)
+        self.background.submit("wheel", wheel_data, ts, on_done=self._apply)
+
+    def _apply(self, data: tuple) -> None:
+        occ, self.nums, s = data
+        ts = self.timer
         self.model.set_rows(occ, ts.precision_ms, ts.last_read_time_ms)
         self._draw_heat()
         self._draw_bars()
         read = ts.last_read_time_ms
         due = int(np.count_nonzero(occ["time"] * ts.precision_ms > read)) if read >= 0 else None
-        s = ts.summary()
         self.summary.setText(
-            f"<b>timerwheel</b>: {ts.slots:,} slots ({s['wheelFileSize']:,} bytes: 2 laps of 7 days at "
-            f"{ts.precision_ms} ms, precision from the {s['precisionSource']}); <b>{len(occ):,}</b> slots occupied"
+            f"<b>timerwheel</b>: {ts.slots:,} slots ({s['wheelFileSize']:,} bytes: 2 laps of "
+            f"{ts.slots // 2 * ts.precision_ms / 86_400_000:g} days at {ts.precision_ms} ms, precision from the {s['precisionSource']}); <b>{len(occ):,}</b> slots occupied"
             + (f", {due:,} of them due after the read clock ({format_ms_readable(read, self.model.utc)}, "
                f"timercheck lastReadTimeMs)" if due is not None else "; no timercheck: the read clock is unknown")
             + f". timerlog: {s['timerlogUnits']:,} units in {len(s['timerlogFiles'])} file(s) of "
