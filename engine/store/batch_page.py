@@ -160,3 +160,19 @@ def batch_units_json(bcq, start: int | None = None, count: int = 0) -> list[dict
     s = bcq.min_offset if start is None else start
     units = bcq.units_from(s, limit=count or None)
     return [unit_dict(u) for u in units]
+
+
+def get_message_result(store, bcq, offset: int, max_count: int, broker: bool, result_cls):
+    """getMessage on a BatchCQ as a GetMessageResult (`result_cls`): RocketMQ's statuses and
+    bounds, the whole records, messageCount in inner messages, messageQueueOffset the bases."""
+    mn, mx = bcq.min_offset, bcq.max_offset
+    status = ("NO_MESSAGE_IN_QUEUE" if mx == 0 else "OFFSET_TOO_SMALL" if offset < mn else
+              "OFFSET_OVERFLOW_ONE" if offset == mx else "OFFSET_OVERFLOW_BADLY" if offset > mx else None)
+    if status is not None:
+        nxt = {"NO_MESSAGE_IN_QUEUE": 0, "OFFSET_TOO_SMALL": mn, "OFFSET_OVERFLOW_ONE": offset}.get(status, mx)
+        return result_cls(status, nxt, mn, mx, [], 0, [], [], 0, "BatchCQ", [])
+    got = get_message(store, bcq, offset, max_count, broker)
+    if got is None:
+        return result_cls("OFFSET_FOUND_NULL", offset, mn, mx, [], 0, [], [], 0, "BatchCQ", [])
+    status, nxt, records, total, count, qoffs, skipped, inner = got
+    return result_cls(status, nxt, mn, mx, records, total, skipped, qoffs, count, "BatchCQ", inner)

@@ -24,10 +24,12 @@ from engine.errors import MessageRejectedError, NotAStoreError, ReadOnlyStoreErr
 from engine.store.queries import Queries, QueryResult  # noqa: F401 (QueryResult: engine's facade)
 from engine.files.mapped_file import durable_touch, refuse_full_tmpfs
 from engine.store.index_service import IndexService
+from engine.store.timer_store import TimerStore, open_timer_store
 from engine.format.message import Message
 from engine.store.store_lock import StoreLock, holder_pid
 from engine.store import page as _page  # getMessage's loop and its lazy page
 from engine.store import batch_consume_queue as _bcq, batch_page as _batch_page, lmq as _lmq
+from engine.store.queue_kinds import QueueKinds
 from engine.accel import load as _load_accel
 
 _APPEND = _load_accel("_append")  # the compiled put loop for plain messages (None: Python's own)
@@ -70,7 +72,7 @@ if _page.KERNEL is not None:
     _page.KERNEL.bind_result(GetMessageResult)
 
 
-class MessageStore(Queries):
+class MessageStore(Queries, QueueKinds):
     """Open with MessageStore.open(root); close() (or use as a context manager) when done."""
 
     def __init__(self, root: Path, cfg: StoreConfig, read_only: bool):
@@ -86,6 +88,7 @@ class MessageStore(Queries):
         self.warnings: list[str] = []
         self.recovery_plan: RecoveryPlan | None = None
         self.recovery: RecoveryReport | None = None
+        self.timer: TimerStore | None = None
 
     # ---- opening ---------------------------------------------------------------------
     @classmethod
@@ -167,6 +170,8 @@ class MessageStore(Queries):
                     cfg.detected.add(k)
         self.index = IndexService(cfg, writable).load()
         self.warnings.extend(self.cfg.notes + self.index.warnings)
+        self.timer, notes = open_timer_store(root, cfg)  # 5.x timer store (read-only), None without one
+        self.warnings.extend(notes)
         self.writer = None
         if writable:
             # an index file filled by recovery's re-dispatch is recorded in the checkpoint, as
@@ -290,14 +295,6 @@ class MessageStore(Queries):
         drafts = [first] + [w.draft(topic, b, first.queueId, tags, keys, properties) for b in bodies[1:]]
         return w.put(drafts)
 
-    def put_inner_batch(self, topic: str, messages, queue_id: int | None = None, properties: dict | None = None,
-                        keys=None, tags: str | None = None):
-        """5.x BatchCQ topic: `messages` ((body, properties) each) as one inner-batch record; the
-        store adds INNER_BASE, its queue offsets are INNER_BASE .. + INNER_NUM - 1."""
-        from engine.store.put_assign import inner_batch_draft
-        w = self._writer()
-        return w.put([inner_batch_draft(w, topic, messages, queue_id, properties, keys, tags)])[0]
-
     def flush(self) -> None:
         self._writer().flush()
 
@@ -318,6 +315,8 @@ class MessageStore(Queries):
                 self.index.close()
             if self.commitlog:
                 self.commitlog.close()
+            if self.timer:
+                self.timer.close()
             if self.lock:
                 self.lock.release()
                 self.lock = None
@@ -403,14 +402,6 @@ class MessageStore(Queries):
         """The 20-byte-unit ConsumeQueue (an LMQ is one too); BatchCQ queues: find_batch_queue."""
         return self.queues.get((topic, queue_id))
 
-    def find_batch_queue(self, topic: str, queue_id: int):
-        return self.batch_queues.get((topic, queue_id))
-
-    def queue_bounds(self, topic: str, queue_id: int) -> tuple[str, int, int] | None:
-        """(cqType, min, max) of any kind of queue; None when there is none."""
-        q = self.queues.get((topic, queue_id)) or self.batch_queues.get((topic, queue_id))
-        return None if q is None else (getattr(q, "cq_type", "SimpleCQ"), q.min_offset, q.max_offset)
-
     def topics(self) -> list[str]:
         names = {t for t, _ in self.queues}
         names.update(t for t, _ in self.batch_queues)
@@ -424,28 +415,6 @@ class MessageStore(Queries):
         rows += [{"topic": t, "queueId": q, "minOffset": b.min_offset, "maxOffset": b.max_offset,
                   "cqType": "BatchCQ", "lmq": False, "units": b.unit_count} for (t, q), b in self.batch_queues.items()]
         return sorted(rows, key=lambda r: (r["topic"], r["queueId"], r["cqType"]))
-
-    # ---- LMQ and BatchCQ (engine/store/lmq.py, batch_consume_queue.py, batch_page.py) ----------
-    def lmq_dispatch(self, msg: Message) -> dict | None:
-        """The LMQ queues a record reached, with its positions read from their CQs."""
-        return _lmq.positions(self, msg)
-
-    def lmq_queue_offset(self, name: str) -> int:
-        """getLmqQueueOffset: the next offset the writer assigns (the CQ's max when read-only)."""
-        if getattr(self, "writer", None) is not None:
-            return _lmq.lmq_queue_offset(self.writer, name)
-        cq = self.find_queue(name, 0)
-        return cq.max_offset if cq else 0
-
-    def batch_units(self, topic: str, queue_id: int, start: int | None = None, count: int = 0) -> list[dict]:
-        """BatchCQ: the distinct 46-byte units from the one containing `start` (default: the min)."""
-        bcq = self.find_batch_queue(topic, queue_id)
-        return _batch_page.batch_units_json(bcq, start, count) if bcq else []
-
-    def inner_messages(self, topic: str, queue_id: int, start: int, end: int) -> list:
-        """BatchCQ: one BatchedMessage (inner message + its record) per queue offset in [start, end)."""
-        bcq = self.find_batch_queue(topic, queue_id)
-        return _batch_page.inner_messages(self, bcq, start, end) if bcq else []
 
     def broker_holding_lock(self) -> int | None:
         """PID of a process (a running broker) holding the lock, if any."""
@@ -508,6 +477,7 @@ class MessageStore(Queries):
                          "stopReason": self.recovery.commitlog.stop_reason,
                          "truncatedQueues": self.recovery.truncated_queues},
             "warnings": warnings,
+            "timerStore": self.timer.summary() if self.timer else None,
         }
 
     # ---- reading by queue offset -------------------------------------------------------
@@ -546,17 +516,7 @@ class MessageStore(Queries):
         return r
 
     def _get_batch_message(self, bcq, offset: int, max_count: int, broker: bool) -> GetMessageResult:
-        mn, mx = bcq.min_offset, bcq.max_offset
-        status = ("NO_MESSAGE_IN_QUEUE" if mx == 0 else "OFFSET_TOO_SMALL" if offset < mn else
-                  "OFFSET_OVERFLOW_ONE" if offset == mx else "OFFSET_OVERFLOW_BADLY" if offset > mx else None)
-        if status is not None:
-            nxt = {"NO_MESSAGE_IN_QUEUE": 0, "OFFSET_TOO_SMALL": mn, "OFFSET_OVERFLOW_ONE": offset}.get(status, mx)
-            return GetMessageResult(status, nxt, mn, mx, [], 0, [], [], 0, "BatchCQ", [])
-        got = _batch_page.get_message(self, bcq, offset, max_count, broker)
-        if got is None:
-            return GetMessageResult("OFFSET_FOUND_NULL", offset, mn, mx, [], 0, [], [], 0, "BatchCQ", [])
-        status, nxt, records, total, count, qoffs, skipped, inner = got
-        return GetMessageResult(status, nxt, mn, mx, records, total, skipped, qoffs, count, "BatchCQ", inner)
+        return _batch_page.get_message_result(self, bcq, offset, max_count, broker, GetMessageResult)
 
     _get_message_py = get_message  # the reference; the compiled twin falls back to it
     if _page.KERNEL is not None:
