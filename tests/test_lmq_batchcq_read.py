@@ -205,6 +205,11 @@ def test_cli_info_and_get_json_leave_the_store_untouched(name):
         assert j["innerMessage"]["queueOffset"] == 5 and j["innerMessage"]["record"]["commitLogOffset"] == 20278
         human = run("get", str(root), "BatchTopic", "1", "5").stdout
         assert "20278" in human
+        with MessageStore.open(root) as store:
+            inner = store.inner_messages("BatchTopic", 1, 5, 6)[0]
+        j = json.loads(run("msgid", str(root), inner.uniqKey, "--json").stdout)
+        assert j["kind"] == "inner" and j["innerMessages"][0]["queueOffset"] == 5
+        assert j["messages"][0]["commitLogOffset"] == 20278
     else:
         assert any(q["lmq"] for q in info["queues"])
         j = json.loads(run("get", str(root), "%LMQ%c", "0", "4", "--json").stdout)

@@ -163,6 +163,13 @@ def cmd_msgid(store: MessageStore, args) -> int:
         raise CliError(f"malformed msgId {safe(args.id)!r}: an offset msgId or a UNIQ_KEY is 32 hex digits "
                        "(IPv4 hosts) or 56 (IPv6)")
     kind, msgs = store.lookup_id(args.id)
+    if not msgs and store.batch_queues:  # an inner message of a 5.x BatchCQ batch (never indexed)
+        inner = store.find_inner(args.id.strip().upper())
+        if inner:
+            emit(args, {"kind": "inner", "messages": [b.record.to_json() for b in inner],
+                        "innerMessages": [b.to_json() for b in inner]},
+                 f"{args.id} is the UNIQ_KEY of an inner message of a batch\n" + inner_rows(inner))
+            return 0
     emit(args, {"kind": kind, "messages": [m.to_json() for m in msgs]},
          f"{args.id} is {'an offset msgId' if kind == 'offset' else 'a UNIQ_KEY' if kind == 'uniq' else 'not found'}\n"
          + message_rows(msgs))

@@ -45,3 +45,17 @@ class QueueKinds:
         w = self._writer()
         return w.put([inner_batch_draft(w, topic, messages, queue_id, properties, keys, tags)])[0]
 
+
+    def find_inner(self, uniq_key: str, topic: str | None = None, limit: int = 64) -> list:
+        """BatchCQ: the inner messages whose own UNIQ_KEY is `uniq_key` (RocketMQ indexes only the
+        batch record's keys, so no index finds them): a walk over the BatchCQ queues' records."""
+        found = []
+        for (t, qid), bcq in sorted(self.batch_queues.items()):
+            if topic is not None and t != topic:
+                continue
+            for b in _batch_page.inner_messages(self, bcq, bcq.min_offset, bcq.max_offset):
+                if b.inner is not None and b.inner.uniqKey == uniq_key:
+                    found.append(b)
+                    if len(found) >= limit:
+                        return found
+        return found
