@@ -77,3 +77,17 @@ def test_filter_finds_an_inner_message_by_its_own_key():
             assert [m.queueOffset for m in matches] == [33] and end == 102
         matches, _ = run(scan_queue(store, "BatchTopic", 1, 0, 102, MessageFilter(tags="TagS")))
         assert [m.queueOffset for m in matches] == [101]  # the plain record: a batch of one
+
+
+def test_overview_counts_lmq_copies_once_and_batch_messages():
+    from engine import MessageStore
+    from gui.models.overview import compute_overview
+    with MessageStore.open(unpack("v5_lmq")) as store:
+        ov = compute_overview(store)
+        assert ov.message_count == 220  # the records, not their 267 LMQ copies again
+        assert {t.topic: t.messages for t in ov.topics}["%LMQ%a"] == 99
+    with MessageStore.open(unpack("v5_batchcq")) as store:
+        ov = compute_overview(store)
+        assert ov.message_count == 650 + 51  # inner messages of the BatchCQ topics, plus the plain ones
+        bt = {t.topic: t for t in ov.topics}["BatchTopic"]
+        assert bt.messages == 350 and bt.first_time > 0 and bt.last_time >= bt.first_time
