@@ -300,13 +300,13 @@ def dispatch_lines(p: Position, shown=None) -> list[str]:
                        "(RocketMQ's [bug] case)")
         elif p.lmq["problem"]:
             out.append("  an offset element is not a number: RocketMQ's dispatch never finishes this record")
-        out.append(f"  {'queue':<24} {'CQ offset':>10} {'property':>9}")
+        out.append(f"  {'queue':<18} {'CQ offset':>9} {'property':>8}")
         for q in p.lmq["queues"]:
             at = q["queueOffset"] if q["queueOffset"] is not None else "—"
             prop = q["propertyOffset"] if q["propertyOffset"] is not None else "—"
-            why = ("  MISMATCH (the unit is not where the property says)" if q["mismatch"] else
+            why = ("  MISMATCH: the unit is elsewhere" if q["mismatch"] else
                    "" if q["dispatched"] else "  no unit (not an LMQ, '/' in the name, or not dispatched)")
-            out.append(f"  {q['lmqName'] + ' / ' + str(q['queueId']):<24} {at:>10} {prop:>9}{why}")
+            out.append(f"  {q['lmqName'] + ' / ' + str(q['queueId']):<18} {at:>9} {prop:>8}{why}")
         out.append("")
     if p.batch_unit is not None:
         u = p.batch_unit
