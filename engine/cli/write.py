@@ -234,6 +234,7 @@ def cmd_check(store, args) -> int:
               f"{report['cqUnits']} CQ units, {report['indexEntries']} index entries checked"
               + (f"; {report['problemCount']} problems" if report["problemCount"] else "")
               + (f", first {len(report['problems'])} shown" if report["problemCount"] > len(report["problems"]) else ""))
+        print(f"  crc rule: {report['crcRule']} (by the store's generation)")
         for p in report["problems"]:
             where = p["file"] + (f", offset {p['offset']}" if p["offset"] is not None else "")
             print(f"  {p['kind']}: {p['detail']} ({where})")

@@ -9,6 +9,7 @@ neither the answer is "unknown". The defaults follow the answer: the time-lookup
 whether appends carry the `__CRC32#` tail."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import stat
 from dataclasses import dataclass, field
@@ -157,6 +158,8 @@ def _record_evidence(c: _Counts) -> list[Evidence]:
     if c.with_props:
         n, t = c.newest
         newest = G.V5 if t * 2 > n else G.V4
+        older_n, older_t = c.with_props - n, c.trailing - t
+        older = G.V5 if older_t * 2 > older_n else G.V4
         if c.trailing == c.with_props:
             detail = f"all {c.with_props} sampled records end their properties with 0x02 (5.x MessageDecoder)"
         elif c.trailing == 0:
@@ -166,6 +169,10 @@ def _record_evidence(c: _Counts) -> list[Evidence]:
             detail = (f"{c.trailing} of {c.with_props} sampled records end their properties with 0x02; "
                       f"in the newest file sampled {t} of {n} (the newest decide)")
         out.append(Evidence("property-separator", detail, newest))
+        if older_n and older != newest:  # a store one generation began and the other went on writing
+            form = "5.x" if older == G.V5 else "4.9"
+            out.append(Evidence("property-separator", f"the older files sampled are in the {form} form "
+                                                      f"({older_t} of {older_n} records end with 0x02)", older))
     if c.crc_tails:
         out.append(Evidence("crc32-tail", f"{c.crc_tails} sampled records end in a valid __CRC32# tail "
                                           "(5.2+ enabledAppendPropCRC)", G.V5))
@@ -241,3 +248,21 @@ def detect(root, cfg: StoreConfig | None = None) -> Generation:
     points = {e.points for e in evidence}
     version = G.V5 if G.V5 in points else G.V4 if G.V4 in points else G.UNKNOWN
     return Generation(version, evidence, counts.records, len(sampled) + len(dl_sampled), counts.crc_tails > 0)
+
+
+def write_defaults(cfg: StoreConfig, gen: Generation) -> StoreConfig:
+    """Appends take the form the store's generation writes, unless a setting says otherwise:
+    records of a store whose records carry `__CRC32#` tails get them too (a record without
+    one among them reads as damaged), and a 4.x store gets no V2 record (4.9 recovery would
+    truncate the log there)."""
+    values = {}
+    if gen.prop_crc and "enabledAppendPropCRC" not in cfg.explicit:
+        values["enabledAppendPropCRC"] = True
+    if gen.version == G.V4 and "autoMessageVersionOnTopicLen" not in cfg.explicit:
+        values["autoMessageVersionOnTopicLen"] = False
+    if not values:
+        return cfg
+    new = dataclasses.replace(cfg, **values)
+    new.explicit, new.detected = set(cfg.explicit), set(cfg.detected)
+    new.notes, new.ignored = list(cfg.notes), list(cfg.ignored)
+    return new

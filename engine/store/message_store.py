@@ -15,7 +15,7 @@ from engine.store.checkpoint import Checkpoint
 from engine.store.commit_log import CommitLog
 from engine.config import StoreConfig
 from engine.format.config_json import CONFIG_FILES, consumer_offsets, load_config_json, store_config_json
-from engine.store import recovery
+from engine.store import generation as _generation, recovery
 from engine.store.detect import _subdirs, detect_config, refuse_escaping_paths, refuse_foreign_files
 from engine.store.recovery import RecoveryPlan, RecoveryReport
 from engine.tasks import CancelToken, Progress, Task, run
@@ -70,6 +70,7 @@ class MessageStore(Queries):
         self.warnings: list[str] = []
         self.recovery_plan: RecoveryPlan | None = None
         self.recovery: RecoveryReport | None = None
+        self._generation = None
 
     # ---- opening ---------------------------------------------------------------------
     @classmethod
@@ -108,6 +109,8 @@ class MessageStore(Queries):
         if tolerant and read_only:
             cfg = dataclasses.replace(cfg, tolerant=True)
         cfg = detect_config(root, cfg, read_only)
+        if not read_only:  # appends take the form the store's generation writes
+            cfg = _generation.write_defaults(cfg, _generation.detect(root, cfg))
         cfg.validate()
         store = cls(root, cfg, read_only)
         try:
@@ -394,6 +397,12 @@ class MessageStore(Queries):
                          "maxOffset": mx, "lag": max(0, mx - off)})
         return rows
 
+    def generation(self) -> "_generation.Generation":
+        """Which RocketMQ generation wrote the store, with its evidence (sampled once)."""
+        if self._generation is None:
+            self._generation = _generation.detect(self.root, self.cfg)
+        return self._generation
+
     def info(self) -> dict:
         cl = self.commitlog
         warnings = list(self.warnings)
@@ -430,6 +439,7 @@ class MessageStore(Queries):
             "recovery": {"abnormal": self.recovery.abnormal, "endOffset": self.recovery.commitlog.end_offset,
                          "stopReason": self.recovery.commitlog.stop_reason,
                          "truncatedQueues": self.recovery.truncated_queues},
+            "generation": self.generation().to_json(),
             "warnings": warnings,
         }
 
