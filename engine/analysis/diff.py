@@ -207,3 +207,14 @@ def diff_task(a, b, limit: int = 0, cancel: CancelToken | None = None) -> Task[S
                      and not out.changed and not out.queues)
     yield Progress(2, 2, "match", "steps")
     return out
+
+
+def compare_task(a, other, config=None, limit: int = 0, cancel: CancelToken | None = None) -> Task[StoreDiff]:
+    """Open the store at `other` read-only (progress in its open phases), compare `a` with it
+    (diff_task) and close it again: the GUI's compare runs this on its runner."""
+    from engine.store.message_store import MessageStore
+    b = yield from MessageStore.open_task(other, config, read_only=True, cancel=cancel)
+    try:
+        return (yield from diff_task(a, b, limit, cancel))
+    finally:
+        b.close()

@@ -31,7 +31,7 @@ FIVE_X_PATHS = {
     "batchconsumequeue": "BatchConsumeQueue folder (5.x BatchCQ topics)",
     "consumequeue/CURRENT": "ConsumeQueue kept in RocksDB (5.x storeType=defaultRocksDB)",
     "compaction": "compacted-topic store (5.x)",
-    "abort.bak": "abort.bak (5.x writes its PID into abort and keeps a .bak)",
+    "abort.bak": "left by 5.x, which writes its PID into abort through a .bak",
     "config/rdb": "broker metadata in RocksDB (5.x)",
 }
 
