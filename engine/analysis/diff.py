@@ -106,23 +106,27 @@ def _key(m) -> int:
     return hash(("", m.topic, m.queueId, m.bornTimestamp, m.storeTimestamp, m.bodyCRC, m.storeSize))
 
 
-def _file_records(store, start: int) -> dict[int, tuple[int, object]]:
-    """{offset: (size, message)} of the valid messages of the commitlog file at `start`."""
+def _file_records(store, start: int, cancel) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(offsets, sizes, keys) of the valid messages of the commitlog file at `start`: numbers
+    only, no message is kept."""
     cl = store.commitlog
+    offs, sizes, keys = array("q"), array("q"), array("q")
     f = next((g for g in cl.files if g.file_from_offset == start), None)
-    if f is None:
-        return {}
-    out = {}
-    for off, r in cl.walk(max(start, cl.min_offset), min(f.end_offset, cl.max_offset)):
-        if r.status is RecordStatus.MESSAGE:
-            out[off] = (r.size, r.message)
-    return out
+    if f is not None:
+        for i, (off, r) in enumerate(cl.walk(max(start, cl.min_offset), min(f.end_offset, cl.max_offset))):
+            if cancel is not None and i % 4096 == 4095:
+                cancel.raise_if_cancelled()
+            if r.status is RecordStatus.MESSAGE:
+                offs.append(off)
+                sizes.append(r.size)
+                keys.append(_key(r.message))
+    return tuple(np.frombuffer(x, np.int64) if len(x) else np.empty(0, np.int64) for x in (offs, sizes, keys))
 
 
 def _same_bytes(a, b, off: int, size: int) -> bool:
     fa, fb = a.commitlog.queue.find(off), b.commitlog.queue.find(off)
     pa, pb = off - fa.file_from_offset, off - fb.file_from_offset
-    return fa.buf[pa:pa + size] == fb.buf[pb:pb + size]
+    return bytes(fa.buf[pa:pa + size]) == bytes(fb.buf[pb:pb + size])
 
 
 def _occurrence_keys(keys: np.ndarray) -> np.ndarray:
@@ -165,29 +169,31 @@ def diff_task(a, b, limit: int = 0, cancel: CancelToken | None = None) -> Task[S
                      "b": {"minOffset": b.commitlog.min_offset, "maxOffset": b.commitlog.max_offset}}
     first, walk = yield from _compare(a, b, cancel, out)
     out.first_divergence = first
-    cand = {"a": (array("q"), array("q")), "b": (array("q"), array("q"))}  # (offsets, keys)
+    cand_a: list[tuple[np.ndarray, np.ndarray]] = []   # (offsets, keys) of records not matched by offset
+    cand_b: list[tuple[np.ndarray, np.ndarray]] = []
     same_offset_differs: set[int] = set()
     for i, s in enumerate(sorted(walk)):
-        if cancel is not None:
-            cancel.raise_if_cancelled()
-        ra, rb = _file_records(a, s), _file_records(b, s)
-        for off, (size, m) in ra.items():
-            other = rb.get(off)
-            if other is not None and other[0] == size and _same_bytes(a, b, off, size):
-                out.matched_by_offset += 1
-                del rb[off]
-                continue
-            if other is not None:
+        oa, sa, ka_ = _file_records(a, s, cancel)
+        ob, sb, kb_ = _file_records(b, s, cancel)
+        _, ia, ib = np.intersect1d(oa, ob, assume_unique=True, return_indices=True)
+        same_a = np.zeros(len(oa), bool)
+        same_b = np.zeros(len(ob), bool)
+        for x, y in zip(ia.tolist(), ib.tolist()):
+            off = int(oa[x])
+            if sa[x] == sb[y] and _same_bytes(a, b, off, int(sa[x])):
+                same_a[x] = same_b[y] = True
+            else:
                 same_offset_differs.add(off)
-            cand["a"][0].append(off)
-            cand["a"][1].append(_key(m))
-        for off, (_, m) in rb.items():
-            cand["b"][0].append(off)
-            cand["b"][1].append(_key(m))
+        out.matched_by_offset += int(same_a.sum())
+        cand_a.append((oa[~same_a], ka_[~same_a]))
+        cand_b.append((ob[~same_b], kb_[~same_b]))
         out.files_walked += 1
         yield Progress(i + 1, len(walk), "records", "files")
-    offs_a, keys_a = (np.frombuffer(x, np.int64) if len(x) else np.empty(0, np.int64) for x in cand["a"])
-    offs_b, keys_b = (np.frombuffer(x, np.int64) if len(x) else np.empty(0, np.int64) for x in cand["b"])
+    empty = np.empty(0, np.int64)
+    offs_a = np.concatenate([c[0] for c in cand_a]) if cand_a else empty
+    keys_a = np.concatenate([c[1] for c in cand_a]) if cand_a else empty
+    offs_b = np.concatenate([c[0] for c in cand_b]) if cand_b else empty
+    keys_b = np.concatenate([c[1] for c in cand_b]) if cand_b else empty
     ka, kb = _occurrence_keys(keys_a), _occurrence_keys(keys_b)
     in_b, in_a = np.isin(ka, kb), np.isin(kb, ka)
     out.matched_by_key = int(in_b.sum())
