@@ -173,6 +173,11 @@ def test_limit_cancel_and_bad_input(tmp_path):
         assert not r.identical and {p.phase for p in seen} >= {"compare", "records", "match"}
     bad = subprocess.run(CLI + ["diff", str(a), str(tmp_path / "nope")], capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no such folder" in bad.stderr
+    dl = subprocess.run(CLI + ["diff", str(unpack("dledger")), str(a)], capture_output=True, text=True)
+    if dl.returncode == 2:  # while the engine does not read DLedger logs: refused, never "identical"
+        assert "DLedger" in dl.stderr and dl.stderr.count("\n") == 1
+    else:
+        assert dl.returncode == 1
     (tmp_path / "empty").mkdir()
     bad = subprocess.run(CLI + ["diff", str(tmp_path / "empty"), str(a)], capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
