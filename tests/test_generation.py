@@ -202,3 +202,12 @@ def test_time_rule_follows_the_generation_and_flags_win():
     bad = subprocess.run(CLI + ["time", str(small), "TopicTest", "1", str(t), "--rule", "4.9", "--boundary", "lower"],
                          capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "5.x rule" in bad.stderr
+
+
+def test_a_send_the_generation_refuses_changes_nothing(fixture_copy):
+    small = fixture_copy("small")
+    before = tree_digest(small)
+    out = subprocess.run(CLI + ["send", str(small), "%RETRY%" + "g" * 130, "--body", "x"], capture_output=True,
+                         text=True)
+    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "limit is 127" in out.stderr
+    assert tree_digest(small) == before

@@ -105,7 +105,8 @@ def prepare_send(args, cfg) -> None:
         raise StoreError(f"--count must be at least 1, got {args.count}")
     props = _props(args.prop)
     with MessageStore.open(root, cfg, read_only=True) as probe:
-        pcfg = probe.cfg
+        from engine.store.generation import write_defaults
+        pcfg = write_defaults(probe.cfg, probe.generation())  # the form a read-write open will write
     levels = len(pcfg.delay_level_millis)
     if not 0 <= args.delay <= levels:
         raise StoreError(f"--delay must be a level in 0..{levels} (0 = none), got {args.delay}")
