@@ -211,3 +211,18 @@ def test_a_send_the_generation_refuses_changes_nothing(fixture_copy):
                          text=True)
     assert out.returncode == 2 and out.stderr.count("\n") == 1 and "limit is 127" in out.stderr
     assert tree_digest(small) == before
+
+
+def test_a_store_followed_live_is_sampled_again(tmp_path):
+    root = tmp_path / "live"
+    writer = MessageStore.create(root, StoreConfig.from_mapping(SMALL))
+    try:
+        with MessageStore.open(root, config=StoreConfig.from_mapping(SMALL)) as reader:
+            first = reader.generation()  # only the running writer's empty abort file speaks yet
+            assert first.version == "4.x" and [e.kind for e in first.evidence] == ["abort"]
+            writer.put_message("TopicTest", b"first", tags="A")
+            writer.flush()
+            reader.refresh()
+            assert "property-separator" in [e.kind for e in reader.generation().evidence]
+    finally:
+        writer.close()

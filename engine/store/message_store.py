@@ -70,7 +70,6 @@ class MessageStore(Queries):
         self.warnings: list[str] = []
         self.recovery_plan: RecoveryPlan | None = None
         self.recovery: RecoveryReport | None = None
-        self._generation = None
 
     # ---- opening ---------------------------------------------------------------------
     @classmethod
@@ -396,12 +395,6 @@ class MessageStore(Queries):
             rows.append({"group": group, "topic": topic, "queueId": qid, "consumerOffset": off,
                          "maxOffset": mx, "lag": max(0, mx - off)})
         return rows
-
-    def generation(self) -> "_generation.Generation":
-        """Which RocketMQ generation wrote the store, with its evidence (sampled once)."""
-        if self._generation is None:
-            self._generation = _generation.detect(self.root, self.cfg)
-        return self._generation
 
     def info(self) -> dict:
         cl = self.commitlog

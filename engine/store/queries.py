@@ -101,6 +101,18 @@ class Queries:
             return offset_by_time_49(self, cq, timestamp)
         return offset_by_time_5x(self, cq, timestamp, boundary)
 
+    def generation(self):
+        """Which RocketMQ generation wrote the store, with its evidence (engine/store/generation.py;
+        a bounded sample, taken once)."""
+        cl = self.commitlog
+        # a store followed live is sampled again when it gains a file (or its first records)
+        key = (len(cl.files), cl.max_offset > cl.min_offset) if cl is not None else None
+        found = getattr(self, "_generation_found", None)
+        if found is None or found[0] != key:
+            from engine.store.generation import detect
+            found = self._generation_found = (key, detect(self.root, self.cfg))
+        return found[1]
+
     def time_rule(self, rule: str | None = None, boundary: str | None = None) -> tuple[str, str]:
         """(rule, why): "4.9", "5.x-lower" or "5.x-upper". A boundary implies 5.x; an explicit
         rule wins; otherwise the store's generation decides (4.9 for 4.x and unknown)."""
