@@ -226,3 +226,19 @@ def test_a_store_followed_live_is_sampled_again(tmp_path):
             assert "property-separator" in [e.kind for e in reader.generation().evidence]
     finally:
         writer.close()
+
+
+def test_appends_to_a_5x_store_without_tails_take_the_5x_form(fixture_copy):
+    """v5_lmq was written with enabledAppendPropCRC=false: 0x02 ends every record, no tail."""
+    root = fixture_copy("v5_lmq")
+    with MessageStore.open(root, read_only=False) as st:
+        assert not st.cfg.enabledAppendPropCRC and st.writer.props_trailing
+        plain = st.put_message("LmqParent", b"plain", tags="A")                     # the compiled put loop
+        batch = st.put_messages("LmqParent", [b"b1", b"b2"], queue_id=1, tags="B")
+        props = st.put_message("LmqParent", b"p", properties={"k": "v"})           # the Python encoder
+    with MessageStore.open(root) as st:
+        for r in [plain, *batch, props]:
+            raw = st.commitlog.get_message(r.commitLogOffset).propertiesRaw
+            assert props_end_with_separator(raw) and not has_crc_tail(raw), raw
+    g = detect(root)
+    assert g.version == "5.x" and not g.mixed
