@@ -71,3 +71,24 @@ def test_compare_is_refused_without_a_store(qtbot, window, dialogs):
     assert not window.act_compare.isEnabled()
     from gui.views.store_compare import open_compare_dialog
     assert open_compare_dialog(window) is None and dialogs.kinds() == ["information"]
+
+
+def test_time_search_follows_the_generation_and_names_the_rule(qtbot, window):
+    from PySide6.QtCore import Qt
+    store = open_and_wait(qtbot, window, unpack("v5"))
+    qtbot.waitUntil(lambda: window.overview.overview is not None, timeout=10000)  # it fills the search lists
+    p = window.search
+    window.tabs.setCurrentWidget(p)
+    p.modes.setCurrentIndex(2)
+    qtbot.waitUntil(lambda: p.t_topic.findText("TopicTest") >= 0, timeout=10000)
+    p.t_topic.setCurrentText("TopicTest")
+    p.t_queue.setCurrentIndex(p.t_queue.findData(1))
+    cq = store.find_queue("TopicTest", 1)
+    t = store.store_time_at("TopicTest", 1, (cq.min_offset + cq.max_offset) // 2) + 1
+    p.t_time.set_ms(t)
+    assert p.t_boundary.currentData() == "auto"
+    with qtbot.waitSignal(p.lane.runner.idle, timeout=10000):
+        qtbot.mouseClick(p.t_find, Qt.LeftButton)
+    assert p.last_time_result["offset"] == store.get_offset_in_queue_by_time("TopicTest", 1, t, "lower")
+    assert "rule 5.x-lower (the store's generation)" in p.t_result.text()
+    screenshot(window, "search-time-rule.png")
