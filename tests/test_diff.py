@@ -181,3 +181,15 @@ def test_limit_cancel_and_bad_input(tmp_path):
     (tmp_path / "empty").mkdir()
     bad = subprocess.run(CLI + ["diff", str(tmp_path / "empty"), str(a)], capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
+
+
+def test_a_store_before_and_after_its_recovery(fixture_copy):
+    """Recovery cuts what the read-only view already left out: the same messages and queues."""
+    a = unpack("crashed_torn")
+    b = fixture_copy("crashed_torn")
+    rec = subprocess.run(CLI + ["recover", str(b), "--json"], capture_output=True, text=True)
+    assert rec.returncode == 0, rec.stderr
+    assert not (b / "abort").exists()
+    code, d = cli_diff(a, b)
+    assert code == 0 and d["identical"] and d["commitlog"]["a"] == d["commitlog"]["b"]
+    assert d["commitlog"]["a"]["maxOffset"] == manifest("crashed_torn")["after_reopen"]["maxPhyOffset"]
