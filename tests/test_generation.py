@@ -242,3 +242,20 @@ def test_appends_to_a_5x_store_without_tails_take_the_5x_form(fixture_copy):
             assert props_end_with_separator(raw) and not has_crc_tail(raw), raw
     g = detect(root)
     assert g.version == "5.x" and not g.mixed
+
+
+def test_hostile_files_never_break_the_detection(tmp_path):
+    import random
+    rnd = random.Random(7)
+    root = tmp_path / "junk"
+    (root / "commitlog").mkdir(parents=True)
+    (root / "dledger-x" / "data").mkdir(parents=True)
+    for i in range(3):
+        (root / "commitlog" / f"{i * 4096:020d}").write_bytes(rnd.randbytes(4096))
+        (root / "dledger-x" / "data" / f"{i * 4096:020d}").write_bytes(rnd.randbytes(4096))
+    (root / "commitlog" / f"{3 * 4096:020d}").mkdir()          # a folder with a data file's name
+    os.mkfifo(root / "commitlog" / f"{4 * 4096:020d}")          # a FIFO would block a reader
+    os.mkfifo(root / "abort")
+    (root / "checkpoint").write_bytes(b"\xff" * 7)
+    g = detect(root)
+    assert g.version == "unknown" and g.sampled_records == 0  # DLedger folder and zero checkpoint: "either"
