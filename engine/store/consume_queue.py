@@ -220,6 +220,10 @@ class ConsumeQueue:
         first = f.file_from_offset // CQ_UNIT_SIZE
         return self.view(f)[queue_offset - first: f.wrote_position // CQ_UNIT_SIZE]
 
+    def broker_units(self, queue_offset: int, max_count: int) -> np.ndarray:
+        """What one broker getMessage reads (the RocksDB queue reads `max_count` units)."""
+        return self.units_to_file_end(queue_offset)
+
     def close(self) -> None:
         self._views.clear()
         self.queue.close()
