@@ -41,6 +41,10 @@ def cmd_info(store: MessageStore, args) -> int:
            f"checkpoint physic {fmt_time(info['checkpoint']['physicMsgTimestamp'])}  "
            f"logics {fmt_time(info['checkpoint']['logicsMsgTimestamp'])}  "
            f"index {fmt_time(info['checkpoint']['indexMsgTimestamp'])}", ""]
+    cqs = info.get("consumeQueueStore") or {}
+    if cqs.get("storeType") == "defaultRocksDB":
+        out[-1:-1] = [f"consume queues in RocksDB (storeType=defaultRocksDB, read-only) at {cqs['path']}; "
+                      f"dispatch committed up to commitlog offset {cqs['committedMaxPhyOffset']}"]
     out.append(table([[q["topic"], q["queueId"], q["minOffset"], q["maxOffset"], q["maxOffset"] - q["minOffset"]]
                       for q in info["queues"]], ["TOPIC", "QUEUE", "MIN", "MAX", "COUNT"]))
     out.append("")
