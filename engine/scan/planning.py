@@ -22,6 +22,7 @@ from dataclasses import asdict, dataclass, field
 import numpy as np
 
 from engine.config import CQ_UNIT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
+from engine.errors import StoreError
 from engine.store.consume_queue import FILLER_SIZE
 from engine.format.message import MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2
 from engine.format.record import OFF_PHYSICALOFFSET
@@ -210,6 +211,11 @@ def split_points(buf, file_from: int, limit: int, targets: list[int], hints: _CQ
 # ---- consume queues and index --------------------------------------------------------------
 def plan_consume_queues(store, topics: set[str] | None = None, queue_ids: set[int] | None = None) -> list[CQSlice]:
     """Every written unit of every ConsumeQueue file (up to the recovered write position)."""
+    if getattr(store, "rocksdb", None) is not None:
+        raise StoreError("this store keeps its consume queues in RocksDB (storeType=defaultRocksDB): scans of "
+                         "ConsumeQueue files (the consistency job, the rocketmq-cq source) cannot read them; the "
+                         "commitlog and index scans work, and `rmqstore check` verifies these queues",
+                         path=str(store.root / "consumequeue"))
     out = []
     for (topic, qid), cq in sorted(store.queues.items()):
         if topics and topic not in topics or queue_ids and qid not in queue_ids:
