@@ -3,6 +3,8 @@ messages browsed like any store, the Overview says where the queues are; nothing
 folder changes. Screenshot: build/screenshots/rocksdb-store.png."""
 from __future__ import annotations
 
+from PySide6.QtWidgets import QTabWidget
+
 from conftest import manifest, unpack
 from gui.models import message_table as mt
 from guitest_support import dialogs, open_and_wait, screenshot, settings, tree_hashes, wait_idle, window  # noqa: F401
@@ -46,3 +48,26 @@ def test_rocksdb_store_browses_like_any_store(qtbot, window, dialogs, fixture_co
     window.session.wait_open()
     assert tree_hashes(root) == before
     assert store is not None
+
+
+def test_rocksdb_store_internals_and_read_write_refusal(qtbot, window, dialogs, fixture_copy):
+    root = fixture_copy("v5_rocksdb_cq")
+    before = tree_hashes(root)
+    open_and_wait(qtbot, window, root)
+    window.tabs.setCurrentWidget(window.internals)
+    qtbot.wait(300)
+    wait_idle(qtbot, window, timeout=20000)
+    panel = window.internals.findChild(QTabWidget)
+    cq_tab = next(i for i in range(panel.count()) if "ConsumeQueue" in panel.tabText(i))
+    panel.setCurrentIndex(cq_tab)
+    qtbot.wait(300)
+    wait_idle(qtbot, window, timeout=20000)
+    qtbot.waitUntil(lambda: "in RocksDB" in panel.currentWidget().summary.text(), timeout=10000)
+    screenshot(window, "rocksdb-internals.png")
+    assert not [c for c in dialogs.calls if c[0] == "critical"], dialogs.calls
+    window.open_store(root, read_only=False)
+    qtbot.waitUntil(lambda: any(c[0] == "critical" for c in dialogs.calls), timeout=10000)
+    assert any("RocksDB" in c[2] for c in dialogs.calls if c[0] == "critical"), dialogs.calls
+    window.session.close()
+    window.session.wait_open()
+    assert tree_hashes(root) == before
