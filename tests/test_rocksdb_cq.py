@@ -237,3 +237,64 @@ def test_cli_info_cq_check_and_scans():
     ok = _cli("scan", root, "topic-stats", "--local", "--json")
     assert ok.returncode == 0, ok.stderr
     assert "RocksTopic" in ok.stdout
+
+
+# ---- other shapes than the fixture's: a database written here with the same layouts ----------
+def _write_db(path, units, offsets):
+    import rocksdict as rd
+    opts = rd.Options(raw_mode=True)
+    opts.create_if_missing(True)
+    opts.create_missing_column_families(True)
+    db = rd.Rdict(str(path), options=opts, column_families={"offset": rd.Options(raw_mode=True)})
+    off = db.get_column_family("offset")
+    for k, v in units:
+        db[k] = v
+    for k, v in offsets:
+        off[k] = v
+    db.close()
+
+
+def test_min_key_holes_and_a_queue_without_a_max_entry(fixture_copy):
+    """Cleaned units below a `min` entry, a queue whose `max` entry is missing (found from its
+    units, with a warning), a queue cut by a hole."""
+    import shutil
+    root = fixture_copy(NAME)
+    raw = _raw("default")
+    units, offsets = [], []
+    for e in raw:
+        t, q, o = e["key"]["topic"], e["key"]["queueId"], e["key"]["cqOffset"]
+        if (t, q) == ("RocksTopic", 1) and o < 5:
+            continue  # cleaned
+        if (t, q) == ("Orders-Rocks", 2) and o == 10:
+            continue  # a hole
+        units.append((bytes.fromhex(e["keyHex"]), bytes.fromhex(e["valueHex"])))
+    for e in _raw("offset"):
+        if (e["key"]["topic"], e["key"]["queueId"]) != ("Orders-Rocks", 3):
+            offsets.append((bytes.fromhex(e["keyHex"]), bytes.fromhex(e["valueHex"])))
+    first = next(e for e in raw if (e["key"]["topic"], e["key"]["queueId"], e["key"]["cqOffset"]) == ("RocksTopic", 1, 5))
+    offsets.append((fmt.offset_key("RocksTopic", "min", 1), fmt.encode_offset_value(first["value"]["phyOffset"], 5)))
+    shutil.rmtree(root / "consumequeue")
+    _write_db(root / "consumequeue", units, offsets)
+    with MessageStore.open(root) as s:
+        cq = s.find_queue("RocksTopic", 1)
+        assert (cq.min_offset, cq.max_offset) == (5, 33)
+        assert s.get_message("RocksTopic", 1, 4, 32, broker=True).status == "OFFSET_TOO_SMALL"
+        r = s.get_message("RocksTopic", 1, 5, 32, broker=True)
+        assert r.status == "FOUND" and r.messages[0].queueOffset == 5
+        lost = s.find_queue("Orders-Rocks", 3)
+        assert (lost.min_offset, lost.max_offset) == (0, 33)
+        assert any("Orders-Rocks/3" in w for w in s.warnings)
+        holed = s.find_queue("Orders-Rocks", 2)
+        assert len(holed.units(0, 22)) == 10
+        assert s.get_message("Orders-Rocks", 2, 8, 32).nextBeginOffset == 10
+        from engine.analysis.check import check_store
+        report = check_store(s)
+        assert any("Orders-Rocks/2@10" in p["detail"] for p in report["problems"]), report["problems"][:3]
+
+
+def test_without_the_binding_the_message_says_what_to_install():
+    code = ("import sys; sys.modules['rocksdict'] = None\n"
+            "from engine.cli.app import main\n"
+            f"sys.exit(main(['info', {str(unpack(NAME))!r}]))")
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
+    assert p.returncode == 2 and "rocksdict" in p.stderr and p.stderr.count("\n") == 1, p.stderr

@@ -177,6 +177,13 @@ class RocksDBConsumeQueueStore:
                 bounds.setdefault((topic, qid), {})[bound] = fmt.decode_offset_value(v)
             except ValueError as e:
                 self.warnings.append(f"offset table entry {k.hex()} skipped: {e}")
+        for topic, qid, last in self._unit_ranges():
+            b = bounds.setdefault((topic, qid), {})
+            if fmt.MAX not in b:  # units without a max entry: the last unit stands for it
+                self.warnings.append(f"RocksDB queue {topic}/{qid} has units but no max offset entry: "
+                                     f"its last unit ({last}) is taken as the max")
+                v = self.db.get("default", fmt.cq_key(topic, qid, last))
+                b[fmt.MAX] = (fmt.decode_cq_value(v)[0] if v is not None and len(v) == fmt.CQ_VALUE_SIZE else 0, last)
         for (topic, qid), b in sorted(bounds.items()):
             if fmt.MAX not in b:
                 continue
@@ -186,6 +193,27 @@ class RocksDBConsumeQueueStore:
             size = fmt.decode_cq_value(v)[1] if v is not None and len(v) == fmt.CQ_VALUE_SIZE else 0
             self.queues[(topic, qid)] = RocksDBConsumeQueue(self, topic, qid, min(mn, max_cq + 1), max_cq + 1,
                                                             max_phy + size)
+
+    def _unit_ranges(self):
+        """(topic, queueId, last cqOffset) of every queue with units in the default family: one
+        seek to each queue's first key and one to its last, hopping from queue to queue."""
+        at = b""
+        while True:
+            keys, _ = self.db.scan("default", at, None, limit=1)
+            if not keys:
+                return
+            try:
+                topic, qid, _off = fmt.decode_cq_key(keys[0])
+            except ValueError as e:
+                self.warnings.append(f"unit key {keys[0].hex()} not understood ({e}); the queues after it were "
+                                     "found from the offset table only")
+                return
+            prefix = fmt.queue_prefix(topic, qid)
+            nxt = prefix[:-1] + bytes([fmt.CTRL_1 + 1])  # just past every key of this queue
+            last, _ = self.db.scan("default", prefix, nxt, limit=1, reverse=True)
+            if last:
+                yield topic, qid, fmt.decode_cq_key(last[0])[2]
+            at = nxt
 
     def info(self) -> dict:
         return {"storeType": "defaultRocksDB", "path": str(self.path),
