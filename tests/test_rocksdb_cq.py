@@ -275,6 +275,8 @@ def test_min_key_holes_and_a_queue_without_a_max_entry(fixture_copy):
     offsets.append((fmt.offset_key("RocksTopic", "min", 1), fmt.encode_offset_value(first["value"]["phyOffset"], 5)))
     shutil.rmtree(root / "consumequeue")
     _write_db(root / "consumequeue", units, offsets)
+    assert (root / "consumequeue" / "rocksdict-config.json").exists()  # never written through a link
+    before = _snapshot(root)
     with MessageStore.open(root) as s:
         cq = s.find_queue("RocksTopic", 1)
         assert (cq.min_offset, cq.max_offset) == (5, 33)
@@ -290,6 +292,7 @@ def test_min_key_holes_and_a_queue_without_a_max_entry(fixture_copy):
         from engine.analysis.check import check_store
         report = check_store(s)
         assert any("Orders-Rocks/2@10" in p["detail"] for p in report["problems"]), report["problems"][:3]
+    assert _snapshot(root) == before
 
 
 def test_without_the_binding_the_message_says_what_to_install():

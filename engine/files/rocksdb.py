@@ -17,7 +17,10 @@ from pathlib import Path
 
 from engine.errors import StoreError
 
-SKIP = {"LOCK"}        # a read-only open takes no lock
+# never linked: a read-only open takes no lock; rocksdict (re)writes its own config file, which
+# must land in the private folder, not through a link into the store
+SKIP = {"LOCK", "rocksdict-config.json"}
+OPEN_ATTEMPTS = 3
 INFO_LOGS = ("LOG",)   # RocksDB's own info logs (LOG, LOG.old.*): not needed to read
 
 
@@ -36,28 +39,38 @@ class ReadOnlyRocksDB:
 
     def __init__(self, path: Path, column_families: tuple[str, ...]):
         self.path = Path(path)
-        rd = binding()
-        self._shadow = Path(tempfile.mkdtemp(prefix="rmqstore-rocksdb-"))
-        try:
-            for name in sorted(os.listdir(self.path)):
-                if name in SKIP or name.startswith(INFO_LOGS):
-                    continue
-                src = self.path / name
-                if src.is_file():
-                    os.symlink(src.resolve(), self._shadow / name)
-            opts = rd.Options(raw_mode=True)
-            opts.create_if_missing(False)
-            opts.set_db_log_dir(str(self._shadow))
-            cfs = {name: rd.Options(raw_mode=True) for name in column_families}
-            self._db = rd.Rdict(str(self._shadow), options=opts, column_families=cfs,
-                                access_type=rd.AccessType.read_only())
-            self._cfs = {name: self._db.get_column_family(name) for name in column_families}
-        except BaseException as e:
-            shutil.rmtree(self._shadow, ignore_errors=True)
-            if isinstance(e, Exception) and not isinstance(e, StoreError):
-                raise StoreError(f"cannot read the RocksDB database: {e}", path=str(self.path)) from None
-            raise
-        self._rd = rd
+        self._rd = binding()
+        self._db = None
+        for attempt in range(OPEN_ATTEMPTS):
+            self._shadow = Path(tempfile.mkdtemp(prefix="rmqstore-rocksdb-"))
+            try:
+                self._open(column_families)
+                return
+            except Exception as e:
+                shutil.rmtree(self._shadow, ignore_errors=True)
+                if not self.path.is_dir():
+                    raise StoreError("the RocksDB folder is gone", path=str(self.path)) from None
+                if attempt == OPEN_ATTEMPTS - 1:  # a live broker may replace a file between link and open
+                    raise StoreError(f"cannot read the RocksDB database: {e}", path=str(self.path)) from None
+            except BaseException:
+                shutil.rmtree(self._shadow, ignore_errors=True)
+                raise
+
+    def _open(self, column_families) -> None:
+        rd = self._rd
+        for name in sorted(os.listdir(self.path)):
+            if name in SKIP or name.startswith(INFO_LOGS):
+                continue
+            src = self.path / name
+            if src.is_file():
+                os.symlink(src.resolve(), self._shadow / name)
+        opts = rd.Options(raw_mode=True)
+        opts.create_if_missing(False)
+        opts.set_db_log_dir(str(self._shadow))
+        cfs = {name: rd.Options(raw_mode=True) for name in column_families}
+        self._db = rd.Rdict(str(self._shadow), options=opts, column_families=cfs,
+                            access_type=rd.AccessType.read_only())
+        self._cfs = {name: self._db.get_column_family(name) for name in column_families}
 
     def get(self, cf: str, key: bytes) -> bytes | None:
         return self._cfs[cf].get(key)
