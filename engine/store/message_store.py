@@ -146,7 +146,9 @@ class MessageStore(Queries):
         for gap in self.commitlog.queue.gaps:
             self.warnings.append(f"commitlog files missing between offsets {gap[0]} and {gap[1]}")
         rocks = rocksdb_cq.is_rocksdb_cq(root)
-        if not rocks:
+        if rocks:  # read before recovery (its end vouches for the commitlog's); shown after it
+            self.rocksdb = rocksdb_cq.RocksDBConsumeQueueStore(root)
+        else:
             self._load_queues(writable)
         self.index = IndexService(cfg, writable).load()
         self.warnings.extend(self.cfg.notes + self.index.warnings)
@@ -167,14 +169,14 @@ class MessageStore(Queries):
             self.writer = StoreWriter(self)
             self.writer.start_flush_service()
 
-    def _load_rocksdb(self) -> None:
+    def _load_rocksdb(self, again: bool = False) -> None:
         """The RocksDB consume queues (after recovery: units past the commitlog end are not
         shown). Their pages go through the reference loop (the compiled one reads CQ files)."""
-        if self.rocksdb is not None:
+        if again:  # a refresh: the database read anew
             self.rocksdb.close()
-            self.queues = {}
-        self.rocksdb = rocksdb_cq.RocksDBConsumeQueueStore(self.root)
-        self.warnings.extend(self.rocksdb.warnings)
+            self.rocksdb = rocksdb_cq.RocksDBConsumeQueueStore(self.root)
+        self.queues = {}
+        self.warnings.extend(w for w in self.rocksdb.warnings if w not in self.warnings)
         end = self.commitlog.max_offset
         for key, cq in self.rocksdb.queues.items():
             cq.truncate_dirty(end)
@@ -333,7 +335,7 @@ class MessageStore(Queries):
             scan = cl.scan(cl.queue.index_of(f), start_pos=max(0, end - f.file_from_offset))
             cl.apply_end(scan.end_offset, zero=False)
         if self.rocksdb is not None:
-            self._load_rocksdb()  # the database read anew
+            self._load_rocksdb(again=True)
         else:
             self._load_queues(False, skip=set(self.queues))
         for cq in (self.queues.values() if self.rocksdb is None else ()):

@@ -20,6 +20,7 @@ from engine.errors import CorruptDataError
 from engine.files.rocksdb import ReadOnlyRocksDB
 from engine.format import rocksdb_cq as fmt
 from engine.format.cq_unit import CQ_UNIT_DTYPE
+from engine.format.message import RecordStatus
 
 CHUNK = 4096  # units per range read where a caller walks a whole queue
 
@@ -214,6 +215,18 @@ class RocksDBConsumeQueueStore:
             if last:
                 yield topic, qid, fmt.decode_cq_key(last[0])[2]
             at = nxt
+
+    def vouched_end(self, commitlog) -> int | None:
+        """End of the last record any queue references, if that record checks out (a read-only
+        open's recovery scans for the commitlog end from there)."""
+        q = max(self.queues.values(), key=lambda c: c.max_physic_offset, default=None)
+        u = q.unit(q.max_offset - 1) if q is not None and q.max_offset > q.min_offset else None
+        if u is None:
+            return None
+        r = commitlog.read_record(u[0], commitlog.recover_opts)
+        if r.status is not RecordStatus.MESSAGE or r.size != u[1]:
+            return None
+        return u[0] + u[1]
 
     def info(self) -> dict:
         return {"storeType": "defaultRocksDB", "path": str(self.path),
