@@ -30,6 +30,18 @@ def is_rocksdb_cq(root: Path) -> bool:
     return (Path(root) / "consumequeue" / "CURRENT").is_file()
 
 
+def read_units(path, topic: str, queue_id: int, start: int, end: int) -> tuple[np.ndarray, np.ndarray]:
+    """(queue offsets, units with store times) of the units present in [start, end) of one
+    queue, straight from the database folder `path` (a scan worker has no MessageStore)."""
+    db = ReadOnlyRocksDB(Path(path), fmt.COLUMN_FAMILIES)
+    try:
+        keys, values = db.scan("default", fmt.cq_key(topic, queue_id, max(start, 0)), fmt.cq_key(topic, queue_id, end))
+    finally:
+        db.close()
+    ok = [i for i, v in enumerate(values) if len(v) == fmt.CQ_VALUE_SIZE]
+    return fmt.key_offsets([keys[i] for i in ok]), fmt.cq_values([values[i] for i in ok])
+
+
 class _NoFiles:
     """What a RocksDB queue shows the code that walks CQ files: none."""
     files: tuple = ()
