@@ -233,6 +233,8 @@ def test_cli_info_cq_check_and_scans():
     want = next(q for q in manifest(NAME)["consume_queues"] if (q["topic"], q["queueId"]) == ("Orders-Rocks", 2))
     assert [[json.loads(x)[k] for k in ("offset", "commitLogOffset", "size", "tagsCode")] for x in lines] == \
         [[u[0], u[2], u[3], u[4]] for u in want["units"]]
+    assert [json.loads(x)["storeTimestamp"] for x in lines] == \
+        [e["value"]["storeTimestamp"] for e in _raw("default") if (e["key"]["topic"], e["key"]["queueId"]) == ("Orders-Rocks", 2)]
     chk = _cli("check", root, "--json")
     assert chk.returncode == 0 and json.loads(chk.stdout)["cqUnits"] == 400
     same = _cli("scan", root, "consistency", "--local", "--json")
@@ -271,6 +273,11 @@ def test_min_key_holes_and_a_queue_without_a_max_entry(fixture_copy):
             continue  # cleaned
         if (t, q) == ("Orders-Rocks", 2) and o == 10:
             continue  # a hole
+        v = e["value"]
+        if (t, q, o) == ("RocksTopic", 2, 3):  # a unit whose store time disagrees with its record
+            units.append((bytes.fromhex(e["keyHex"]), fmt.encode_cq_value(v["phyOffset"], v["msgSize"], v["tagsCode"],
+                                                                          v["storeTimestamp"] + 1)))
+            continue
         units.append((bytes.fromhex(e["keyHex"]), bytes.fromhex(e["valueHex"])))
     for e in _raw("offset"):
         if (e["key"]["topic"], e["key"]["queueId"]) != ("Orders-Rocks", 3):
@@ -296,6 +303,9 @@ def test_min_key_holes_and_a_queue_without_a_max_entry(fixture_copy):
         from engine.analysis.check import check_store
         report = check_store(s)
         assert any("Orders-Rocks/2@10" in p["detail"] for p in report["problems"]), report["problems"][:3]
+        assert [p["detail"] for p in report["problems"] if p["kind"] == "cq-time"] == \
+            [f"RocksTopic/2 unit 3: storeTimestamp {s.find_queue('RocksTopic', 2).store_time(3)}, the record says "
+             f"{s.find_queue('RocksTopic', 2).store_time(3) - 1}"]
     assert _snapshot(root) == before
     import json
     p = _cli("scan", str(root), "consistency", "--local", "--json")

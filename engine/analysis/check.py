@@ -153,7 +153,7 @@ def _unit_runs(cq):
         yield first, cq.units(first, (cf.file_from_offset + cf.wrote_position) // CQ_UNIT_SIZE), cf.path
     if not cq.queue.files and cq.max_offset > cq.min_offset:
         for a in range(cq.min_offset, cq.max_offset, 4096):
-            units = cq.units(a, min(cq.max_offset, a + 4096))
+            units = cq.units_with_times(a, min(cq.max_offset, a + 4096))  # store times checked too
             yield a, units, cq.directory
             if len(units) < min(cq.max_offset, a + 4096) - a:
                 break  # a unit missing: the rest is reported as missing units
@@ -166,7 +166,7 @@ def _consume_queues(store, messages: dict, out: Problems) -> int:
     for (topic, qid), cq in store.queues.items():
         for first, units, path in _unit_runs(cq):
             n_units += len(units)
-            for i, (phy, size, tags) in enumerate(units.tolist()):
+            for i, (phy, size, tags, *t) in enumerate(units.tolist()):
                 q = first + i
                 pos = q * CQ_UNIT_SIZE % cq.file_size if cq.file_size else q  # RocksDB: the queue offset
                 if phy == 0 and size == FILLER_SIZE:
@@ -189,6 +189,9 @@ def _consume_queues(store, messages: dict, out: Problems) -> int:
                 elif m[6] != tags:
                     out.add("cq-tags", f"{topic}/{qid} unit {q}: tagsCode {tags}, expected {m[6]} from the record's "
                             "TAGS (delivery time for delayed messages)", path, pos)
+                elif t and t[0] != m[7]:
+                    out.add("cq-time", f"{topic}/{qid} unit {q}: storeTimestamp {t[0]}, the record says {m[7]}",
+                            path, pos)
                 seen.add((topic, qid, q))
     for off, m in messages.items():
         topic, qid, qoff, _size, tt = m[:5]
