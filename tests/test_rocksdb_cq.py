@@ -195,7 +195,7 @@ def test_opening_changes_nothing_in_the_store(fixture_copy):
     before, shadows = _snapshot(root), _shadows()
     with MessageStore.open(root) as s:
         s.get_message("RocksTopic", 1, 0, 100)
-        s.refresh()
+        assert s.refresh() is False  # the database read anew: nothing changed
         assert len(s.queues) == 9
     assert _snapshot(root) == before
     assert _shadows() == shadows  # the private folder of links is gone too
