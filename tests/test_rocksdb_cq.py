@@ -100,6 +100,18 @@ def test_queues_units_and_bounds_equal_the_manifest(store):
         assert cq.unit(q["maxOffset"]) is None and cq.units(-5, 0).size == 0
 
 
+def test_both_kinds_implement_the_consume_queue_interface(store):
+    from engine.store.consume_queue_interface import ConsumeQueueInterface
+    with MessageStore.open(unpack("small")) as classic:
+        files = next(iter(classic.queues.values()))
+        assert isinstance(files, ConsumeQueueInterface) and files.kind == "file"
+        assert files.broker_units(0, 1).dtype.names[:3] == ("commitLogOffset", "size", "tagsCode")
+    for cq in store.queues.values():
+        assert isinstance(cq, ConsumeQueueInterface) and cq.kind == "rocksdb"
+        assert cq.broker_units(0, 5).dtype.names == ("commitLogOffset", "size", "tagsCode")
+        assert len(cq.broker_units(0, 5)) == 5 and len(cq.broker_units(0, 0)) == 0
+
+
 def test_min_and_max_offsets(store):
     """min: rocksdb_api (0 everywhere, no `min` key). max: the `max` key's cqOffset + 1, which is
     what getMessage reported (maxOffset) and consume_queues lists. rocksdb_api's

@@ -29,6 +29,8 @@ def units_of(f: MappedFile) -> np.ndarray:
 
 
 class ConsumeQueue:
+    kind = "file"  # engine.store.consume_queue_interface.ConsumeQueueInterface
+
     def __init__(self, topic: str, queue_id: int, directory: Path, file_size: int, writable: bool = False,
                  tolerant: bool = False):
         self.topic = topic

@@ -53,7 +53,7 @@ NO_FILES = _NoFiles()
 
 
 class RocksDBConsumeQueue:
-    """One (topic, queueId) of a RocksDBConsumeQueueStore."""
+    """One (topic, queueId) of a RocksDBConsumeQueueStore (a ConsumeQueueInterface)."""
     kind = "rocksdb"
     file_size = 0
     queue = NO_FILES
