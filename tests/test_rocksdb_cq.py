@@ -214,6 +214,15 @@ def test_opening_changes_nothing_in_the_store(fixture_copy):
     assert not (root / "consumequeue" / "rocksdict-config.json").exists()
 
 
+def test_a_killed_readers_private_folder_is_swept(tmp_path):
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = os.path.join(tempfile.gettempdir(), f"rmqstore-rocksdb-{int(dead.stdout)}-x")
+    os.makedirs(stale, exist_ok=True)
+    os.symlink(tmp_path / "elsewhere", os.path.join(stale, "CURRENT"))
+    with MessageStore.open(unpack(NAME)):
+        assert not os.path.exists(stale)
+
+
 def test_writes_are_refused(fixture_copy):
     root = fixture_copy(NAME)
     before = _snapshot(root)

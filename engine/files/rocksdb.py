@@ -21,6 +21,7 @@ from engine.errors import StoreError
 # must land in the private folder, not through a link into the store
 SKIP = {"LOCK", "rocksdict-config.json"}
 OPEN_ATTEMPTS = 3
+PREFIX = "rmqstore-rocksdb-"  # + pid: the private folder of links
 INFO_LOGS = ("LOG",)   # RocksDB's own info logs (LOG, LOG.old.*): not needed to read
 
 
@@ -34,6 +35,19 @@ def binding():
     return rocksdict
 
 
+def _sweep_stale() -> None:
+    """Private folders a killed process left (named after its pid) go: links only, never data."""
+    tmp = Path(tempfile.gettempdir())
+    for d in tmp.glob(PREFIX + "*-*"):
+        try:
+            pid = int(d.name[len(PREFIX):].split("-", 1)[0])
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)
+        except (ValueError, OSError):
+            continue
+
+
 class ReadOnlyRocksDB:
     """Column families by name; `scan(cf, lower, upper)` reads a key range in one pass."""
 
@@ -41,8 +55,9 @@ class ReadOnlyRocksDB:
         self.path = Path(path)
         self._rd = binding()
         self._db = None
+        _sweep_stale()
         for attempt in range(OPEN_ATTEMPTS):
-            self._shadow = Path(tempfile.mkdtemp(prefix="rmqstore-rocksdb-"))
+            self._shadow = Path(tempfile.mkdtemp(prefix=f"{PREFIX}{os.getpid()}-"))
             try:
                 self._open(column_families)
                 return
