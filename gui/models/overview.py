@@ -36,6 +36,7 @@ class Overview:
     recovery: dict
     config_files: list[str]
     warnings: list[str] = field(default_factory=list)
+    consume_queue_store: dict = field(default_factory=dict)  # info()["consumeQueueStore"]: files or RocksDB
 
     @property
     def commitlog_bytes(self) -> int:
@@ -78,4 +79,5 @@ def compute_overview(store) -> Overview:
         lag=lag, groups=sorted({r["group"] for r in lag}),
         checkpoint=info["checkpoint"], recovery=info.get("recovery", {}),
         config_files=info.get("configFiles", []), warnings=list(info.get("warnings", [])),
+        consume_queue_store=info.get("consumeQueueStore") or {},
     )
