@@ -21,11 +21,18 @@ def _value() -> QLabel:
     return lab
 
 
+def _cq_store_text(cqs: dict) -> str:
+    if cqs.get("storeType") == "defaultRocksDB":
+        return (f"in RocksDB (storeType=defaultRocksDB), read-only\n"
+                f"dispatch committed to commitlog offset {cqs.get('committedMaxPhyOffset')}")
+    return "files (consumequeue/<topic>/<queueId>/)"
+
+
 class OverviewPanel(QWidget):
     FIELDS = {
         "store": ["Folder", "Mode", "Generation", "Abort file", "Lock", "Checkpoint", "Recovery"],
         "commitlog": ["Min offset", "Max offset", "Data", "Files"],
-        "messages": ["Topics", "Queues", "Messages", "First stored", "Last stored", "Span"],
+        "messages": ["Topics", "Queues", "ConsumeQueues", "Messages", "First stored", "Last stored", "Span"],
         "index": ["Index files", "Index entries", "Consumer groups", "Config files"],
     }
     TITLES = {"store": "Store", "commitlog": "CommitLog", "messages": "Messages", "index": "Index and consumers"}
@@ -116,6 +123,7 @@ class OverviewPanel(QWidget):
         v["Files"].setText(f"{len(ov.commitlog_files)} × {format_bytes(ov.file_size)}")
         v["Topics"].setText(str(len(ov.topics)))
         v["Queues"].setText(str(ov.queue_count))
+        v["ConsumeQueues"].setText(_cq_store_text(ov.consume_queue_store))
         v["Messages"].setText(f"{ov.message_count:,} (sum of ConsumeQueue lengths)")
         v["First stored"].setText(t(ov.first_time))
         v["Last stored"].setText(t(ov.last_time))
