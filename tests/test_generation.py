@@ -104,7 +104,7 @@ def test_sample_is_bounded_and_keeps_the_newest():
 
 
 def test_info_and_detection_write_nothing():
-    for name in ("v5", "crashed", "dledger"):
+    for name in ("v5", "crashed", "dledger", "v5_rocksdb_cq", "v5_timer"):
         root = unpack(name)
         before = tree_digest(root)
         detect(root)
