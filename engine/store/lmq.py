@@ -20,6 +20,10 @@ def cq_offset_of(cq, phy: int) -> int | None:
     commitlog order: a binary search per file, newest file first)."""
     if cq is None:
         return None
+    if not cq.queue.files:  # a queue without files (RocksDB): its units in one read
+        col = cq.units(cq.min_offset, cq.max_offset)["commitLogOffset"]
+        i = int(np.searchsorted(col, phy, side="left"))
+        return cq.min_offset + i if i < len(col) and int(col[i]) == phy else None
     for f in reversed(cq.queue.files):
         n = f.wrote_position // CQ_UNIT_SIZE
         if n <= 0:

@@ -15,11 +15,12 @@ from engine.store.checkpoint import Checkpoint
 from engine.store.commit_log import CommitLog
 from engine.config import StoreConfig
 from engine.format.config_json import CONFIG_FILES, consumer_offsets, load_config_json, store_config_json
-from engine.store import recovery
+from engine.store import generation as _generation, recovery
 from engine.store.detect import _subdirs, detect_config, refuse_escaping_paths, refuse_foreign_files
 from engine.store.recovery import RecoveryPlan, RecoveryReport
 from engine.tasks import CancelToken, Progress, Task, run
 from engine.store.consume_queue import ConsumeQueue
+from engine.store import rocksdb_cq
 from engine.errors import MessageRejectedError, NotAStoreError, ReadOnlyStoreError, StoreError
 from engine.store.queries import Queries, QueryResult  # noqa: F401 (QueryResult: engine's facade)
 from engine.files.mapped_file import durable_touch, refuse_full_tmpfs
@@ -88,6 +89,7 @@ class MessageStore(Queries, QueueKinds):
         self.warnings: list[str] = []
         self.recovery_plan: RecoveryPlan | None = None
         self.recovery: RecoveryReport | None = None
+        self.rocksdb: rocksdb_cq.RocksDBConsumeQueueStore | None = None  # CQs in RocksDB (read-only)
         self.timer: TimerStore | None = None
 
     # ---- opening ---------------------------------------------------------------------
@@ -121,12 +123,14 @@ class MessageStore(Queries, QueueKinds):
                 raise NotAStoreError("DLedger stores are not supported", path=str(root))
             raise NotAStoreError("not a RocketMQ store: no commitlog, consumequeue, index or checkpoint",
                                  path=str(root))
-        if (root / "consumequeue" / "CURRENT").exists():
-            raise NotAStoreError("consume queues are in RocksDB (storeType=defaultRocksDB); not supported",
-                                 path=str(root / "consumequeue"))
+        if rocksdb_cq.is_rocksdb_cq(root) and not read_only:
+            raise ReadOnlyStoreError("consume queues are in RocksDB (storeType=defaultRocksDB): such a store "
+                                     "opens read-only; writing to it is not supported", path=str(root / "consumequeue"))
         if tolerant and read_only:
             cfg = dataclasses.replace(cfg, tolerant=True)
         cfg = detect_config(root, cfg, read_only)
+        if not read_only:  # appends take the form the store's generation writes
+            cfg = _generation.write_defaults(cfg, _generation.detect(root, cfg))
         cfg.validate()
         store = cls(root, cfg, read_only)
         try:
@@ -162,7 +166,11 @@ class MessageStore(Queries, QueueKinds):
         self.commitlog = CommitLog(cfg, writable)
         for gap in self.commitlog.queue.gaps:
             self.warnings.append(f"commitlog files missing between offsets {gap[0]} and {gap[1]}")
-        self._load_queues(writable)
+        rocks = rocksdb_cq.is_rocksdb_cq(root)
+        if rocks:  # read before recovery (its end vouches for the commitlog's); shown after it
+            self.rocksdb = rocksdb_cq.RocksDBConsumeQueueStore(root)
+        else:
+            self._load_queues(writable)
         if any(cq.lmq for cq in self.queues.values()):  # a multi-dispatch broker wrote it: dispatch as it did
             for k in ("enableLmq", "enableMultiDispatch"):
                 if k not in cfg.explicit and not getattr(cfg, k):
@@ -188,11 +196,27 @@ class MessageStore(Queries, QueueKinds):
             self.batch_topics = _bcq.batch_topics(self.batch_queues, {})
             self.warnings.append(str(e))
         self.recovery = yield from recovery.apply(self.recovery_plan, self, cancel)
+        if rocks:
+            self._load_rocksdb()
         if writable:
             from engine.store.writer import StoreWriter
             self._sync_recovery()
             self.writer = StoreWriter(self)
             self.writer.start_flush_service()
+
+    def _load_rocksdb(self, again: bool = False) -> None:
+        """The RocksDB consume queues (after recovery: units past the commitlog end are not
+        shown). Their pages go through the reference loop (the compiled one reads CQ files)."""
+        if again:  # a refresh: the database read anew
+            self.rocksdb.close()
+            self.rocksdb = rocksdb_cq.RocksDBConsumeQueueStore(self.root)
+        self.queues = {}
+        self.warnings.extend(w for w in self.rocksdb.warnings if w not in self.warnings)
+        end = self.commitlog.max_offset
+        for key, cq in self.rocksdb.queues.items():
+            cq.truncate_dirty(end)
+            self.queues[key] = cq
+        self.get_message = self._get_message_py
 
     def _load_queues(self, writable: bool, skip: set | None = None) -> None:
         cq_root = self.root / "consumequeue"
@@ -320,6 +344,9 @@ class MessageStore(Queries, QueueKinds):
             if self.lock:
                 self.lock.release()
                 self.lock = None
+            if self.rocksdb is not None:
+                self.rocksdb.close()
+                self.rocksdb = None
 
     def __enter__(self):
         return self
@@ -332,7 +359,7 @@ class MessageStore(Queries, QueueKinds):
         files, records and units. Read-only opens only; returns whether anything changed."""
         if not self.read_only:
             return False
-        if self._sizes_found_late():
+        if self.rocksdb is None and self._sizes_found_late():
             return True
         cl = self.commitlog
         before = (cl.max_offset, {k: cq.max_offset for k, cq in self.queues.items()}, len(self.index.files),
@@ -347,9 +374,11 @@ class MessageStore(Queries, QueueKinds):
                 g.wrote_position = g.file_size
             scan = cl.scan(cl.queue.index_of(f), start_pos=max(0, end - f.file_from_offset))
             cl.apply_end(scan.end_offset, zero=False)
-        known = set(self.queues)
-        self._load_queues(False, skip=known)
-        for cq in self.queues.values():
+        if self.rocksdb is not None:
+            self._load_rocksdb(again=True)
+        else:
+            self._load_queues(False, skip=set(self.queues))
+        for cq in (self.queues.values() if self.rocksdb is None else ()):
             cq.queue.load_new()
             for g in cq.queue.files[-3:]:
                 g.wrote_position = g.file_size
@@ -469,6 +498,7 @@ class MessageStore(Queries, QueueKinds):
                           for f in cl.files],
             },
             "queues": self.queue_list(),
+            "consumeQueueStore": self.rocksdb.info() if self.rocksdb is not None else {"storeType": "default"},
             "indexFiles": [dict(name=f.name, **f.header.to_json()) for f in self.index.files],
             "configFiles": [n for n in CONFIG_FILES if (self.root / "config" / n).exists()],
             "topicsJson": topics,
@@ -476,6 +506,7 @@ class MessageStore(Queries, QueueKinds):
             "recovery": {"abnormal": self.recovery.abnormal, "endOffset": self.recovery.commitlog.end_offset,
                          "stopReason": self.recovery.commitlog.stop_reason,
                          "truncatedQueues": self.recovery.truncated_queues},
+            "generation": self.generation().to_json(),
             "warnings": warnings,
             "timerStore": self.timer.summary() if self.timer else None,
         }

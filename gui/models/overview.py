@@ -36,6 +36,8 @@ class Overview:
     recovery: dict
     config_files: list[str]
     warnings: list[str] = field(default_factory=list)
+    generation: dict = field(default_factory=dict)  # info()'s: version, evidence, defaults
+    consume_queue_store: dict = field(default_factory=dict)  # info()["consumeQueueStore"]: files or RocksDB
 
     @property
     def commitlog_bytes(self) -> int:
@@ -81,4 +83,6 @@ def compute_overview(store) -> Overview:
         lag=lag, groups=sorted({r["group"] for r in lag}),
         checkpoint=info["checkpoint"], recovery=info.get("recovery", {}),
         config_files=info.get("configFiles", []), warnings=list(info.get("warnings", [])),
+        generation=info.get("generation", {}),
+        consume_queue_store=info.get("consumeQueueStore") or {},
     )
