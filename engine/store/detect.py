@@ -12,11 +12,13 @@ from engine.errors import ConfigError, StoreError
 from engine.store import index_geometry
 
 
-def detect_config(root: Path, cfg: StoreConfig, read_only: bool = True) -> StoreConfig:
-    """Fill in file sizes the caller did not set, from the files, when they agree."""
+def detect_config(root: Path, cfg: StoreConfig, read_only: bool = True,
+                  data_dirs: list[Path] | None = None) -> StoreConfig:
+    """Fill in file sizes the caller did not set, from the files, when they agree. data_dirs:
+    where the commitlog's data files are when not in commitlog/ (DLedger's data folder)."""
     values = {}
     if "mappedFileSizeCommitLog" not in cfg.explicit:
-        sizes = _sizes(cfg.commitlog_dirs)
+        sizes = _sizes(data_dirs or cfg.commitlog_dirs)
         if len(sizes) > 1 and not cfg.tolerant:
             raise ConfigError(f"commitlog files have different sizes {sorted(sizes)}; set mappedFileSizeCommitLog",
                               path=str(cfg.commitlog_dirs[0]))
