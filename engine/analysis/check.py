@@ -61,6 +61,10 @@ def check_task(store, max_problems: int = 1000, cancel=None) -> Task[dict]:
     out = Problems(max_problems)
     messages, n_messages, last_ts = yield from _commitlog(store, out, cancel)
     _poll(store, cancel)
+    extra = {}
+    if getattr(store, "dledger", None) is not None:  # DLedger mode: the entries around the messages
+        from .dledger_check import check_entries
+        extra["dledgerEntries"] = check_entries(store, out)
     n_units = _consume_queues(store, messages, out)
     yield Progress(1, 3, "consume queues", "phases")
     _poll(store, cancel)
@@ -70,7 +74,7 @@ def check_task(store, max_problems: int = 1000, cancel=None) -> Task[dict]:
     _config_json(store, out)
     yield Progress(3, 3, "checkpoint and config", "phases")
     return {"ok": not out.count, "messages": n_messages, "cqUnits": n_units, "indexEntries": n_entries,
-            "problemCount": out.count, "problems": out.items}
+            "problemCount": out.count, "problems": out.items, **extra}
 
 
 # ---- commitlog ------------------------------------------------------------------------------

@@ -1,0 +1,292 @@
+"""The DLedger fixture (RocketMQ 4.9.7 in DLedger mode, DLedger 0.3.1.2) read through the same
+MessageStore, getMessage, queries and check as a classic store, against what the real store
+returned (tests/fixtures/README_DLEDGER.md); damaged and rearranged copies of it."""
+import hashlib
+import json
+import os
+import shutil
+import struct
+import subprocess
+import sys
+
+import pytest
+
+from conftest import manifest, unpack
+from engine import MessageStore, StoreConfig
+from engine.analysis.check import check_store
+from engine.errors import ConfigError, NotAStoreError, ReadOnlyStoreError, StoreError
+from engine.format import dledger_layout as L
+from engine.store.index_file import LONG_MAX
+
+NAME = "dledger"
+
+
+@pytest.fixture(scope="module")
+def store():
+    s = MessageStore.open(unpack(NAME))
+    yield s
+    s.close()
+
+
+@pytest.fixture(scope="module")
+def m():
+    return manifest(NAME)
+
+
+def test_layout_matches_the_manifest_constants(m):
+    c = m["config"]
+    assert (L.INDEX_UNIT_SIZE, L.ENTRY_HEADER_SIZE, L.ENTRY_BODY_OFFSET, L.ENTRY_POS_OFFSET, L.ENTRY_MAGIC,
+            L.BLANK_MAGIC, L.MIN_BLANK_LEN, L.INDEX_FILE_SIZE) == (
+        c["dledger_INDEX_UNIT_SIZE"], c["dledger_entry_HEADER_SIZE"], c["dledger_entry_BODY_OFFSET"],
+        c["dledger_entry_POS_OFFSET"], c["dledger_CURRENT_MAGIC"], c["dledger_BLANK_MAGIC_CODE"],
+        c["dledger_MIN_BLANK_LEN"], c["dledger_mappedFileSizeForEntryIndex"])
+    texts = m["before_reopen"]["dledger_text_files"]
+    cp = L.LedgerCheckpoint.parse(texts["dledger-n0/checkpoint"])
+    term = L.TermFile.parse(texts["dledger-n0/currterm"])
+    parsed = m["before_reopen"]
+    assert (cp.endIndex, cp.committedIndex) == (int(parsed["dledger_checkpoint_parsed"]["endIndex"]),
+                                                int(parsed["dledger_checkpoint_parsed"]["committedIndex"]))
+    assert (term.currTerm, term.voteLeader) == (int(parsed["dledger_currterm_parsed"]["currTerm"]),
+                                                parsed["dledger_currterm_parsed"]["voteLeader"])
+    assert L.LedgerCheckpoint.parse("# c\nendIndex=x\n").endIndex is None
+    assert L.TermFile.parse("currTerm=3\nvoteLeader=\n") == L.TermFile(3, None)
+
+
+def test_bounds_and_ledger_state(store, m):
+    mm = m["min_max_offsets"]
+    assert (store.min_offset, store.max_offset) == (mm["minPhyOffset"], mm["maxPhyOffset"])
+    d = store.info()["dledger"]
+    want = m["reopen_states"]["after_leader_and_dispatch"]
+    assert (d["ledgerBeginIndex"], d["ledgerEndIndex"], d["ledgerEndTerm"], d["committedIndex"], d["committedPos"],
+            d["writePos"], d["currTerm"], d["voteLeader"]) == (
+        want["ledgerBeginIndex"], want["ledgerEndIndex"], want["ledgerEndTerm"], want["committedIndex"],
+        want["committedPos"], want["writePos"], want["currTerm"], want["leaderId"])
+    assert d["selfId"] == m["config"]["dLegerSelfId"] and d["folder"] == "dledger-n0"
+    assert d["checkpoint"] == {"endIndex": 1499, "committedIndex": 1499}
+    files = store.info()["commitlog"]["files"]
+    assert [(f["name"], f["wrotePosition"]) for f in files] == [
+        (f["name"], f["wrotePosition"]) for f in m["dledger_files"]["data"]]
+
+
+def test_every_message_field_by_field(store, m):
+    mine = {x.commitLogOffset: x for x in store.iter_messages()}
+    expected = m["messages"] + m["messages_not_in_consume_queue"]
+    assert len(mine) == len(expected) == m["summary"]["dledgerEntries"]
+    for e in expected:
+        x = mine[e["commitLogOffset"]]
+        for f in ("topic", "queueId", "queueOffset", "storeSize", "bodyCRC", "flag", "sysFlag", "bornTimestamp",
+                  "storeTimestamp", "reconsumeTimes", "preparedTransactionOffset", "msgId", "keys", "tags",
+                  "properties"):
+            assert getattr(x, f) == e[f], (e["commitLogOffset"], f)
+        assert x.physicalOffsetField == e["commitLogOffset"]
+        assert len(x.body) == e["bodyLength"] and hashlib.sha256(x.body).hexdigest() == e["bodySha256"]
+        if "dledgerIndex" in e:
+            assert store.dledger_entry(x.commitLogOffset)["index"] == e["dledgerIndex"]
+
+
+def test_entries_and_index_records(store, m):
+    cl = store.commitlog
+    entries = m["dledger_entries"]
+    seen = [h for kind, _, h in cl.iter_entries() if kind == "entry"]
+    assert len(seen) == len(entries)
+    for h, e in zip(seen, entries):
+        assert (h.index, h.term, h.pos, h.size, h.magic, h.channel, h.chainCrc, h.bodyCrc, h.bodySize) == (
+            e["index"], e["term"], e["pos"], e["size"], e["magic"], e["channel"], e["chainCrc"], e["bodyCrc"],
+            e["bodyLength"])
+        assert cl.index_record(h.index).to_json() == e["indexRecord"]
+        assert store.dledger_entry(e["rmqPhyOffset"]) == h.to_json()
+    assert store.dledger_entry(entries[5]["rmqPhyOffset"] + 1) is None  # not a message start
+    assert cl.index_record(len(entries)).to_json() == {"magic": 0, "pos": 0, "size": 0, "index": 0, "term": 0}
+
+
+def test_walk_skips_headers_and_ends_files_at_the_blanks(store, m):
+    raw = m["dledger_raw_check"]
+    blanks = [off for off, r in store.walk() if r.status.value == "end-of-file"]
+    assert blanks == [b["absolutePos"] for b in raw["blanks"]] and len(blanks) == 30
+    offs = [off for off, r in store.walk() if r.message is not None]
+    assert offs == [e["rmqPhyOffset"] for e in m["dledger_entries"]]
+    # a walk from the middle starts at the first message at or after the offset
+    mid = m["dledger_entries"][700]["rmqPhyOffset"]
+    part = [off for off, r in store.walk(mid - 10, mid + 1) if r.message is not None]
+    assert part == [mid]
+
+
+def test_consume_queue_units_point_at_entry_bodies(store, m):
+    for q in m["consume_queues"]:
+        cq = store.find_queue(q["topic"], q["queueId"])
+        if cq is None:
+            assert q["maxOffset"] == 0
+            continue
+        assert (cq.min_offset, cq.max_offset) == (q["minOffset"], q["maxOffset"])
+        units = cq.units(q["minOffset"], q["maxOffset"])
+        got = [[q["minOffset"] + i, int(u["commitLogOffset"]), int(u["size"]), int(u["tagsCode"]),
+                store.dledger_entry(int(u["commitLogOffset"]))["index"]] for i, u in enumerate(units)]
+        assert got == q["units"], (q["topic"], q["queueId"])
+
+
+def test_get_message_calls(store, m):
+    from engine.store import page
+    assert (page.KERNEL is None) == (os.environ.get("RMQSTORE_PURE_PYTHON") == "1")  # both paths are tested
+    for c in m["get_message_calls"] + m["get_message_edge_calls"]:
+        r = store.get_message(c["topic"], c["queueId"], c["offset"], c["maxMsgNums"], broker=True)
+        ref = store._get_message_py(c["topic"], c["queueId"], c["offset"], c["maxMsgNums"], broker=True)
+        assert list(r.messages) == list(ref.messages) and r.nextBeginOffset == ref.nextBeginOffset
+        got = (r.status, r.nextBeginOffset, r.minOffset, r.maxOffset, len(r.messages))
+        want = (c["status"], c["nextBeginOffset"], c["minOffset"], c["maxOffset"], c["messageCount"])
+        assert got == want, c
+        if "commitLogOffsets" in c:
+            assert [x.commitLogOffset for x in r.messages] == c["commitLogOffsets"], c
+            assert [x.queueOffset for x in r.messages] == c["queueOffsets"], c
+            assert r.bufferTotalSize == c["bufferTotalSize"], c
+    page = store.get_message("TopicTest", 1, 0, 500)  # ours: across CQ files, columns too
+    assert len(page.messages) == 127
+    assert page.messages.columns["commitLogOffset"].tolist() == [x.commitLogOffset for x in page.messages]
+    assert bytes(page.messages.body(3)) == page.messages[3].body
+
+
+def test_key_queries_and_msgids(store, m):
+    for q in m["key_queries"]:
+        r = store.query_message(q["topic"], q["key"], 0, LONG_MAX, q["maxNum"], raw=True)
+        assert sorted(r.offsets) == q["commitLogOffsets"], (q["topic"], q["key"])
+        assert len(r.messages) == len(r.offsets)
+        if r.offsets:
+            assert (r.indexLastUpdateTimestamp, r.indexLastUpdatePhyoffset) == (
+                q["indexLastUpdateTimestamp"], q["indexLastUpdatePhyoffset"])
+    for e in m["messages"][::25] + m["messages_not_in_consume_queue"][::25]:
+        kind, found = store.lookup_id(e["msgId"])
+        assert kind == "offset" and [x.commitLogOffset for x in found] == [e["commitLogOffset"]]
+    e = next(x for x in m["messages"] if x["topic"] == "TopicTest")
+    assert [x.commitLogOffset for x in store.query_uniq("TopicTest", e["properties"]["UNIQ_KEY"])] == \
+        [e["commitLogOffset"]]
+
+
+def test_index_files(store, m):
+    mine = {f.name: f.header.to_json() for f in store.index.files}
+    for x in m["index_files"]:
+        h = mine[x["name"].rsplit("/", 1)[-1]]
+        assert (h["beginTimestamp"], h["endTimestamp"], h["beginPhyOffset"], h["endPhyOffset"], h["hashSlotCount"],
+                h["indexCount"]) == (x["beginTimestamp"], x["endTimestamp"], x["beginPhyOffset"], x["endPhyOffset"],
+                                     x["hashSlotCount"], x["indexCount"])
+
+
+def test_check_is_clean(store):
+    r = check_store(store)
+    assert r["ok"], r["problems"][:5]
+    assert (r["messages"], r["cqUnits"], r["dledgerEntries"]) == (1500, 1342, 1500)
+
+
+def _files_digest(root):
+    out = {}
+    for d, _, names in os.walk(root):
+        for n in names:
+            p = os.path.join(d, n)
+            st = os.stat(p)
+            h = hashlib.sha256()
+            with open(p, "rb") as fh:
+                for chunk in iter(lambda: fh.read(1 << 22), b""):
+                    h.update(chunk)
+            out[p] = (st.st_size, st.st_mtime_ns, h.hexdigest())
+    return out
+
+
+def test_read_only_open_writes_nothing_and_writes_are_refused(fixture_copy):
+    root = fixture_copy(NAME)
+    before = _files_digest(root)
+    with MessageStore.open(root) as s:
+        check_store(s)
+        s.get_message("TopicTest", 0, 0, 64)
+    with pytest.raises(ReadOnlyStoreError, match="read-only"):
+        MessageStore.open(root, read_only=False)
+    from engine.store.rebuild import rebuild_task
+    from engine.tasks import run
+    with pytest.raises(ReadOnlyStoreError):
+        run(rebuild_task(root, None))
+    assert _files_digest(root) == before
+
+
+def _damage(root, rel, at, data):
+    with open(root / rel, "r+b") as fh:
+        fh.seek(at)
+        fh.write(data)
+
+
+def test_check_finds_damaged_entries_index_records_and_blanks(fixture_copy, m):
+    root = fixture_copy(NAME)
+    e = m["dledger_entries"][10]
+    idx = "dledger-n0/index/00000000000000000000"
+    _damage(root, idx, e["index"] * 32 + 24, struct.pack(">q", 7))             # term of index record 10
+    b = m["dledger_raw_check"]["blanks"][2]
+    _damage(root, f"dledger-n0/data/{b['file']}", b["relativePos"] + 4, struct.pack(">i", 5))   # blank length
+    _damage(root, f"dledger-n0/data/{b['file']}", b["relativePos"] + 9, b"\x01")                # blank not zero
+    with MessageStore.open(root, tolerant=True) as s:
+        r = check_store(s)
+    kinds = {(p["kind"], p["offset"]) for p in r["problems"]}
+    assert ("dledger-index", e["index"] * 32) in kinds
+    assert ("dledger-blank", b["absolutePos"]) in kinds
+    assert ("dledger-blank", b["absolutePos"] + 9) in kinds
+    assert not r["ok"]
+
+
+def test_torn_entry_ends_the_ledger_like_dledger_recovery(fixture_copy, m):
+    """An entry whose pos field is wrong (a torn write): DLedger's recovery ends the ledger
+    before it; the entries after it are not read, and check says so."""
+    root = fixture_copy(NAME)
+    last = m["dledger_entries"][-3]
+    f = 0
+    for d in m["dledger_files"]["data"]:
+        if d["fileFromOffset"] <= last["pos"]:
+            f = d
+    _damage(root, f"dledger-n0/data/{f['name']}", last["pos"] - f["fileFromOffset"] + 24, struct.pack(">q", 1))
+    with MessageStore.open(root, tolerant=True) as s:
+        assert s.max_offset == last["pos"]
+        d = s.info()["dledger"]
+        assert d["ledgerEndIndex"] == last["index"] - 1 and "pos field" in d["stopReason"]
+        assert d["committedIndex"] == last["index"] - 1     # the checkpoint's 1499, clamped to the ledger end
+        assert s.look_message_by_offset(m["dledger_entries"][-1]["rmqPhyOffset"]) is None
+        r = check_store(s)
+    assert any(p["kind"] == "dledger-checkpoint" and "endIndex 1499" in p["detail"] for p in r["problems"])
+
+
+def test_mixed_store_is_explained(fixture_copy):
+    root = fixture_copy(NAME)
+    (root / "commitlog").mkdir()
+    with open(root / "commitlog" / "00000000000000000000", "wb") as fh:
+        fh.truncate(65536)
+    with pytest.raises(NotAStoreError, match="mixed store"):
+        MessageStore.open(root)
+
+
+def test_self_id_and_data_path_settings(fixture_copy, m):
+    root = fixture_copy(NAME)
+    shutil.copytree(root / "dledger-n0", root / "dledger-n1")
+    with pytest.raises(ConfigError, match="dLegerSelfId"):
+        MessageStore.open(root)
+    with MessageStore.open(root, StoreConfig.from_mapping({"dLegerSelfId": "n1"})) as s:
+        assert s.info()["dledger"]["selfId"] == "n1" and s.max_offset == m["min_max_offsets"]["maxPhyOffset"]
+    shutil.rmtree(root / "dledger-n1")
+    os.rename(root / "dledger-n0" / "data", root / "entries")
+    cfg = StoreConfig.from_mapping({"storePathDLedgerCommitLog": str(root / "entries")})
+    with MessageStore.open(root, cfg) as s:
+        assert s.max_offset == m["min_max_offsets"]["maxPhyOffset"] and len(s.commitlog.files) == 31
+    with pytest.raises(ConfigError, match="outside the store"):
+        MessageStore.open(root, StoreConfig.from_mapping({"storePathDLedgerCommitLog": "/tmp"}))
+
+
+def _cli(*args):
+    r = subprocess.run([sys.executable, "-m", "engine", *args], capture_output=True, text=True)
+    return r.returncode, r.stdout, r.stderr
+
+
+def test_cli_info_get_and_refusals(m):
+    root = str(unpack(NAME))
+    rc, out, _ = _cli("info", root)
+    assert rc == 0 and "dledger    dledger-n0 (selfId n0)  term 0  voteLeader n0  entries [0, 1499]" in out
+    assert "offsets [0, 1992913)" in out
+    rc, out, _ = _cli("get", "--json", root, "Orders_v2-EU", "2", "3", "--count", "2")
+    msgs = json.loads(out)["messages"]
+    by_off = {e["rmqPhyOffset"]: e for e in m["dledger_entries"]}
+    for x in msgs:
+        e = by_off[x["commitLogOffset"]]
+        assert {k: x["dledger"][k] for k in ("index", "term", "pos")} == {k: e[k] for k in ("index", "term", "pos")}
+    rc, out, err = _cli("send", root, "TopicTest", "--body", "x")
+    assert rc == 2 and "read-only" in err and err.count("\n") == 1
