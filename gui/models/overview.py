@@ -36,6 +36,7 @@ class Overview:
     recovery: dict
     config_files: list[str]
     warnings: list[str] = field(default_factory=list)
+    dledger: dict | None = None   # DLedger mode: selfId, term, ledger indexes, checkpoint (info()["dledger"])
 
     @property
     def commitlog_bytes(self) -> int:
@@ -78,4 +79,5 @@ def compute_overview(store) -> Overview:
         lag=lag, groups=sorted({r["group"] for r in lag}),
         checkpoint=info["checkpoint"], recovery=info.get("recovery", {}),
         config_files=info.get("configFiles", []), warnings=list(info.get("warnings", [])),
+        dledger=info.get("dledger"),
     )
