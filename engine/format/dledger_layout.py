@@ -138,3 +138,44 @@ class TermFile:
     def parse(cls, text: str) -> "TermFile":
         v = parse_properties_text(text)
         return cls(_int(v, "currTerm", 0), v.get("voteLeader") or None)
+
+
+# ---- the entry walker (the scans' counterpart of engine.format.record.hop) ----------------------
+_HEAD2 = struct.Struct(">ii")
+_POS = struct.Struct(">q")
+
+
+def hop_entries(buf, pos: int, end: int, limit: int, file_from: int, max_records: int = 1 << 16,
+                max_bytes: int = 1 << 25):
+    """The messages of the DLedger entries starting in [pos, end) of one data file whose data
+    ends at `limit`: `starts` are the message positions (entry + 48), `next_pos` the next
+    entry. Stops with "blank" at the -1 blank or the end of data (size 0), "invalid" at a
+    header that cannot be an entry (magic, size, pos field), like the DLedger recovery."""
+    from array import array
+
+    from engine.format.record import Hop
+    starts = array("q")
+    first, n, stop = pos, 0, ""
+    while True:
+        if pos >= end:
+            stop = "end"
+            break
+        if limit - pos < BLANK_HEAD.size:
+            stop = "blank"
+            break
+        magic, size = _HEAD2.unpack_from(buf, pos)
+        if magic == BLANK_MAGIC or size == 0:
+            stop = "blank"
+            break
+        if (magic != ENTRY_MAGIC or size <= ENTRY_BODY_OFFSET or size > limit - pos
+                or _POS.unpack_from(buf, pos + ENTRY_POS_OFFSET)[0] != file_from + pos):
+            stop = "invalid"
+            break
+        starts.append(pos + ENTRY_BODY_OFFSET)
+        pos += size
+        n += 1
+        if n >= max_records or pos - first >= max_bytes:
+            if pos >= end:
+                stop = "end"
+            break
+    return Hop(np.frombuffer(starts, dtype=np.int64) if n else np.empty(0, np.int64), pos, stop)
