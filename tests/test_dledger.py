@@ -290,3 +290,52 @@ def test_cli_info_get_and_refusals(m):
         assert {k: x["dledger"][k] for k in ("index", "term", "pos")} == {k: e[k] for k in ("index", "term", "pos")}
     rc, out, err = _cli("send", root, "TopicTest", "--body", "x")
     assert rc == 2 and "read-only" in err and err.count("\n") == 1
+
+
+def test_crashed_copy_abort_torn_last_entry_lagging_checkpoint(fixture_copy, m):
+    """A crash as DLedger leaves one: `abort` present, the checkpoint ~3 s behind, the last
+    entry's header written but its body torn and its index record not yet written. DLedger's
+    recovery checks headers only, so the ledger still ends after that entry; what the read-only
+    open and check report about it."""
+    root = fixture_copy(NAME)
+    last = m["dledger_entries"][-1]
+    (root / "abort").touch()
+    (root / "dledger-n0" / "checkpoint").write_text("committedIndex=1400\nendIndex=1400\n")
+    data = m["dledger_files"]["data"][-1]
+    rel = last["pos"] - data["fileFromOffset"]
+    _damage(root, f"dledger-n0/data/{data['name']}", rel + 48 + 400, bytes(last["size"] - 48 - 400))
+    _damage(root, "dledger-n0/index/00000000000000000000", last["index"] * 32, bytes(32))
+    before = _files_digest(root)
+    with MessageStore.open(root, tolerant=True) as s:
+        info = s.info()
+        d = info["dledger"]
+        assert info["abort"] and info["recovery"]["abnormal"]
+        assert (d["ledgerEndIndex"], d["writePos"]) == (1499, m["min_max_offsets"]["maxPhyOffset"])
+        assert (d["committedIndex"], d["committedPos"]) == (1400, m["dledger_entries"][1400]["pos"]
+                                                             + m["dledger_entries"][1400]["size"])
+        assert d["indexMismatches"] and d["indexMismatches"][0].startswith("entry 1499")
+        assert s.max_offset == m["min_max_offsets"]["maxPhyOffset"]
+        assert s.look_message_by_offset(last["rmqPhyOffset"]) is None     # the torn message
+        assert s.look_message_by_offset(m["dledger_entries"][-2]["rmqPhyOffset"]) is not None
+        r = check_store(s)
+    kinds = {p["kind"]: p for p in r["problems"]}
+    assert {"abort", "dledger-index", "dledger-uncommitted", "commitlog-record"} <= set(kinds)
+    assert kinds["commitlog-record"]["offset"] == last["rmqPhyOffset"]
+    assert kinds["dledger-index"]["offset"] == last["index"] * 32
+    assert "1401..1499" in kinds["dledger-uncommitted"]["detail"]
+    assert _files_digest(root) == before   # read-only: not a byte written
+
+
+def test_truncated_data_file_is_refused_with_its_path(fixture_copy):
+    root = fixture_copy(NAME)
+    last = sorted((root / "dledger-n0" / "data").iterdir())[-1]
+    os.truncate(last, 40000)
+    with pytest.raises(ConfigError, match="DLedger data files have different sizes") as e:
+        MessageStore.open(root)
+    assert e.value.path == str(last.parent)
+    with pytest.raises(ConfigError, match="configured size") as e:    # the size given: that file is named
+        MessageStore.open(root, StoreConfig.from_mapping({"mappedFileSizeCommitLog": 65536}))
+    assert e.value.path == str(last)
+    with MessageStore.open(root, tolerant=True) as s:   # check passes the file over and says so
+        r = check_store(s)
+    assert any(p["kind"] == "file" and last.name in p["detail"] for p in r["problems"])

@@ -50,18 +50,19 @@ def locate(root: Path, cfg: StoreConfig) -> DLedgerFolder | None:
     """The store's DLedger folder, or None for a classic store. The selfId comes from
     dLegerSelfId when set, else from the one `dledger-<id>` folder there is."""
     data_set = cfg.storePathDLedgerCommitLog
+    try:
+        names = sorted(e.name for e in os.scandir(root) if e.name.startswith(L.FOLDER_PREFIX) and e.is_dir())
+    except OSError:
+        names = []
     if cfg.dLegerSelfId:
         p = root / f"{L.FOLDER_PREFIX}{cfg.dLegerSelfId}"
         if not p.is_dir() and not data_set:
-            if cfg.enableDLegerCommitLog:
-                raise NotAStoreError(f"no DLedger folder {p.name} (dLegerSelfId={cfg.dLegerSelfId})", path=str(root))
+            if cfg.enableDLegerCommitLog or names:
+                raise NotAStoreError(f"no DLedger folder {p.name} (dLegerSelfId={cfg.dLegerSelfId}); the store has "
+                                     f"{', '.join(names) or 'none'}", path=str(root))
             return None
         found = [(p, cfg.dLegerSelfId, "dLegerSelfId")]
     else:
-        try:
-            names = sorted(e.name for e in os.scandir(root) if e.name.startswith(L.FOLDER_PREFIX) and e.is_dir())
-        except OSError:
-            names = []
         if len(names) > 1:
             raise ConfigError(f"several DLedger folders ({', '.join(names)}): set dLegerSelfId to choose one",
                               path=str(root))

@@ -59,3 +59,14 @@ def test_classic_store_overview_says_no_dledger(qtbot, window):
     qtbot.waitUntil(lambda: ov.overview is not None, timeout=5000)
     assert ov.values["DLedger"].text() == "no (classic commitlog)"
     assert ov.tabs.tabText(1) == "CommitLog files"
+
+
+def test_read_write_open_of_a_dledger_store_is_a_dialog(qtbot, window, dialogs, fixture_copy):
+    root = fixture_copy("dledger")
+    before = tree_hashes(root)
+    with qtbot.waitSignal(window.session.openFailed, timeout=10000):
+        window.open_store(root, read_only=False)
+    assert dialogs.kinds() == ["critical"]
+    _, title, text = dialogs.calls[0]
+    assert "DLedger store opens read-only" in text and "Traceback" not in text
+    assert tree_hashes(root) == before and not (root / "abort").exists()
