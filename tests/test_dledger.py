@@ -339,3 +339,20 @@ def test_truncated_data_file_is_refused_with_its_path(fixture_copy):
     with MessageStore.open(root, tolerant=True) as s:   # check passes the file over and says so
         r = check_store(s)
     assert any(p["kind"] == "file" and last.name in p["detail"] for p in r["problems"])
+
+
+def test_segment_fill_of_the_data_files(store, m):
+    from engine.analysis import DAMAGED, ENTRY_HEADER, commitlog_fill
+    fills = commitlog_fill(store)
+    raw = {d["file"]: d for d in m["dledger_raw_check"]["data_files"]}
+    assert len(fills) == len(raw) == 31
+    for c in fills:
+        d = raw[c.name]
+        by = c.segments.bytes_by_id()
+        assert c.message_count == d["entries"] and by[ENTRY_HEADER] == 48 * d["entries"]
+        assert by.get(DAMAGED, 0) == 0 and c.data_end == d["endOfEntries"]
+        assert c.blank_tail == (c.file_size - d["endOfEntries"] if d["stop"] == "blank" else 0)
+        # the records are the messages, at their RocketMQ offsets
+        assert c.record_at(int(c.record_starts[0]) + 5) == int(c.record_starts[0])
+        assert store.look_message_by_offset(c.file_from_offset + int(c.record_starts[-1])) is not None
+    assert sum(c.message_count for c in fills) == 1500

@@ -70,3 +70,28 @@ def test_read_write_open_of_a_dledger_store_is_a_dialog(qtbot, window, dialogs, 
     _, title, text = dialogs.calls[0]
     assert "DLedger store opens read-only" in text and "Traceback" not in text
     assert tree_hashes(root) == before and not (root / "abort").exists()
+
+
+def test_segment_fill_of_a_dledger_store(qtbot):
+    from engine import MessageStore
+    from gui.internals.segment_fill import SegmentFillView
+    m = manifest("dledger")
+    with MessageStore.open(unpack("dledger")) as store:
+        v = SegmentFillView()
+        qtbot.addWidget(v)
+        v.resize(1200, 860)
+        done = []
+        v.updated.connect(lambda: done.append(1))
+        v.set_store(store)
+        v.show()
+        qtbot.waitUntil(lambda: bool(done), timeout=30000)
+        rows = v.rows("commitlog")
+        raw = m["dledger_raw_check"]["data_files"]
+        assert [(r.label, r.numbers["messages"]) for r in rows] == [(d["file"], d["entries"]) for d in raw]
+        first = m["dledger_entries"][0]
+        # a click on an entry's header or its message opens the message (its RocketMQ offset)
+        assert v.open_at("commitlog", 0, 0.0) == first["rmqPhyOffset"]
+        assert v.open_at("commitlog", 0, (first["pos"] + 100) / 65536) == first["rmqPhyOffset"]
+        assert "DLedger entry headers" in v.legend.text()
+        qtbot.wait(150)
+        screenshot(v, "dledger-segment-fill.png")
