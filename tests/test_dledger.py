@@ -247,13 +247,110 @@ def test_torn_entry_ends_the_ledger_like_dledger_recovery(fixture_copy, m):
     assert any(p["kind"] == "dledger-checkpoint" and "endIndex 1499" in p["detail"] for p in r["problems"])
 
 
-def test_mixed_store_is_explained(fixture_copy):
+def _mixed_store(fixture_copy):
+    """The DLedger fixture as a broker switched to DLedger over an old commitlog leaves it: the
+    `small` fixture's 12 commitlog files (sealed with a RocketMQ blank, as DLedgerCommitLog.recover
+    does) below, the DLedger log moved up by D = 12 x 65536 (file names, entry pos fields, the
+    messages' PHYSICALOFFSET, index records, CQ units and IndexFile entries all + D)."""
+    import numpy as np
+    from engine.format.cq_unit import CQ_UNIT_DTYPE
+    from engine.format.index_layout import INDEX_ENTRY_DTYPE
+    from engine.format.record import BLANK_MAGIC
+    root = fixture_copy(NAME)
+    small = unpack("small")
+    shutil.copytree(small / "commitlog", root / "commitlog")
+    old = sorted(os.listdir(root / "commitlog"))
+    shift = len(old) * 65536
+    end = manifest("small")["recovery_result"]["recovered_commitlog_max_offset"]
+    _damage(root, f"commitlog/{old[-1]}", end - int(old[-1]), struct.pack(">ii", shift - end, BLANK_MAGIC))
+    data = root / "dledger-n0" / "data"
+    for name in sorted(os.listdir(data), reverse=True):
+        p = data / name
+        buf = bytearray(p.read_bytes())
+        rel = 0
+        while rel + 8 <= len(buf):
+            magic, size = struct.unpack_from(">ii", buf, rel)
+            if magic != 1 or size == 0:
+                break
+            for at in (rel + 24, rel + 48 + 28):  # the entry's pos, the message's PHYSICALOFFSET
+                struct.pack_into(">q", buf, at, struct.unpack_from(">q", buf, at)[0] + shift)
+            rel += size
+        p.unlink()
+        (data / f"{int(name) + shift:020d}").write_bytes(bytes(buf))
+    idx = root / "dledger-n0" / "index" / "00000000000000000000"
+    with open(idx, "r+b") as fh:
+        recs = np.frombuffer(bytearray(fh.read(1500 * 32)), L.INDEX_DTYPE).copy()
+        recs["pos"] += shift
+        fh.seek(0)
+        fh.write(recs.tobytes())
+    for d, _, names in os.walk(root / "consumequeue"):
+        for n in names:
+            p = os.path.join(d, n)
+            u = np.frombuffer(bytearray(open(p, "rb").read()), CQ_UNIT_DTYPE).copy()
+            u["commitLogOffset"][u["size"] > 0] += shift
+            open(p, "wb").write(u.tobytes())
+    for n in os.listdir(root / "index"):
+        p = root / "index" / n
+        b = bytearray(p.read_bytes())
+        for at in (16, 24):
+            struct.pack_into(">q", b, at, struct.unpack_from(">q", b, at)[0] + shift)
+        count = struct.unpack_from(">i", b, 36)[0]
+        e = np.frombuffer(b, INDEX_ENTRY_DTYPE, count - 1, 40 + 64 * 4 + 20).copy()
+        e["commitLogOffset"] += shift
+        b[40 + 64 * 4 + 20:40 + 64 * 4 + 20 * count] = e.tobytes()
+        p.write_bytes(bytes(b))
+    return root, shift, old
+
+
+def test_mixed_store_reads_the_old_commitlog_below_the_dledger_log(fixture_copy, m):
+    root, shift, old = _mixed_store(fixture_copy)
+    small = manifest("small")
+    with MessageStore.open(root, tolerant=True) as s:
+        d = s.info()["dledger"]
+        assert d["dividedCommitlogOffset"] == shift and d["oldCommitlogFiles"] == old
+        assert (s.min_offset, s.max_offset) == (0, m["min_max_offsets"]["maxPhyOffset"] + shift)
+        assert d["ledgerEndIndex"] == 1499 and d["committedPos"] == s.max_offset
+        offs = [off for off, r in s.walk() if r.message is not None]
+        assert offs == [x["phyOffset"] for x in small["messages"]] + [e["rmqPhyOffset"] + shift
+                                                                      for e in m["dledger_entries"]]
+        x = small["messages"][100]
+        got = s.look_message_by_offset(x["phyOffset"])
+        assert (got.topic, got.msgId, got.storeSize) == (x["topic"], x["msgId"], x["totalSize"])
+        assert s.dledger_entry(x["phyOffset"]) is None
+        e = m["dledger_entries"][700]
+        assert s.dledger_entry(e["rmqPhyOffset"] + shift)["index"] == 700
+        q = next(q for q in m["consume_queues"] if (q["topic"], q["queueId"]) == ("TopicTest", 2))
+        r = s.get_message("TopicTest", 2, 0, 500)
+        assert [x.commitLogOffset for x in r.messages] == [u[1] + shift for u in q["units"]]
+        c = m["get_message_calls"][3]
+        r = s.get_message(c["topic"], c["queueId"], c["offset"], c["maxMsgNums"], broker=True)
+        assert (r.status, r.nextBeginOffset, len(r.messages)) == (c["status"], c["nextBeginOffset"], c["messageCount"])
+        kq = next(k for k in m["key_queries"] if k["commitLogOffsets"])
+        raw = s.query_message(kq["topic"], kq["key"], 0, LONG_MAX, kq["maxNum"], raw=True)
+        assert sorted(raw.offsets) == [o + shift for o in kq["commitLogOffsets"]]
+        r = check_store(s)
+    kinds = {p["kind"] for p in r["problems"]}
+    assert not {k for k in kinds if k.startswith("dledger") or k.startswith("commitlog")}, r["problems"][:3]
+    from engine.scan.api import run_job
+    with MessageStore.open(root) as s:
+        rows = run_job(s, "topic-stats", engine="local").rows
+    assert sum(x["messages"] for x in rows) == len(small["messages"]) + 1500
+    from engine.analysis import DAMAGED, commitlog_fill
+    with MessageStore.open(root) as s:
+        fills = commitlog_fill(s)
+    assert [c.message_count for c in fills[len(old):]] == [d["entries"] for d in m["dledger_raw_check"]["data_files"]]
+    assert sum(c.message_count for c in fills[:len(old)]) == len(small["messages"])
+    assert not any(c.segments.bytes_by_id().get(DAMAGED, 0) for c in fills)
+
+
+def test_an_old_file_overlapping_the_dledger_log_is_a_warning(fixture_copy):
     root = fixture_copy(NAME)
     (root / "commitlog").mkdir()
     with open(root / "commitlog" / "00000000000000000000", "wb") as fh:
         fh.truncate(65536)
-    with pytest.raises(NotAStoreError, match="mixed store"):
-        MessageStore.open(root)
+    with MessageStore.open(root) as s:
+        assert s.commitlog.old_files == [] and s.max_offset == 1992913
+        assert any("reaching past the first DLedger file" in w for w in s.info()["warnings"])
 
 
 def test_self_id_and_data_path_settings(fixture_copy, m):

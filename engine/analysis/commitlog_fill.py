@@ -229,7 +229,7 @@ def commitlog_fill_task(store, cache: CommitLogFillCache | None = None,
             cancel.raise_if_cancelled()
         fill = cache.peek(f)
         if fill is None:
-            if getattr(store.commitlog, "is_dledger", False):  # entries: headers, then the messages
+            if f.file_from_offset >= getattr(store.commitlog, "divided", 1 << 62):  # DLedger entries
                 from .dledger_fill import walk_dledger_file_task
                 fill = CommitLogFileFill(**(yield from walk_dledger_file_task(store.commitlog, f, cancel)))
             else:

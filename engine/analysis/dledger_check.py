@@ -132,7 +132,8 @@ def _units(store, bodies: dict[int, int], out) -> None:
         phy = units["commitLogOffset"].astype(np.int64)
         size = units["size"].astype(np.int64)
         at = np.clip(np.searchsorted(offs, phy), 0, len(offs) - 1)
-        bad = np.flatnonzero(((offs[at] != phy) | (sizes[at] != size + L.ENTRY_BODY_OFFSET)) & ~is_filler(phy, size))
+        bad = np.flatnonzero(((offs[at] != phy) | (sizes[at] != size + L.ENTRY_BODY_OFFSET)) & ~is_filler(phy, size)
+                             & (phy >= store.commitlog.divided))   # below: the old commitlog of a mixed store
         for i in bad[:20].tolist():
             out.add("dledger-cq", f"unit {cq.min_offset + i} of {topic}/{qid} ({int(phy[i])}, size {int(size[i])}) is "
                     "not an entry body (entry pos + 48, entry size - 48)", cq.queue.dirs[0], cq.min_offset + i)

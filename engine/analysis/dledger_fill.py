@@ -23,7 +23,7 @@ def walk_dledger_file_task(cl, f, cancel: CancelToken | None = None) -> Task[dic
     ids: dict[str, int] = {}
     starts, sizes, cats, heads = [], [], [], []
     pos, blank_at, stop, n = 0, None, "end of written data", 0
-    for kind, at, what in cl.iter_entries(cl.queue.index_of(f)):
+    for kind, at, what in cl.iter_entries(cl.data_files.index(f)):
         rel = at - base
         if rel >= f.file_size:
             break

@@ -35,11 +35,20 @@ def with_dledger(store: MessageStore, out: dict, msgs) -> dict:
     return out
 
 
+def _files_kind(d: dict | None, n: int) -> str:
+    if not d:
+        return ""
+    old = len(d.get("oldCommitlogFiles") or [])
+    return f"({old} old commitlog + {n - old} DLedger data) " if old else "DLedger data "
+
+
 def dledger_line(d: dict) -> str:
     cp = d["checkpoint"] or {}
     return (f"dledger    {d['folder']} (selfId {d['selfId']})  term {d['currTerm']}  voteLeader {d['voteLeader'] or '-'}  "
             f"entries [{d['ledgerBeginIndex']}, {d['ledgerEndIndex']}]  committed {d['committedIndex']}  "
-            f"checkpoint endIndex {cp.get('endIndex')} committedIndex {cp.get('committedIndex')}")
+            f"checkpoint endIndex {cp.get('endIndex')} committedIndex {cp.get('committedIndex')}"
+            + (f"\n           mixed: {len(d['oldCommitlogFiles'])} old commitlog file(s) below offset "
+               f"{d['dividedCommitlogOffset']}, DLedger from there" if d.get("oldCommitlogFiles") else ""))
 
 
 # ---- commands --------------------------------------------------------------------------
@@ -52,7 +61,7 @@ def cmd_info(store: MessageStore, args) -> int:
     out = [f"store      {info['root']}  ({'read-only' if store.read_only else 'read-write'})",
            f"abort      {'present: the last run did not shut down cleanly' if info['abort'] else 'absent'}",
            f"commitlog  offsets [{cl['minOffset']}, {cl['maxOffset']})  in {len(cl['files'])} "
-           f"{'DLedger data ' if info.get('dledger') else ''}file(s) of {store.cfg.mappedFileSizeCommitLog} bytes",
+           f"{_files_kind(info.get('dledger'), len(cl['files']))}file(s) of {store.cfg.mappedFileSizeCommitLog} bytes",
            *([dledger_line(info["dledger"])] if info.get("dledger") else []),
            f"checkpoint physic {fmt_time(info['checkpoint']['physicMsgTimestamp'])}  "
            f"logics {fmt_time(info['checkpoint']['logicsMsgTimestamp'])}  "

@@ -115,7 +115,8 @@ def plan_commitlog(store, split_bytes: int | None = None, min_partitions: int = 
     plan = Plan(str(store.root), [], cl.min_offset, max_off, list(store.cfg.delay_level_millis), split)
     if getattr(cl, "is_dledger", False):  # entries never span files: one slice per data file
         plan.commitlog = [CommitLogSlice(str(f.path), f.file_from_offset, f.file_size, 0, limit, limit,
-                                         entry_header=ENTRY_BODY_OFFSET) for f, limit in regions]
+                                         entry_header=ENTRY_BODY_OFFSET if f.file_from_offset >= cl.divided else 0)
+                          for f, limit in regions]   # (below `divided`: the old commitlog of a mixed store)
         return plan
     cq = _CQHints(store) if (use_cq or hop_hints) and store.queues else None
     for f, limit in regions:

@@ -34,9 +34,15 @@ class DLedgerFolder:
     data_dir: Path
     index_dir: Path
     found_by: str
+    old_dirs: list[Path] = field(default_factory=list)  # a mixed store: the old commitlog's folders
 
     def has_data(self) -> bool:
         return _numbered_files(self.data_dir) > 0
+
+    @property
+    def data_dirs(self) -> list[Path]:
+        """Every folder of the log's data files (the old commitlog's first, in a mixed store)."""
+        return [*self.old_dirs, self.data_dir]
 
 
 def _numbered_files(d: Path) -> int:
@@ -83,23 +89,20 @@ def locate(root: Path, cfg: StoreConfig) -> DLedgerFolder | None:
 
 
 def choose(root: Path, cfg: StoreConfig, read_only: bool) -> DLedgerFolder | None:
-    """The DLedger folder a store is read through, None for a classic store. Refused: a write
-    open, and a mixed store (an old commitlog/ beside DLedger data, as after switching a 4.x
-    broker to DLedger: offsets below the first DLedger file are in the old files)."""
+    """The DLedger folder a store is read through, None for a classic store (no DLedger folder,
+    or one without entries beside an old commitlog). A write open is refused. A mixed store (an
+    old commitlog/ beside DLedger data, as after switching a 4.x broker to DLedger) keeps its old
+    folders in `old_dirs`: offsets below the first DLedger file are read from them."""
     folder = locate(root, cfg)
     if folder is None:
         return None
-    old = sum(_numbered_files(d) for d in cfg.commitlog_dirs)
+    old = [d for d in cfg.commitlog_dirs if _numbered_files(d)]
     if old and not folder.has_data():
         return None  # a DLedger folder without entries: the classic commitlog is the log
-    if old:
-        raise NotAStoreError(f"a mixed store: {old} old commitlog file(s) beside the DLedger log {folder.path.name}/ "
-                             f"(a broker switched to DLedger: RocketMQ serves offsets below the first DLedger file "
-                             f"from the old commitlog). Reading both together is not supported; copy the store "
-                             f"without commitlog/ to browse the DLedger part", path=str(root))
     if not read_only:
         raise ReadOnlyStoreError("a DLedger store opens read-only: its writes go through the DLedger group "
                                  "(quorum and terms), which rmqstore does not take part in", path=str(folder.path))
+    folder.old_dirs = old
     return folder
 
 
@@ -150,6 +153,23 @@ class DLedgerCommitLog(CommitLog):
         self.folder = folder
         self.file_size = cfg.mappedFileSizeCommitLog
         self.queue = MappedFileQueue(folder.data_dir, self.file_size).load(cfg.tolerant)
+        self.divided = self.queue.files[0].file_from_offset if self.queue.files else 0  # dividedCommitlogOffset
+        self.old_files = []
+        self.warnings: list[str] = []
+        if folder.old_dirs:  # a mixed store: the old files (mapped whole, as RocketMQ loads them) come first
+            old = MappedFileQueue(folder.old_dirs, self.file_size).load(cfg.tolerant)
+            self.old_files = [f for f in old.files if f.end_offset <= self.divided]
+            for f in old.files:
+                if f not in self.old_files:
+                    f.close()
+                    self.warnings.append(f"{f.path}: an old commitlog file reaching past the first DLedger "
+                                         f"file ({self.divided}); not read (RocketMQ reads DLedger there)")
+            self.queue.files[:0] = self.old_files
+            self.queue.skipped.extend(old.skipped)
+            self.queue.refused.extend(old.refused)
+            starts = self.queue.files
+            self.queue.gaps = [(a.end_offset, b.file_from_offset) for a, b in zip(starts, starts[1:])
+                               if b.file_from_offset != a.end_offset]
         self.index_file_size = _index_file_size(folder.index_dir)
         self.index_queue = MappedFileQueue(folder.index_dir, self.index_file_size).load(cfg.tolerant)
         from engine.format.message import DecodeOptions
@@ -159,12 +179,17 @@ class DLedgerCommitLog(CommitLog):
                                           delay_level_millis=delays)
         self.ledger = LedgerState()
 
+    @property
+    def data_files(self) -> list:
+        """The DLedger data files (self.files also holds the old commitlog's in a mixed store)."""
+        return self.queue.files[len(self.old_files):]
+
     # ---- the entries -------------------------------------------------------------------
     def entry_at(self, offset: int) -> L.EntryHeader | None:
         """The entry whose message is at RocketMQ offset `offset` (its header 48 bytes before)."""
         pos = offset - L.ENTRY_BODY_OFFSET
         f = self.queue.find(pos)
-        if f is None or pos < f.file_from_offset:
+        if f is None or pos < self.divided:
             return None
         rel = pos - f.file_from_offset
         if rel + L.ENTRY_BODY_OFFSET > f.file_size:
@@ -186,8 +211,7 @@ class DLedgerCommitLog(CommitLog):
         order from files[start_file], each file to its blank or its end of data (size 0), up
         to the files' ends (write positions are not looked at). A header that cannot be an
         entry yields ("bad", pos, why) and its file is left."""
-        files = self.files
-        for f in files[start_file:]:
+        for f in self.data_files[start_file:]:
             buf, base, fs = f.buf, f.file_from_offset, f.file_size
             rel = 0
             while True:
@@ -220,10 +244,14 @@ class DLedgerCommitLog(CommitLog):
         INVALID at its position and the rest of its file is passed over."""
         lo = self.min_offset if start is None else max(start, self.min_offset)
         hi = self.max_offset if end is None else min(end, self.max_offset)
+        if lo < self.divided:  # a mixed store: the old commitlog's records first, by the classic walk
+            yield from CommitLog.walk(self, lo, min(hi, self.divided), opts)
+            lo = self.divided
         if lo >= hi:
             return
+        data = self.data_files
         first = self.queue.find(lo - L.ENTRY_BODY_OFFSET) or self.queue.find(lo)
-        i = self.queue.index_of(first) if first is not None else 0
+        i = data.index(first) if first in data else 0
         opts = opts or self.read_opts
         for kind, pos, what in self.iter_entries(i):
             if pos >= hi:
@@ -251,7 +279,7 @@ class DLedgerCommitLog(CommitLog):
         self.index_queue.load_new()
         st = self.ledger = LedgerState()
         self._read_text_files(st)
-        files = self.files
+        files = self.data_files
         if not files:
             st.stop_reason = "no DLedger data files"
             return ScanResult(None, 0, 0, stop_reason=st.stop_reason)
@@ -295,7 +323,7 @@ class DLedgerCommitLog(CommitLog):
         return ScanResult(files[i].path.name, end, last_valid, n, reason, end)
 
     def _first_entry_matches(self, i: int) -> bool:
-        f = self.files[i]
+        f = self.data_files[i]
         h = L.read_entry_header(f.buf, 0)
         if h.magic != L.ENTRY_MAGIC or h.pos != f.file_from_offset:
             return False
@@ -304,10 +332,11 @@ class DLedgerCommitLog(CommitLog):
 
     def _first_index(self) -> int | None:
         """ledgerBeginIndex: the index of the first data file's first entry."""
-        if not self.files:
+        data = self.data_files
+        if not data:
             return None
-        h = L.read_entry_header(self.files[0].buf, 0)
-        return h.index if h.magic == L.ENTRY_MAGIC and h.pos == self.files[0].file_from_offset else None
+        h = L.read_entry_header(data[0].buf, 0)
+        return h.index if h.magic == L.ENTRY_MAGIC and h.pos == data[0].file_from_offset else None
 
     def _read_text_files(self, st: LedgerState) -> None:
         text, note = read_text(self.folder.path / L.CHECKPOINT_FILE)
@@ -331,14 +360,14 @@ class DLedgerCommitLog(CommitLog):
             st.committed_index, st.committed_pos = ci, rec.pos + rec.size
 
     def normal_start_index(self, cq_max: int = -1) -> int:
-        return max(0, len(self.files) - 3)
+        return len(self.old_files) + max(0, len(self.data_files) - 3)
 
     def abnormal_start_index(self, checkpoint) -> int:
-        return max(0, len(self.files) - 3)  # DLedger recovers the same way after a crash
+        return self.normal_start_index()  # DLedger recovers the same way after a crash
 
     def apply_end(self, end: int, zero: bool) -> list[str]:
         """Files before the one holding `end` are whole (DLedger maps them so); nothing past it is read."""
-        for f in self.files:
+        for f in self.data_files:  # old files of a mixed store stay whole
             if f.end_offset <= end:
                 f.wrote_position = f.flushed_position = f.file_size
             else:
@@ -360,6 +389,7 @@ class DLedgerCommitLog(CommitLog):
             "indexFileSize": self.index_file_size,
             "indexFiles": [f.path.name for f in self.index_queue.files],
             "indexMismatches": st.index_mismatches[:20], "notes": list(st.notes),
+            "dividedCommitlogOffset": self.divided, "oldCommitlogFiles": [f.path.name for f in self.old_files],
         }
 
     def close(self) -> None:

@@ -108,7 +108,7 @@ class MessageStore(Queries):
                                  path=str(root / "consumequeue"))
         if tolerant and read_only:
             cfg = dataclasses.replace(cfg, tolerant=True)
-        cfg = detect_config(root, cfg, read_only, [dledger.data_dir] if dledger else None)
+        cfg = detect_config(root, cfg, read_only, dledger.data_dirs if dledger else None)
         cfg.validate()
         store = cls(root, cfg, read_only)
         store.dledger = dledger
@@ -145,6 +145,7 @@ class MessageStore(Queries):
         self.commitlog = _dledger.DLedgerCommitLog(cfg, self.dledger) if self.dledger else CommitLog(cfg, writable)
         for gap in self.commitlog.queue.gaps:
             self.warnings.append(f"commitlog files missing between offsets {gap[0]} and {gap[1]}")
+        self.warnings.extend(getattr(self.commitlog, "warnings", []))  # DLedger: a mixed store's notes
         self._load_queues(writable)
         self.index = IndexService(cfg, writable).load()
         self.warnings.extend(self.cfg.notes + self.index.warnings)

@@ -28,7 +28,9 @@ def dledger_text(d: dict | None) -> str:
     return (f"{d['folder']}: selfId {d['selfId']}, term {d['currTerm']}, voteLeader {d['voteLeader'] or '—'}\n"
             f"entries {d['ledgerBeginIndex']}–{d['ledgerEndIndex']} (last term {d['ledgerEndTerm']}), "
             f"committedIndex {d['committedIndex']}\n"
-            f"checkpoint: endIndex {cp.get('endIndex', '—')}, committedIndex {cp.get('committedIndex', '—')}")
+            f"checkpoint: endIndex {cp.get('endIndex', '—')}, committedIndex {cp.get('committedIndex', '—')}"
+            + (f"\nmixed: {len(d['oldCommitlogFiles'])} old commitlog files below offset {d['dividedCommitlogOffset']}"
+               if d.get("oldCommitlogFiles") else ""))
 
 
 class OverviewPanel(QWidget):
