@@ -175,8 +175,7 @@ class DLedgerCommitLog(CommitLog):
         from engine.format.message import DecodeOptions
         delays = cfg.delay_level_millis
         self.read_opts = DecodeOptions(check_crc=False, delay_level_millis=delays)
-        self.recover_opts = DecodeOptions(check_crc=cfg.checkCRCOnRecover, force_verify_prop_crc=cfg.forceVerifyPropCRC,
-                                          delay_level_millis=delays)
+        self.recover_opts = self.read_opts  # DLedger's recovery checks entry headers, not message CRCs
         self.ledger = LedgerState()
 
     @property
