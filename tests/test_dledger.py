@@ -365,6 +365,9 @@ def test_self_id_and_data_path_settings(fixture_copy, m):
     cfg = StoreConfig.from_mapping({"storePathDLedgerCommitLog": str(root / "entries")})
     with MessageStore.open(root, cfg) as s:
         assert s.max_offset == m["min_max_offsets"]["maxPhyOffset"] and len(s.commitlog.files) == 31
+    with MessageStore.open(root) as s:   # not set: the folder is found by its entries
+        assert s.max_offset == m["min_max_offsets"]["maxPhyOffset"] and len(s.commitlog.files) == 31
+        assert "found in entries/" in s.info()["dledger"]["foundBy"]
     with pytest.raises(ConfigError, match="outside the store"):
         MessageStore.open(root, StoreConfig.from_mapping({"storePathDLedgerCommitLog": "/tmp"}))
 

@@ -23,6 +23,7 @@ from engine.format.message import RecordResult, RecordStatus, check_record
 from engine.store.commit_log import CommitLog, ScanResult
 
 TEXT_LIMIT = 1 << 16  # checkpoint / currterm are a few dozen bytes
+MAX_NOTED = 20       # index mismatches listed (all are counted)
 
 
 @dataclass
@@ -80,12 +81,42 @@ def locate(root: Path, cfg: StoreConfig) -> DLedgerFolder | None:
         found = [(root / names[0], names[0][len(L.FOLDER_PREFIX):], "folder name")]
     p, sid, how = found[0]
     data = Path(data_set) if data_set else p / L.DATA_DIR
+    if not data_set and not _numbered_files(data):
+        moved = _find_data_dir(root, p)
+        if moved is not None:  # storePathDLedgerCommitLog was set on the broker: its files are elsewhere
+            data, how = moved, f"{how}; data files found in {moved.name}/ by their entries"
     if data_set:
         real, base = os.path.realpath(data), os.path.realpath(root)
         if os.path.commonpath([real, base]) != base:
             raise ConfigError(f"storePathDLedgerCommitLog={data_set} is outside the store; files outside the store "
                               "are never used", path=str(root))
     return DLedgerFolder(p, sid, data, p / L.INDEX_DIR, how)
+
+
+def _find_data_dir(root: Path, folder: Path) -> Path | None:
+    """A folder inside the store (one level below the root or the DLedger folder) whose first
+    20-digit file starts with a DLedger entry at its own position: where a broker configured
+    with storePathDLedgerCommitLog kept the data, if the copy kept it inside the store."""
+    skip = {"consumequeue", "index", "commitlog", "config", L.INDEX_DIR, "timerlog", "timerwheel"}
+    for base in (folder, root):
+        try:
+            dirs = sorted(e.path for e in os.scandir(base) if e.is_dir() and e.name not in skip)
+        except OSError:
+            continue
+        for d in dirs:
+            try:
+                names = sorted(n for n in os.listdir(d) if n.isdigit() and len(n) == 20)
+                if not names:
+                    continue
+                with open(os.path.join(d, names[0]), "rb") as fh:
+                    head = fh.read(L.ENTRY_BODY_OFFSET)
+            except OSError:
+                continue
+            if len(head) == L.ENTRY_BODY_OFFSET:
+                h = L.read_entry_header(head, 0)
+                if h.magic == L.ENTRY_MAGIC and h.pos == int(names[0]) and h.size > L.ENTRY_HEADER_SIZE:
+                    return Path(d)
+    return None
 
 
 def choose(root: Path, cfg: StoreConfig, read_only: bool) -> DLedgerFolder | None:
@@ -133,7 +164,8 @@ class LedgerState:
     committed_pos: int = -1        # end of entry committed_index (RocketMQ's max offset after load)
     entries: int = 0               # entries the recovery walk checked
     stop_reason: str = ""
-    index_mismatches: list[str] = field(default_factory=list)
+    index_mismatches: list[str] = field(default_factory=list)   # the first MAX_NOTED
+    index_mismatch_count: int = 0  # entries whose index record disagrees (DLedger rewrites those records)
     checkpoint: L.LedgerCheckpoint | None = None
     term: L.TermFile | None = None
     notes: list[str] = field(default_factory=list)
@@ -306,8 +338,10 @@ class DLedgerCommitLog(CommitLog):
                 break
             rec = self.index_record(h.index)
             if rec is None or (rec.pos, rec.size, rec.index, rec.term) != (h.pos, h.size, h.index, h.term):
-                st.index_mismatches.append(f"entry {h.index} at {pos}: index record "
-                                           f"{rec.to_json() if rec else 'missing'}")
+                st.index_mismatch_count += 1
+                if len(st.index_mismatches) < MAX_NOTED:
+                    st.index_mismatches.append(f"entry {h.index} at {pos}: index record "
+                                               f"{rec.to_json() if rec else 'missing'}")
             expect, last_term, n = h.index + 1, h.term, n + 1
             last_valid = pos + L.ENTRY_BODY_OFFSET
             end = pos + h.size
@@ -387,7 +421,8 @@ class DLedgerCommitLog(CommitLog):
             "entriesChecked": st.entries, "stopReason": st.stop_reason,
             "indexFileSize": self.index_file_size,
             "indexFiles": [f.path.name for f in self.index_queue.files],
-            "indexMismatches": st.index_mismatches[:20], "notes": list(st.notes),
+            "indexMismatches": st.index_mismatches, "indexMismatchCount": st.index_mismatch_count,
+            "notes": list(st.notes),
             "dividedCommitlogOffset": self.divided, "oldCommitlogFiles": [f.path.name for f in self.old_files],
         }
 
