@@ -55,7 +55,6 @@ class StoreConfig:
     flushIntervalCommitLog: int = 500
     # DLedger mode (engine/store/dledger_commit_log.py): which dledger-<selfId> folder, where its data is
     enableDLegerCommitLog: bool = False
-    dLegerGroup: str = ""
     dLegerSelfId: str = ""
     storePathDLedgerCommitLog: str = ""
     # which settings were given explicitly (by file or caller) rather than defaulted
@@ -226,7 +225,7 @@ PATH_KEYS = {"storePathRootDir", "storePathCommitLog", "storePathConsumeQueue", 
 # broker.conf settings outside MessageStoreConfig (BrokerConfig, NettyServerConfig, ...): known, not used
 BROKER_KEYS = {"brokerName", "brokerId", "namesrvAddr", "deleteWhen", "fileReservedTime", "brokerIP2",
                "autoCreateTopicEnable", "autoCreateSubscriptionGroup", "sendMessageThreadPoolNums",
-               "pullMessageThreadPoolNums", "dLegerPeers", "transientStorePoolEnable", "diskMaxUsedSpaceRatio", "haListenPort",
+               "pullMessageThreadPoolNums", "dLegerGroup", "dLegerPeers", "transientStorePoolEnable", "diskMaxUsedSpaceRatio", "haListenPort",
                "storeType", "enableControllerMode", "timerWheelEnable", "enableLmq", "enableMultiDispatch",
                "aclEnable", "traceTopicEnable", "defaultTopicQueueNums", "useReentrantLockWhenPutMessage"}
 _KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
