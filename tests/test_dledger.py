@@ -456,3 +456,41 @@ def test_segment_fill_of_the_data_files(store, m):
         assert c.record_at(int(c.record_starts[0]) + 5) == int(c.record_starts[0])
         assert store.look_message_by_offset(c.file_from_offset + int(c.record_starts[-1])) is not None
     assert sum(c.message_count for c in fills) == 1500
+
+
+def _set_term(root, m, entries, term):
+    """The term of `entries` in their headers and their index records."""
+    files = {d["name"]: d["fileFromOffset"] for d in m["dledger_files"]["data"]}
+    with open(root / "dledger-n0/index/00000000000000000000", "r+b") as idx:
+        for entry in entries:
+            e = m["dledger_entries"][entry]
+            name = max((n for n, f in files.items() if f <= e["pos"]), key=lambda n: files[n])
+            with open(root / "dledger-n0/data" / name, "r+b") as fh:
+                fh.seek(e["pos"] - files[name] + 16)
+                fh.write(struct.pack(">q", term))
+            idx.seek(entry * 32 + 24)
+            idx.write(struct.pack(">q", term))
+
+
+def test_terms_above_zero_and_a_term_going_back(fixture_copy, m):
+    """Elections in a multi-node group raise the term: entries 1000.. in term 3, currterm 3."""
+    root = fixture_copy(NAME)
+    _set_term(root, m, range(1000, 1500), 3)
+    (root / "dledger-n0" / "currterm").write_text("voteLeader=n1\ncurrTerm=3\n")
+    with MessageStore.open(root) as s:
+        d = s.info()["dledger"]
+        assert (d["ledgerEndTerm"], d["currTerm"], d["voteLeader"], d["ledgerEndIndex"]) == (3, 3, "n1", 1499)
+        e = m["dledger_entries"][1200]
+        assert s.dledger_entry(e["rmqPhyOffset"])["term"] == 3
+        assert s.dledger_entry(m["dledger_entries"][999]["rmqPhyOffset"])["term"] == 0
+        assert check_store(s)["ok"]
+    (root / "dledger-n0" / "currterm").write_text("voteLeader=n1\ncurrTerm=2\n")   # below the entries' term
+    _set_term(root, m, [1400], 1)                                                    # a term going back
+    with MessageStore.open(root) as s:
+        d = s.info()["dledger"]
+        # DLedger's recovery stops before the entry whose term went back
+        assert (d["ledgerEndIndex"], d["ledgerEndTerm"]) == (1399, 3) and "term 1 < 3" in d["stopReason"]
+        assert s.max_offset == m["dledger_entries"][1400]["pos"]
+        r = check_store(s)
+    details = [p["detail"] for p in r["problems"] if p["kind"] == "dledger-entry"]
+    assert any("above currterm's 2" in x for x in details)
