@@ -19,7 +19,7 @@ from engine.config import StoreConfig
 from engine.errors import ConfigError, NotAStoreError, ReadOnlyStoreError
 from engine.files.mapped_file_queue import MappedFileQueue
 from engine.format import dledger_layout as L
-from engine.format.message import RecordResult, RecordStatus, check_record
+from engine.format.message import DecodeOptions, RecordResult, RecordStatus, check_record
 from engine.store.commit_log import CommitLog, ScanResult
 
 TEXT_LIMIT = 1 << 16  # checkpoint / currterm are a few dozen bytes
@@ -68,7 +68,7 @@ def locate(root: Path, cfg: StoreConfig) -> DLedgerFolder | None:
                 raise NotAStoreError(f"no DLedger folder {p.name} (dLegerSelfId={cfg.dLegerSelfId}); the store has "
                                      f"{', '.join(names) or 'none'}", path=str(root))
             return None
-        found = [(p, cfg.dLegerSelfId, "dLegerSelfId")]
+        sid, how = cfg.dLegerSelfId, "dLegerSelfId"
     else:
         if len(names) > 1:
             raise ConfigError(f"several DLedger folders ({', '.join(names)}): set dLegerSelfId to choose one",
@@ -78,8 +78,7 @@ def locate(root: Path, cfg: StoreConfig) -> DLedgerFolder | None:
                 raise NotAStoreError("enableDLegerCommitLog is set but there is no dledger-<selfId> folder; "
                                      "set dLegerSelfId", path=str(root))
             return None
-        found = [(root / names[0], names[0][len(L.FOLDER_PREFIX):], "folder name")]
-    p, sid, how = found[0]
+        p, sid, how = root / names[0], names[0][len(L.FOLDER_PREFIX):], "folder name"
     data = Path(data_set) if data_set else p / L.DATA_DIR
     if not data_set and not _numbered_files(data):
         moved = _find_data_dir(root, p)
@@ -204,7 +203,6 @@ class DLedgerCommitLog(CommitLog):
                                if b.file_from_offset != a.end_offset]
         self.index_file_size = _index_file_size(folder.index_dir)
         self.index_queue = MappedFileQueue(folder.index_dir, self.index_file_size).load(cfg.tolerant)
-        from engine.format.message import DecodeOptions
         delays = cfg.delay_level_millis
         self.read_opts = DecodeOptions(check_crc=False, delay_level_millis=delays)
         self.recover_opts = self.read_opts  # DLedger's recovery checks entry headers, not message CRCs
@@ -237,9 +235,9 @@ class DLedgerCommitLog(CommitLog):
             return None
         return L.read_index_record(f.buf, at - f.file_from_offset)
 
-    def iter_entries(self, start_file: int = 0, check: bool = False) -> Iterator[tuple[str, int, object]]:
+    def iter_entries(self, start_file: int = 0) -> Iterator[tuple[str, int, object]]:
         """("entry", pos, EntryHeader), ("blank", pos, bytes left), ("end", pos, why) in log
-        order from files[start_file], each file to its blank or its end of data (size 0), up
+        order from data_files[start_file], each file to its blank or its end of data (size 0), up
         to the files' ends (write positions are not looked at). A header that cannot be an
         entry yields ("bad", pos, why) and its file is left."""
         for f in self.data_files[start_file:]:
