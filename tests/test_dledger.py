@@ -388,6 +388,8 @@ def test_cli_info_get_and_refusals(m):
     for x in msgs:
         e = by_off[x["commitLogOffset"]]
         assert {k: x["dledger"][k] for k in ("index", "term", "pos")} == {k: e[k] for k in ("index", "term", "pos")}
+    rc, out, _ = _cli("check", root)
+    assert rc == 0 and out.startswith("OK: 1500 messages, 1342 CQ units, 3243 index entries, 1500 DLedger entries")
     rc, out, err = _cli("send", root, "TopicTest", "--body", "x")
     assert rc == 2 and "read-only" in err and err.count("\n") == 1
 
