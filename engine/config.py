@@ -53,6 +53,8 @@ class StoreConfig:
     listenPort: int = 10911
     brokerClusterName: str = "DefaultCluster"
     flushIntervalCommitLog: int = 500
+    timerPrecisionMs: int = 1000                      # 5.x timer store: read from the files unless set
+    mappedFileSizeTimerLog: int = 100 * 1024 * 1024   # 5.x timerlog files: read from the files unless set
     # DLedger mode (engine/store/dledger_commit_log.py): which dledger-<selfId> folder, where its data is
     enableDLegerCommitLog: bool = False
     dLegerSelfId: str = ""
@@ -181,6 +183,8 @@ class StoreConfig:
             ("maxIndexNum", self.maxIndexNum > 1),
             ("maxMsgsNumBatch", self.maxMsgsNumBatch >= 0),
             ("maxMessageSize", self.maxMessageSize > 0),
+            ("timerPrecisionMs", self.timerPrecisionMs > 0),
+            ("mappedFileSizeTimerLog", self.mappedFileSizeTimerLog >= 52),
         ]
         for name, ok in checks:
             if not ok:

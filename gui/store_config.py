@@ -49,6 +49,8 @@ HINTS = {
     "listenPort": "port in new offset msgIds",
     "brokerClusterName": "cluster name",
     "flushIntervalCommitLog": "async flush interval, ms",
+    "timerPrecisionMs": "timer wheel precision, ms (5.x; read from the files when not set)",
+    "mappedFileSizeTimerLog": "bytes per timerlog file (5.x; read from the files when not set)",
 }
 
 

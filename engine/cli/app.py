@@ -255,6 +255,8 @@ def _add_optional_commands(sub, add) -> None:
         pass
     from engine.cli import internals as cli_internals
     cli_internals.register(add, COMMANDS)
+    from engine.cli import timers as cli_timers
+    cli_timers.register(add, COMMANDS)
     try:
         from engine.cli import scan as scan_cli
     except Exception as e:  # noqa: BLE001 - reported when `scan` is asked for, not hidden

@@ -25,6 +25,7 @@ from engine.errors import MessageRejectedError, NotAStoreError, ReadOnlyStoreErr
 from engine.store.queries import Queries, QueryResult  # noqa: F401 (QueryResult: engine's facade)
 from engine.files.mapped_file import durable_touch, refuse_full_tmpfs
 from engine.store.index_service import IndexService
+from engine.store.timer_store import TimerStore, open_timer_store
 from engine.format.message import Message
 from engine.store.store_lock import StoreLock, holder_pid
 from engine.store import page as _page  # getMessage's loop and its lazy page
@@ -72,6 +73,7 @@ class MessageStore(Queries):
         self.warnings: list[str] = []
         self.recovery_plan: RecoveryPlan | None = None
         self.recovery: RecoveryReport | None = None
+        self.timer: TimerStore | None = None
 
     # ---- opening ---------------------------------------------------------------------
     @classmethod
@@ -149,6 +151,8 @@ class MessageStore(Queries):
         self._load_queues(writable)
         self.index = IndexService(cfg, writable).load()
         self.warnings.extend(self.cfg.notes + self.index.warnings)
+        self.timer, notes = open_timer_store(root, cfg)  # 5.x timer store (read-only), None without one
+        self.warnings.extend(notes)
         self.writer = None
         if writable:
             # an index file filled by recovery's re-dispatch is recorded in the checkpoint, as
@@ -283,6 +287,8 @@ class MessageStore(Queries):
                 self.index.close()
             if self.commitlog:
                 self.commitlog.close()
+            if self.timer:
+                self.timer.close()
             if self.lock:
                 self.lock.release()
                 self.lock = None
@@ -434,6 +440,7 @@ class MessageStore(Queries):
                          "stopReason": self.recovery.commitlog.stop_reason,
                          "truncatedQueues": self.recovery.truncated_queues},
             "warnings": warnings,
+            "timerStore": self.timer.summary() if self.timer else None,
             "dledger": cl.info() if self.dledger else None,
         }
 
