@@ -244,6 +244,7 @@ def test_torn_entry_ends_the_ledger_like_dledger_recovery(fixture_copy, m):
         assert d["committedIndex"] == last["index"] - 1     # the checkpoint's 1499, clamped to the ledger end
         assert s.look_message_by_offset(m["dledger_entries"][-1]["rmqPhyOffset"]) is None
         r = check_store(s)
+    assert any(p["kind"] == "dledger-tail" and p["offset"] == last["pos"] for p in r["problems"])
     assert any(p["kind"] == "dledger-checkpoint" and "endIndex 1499" in p["detail"] for p in r["problems"])
 
 
@@ -496,3 +497,25 @@ def test_terms_above_zero_and_a_term_going_back(fixture_copy, m):
         r = check_store(s)
     details = [p["detail"] for p in r["problems"] if p["kind"] == "dledger-entry"]
     assert any("above currterm's 2" in x for x in details)
+
+
+def test_ledger_ending_at_a_blank_before_an_empty_file(fixture_copy, m):
+    """A crash after DLedger rolled to a new data file but before its first entry: the newest
+    file is all zeros. The ledger ends at the last entry before the previous file's blank."""
+    root = fixture_copy(NAME)
+    data = m["dledger_files"]["data"]
+    (root / "dledger-n0" / "data" / data[-1]["name"]).write_bytes(bytes(65536))
+    blank = m["dledger_raw_check"]["blanks"][-1]
+    last = max(e["index"] for e in m["dledger_entries"] if e["pos"] < blank["absolutePos"])
+    with MessageStore.open(root, tolerant=True) as s:
+        d = s.info()["dledger"]
+        assert (d["ledgerEndIndex"], d["writePos"], s.max_offset) == (last, blank["absolutePos"], blank["absolutePos"])
+        assert d["committedIndex"] == last          # the checkpoint's 1499, clamped to the ledger end
+        assert [f["wrotePosition"] for f in s.info()["commitlog"]["files"]][-2:] == [
+            blank["absolutePos"] - data[-2]["fileFromOffset"], 0]
+        offs = [off for off, r in s.walk() if r.message is not None]
+        assert len(offs) == last + 1
+        r = check_store(s)
+    kinds = {p["kind"] for p in r["problems"]}
+    assert "dledger-index" in kinds and "dledger-checkpoint" in kinds   # records and endIndex past the ledger
+    assert "dledger-tail" not in kinds and "commitlog-tail" not in kinds   # the blank after the end is DLedger's

@@ -32,9 +32,13 @@ def check_entries(store, out) -> int:
     last_with_data = max((i for i, f in enumerate(files) if f.file_from_offset < end), default=-1)
     for kind, pos, what in cl.iter_entries(0):
         f = cl.queue.find(pos)
-        if pos >= end:
+        if pos >= end:  # past the ledger: a blank is fine (its file was full), anything written is not
+            if kind == "blank":
+                continue
             if kind == "entry":
                 out.add("dledger-tail", f"entry {what.index} after the end of the ledger ({st.stop_reason})", f.path, pos)
+            elif kind == "bad" or any(f.buf[pos - f.file_from_offset:pos - f.file_from_offset + 4096]):
+                out.add("dledger-tail", f"data after the end of the ledger ({st.stop_reason})", f.path, pos)
             break
         if kind == "bad":
             out.add("dledger-entry", what, f.path, pos)

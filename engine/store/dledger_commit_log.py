@@ -319,13 +319,11 @@ class DLedgerCommitLog(CommitLog):
         end = files[i].file_from_offset
         expect, last_term, n = None, -1, 0
         reason = "end of data"
-        for kind, pos, what in self.iter_entries(i):
+        for kind, pos, what in self.iter_entries(i):  # the end stays at the last good entry's end
             if kind == "blank":
-                end = pos  # the blank's file is whole; the next file (if any) continues
-                continue
+                continue  # the next file (if any) continues the ledger
             if kind != "entry":
                 reason = f"{what} at {pos}"
-                end = pos
                 break
             h = what
             if expect is not None and h.index != expect:
