@@ -149,38 +149,53 @@ def _commitlog(store, out: Problems, cancel):
 
 
 # ---- consume queues -------------------------------------------------------------------------
+def _unit_runs(cq):
+    """(first queue offset, units, file) file by file -- a file missing in the middle
+    must not hide the rest -- or, for a queue without files (RocksDB), a range read at a time."""
+    for cf in cq.queue.files:
+        first = max(cf.file_from_offset // CQ_UNIT_SIZE, cq.min_offset)
+        yield first, cq.units(first, (cf.file_from_offset + cf.wrote_position) // CQ_UNIT_SIZE), cf.path
+    if not cq.queue.files and cq.max_offset > cq.min_offset:
+        for a in range(cq.min_offset, cq.max_offset, 4096):
+            units = cq.units_with_times(a, min(cq.max_offset, a + 4096))  # store times checked too
+            yield a, units, cq.directory
+            if len(units) < min(cq.max_offset, a + 4096) - a:
+                break  # a unit missing: the rest is reported as missing units
+
+
 def _consume_queues(store, messages: dict, out: Problems) -> int:
     cl = store.commitlog
     n_units = 0
     seen = set()
     for (topic, qid), cq in store.queues.items():
-        for cf in cq.queue.files:  # file by file: a file missing in the middle must not hide the rest
-            first = max(cf.file_from_offset // CQ_UNIT_SIZE, cq.min_offset)
-            units = cq.units(first, (cf.file_from_offset + cf.wrote_position) // CQ_UNIT_SIZE)
+        for first, units, path in _unit_runs(cq):
             n_units += len(units)
-            for i, (phy, size, tags) in enumerate(units.tolist()):
+            for i, (phy, size, tags, *t) in enumerate(units.tolist()):
                 q = first + i
-                pos = q * CQ_UNIT_SIZE % cq.file_size
+                pos = q * CQ_UNIT_SIZE % cq.file_size if cq.file_size else q  # RocksDB: the queue offset
                 if phy == 0 and size == FILLER_SIZE:
                     continue
                 m = messages.get(phy)
                 if m is None:
                     if phy >= cl.max_offset:
                         out.add("cq-unit", f"{topic}/{qid} unit {q} points at {phy}, past the end of the commitlog "
-                                f"({cl.max_offset})", cf.path, pos)
+                                f"({cl.max_offset})", path, pos)
                     elif phy >= cl.min_offset:
                         out.add("cq-unit", f"{topic}/{qid} unit {q} points at {phy}, where no record starts",
-                                cf.path, pos)
+                                path, pos)
                     continue
                 if (m[0], m[1], m[2], m[3]) != (topic, qid, q, size):
                     out.add("cq-unit", f"{topic}/{qid} unit {q} -> record {m[0]}/{m[1]}@{m[2]} size {m[3]} "
-                            f"(unit size {size})", cf.path, pos)
+                            f"(unit size {size})", path, pos)
                 elif m[4] not in DISPATCHED:
                     out.add("cq-unit", f"{topic}/{qid} unit {q} -> a {'prepared' if m[4] == 4 else 'rolled-back'} "
-                            "transaction record, which is never dispatched (its SYSFLAG?)", cf.path, pos)
+                            "transaction record, which is never dispatched (its SYSFLAG?)", path, pos)
                 elif m[6] != tags:
                     out.add("cq-tags", f"{topic}/{qid} unit {q}: tagsCode {tags}, expected {m[6]} from the record's "
-                            "TAGS (delivery time for delayed messages)", cf.path, pos)
+                            "TAGS (delivery time for delayed messages)", path, pos)
+                elif t and t[0] != m[7]:
+                    out.add("cq-time", f"{topic}/{qid} unit {q}: storeTimestamp {t[0]}, the record says {m[7]}",
+                            path, pos)
                 seen.add((topic, qid, q))
     for off, m in messages.items():
         topic, qid, qoff, _size, tt = m[:5]

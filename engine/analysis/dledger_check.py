@@ -140,5 +140,6 @@ def _units(store, bodies: dict[int, int], out) -> None:
                              & (phy >= store.commitlog.divided))   # below: the old commitlog of a mixed store
         for i in bad[:20].tolist():
             out.add("dledger-cq", f"unit {cq.min_offset + i} of {topic}/{qid} ({int(phy[i])}, size {int(size[i])}) is "
-                    "not an entry body (entry pos + 48, entry size - 48)", cq.queue.dirs[0], cq.min_offset + i)
+                    "not an entry body (entry pos + 48, entry size - 48)",
+                    cq.queue.dirs[0] if hasattr(cq, "queue") else store.root / "consumequeue", cq.min_offset + i)
         out.count += max(0, len(bad) - 20)

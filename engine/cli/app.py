@@ -66,6 +66,10 @@ def cmd_info(store: MessageStore, args) -> int:
            f"checkpoint physic {fmt_time(info['checkpoint']['physicMsgTimestamp'])}  "
            f"logics {fmt_time(info['checkpoint']['logicsMsgTimestamp'])}  "
            f"index {fmt_time(info['checkpoint']['indexMsgTimestamp'])}", ""]
+    cqs = info.get("consumeQueueStore") or {}
+    if cqs.get("storeType") == "defaultRocksDB":
+        out[-1:-1] = [f"consume queues in RocksDB (storeType=defaultRocksDB, read-only) at {cqs['path']}; "
+                      f"dispatch committed up to commitlog offset {cqs['committedMaxPhyOffset']}"]
     out.append(table([[q["topic"], q["queueId"], q["minOffset"], q["maxOffset"], q["maxOffset"] - q["minOffset"]]
                       for q in info["queues"]], ["TOPIC", "QUEUE", "MIN", "MAX", "COUNT"]))
     out.append("")
@@ -132,13 +136,15 @@ def cmd_cq(store: MessageStore, args) -> int:
     if not args.json:
         print(f"{'OFFSET':>10}  {'PHYOFFSET':>12}  {'SIZE':>10}  TAGSCODE")
     step = 65536
+    timed = getattr(cq, "units_with_times", None)  # RocksDB units keep their store time
     for a in range(start, end, step):
-        units = cq.units(a, min(end, a + step))
-        for i, (phy, size, tags) in enumerate(units.tolist()):
+        units = timed(a, min(end, a + step)) if timed else cq.units(a, min(end, a + step))
+        for i, (phy, size, tags, *t) in enumerate(units.tolist()):
             if args.json:
-                print(json.dumps({"offset": a + i, "commitLogOffset": phy, "phyOffset": phy, "size": size, "tagsCode": tags}))
+                print(json.dumps({"offset": a + i, "commitLogOffset": phy, "phyOffset": phy, "size": size, "tagsCode": tags,
+                                  **({"storeTimestamp": t[0]} if t else {})}))
             else:
-                print(f"{a + i:>10}  {phy:>12}  {size:>10}  {tags}")
+                print(f"{a + i:>10}  {phy:>12}  {size:>10}  {tags}" + (f"  {fmt_time(t[0])}" if t else ""))
     return 0
 
 

@@ -237,7 +237,7 @@ def duplicates(store, params, progress, cancel):
 
 def consistency(store, params, progress, cancel):
     cl_min = store.min_offset
-    cq_size = store.cfg.mappedFileSizeConsumeQueue
+    cq_size = 0 if getattr(store, "rocksdb", None) is not None else store.cfg.mappedFileSizeConsumeQueue
     expected: dict[tuple, tuple] = {}
     rows: list[dict] = []
     idx_expected: Counter = Counter()

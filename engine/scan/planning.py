@@ -68,6 +68,7 @@ class CQSlice:
     file_size: int
     unit_start: int   # unit numbers inside the file
     unit_end: int
+    kind: str = "file"  # "rocksdb": queue offsets [file_from / 20 + unit_start, + unit_end) of a queue in RocksDB at `path`
 
 
 @dataclass(frozen=True)
@@ -217,11 +218,19 @@ def split_points(buf, file_from: int, limit: int, targets: list[int], hints: _CQ
 
 
 # ---- consume queues and index --------------------------------------------------------------
+ROCKSDB_SLICE_UNITS = 1 << 18  # units of a RocksDB queue per slice (one range read)
+
+
 def plan_consume_queues(store, topics: set[str] | None = None, queue_ids: set[int] | None = None) -> list[CQSlice]:
     """Every written unit of every ConsumeQueue file (up to the recovered write position)."""
     out = []
     for (topic, qid), cq in sorted(store.queues.items()):
         if topics and topic not in topics or queue_ids and qid not in queue_ids:
+            continue
+        if getattr(cq, "kind", "file") == "rocksdb":  # no files: key ranges of the database
+            for a in range(cq.min_offset, cq.max_offset, ROCKSDB_SLICE_UNITS):
+                n = min(cq.max_offset - a, ROCKSDB_SLICE_UNITS)
+                out.append(CQSlice(topic, qid, str(cq.directory), "consumequeue", a * CQ_UNIT_SIZE, 0, 0, n, "rocksdb"))
             continue
         for f in cq.queue.files:
             n = f.wrote_position // CQ_UNIT_SIZE

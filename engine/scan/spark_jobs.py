@@ -224,7 +224,7 @@ def consistency(ld: Loader, run: SparkRunner):
     the driver turns them into difference rows exactly as engine.scan.local does."""
     store = ld.store
     cl_min = store.min_offset
-    cq_size = store.cfg.mappedFileSizeConsumeQueue
+    cq_size = 0 if getattr(store, "rocksdb", None) is not None else store.cfg.mappedFileSizeConsumeQueue
     msgs = ld.messages(["topic", "queueId", "queueOffset", "physicalOffsetField", "storeSize", "tagsCode", "sysFlag",
                         "commitLogOffset", "indexKeys", "indexKeyHashes"], filtered=False)
     tt = F.col("sysFlag").bitwiseAND(0x0C)

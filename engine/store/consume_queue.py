@@ -29,6 +29,8 @@ def units_of(f: MappedFile) -> np.ndarray:
 
 
 class ConsumeQueue:
+    kind = "file"  # engine.store.consume_queue_interface.ConsumeQueueInterface
+
     def __init__(self, topic: str, queue_id: int, directory: Path, file_size: int, writable: bool = False,
                  tolerant: bool = False):
         self.topic = topic
@@ -219,6 +221,10 @@ class ConsumeQueue:
             return np.empty(0, dtype=CQ_UNIT_DTYPE)
         first = f.file_from_offset // CQ_UNIT_SIZE
         return self.view(f)[queue_offset - first: f.wrote_position // CQ_UNIT_SIZE]
+
+    def broker_units(self, queue_offset: int, max_count: int) -> np.ndarray:
+        """What one broker getMessage reads (the RocksDB queue reads `max_count` units)."""
+        return self.units_to_file_end(queue_offset)
 
     def close(self) -> None:
         self._views.clear()

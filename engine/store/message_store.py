@@ -21,6 +21,7 @@ from engine.store.detect import _subdirs, detect_config, refuse_escaping_paths, 
 from engine.store.recovery import RecoveryPlan, RecoveryReport
 from engine.tasks import CancelToken, Progress, Task, run
 from engine.store.consume_queue import ConsumeQueue
+from engine.store import rocksdb_cq
 from engine.errors import MessageRejectedError, NotAStoreError, ReadOnlyStoreError, StoreError
 from engine.store.queries import Queries, QueryResult  # noqa: F401 (QueryResult: engine's facade)
 from engine.files.mapped_file import durable_touch, refuse_full_tmpfs
@@ -73,6 +74,7 @@ class MessageStore(Queries):
         self.warnings: list[str] = []
         self.recovery_plan: RecoveryPlan | None = None
         self.recovery: RecoveryReport | None = None
+        self.rocksdb: rocksdb_cq.RocksDBConsumeQueueStore | None = None  # CQs in RocksDB (read-only)
         self.timer: TimerStore | None = None
 
     # ---- opening ---------------------------------------------------------------------
@@ -105,9 +107,9 @@ class MessageStore(Queries):
         if dledger is None and not any(m.exists() for m in markers):
             raise NotAStoreError("not a RocketMQ store: no commitlog, consumequeue, index or checkpoint",
                                  path=str(root))
-        if (root / "consumequeue" / "CURRENT").exists():
-            raise NotAStoreError("consume queues are in RocksDB (storeType=defaultRocksDB); not supported",
-                                 path=str(root / "consumequeue"))
+        if rocksdb_cq.is_rocksdb_cq(root) and not read_only:
+            raise ReadOnlyStoreError("consume queues are in RocksDB (storeType=defaultRocksDB): such a store "
+                                     "opens read-only; writing to it is not supported", path=str(root / "consumequeue"))
         if tolerant and read_only:
             cfg = dataclasses.replace(cfg, tolerant=True)
         cfg = detect_config(root, cfg, read_only, dledger.data_dirs if dledger else None)
@@ -148,7 +150,11 @@ class MessageStore(Queries):
         for gap in self.commitlog.queue.gaps:
             self.warnings.append(f"commitlog files missing between offsets {gap[0]} and {gap[1]}")
         self.warnings.extend(getattr(self.commitlog, "warnings", []))  # DLedger: a mixed store's notes
-        self._load_queues(writable)
+        rocks = rocksdb_cq.is_rocksdb_cq(root)
+        if rocks:  # read before recovery (its end vouches for the commitlog's); shown after it
+            self.rocksdb = rocksdb_cq.RocksDBConsumeQueueStore(root)
+        else:
+            self._load_queues(writable)
         self.index = IndexService(cfg, writable).load()
         self.warnings.extend(self.cfg.notes + self.index.warnings)
         self.timer, notes = open_timer_store(root, cfg)  # 5.x timer store (read-only), None without one
@@ -162,11 +168,27 @@ class MessageStore(Queries):
         self.recovery_plan = recovery.plan(self)
         yield Progress(1, 1, "plan")
         self.recovery = yield from recovery.apply(self.recovery_plan, self, cancel)
+        if rocks:
+            self._load_rocksdb()
         if writable:
             from engine.store.writer import StoreWriter
             self._sync_recovery()
             self.writer = StoreWriter(self)
             self.writer.start_flush_service()
+
+    def _load_rocksdb(self, again: bool = False) -> None:
+        """The RocksDB consume queues (after recovery: units past the commitlog end are not
+        shown). Their pages go through the reference loop (the compiled one reads CQ files)."""
+        if again:  # a refresh: the database read anew
+            self.rocksdb.close()
+            self.rocksdb = rocksdb_cq.RocksDBConsumeQueueStore(self.root)
+        self.queues = {}
+        self.warnings.extend(w for w in self.rocksdb.warnings if w not in self.warnings)
+        end = self.commitlog.max_offset
+        for key, cq in self.rocksdb.queues.items():
+            cq.truncate_dirty(end)
+            self.queues[key] = cq
+        self.get_message = self._get_message_py
 
     def _load_queues(self, writable: bool, skip: set | None = None) -> None:
         cq_root = self.root / "consumequeue"
@@ -292,6 +314,9 @@ class MessageStore(Queries):
             if self.lock:
                 self.lock.release()
                 self.lock = None
+            if self.rocksdb is not None:
+                self.rocksdb.close()
+                self.rocksdb = None
 
     def __enter__(self):
         return self
@@ -304,7 +329,7 @@ class MessageStore(Queries):
         files, records and units. Read-only opens only; returns whether anything changed."""
         if not self.read_only:
             return False
-        if self._sizes_found_late():
+        if self.rocksdb is None and self._sizes_found_late():
             return True
         cl = self.commitlog
         before = (cl.max_offset, {k: cq.max_offset for k, cq in self.queues.items()}, len(self.index.files))
@@ -318,9 +343,11 @@ class MessageStore(Queries):
                 g.wrote_position = g.file_size
             scan = cl.scan(cl.queue.index_of(f), start_pos=max(0, end - f.file_from_offset))
             cl.apply_end(scan.end_offset, zero=False)
-        known = set(self.queues)
-        self._load_queues(False, skip=known)
-        for cq in self.queues.values():
+        if self.rocksdb is not None:
+            self._load_rocksdb(again=True)
+        else:
+            self._load_queues(False, skip=set(self.queues))
+        for cq in (self.queues.values() if self.rocksdb is None else ()):
             cq.queue.load_new()
             for g in cq.queue.files[-3:]:
                 g.wrote_position = g.file_size
@@ -432,6 +459,7 @@ class MessageStore(Queries):
                           for f in cl.files],
             },
             "queues": self.queue_list(),
+            "consumeQueueStore": self.rocksdb.info() if self.rocksdb is not None else {"storeType": "default"},
             "indexFiles": [dict(name=f.name, **f.header.to_json()) for f in self.index.files],
             "configFiles": [n for n in CONFIG_FILES if (self.root / "config" / n).exists()],
             "topicsJson": topics,

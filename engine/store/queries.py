@@ -97,6 +97,8 @@ class Queries:
         cq = self.find_queue(topic, queue_id)
         if cq is None:
             return 0
+        if getattr(cq, "offset_by_time", None) is not None:  # a queue with its own store times (RocksDB)
+            return cq.offset_by_time(timestamp, boundary)
         if boundary is None:
             return offset_by_time_49(self, cq, timestamp)
         return offset_by_time_5x(self, cq, timestamp, boundary)

@@ -207,6 +207,8 @@ def _scan_start(store, ends, cq_max, max_physic) -> tuple[int, int, str]:
 
 def _vouched_end(store, ends, max_physic) -> int | None:
     """End of the last record any consume queue references, if that record checks out."""
+    if not store.queues and getattr(store, "rocksdb", None) is not None:  # queues kept in RocksDB
+        return store.rocksdb.vouched_end(store.commitlog)
     key = max(store.queues, key=max_physic, default=None)
     if key is None:
         return None

@@ -33,11 +33,18 @@ def dledger_text(d: dict | None) -> str:
                if d.get("oldCommitlogFiles") else ""))
 
 
+def _cq_store_text(cqs: dict) -> str:
+    if cqs.get("storeType") == "defaultRocksDB":
+        return (f"in RocksDB (storeType=defaultRocksDB), read-only\n"
+                f"dispatch committed to commitlog offset {cqs.get('committedMaxPhyOffset')}")
+    return "files (consumequeue/<topic>/<queueId>/)"
+
+
 class OverviewPanel(QWidget):
     FIELDS = {
         "store": ["Folder", "Mode", "Abort file", "Lock", "Checkpoint", "Recovery"],
         "commitlog": ["Min offset", "Max offset", "Data", "Files", "DLedger"],
-        "messages": ["Topics", "Queues", "Messages", "First stored", "Last stored", "Span"],
+        "messages": ["Topics", "Queues", "ConsumeQueues", "Messages", "First stored", "Last stored", "Span"],
         "index": ["Index files", "Index entries", "Consumer groups", "Config files"],
     }
     TITLES = {"store": "Store", "commitlog": "CommitLog", "messages": "Messages", "index": "Index and consumers"}
@@ -107,6 +114,7 @@ class OverviewPanel(QWidget):
         self.tabs.setTabText(1, "DLedger data files" if ov.dledger else "CommitLog files")
         v["Topics"].setText(str(len(ov.topics)))
         v["Queues"].setText(str(ov.queue_count))
+        v["ConsumeQueues"].setText(_cq_store_text(ov.consume_queue_store))
         v["Messages"].setText(f"{ov.message_count:,} (sum of ConsumeQueue lengths)")
         v["First stored"].setText(t(ov.first_time))
         v["Last stored"].setText(t(ov.last_time))
