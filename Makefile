@@ -73,7 +73,7 @@ test: $(STAMP) system-deps
 	QT_QPA_PLATFORM=offscreen RMQSTORE_PACKAGE_TEST=1 $(PY) -m pytest -q tests
 
 # the README's pictures: the GUI tests save them to build/screenshots; this refreshes docs/
-SHOTS := browser-main browser-detail browser-detail-times browser-search browser-overview store-settings store-tree segment-fill cq-units slot-heatmap collision-chain scan-panel scan-panel-topics open-progress scan-panel-progress timer-messages timer-wheel
+SHOTS := browser-main browser-detail browser-detail-times browser-search browser-overview store-settings store-tree segment-fill cq-units slot-heatmap collision-chain scan-panel scan-panel-topics open-progress scan-panel-progress timer-messages timer-wheel store-compare overview-generation
 screenshots: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q tests/gui tests/internals tests/scan/test_scan_panel.py
 	mkdir -p docs/screenshots

@@ -74,7 +74,14 @@ def check_task(store, max_problems: int = 1000, cancel=None) -> Task[dict]:
     _config_json(store, out)
     yield Progress(3, 3, "checkpoint and config", "phases")
     return {"ok": not out.count, "messages": n_messages, "cqUnits": n_units, "indexEntries": n_entries,
+            "crcRule": "body CRC and __CRC32# tails" if _verify_tails(store) else "body CRC (4.x: no __CRC32# tails)",
             "problemCount": out.count, "problems": out.items, **extra}
+
+
+def _verify_tails(store) -> bool:
+    """`__CRC32#` tails are checked unless a 4.x broker wrote the store: 4.9 neither writes nor
+    strips the property, so there it is only a producer's property."""
+    return store.generation().version != "4.x"
 
 
 # ---- commitlog ------------------------------------------------------------------------------
@@ -102,6 +109,7 @@ def _commitlog(store, out: Problems, cancel):
         out.add("file", f"passed over: {why}", store.root, None)
     messages: dict[int, tuple] = {}
     crc_tails: dict = {}  # file -> [records whose __CRC32# checks out, offsets of records without one]
+    tails_rule = _verify_tails(store)
     last_ts = 0
     total = max(1, cl.max_offset - cl.min_offset)
     step = max(1 << 16, total // 200)
@@ -128,6 +136,8 @@ def _commitlog(store, out: Problems, cancel):
                         "INNER_NUM property", f.path, off)
             if body_crc(m.body) != m.bodyCRC:  # recovery checks CRCs in the last files only; empty = 0
                 out.add("commitlog-crc", f"body CRC {body_crc(m.body)} != stored {m.bodyCRC}", f.path, off)
+            if not tails_rule:
+                continue
             tails = crc_tails.setdefault(f.path, [0, []])
             if verify_prop_crc(f.buf, off - f.file_from_offset, m.storeSize):
                 tails[0] += 1

@@ -63,6 +63,7 @@ def cmd_info(store: MessageStore, args) -> int:
            f"commitlog  offsets [{cl['minOffset']}, {cl['maxOffset']})  in {len(cl['files'])} "
            f"{_files_kind(info.get('dledger'), len(cl['files']))}file(s) of {store.cfg.mappedFileSizeCommitLog} bytes",
            *([dledger_line(info["dledger"])] if info.get("dledger") else []),
+           f"generation {generation_line(info['generation'])}",
            f"checkpoint physic {fmt_time(info['checkpoint']['physicMsgTimestamp'])}  "
            f"logics {fmt_time(info['checkpoint']['logicsMsgTimestamp'])}  "
            f"index {fmt_time(info['checkpoint']['indexMsgTimestamp'])}", ""]
@@ -80,6 +81,14 @@ def cmd_info(store: MessageStore, args) -> int:
         out.append(f"warning: {w}")
     print("\n".join(out))
     return 0
+
+
+def generation_line(gen: dict) -> str:
+    """`4.x  (the first sign that decided it; N more)`: the full evidence is in --json."""
+    signs = [e["detail"] for e in gen["evidence"] if e["points"] == gen["version"]]
+    more = f"; {len(signs) - 1} more sign(s)" if len(signs) > 1 else ""
+    return f"{gen['version']}  ({signs[0] + more if signs else 'nothing decides it'})" + \
+        ("  [signs of both generations]" if gen.get("mixed") else "")
 
 
 def cmd_dump(store: MessageStore, args) -> int:
@@ -182,8 +191,13 @@ def cmd_uniq(store: MessageStore, args) -> int:
 def cmd_time(store: MessageStore, args) -> int:
     ts = parse_time(args.time)
     require_queue(store, args.topic, args.queue)
-    off = store.get_offset_in_queue_by_time(args.topic, args.queue, ts, args.boundary)
-    emit(args, {"offset": off, "timestamp": ts}, f"{off}    (queue offset for {fmt_time(ts)})")
+    try:
+        off, rule, why = store.offset_by_time(args.topic, args.queue, ts, args.rule, args.boundary)
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    by = "given" if why == "flag" else f"the store's generation, {store.generation().version}"
+    emit(args, {"offset": off, "timestamp": ts, "rule": rule, "ruleSource": why},
+         f"{off}    (queue offset for {fmt_time(ts)})\nrule       {rule} ({by})")
     return 0
 
 
@@ -239,7 +253,9 @@ def build_parser() -> argparse.ArgumentParser:
     _topic_queue(sp)
     sp.add_argument("time", help=f"store time: {TIME_FORMATS}")
     sp.add_argument("--boundary", choices=["lower", "upper"], default=None,
-                    help="5.x semantics (default: 4.9's nearest unit)")
+                    help="5.x rule: first message at or after T (lower) / last at or before T (upper)")
+    sp.add_argument("--rule", choices=["4.9", "5.x"], default=None,
+                    help="time-lookup rule (default: the store's generation; 4.9 for 4.x and unknown stores)")
     _add_optional_commands(sub, add)
     return p
 
@@ -261,6 +277,8 @@ def _add_optional_commands(sub, add) -> None:
         pass
     from engine.cli import internals as cli_internals
     cli_internals.register(add, COMMANDS)
+    from engine.cli import diff as cli_diff
+    cli_diff.register(add, COMMANDS)
     from engine.cli import timers as cli_timers
     cli_timers.register(add, COMMANDS)
     try:

@@ -16,7 +16,7 @@ from engine.store.commit_log import CommitLog
 from engine.store import dledger_commit_log as _dledger
 from engine.config import StoreConfig
 from engine.format.config_json import CONFIG_FILES, consumer_offsets, load_config_json, store_config_json
-from engine.store import recovery
+from engine.store import generation as _generation, recovery
 from engine.store.detect import _subdirs, detect_config, refuse_escaping_paths, refuse_foreign_files
 from engine.store.recovery import RecoveryPlan, RecoveryReport
 from engine.tasks import CancelToken, Progress, Task, run
@@ -113,6 +113,8 @@ class MessageStore(Queries):
         if tolerant and read_only:
             cfg = dataclasses.replace(cfg, tolerant=True)
         cfg = detect_config(root, cfg, read_only, dledger.data_dirs if dledger else None)
+        if not read_only:  # appends take the form the store's generation writes
+            cfg = _generation.write_defaults(cfg, _generation.detect(root, cfg))
         cfg.validate()
         store = cls(root, cfg, read_only)
         store.dledger = dledger
@@ -467,6 +469,7 @@ class MessageStore(Queries):
             "recovery": {"abnormal": self.recovery.abnormal, "endOffset": self.recovery.commitlog.end_offset,
                          "stopReason": self.recovery.commitlog.stop_reason,
                          "truncatedQueues": self.recovery.truncated_queues},
+            "generation": self.generation().to_json(),
             "warnings": warnings,
             "timerStore": self.timer.summary() if self.timer else None,
             "dledger": cl.info() if self.dledger else None,

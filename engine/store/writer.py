@@ -120,6 +120,8 @@ class StoreWriter:
         self.topic_table = store.topic_config()  # read once; topics.json is rewritten at close
         self._rr: dict[str, int] = {}
         self._appender = None  # engine.accel._append.Appender, made on the first plain put
+        # the property string's form: 5.x ends it with 0x02 (engine/store/generation.py)
+        self.props_trailing = self.cfg.enabledAppendPropCRC or store.generation().version == "5.x"
         self._flusher: threading.Thread | None = None
         self._stop = threading.Event()
         self._dirty = threading.Event()
@@ -174,7 +176,7 @@ class StoreWriter:
         if len(d.body) > self.cfg.maxMessageSize:
             raise MessageRejectedError(f"body is {len(d.body)} bytes; maxMessageSize is {self.cfg.maxMessageSize}")
         crc = self.cfg.enabledAppendPropCRC
-        rec = encode_record(d, v2=v2, props_trailing=crc, crc_tail=crc)
+        rec = encode_record(d, v2=v2, props_trailing=self.props_trailing, crc_tail=crc)
         if len(rec.data) + BLANK_RECORD_MIN > self.cfg.mappedFileSizeCommitLog:
             raise MessageRejectedError(f"record of {len(rec.data)} bytes does not fit a commitlog file of "
                                        f"{self.cfg.mappedFileSizeCommitLog} bytes")

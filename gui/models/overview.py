@@ -37,6 +37,7 @@ class Overview:
     config_files: list[str]
     warnings: list[str] = field(default_factory=list)
     dledger: dict | None = None   # DLedger mode: selfId, term, ledger indexes, checkpoint (info()["dledger"])
+    generation: dict = field(default_factory=dict)  # info()'s: version, evidence, defaults
     consume_queue_store: dict = field(default_factory=dict)  # info()["consumeQueueStore"]: files or RocksDB
 
     @property
@@ -81,5 +82,6 @@ def compute_overview(store) -> Overview:
         checkpoint=info["checkpoint"], recovery=info.get("recovery", {}),
         config_files=info.get("configFiles", []), warnings=list(info.get("warnings", [])),
         dledger=info.get("dledger"),
+        generation=info.get("generation", {}),
         consume_queue_store=info.get("consumeQueueStore") or {},
     )
