@@ -28,6 +28,7 @@ class Position:
     cq_matches: bool = False
     index_hits: list[IndexHit] = field(default_factory=list)
     index_keys_tried: list[str] = field(default_factory=list)
+    dledger: dict | None = None   # a DLedger store: the entry around the message (index, term, pos, ...)
 
 
 def commitlog_location(store, offset: int) -> tuple[str | None, int | None]:
@@ -68,6 +69,8 @@ def locate(store, m: Message, with_index: bool = True) -> Position:
     name, off = commitlog_location(store, m.commitLogOffset)
     p = Position(name, off)
     p.cq_file, p.cq_position, p.cq_unit, p.cq_matches = cq_location(store, m)
+    if getattr(store, "dledger", None) is not None:
+        p.dledger = store.dledger_entry(m.commitLogOffset)
     if with_index:
         p.index_hits, p.index_keys_tried = index_hits(store, m)
     return p
