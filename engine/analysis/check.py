@@ -60,8 +60,12 @@ def check_store(store, max_problems: int = 1000, progress=None, cancel=None) -> 
 def check_task(store, max_problems: int = 1000, cancel=None) -> Task[dict]:
     """The whole check; Progress in commitlog bytes, then one per later phase."""
     out = Problems(max_problems)
-    messages, n_messages, last_ts = yield from _commitlog(store, out, cancel)
+    messages, n_messages, last_ts = yield from _commitlog(store, out, cancel)  # (DLedger: tail in dledger_check)
     _poll(store, cancel)
+    extra = {}
+    if getattr(store, "dledger", None) is not None:  # DLedger mode: the entries around the messages
+        from .dledger_check import check_entries
+        extra["dledgerEntries"] = check_entries(store, out)
     n_units = _consume_queues(store, messages, out)
     yield Progress(1, 3, "consume queues", "phases")
     _poll(store, cancel)
@@ -72,7 +76,7 @@ def check_task(store, max_problems: int = 1000, cancel=None) -> Task[dict]:
     yield Progress(3, 3, "checkpoint and config", "phases")
     return {"ok": not out.count, "messages": n_messages, "cqUnits": n_units, "indexEntries": n_entries,
             "crcRule": "body CRC and __CRC32# tails" if _verify_tails(store) else "body CRC (4.x: no __CRC32# tails)",
-            "problemCount": out.count, "problems": out.items}
+            "problemCount": out.count, "problems": out.items, **extra}
 
 
 def _verify_tails(store) -> bool:
@@ -92,7 +96,7 @@ def _commitlog(store, out: Problems, cancel):
     cl = store.commitlog
     rec = store.recovery.commitlog
     last = cl.files[-1] if cl.files else None
-    if last is not None and rec.end_offset < last.end_offset:
+    if last is not None and rec.end_offset < last.end_offset and getattr(store, "dledger", None) is None:
         f = cl.queue.find(rec.end_offset) or last
         pos = rec.end_offset - f.file_from_offset
         if pos < f.file_size and any(f.buf[pos:min(f.file_size, pos + 4096)]):

@@ -27,6 +27,30 @@ def message_rows(msgs) -> str:
     return table(rows, ["TOPIC", "QUEUE", "QOFFSET", "PHYOFFSET", "STORED", "TAGS", "KEYS", "SIZE", "MSGID", "BODY"])
 
 
+def with_dledger(store: MessageStore, out: dict, msgs) -> dict:
+    """A DLedger store's messages gain `dledger`: the entry around each (index, term, pos, ...)."""
+    if store.dledger is not None:
+        for j, m in zip(out["messages"], msgs):
+            j["dledger"] = store.dledger_entry(m.commitLogOffset)
+    return out
+
+
+def _files_kind(d: dict | None, n: int) -> str:
+    if not d:
+        return ""
+    old = len(d.get("oldCommitlogFiles") or [])
+    return f"({old} old commitlog + {n - old} DLedger data) " if old else "DLedger data "
+
+
+def dledger_line(d: dict) -> str:
+    cp = d["checkpoint"] or {}
+    return (f"dledger    {d['folder']} (selfId {d['selfId']})  term {d['currTerm']}  voteLeader {d['voteLeader'] or '-'}  "
+            f"entries [{d['ledgerBeginIndex']}, {d['ledgerEndIndex']}]  committed {d['committedIndex']}  "
+            f"checkpoint endIndex {cp.get('endIndex')} committedIndex {cp.get('committedIndex')}"
+            + (f"\n           mixed: {len(d['oldCommitlogFiles'])} old commitlog file(s) below offset "
+               f"{d['dividedCommitlogOffset']}, DLedger from there" if d.get("oldCommitlogFiles") else ""))
+
+
 # ---- commands --------------------------------------------------------------------------
 def cmd_info(store: MessageStore, args) -> int:
     info = store.info()
@@ -36,8 +60,9 @@ def cmd_info(store: MessageStore, args) -> int:
     cl = info["commitlog"]
     out = [f"store      {info['root']}  ({'read-only' if store.read_only else 'read-write'})",
            f"abort      {'present: the last run did not shut down cleanly' if info['abort'] else 'absent'}",
-           f"commitlog  offsets [{cl['minOffset']}, {cl['maxOffset']})  in {len(cl['files'])} file(s) of "
-           f"{store.cfg.mappedFileSizeCommitLog} bytes",
+           f"commitlog  offsets [{cl['minOffset']}, {cl['maxOffset']})  in {len(cl['files'])} "
+           f"{_files_kind(info.get('dledger'), len(cl['files']))}file(s) of {store.cfg.mappedFileSizeCommitLog} bytes",
+           *([dledger_line(info["dledger"])] if info.get("dledger") else []),
            f"generation {generation_line(info['generation'])}",
            f"checkpoint physic {fmt_time(info['checkpoint']['physicMsgTimestamp'])}  "
            f"logics {fmt_time(info['checkpoint']['logicsMsgTimestamp'])}  "
@@ -76,7 +101,10 @@ def cmd_dump(store: MessageStore, args) -> int:
             continue
         m = r.message
         if args.json:
-            print(json.dumps(m.to_json(), ensure_ascii=False))
+            j = m.to_json()
+            if store.dledger is not None:
+                j["dledger"] = store.dledger_entry(m.commitLogOffset)
+            print(json.dumps(j, ensure_ascii=False))
         else:
             print(f"{m.commitLogOffset:>12}  {safe(m.topic)}/{m.queueId}@{m.queueOffset}  {fmt_time(m.storeTimestamp)}  "
                   f"size={m.storeSize} tags={safe(m.tags or '')} keys={safe(m.keys or '')} msgId={m.msgId}  "
@@ -104,7 +132,8 @@ def cmd_get(store: MessageStore, args) -> int:
     rows = inner_rows(r.innerMessages) if r.innerMessages is not None else message_rows(r.messages)
     human = (f"status {r.status}  next {r.nextBeginOffset}  queue offsets [{r.minOffset}, {r.maxOffset})\n"
              + rows + "".join(f"\nskipped queue offset {q}: {why}" for q, why in r.skipped))
-    emit(args, r.to_json() if not args.json else get_json(store, r, args.offset), human)
+    emit(args, with_dledger(store, r.to_json() if not args.json else get_json(store, r, args.offset), r.messages),
+         human)
     return 0
 
 
@@ -169,7 +198,7 @@ def cmd_query_key(store: MessageStore, args) -> int:
         r = store.query_message(args.topic, args.key, begin, end, args.max, raw=args.raw)
     human = message_rows(r.messages) + ("\n(truncated: more matches exist; raise --max or use --max 0)"
                                         if r.truncated else "")
-    emit(args, r.to_json(), human)
+    emit(args, with_dledger(store, r.to_json(), r.messages), human)
     return 0
 
 
@@ -185,7 +214,7 @@ def cmd_msgid(store: MessageStore, args) -> int:
                         "innerMessages": [b.to_json() for b in inner]},
                  f"{args.id} is the UNIQ_KEY of an inner message of a batch\n" + inner_rows(inner))
             return 0
-    emit(args, {"kind": kind, "messages": [m.to_json() for m in msgs]},
+    emit(args, with_dledger(store, {"kind": kind, "messages": [m.to_json() for m in msgs]}, msgs),
          f"{args.id} is {'an offset msgId' if kind == 'offset' else 'a UNIQ_KEY' if kind == 'uniq' else 'not found'}\n"
          + message_rows(msgs))
     return 0 if msgs else 1
@@ -193,7 +222,8 @@ def cmd_msgid(store: MessageStore, args) -> int:
 
 def cmd_uniq(store: MessageStore, args) -> int:
     msgs = store.query_uniq(args.topic, args.key)
-    emit(args, {"kind": "uniq", "messages": [m.to_json() for m in msgs]}, message_rows(msgs))
+    emit(args, with_dledger(store, {"kind": "uniq", "messages": [m.to_json() for m in msgs]}, msgs),
+         message_rows(msgs))
     return 0 if msgs else 1
 
 

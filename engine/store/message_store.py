@@ -13,6 +13,7 @@ from pathlib import Path
 
 from engine.store.checkpoint import Checkpoint
 from engine.store.commit_log import CommitLog
+from engine.store import dledger_commit_log as _dledger
 from engine.config import StoreConfig
 from engine.format.config_json import CONFIG_FILES, consumer_offsets, load_config_json, store_config_json
 from engine.store import generation as _generation, recovery
@@ -82,6 +83,7 @@ class MessageStore(Queries, QueueKinds):
         self.read_only = read_only
         self.lock: StoreLock | None = None
         self.commitlog: CommitLog | None = None
+        self.dledger: _dledger.DLedgerFolder | None = None  # DLedger mode: where the log is
         self.index: IndexService | None = None
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.batch_queues: dict = {}  # (topic, queueId) -> BatchConsumeQueue (5.x BatchCQ topics)
@@ -118,9 +120,8 @@ class MessageStore(Queries, QueueKinds):
         cfg.explicit.discard("storePathRootDir")
         cfg = cfg.under_store_settings(root)
         markers = [cfg.commitlog_dirs[0], root / "consumequeue", root / "index", root / "checkpoint"]
-        if not any(m.exists() for m in markers):
-            if any(p.name.startswith("dledger") for p in root.iterdir()):
-                raise NotAStoreError("DLedger stores are not supported", path=str(root))
+        dledger = _dledger.choose(root, cfg, read_only)  # DLedger mode: the log is dledger-<selfId>/
+        if dledger is None and not any(m.exists() for m in markers):
             raise NotAStoreError("not a RocketMQ store: no commitlog, consumequeue, index or checkpoint",
                                  path=str(root))
         if rocksdb_cq.is_rocksdb_cq(root) and not read_only:
@@ -128,11 +129,12 @@ class MessageStore(Queries, QueueKinds):
                                      "opens read-only; writing to it is not supported", path=str(root / "consumequeue"))
         if tolerant and read_only:
             cfg = dataclasses.replace(cfg, tolerant=True)
-        cfg = detect_config(root, cfg, read_only)
+        cfg = detect_config(root, cfg, read_only, dledger.data_dirs if dledger else None)
         if not read_only:  # appends take the form the store's generation writes
             cfg = _generation.write_defaults(cfg, _generation.detect(root, cfg))
         cfg.validate()
         store = cls(root, cfg, read_only)
+        store.dledger = dledger
         try:
             yield from store._load_task(cancel)
         except BaseException:
@@ -163,9 +165,10 @@ class MessageStore(Queries, QueueKinds):
         if writable:  # on disk before any write it vouches for (the index's slot repair, recovery's)
             durable_touch(root / "abort")
         self.checkpoint, self.checkpoint_exists = Checkpoint.load(root / "checkpoint")
-        self.commitlog = CommitLog(cfg, writable)
+        self.commitlog = _dledger.DLedgerCommitLog(cfg, self.dledger) if self.dledger else CommitLog(cfg, writable)
         for gap in self.commitlog.queue.gaps:
             self.warnings.append(f"commitlog files missing between offsets {gap[0]} and {gap[1]}")
+        self.warnings.extend(getattr(self.commitlog, "warnings", []))  # DLedger: a mixed store's notes
         rocks = rocksdb_cq.is_rocksdb_cq(root)
         if rocks:  # read before recovery (its end vouches for the commitlog's); shown after it
             self.rocksdb = rocksdb_cq.RocksDBConsumeQueueStore(root)
@@ -509,7 +512,14 @@ class MessageStore(Queries, QueueKinds):
             "generation": self.generation().to_json(),
             "warnings": warnings,
             "timerStore": self.timer.summary() if self.timer else None,
+            "dledger": cl.info() if self.dledger else None,
         }
+
+    def dledger_entry(self, offset: int) -> dict | None:
+        """The DLedger entry around the message at `offset` (index, term, pos, ...; None in a
+        classic store or where no entry holds it)."""
+        h = self.commitlog.entry_at(offset) if self.dledger else None
+        return h.to_json() if h else None
 
     # ---- reading by queue offset -------------------------------------------------------
     def get_message(self, topic: str, queue_id: int, offset: int, max_count: int = 32,

@@ -36,6 +36,7 @@ class Overview:
     recovery: dict
     config_files: list[str]
     warnings: list[str] = field(default_factory=list)
+    dledger: dict | None = None   # DLedger mode: selfId, term, ledger indexes, checkpoint (info()["dledger"])
     generation: dict = field(default_factory=dict)  # info()'s: version, evidence, defaults
     consume_queue_store: dict = field(default_factory=dict)  # info()["consumeQueueStore"]: files or RocksDB
 
@@ -83,6 +84,7 @@ def compute_overview(store) -> Overview:
         lag=lag, groups=sorted({r["group"] for r in lag}),
         checkpoint=info["checkpoint"], recovery=info.get("recovery", {}),
         config_files=info.get("configFiles", []), warnings=list(info.get("warnings", [])),
+        dledger=info.get("dledger"),
         generation=info.get("generation", {}),
         consume_queue_store=info.get("consumeQueueStore") or {},
     )

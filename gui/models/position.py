@@ -33,6 +33,7 @@ class Position:
     batch_unit: dict | None = None     # BatchCQ: the 46-byte unit holding the record
     inner: list | None = None          # BatchCQ: the record's inner messages (InnerMessage)
     inner_error: str = ""
+    dledger: dict | None = None   # a DLedger store: the entry around the message (index, term, pos, ...)
 
 
 def commitlog_location(store, offset: int) -> tuple[str | None, int | None]:
@@ -88,6 +89,8 @@ def locate(store, m: Message, with_index: bool = True) -> Position:
     p.cq_file, p.cq_position, p.cq_unit, p.cq_matches = cq_location(store, m)
     p.lmq = store.lmq_dispatch(m)
     batch_location(store, m, p)
+    if getattr(store, "dledger", None) is not None:
+        p.dledger = store.dledger_entry(m.commitLogOffset)
     if with_index:
         p.index_hits, p.index_keys_tried = index_hits(store, m)
     return p

@@ -53,6 +53,24 @@ def header_rows(m: Message, utc: bool) -> list[list]:
     return rows
 
 
+def dledger_rows(e: dict | None) -> list[list]:
+    """The DLedger entry header around a message of a DLedger store (engine: dledger_entry)."""
+    if not e:
+        return []
+    return [["DLedger index", e["index"], "entry index in the replicated log (dense from 0)"],
+            ["DLedger term", e["term"], "leader term when the entry was appended"],
+            ["DLedger pos", e["pos"], "entry position; the message starts 48 bytes later"],
+            ["DLedger size", e["size"], "entry size: 48-byte header + the message"],
+            ["DLedger magic", e["magic"], "entry format (1)"],
+            ["DLedger bodySize", e["bodySize"], "= storeSize"]]
+
+
+def with_dledger(rows: list[list], e: dict | None) -> list[list]:
+    """The header rows with the DLedger entry's right after commitLogOffset, where they matter."""
+    at = next((i + 1 for i, r in enumerate(rows) if r[0] == "commitLogOffset"), len(rows))
+    return rows[:at] + dledger_rows(e) + rows[at:]
+
+
 class BodyView(QWidget):
     """The body in a chosen mode; `mode_used` says what auto picked."""
 
@@ -148,6 +166,7 @@ class MessageDetail(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.message: Message | None = None
+        self.dledger: dict | None = None   # the DLedger entry of the message shown, once located
         self.utc = False
         self.title = QLabel("No message selected", self)
         self.title.setTextFormat(Qt.PlainText)
@@ -211,12 +230,13 @@ class MessageDetail(QWidget):
     def set_utc(self, utc: bool) -> None:
         self.utc = utc
         if self.message is not None:
-            fill_table(self.header, header_rows(self.message, utc), numeric=set())
+            fill_table(self.header, with_dledger(header_rows(self.message, utc), self.dledger), numeric=set())
 
     def set_message(self, m: Message | None, note: str = "", inner=None) -> None:
         """`inner`: the inner message of an inner-batch record to show (body, properties)."""
         self.message = m
         self.inner = inner
+        self.dledger = None
         for b in (self.copy_text, self.copy_hex, self.copy_b64, self.save, self.send_again):
             b.setEnabled(m is not None)
         if m is None:
@@ -248,7 +268,17 @@ class MessageDetail(QWidget):
     def show_position(self, m: Message, p: Position) -> None:
         if m is not self.message:
             return  # the user moved on
-        lines = ["CommitLog",
+        lines = []
+        if p.dledger is not None:
+            self.dledger = p.dledger
+            fill_table(self.header, with_dledger(header_rows(m, self.utc), p.dledger))
+            e = p.dledger
+            lines = ["DLedger entry (the message is its body)",
+                     f"  index              {e['index']}",
+                     f"  term               {e['term']}",
+                     f"  pos                {e['pos']}  (commitlog offset - 48)",
+                     f"  size               {e['size']}  (48-byte header + {e['bodySize']})", ""]
+        lines += ["CommitLog",
                  f"  commitlog offset   {m.commitLogOffset}",
                  f"  file               {p.commitlog_file or '(no file holds it)'}",
                  f"  offset in file     {p.offset_in_file if p.offset_in_file is not None else '—'}",
