@@ -59,6 +59,10 @@ class StoreConfig:
     enableDLegerCommitLog: bool = False
     dLegerSelfId: str = ""
     storePathDLedgerCommitLog: str = ""
+    # 5.x LMQ multi-dispatch (engine/store/lmq.py) and BatchConsumeQueue file size
+    enableLmq: bool = False
+    enableMultiDispatch: bool = False
+    mapperFileSizeBatchConsumeQueue: int = 300_000 * 46
     # which settings were given explicitly (by file or caller) rather than defaulted
     explicit: set[str] = field(default_factory=set, repr=False, compare=False)
     # which sizes were detected from the files
@@ -230,7 +234,7 @@ PATH_KEYS = {"storePathRootDir", "storePathCommitLog", "storePathConsumeQueue", 
 BROKER_KEYS = {"brokerName", "brokerId", "namesrvAddr", "deleteWhen", "fileReservedTime", "brokerIP2",
                "autoCreateTopicEnable", "autoCreateSubscriptionGroup", "sendMessageThreadPoolNums",
                "pullMessageThreadPoolNums", "dLegerGroup", "dLegerPeers", "transientStorePoolEnable", "diskMaxUsedSpaceRatio", "haListenPort",
-               "storeType", "enableControllerMode", "timerWheelEnable", "enableLmq", "enableMultiDispatch",
+               "storeType", "enableControllerMode", "timerWheelEnable",
                "aclEnable", "traceTopicEnable", "defaultTopicQueueNums", "useReentrantLockWhenPutMessage"}
 _KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
 MAX_CONFIG_BYTES = 1 << 20

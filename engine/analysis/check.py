@@ -23,6 +23,7 @@ import numpy as np
 from engine.format import properties as P
 from engine.config import CQ_UNIT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from engine.store.consume_queue import FILLER_SIZE
+from engine.store.batch_consume_queue import unit_problems
 from engine.errors import StoreError
 from engine.store.index_file import time_diff
 from engine.tasks import Cancelled, Progress, Task, run
@@ -178,6 +179,7 @@ def _consume_queues(store, messages: dict, out: Problems) -> int:
     n_units = 0
     seen = set()
     for (topic, qid), cq in store.queues.items():
+        lmq = cq.lmq  # 5.x LMQ: units of other topics' records (their queue offsets are the real topic's)
         for first, units, path in _unit_runs(cq):
             n_units += len(units)
             for i, (phy, size, tags, *t) in enumerate(units.tolist()):
@@ -194,6 +196,11 @@ def _consume_queues(store, messages: dict, out: Problems) -> int:
                         out.add("cq-unit", f"{topic}/{qid} unit {q} points at {phy}, where no record starts",
                                 path, pos)
                     continue
+                if lmq:
+                    if (m[3], m[6]) != (size, tags):
+                        out.add("cq-unit", f"{topic}/{qid} unit {q} -> record {m[0]}/{m[1]}@{m[2]} size {m[3]} "
+                                f"tagsCode {m[6]} (unit size {size}, tagsCode {tags})", path, pos)
+                    continue
                 if (m[0], m[1], m[2], m[3]) != (topic, qid, q, size):
                     out.add("cq-unit", f"{topic}/{qid} unit {q} -> record {m[0]}/{m[1]}@{m[2]} size {m[3]} "
                             f"(unit size {size})", path, pos)
@@ -207,9 +214,14 @@ def _consume_queues(store, messages: dict, out: Problems) -> int:
                     out.add("cq-time", f"{topic}/{qid} unit {q}: storeTimestamp {t[0]}, the record says {m[7]}",
                             path, pos)
                 seen.add((topic, qid, q))
+    batch = store.batch_topics
+    for p in unit_problems(store, cl.min_offset):  # 5.x BatchCQ units against their records
+        out.add("batch-cq-unit", f"{p['topic']}/{p['queueId']} unit at base {p['queueOffset']}: {p['problem']}"
+                + (f" (expected {p['expected']}, found {p['actual']})" if p.get("expected") else ""),
+                store.root / p["file"], p["fileOffset"])
     for off, m in messages.items():
         topic, qid, qoff, _size, tt = m[:5]
-        if tt not in DISPATCHED or (topic, qid, qoff) in seen:
+        if tt not in DISPATCHED or (topic, qid, qoff) in seen or (batch and topic in batch):
             continue
         cq = store.find_queue(topic, qid)
         if cq is None:

@@ -71,8 +71,9 @@ def cmd_info(store: MessageStore, args) -> int:
     if cqs.get("storeType") == "defaultRocksDB":
         out[-1:-1] = [f"consume queues in RocksDB (storeType=defaultRocksDB, read-only) at {cqs['path']}; "
                       f"dispatch committed up to commitlog offset {cqs['committedMaxPhyOffset']}"]
-    out.append(table([[q["topic"], q["queueId"], q["minOffset"], q["maxOffset"], q["maxOffset"] - q["minOffset"]]
-                      for q in info["queues"]], ["TOPIC", "QUEUE", "MIN", "MAX", "COUNT"]))
+    out.append(table([[q["topic"], q["queueId"], q["minOffset"], q["maxOffset"], q["maxOffset"] - q["minOffset"],
+                       "LMQ" if q.get("lmq") else q.get("cqType", "SimpleCQ")]
+                      for q in info["queues"]], ["TOPIC", "QUEUE", "MIN", "MAX", "COUNT", "KIND"]))
     out.append("")
     out.append(table([[f["name"], fmt_time(f["beginTimestamp"]), fmt_time(f["endTimestamp"]), f["beginPhyOffset"],
                        f["endPhyOffset"], f["hashSlotCount"], f["indexCount"]] for f in info["indexFiles"]],
@@ -117,9 +118,9 @@ def cmd_dump(store: MessageStore, args) -> int:
 def require_queue(store: MessageStore, topic: str, queue: int) -> None:
     """A topic or queue the store does not have is an error a user should see, not an empty
     queue (RocketMQ itself answers NO_MESSAGE_IN_QUEUE for both)."""
-    if store.find_queue(topic, queue) is not None:
+    if store.queue_bounds(topic, queue) is not None:
         return
-    queues = sorted(q for t, q in store.queues if t == topic)
+    queues = sorted({q for t, q in list(store.queues) + list(store.batch_queues) if t == topic})
     if not queues:
         raise CliError(f"no topic {safe(topic)!r} in {store.root}")
     raise CliError(f"topic {safe(topic)!r} has no queue {queue} (its queues: {', '.join(map(str, queues))})")
@@ -128,11 +129,33 @@ def require_queue(store: MessageStore, topic: str, queue: int) -> None:
 def cmd_get(store: MessageStore, args) -> int:
     require_queue(store, args.topic, args.queue)
     r = store.get_message(args.topic, args.queue, args.offset, args.count, broker=args.broker)
+    rows = inner_rows(r.innerMessages) if r.innerMessages is not None else message_rows(r.messages)
     human = (f"status {r.status}  next {r.nextBeginOffset}  queue offsets [{r.minOffset}, {r.maxOffset})\n"
-             + message_rows(r.messages)
-             + "".join(f"\nskipped queue offset {q}: {why}" for q, why in r.skipped))
-    emit(args, with_dledger(store, r.to_json(), r.messages), human)
+             + rows + "".join(f"\nskipped queue offset {q}: {why}" for q, why in r.skipped))
+    emit(args, with_dledger(store, r.to_json() if not args.json else get_json(store, r, args.offset), r.messages),
+         human)
     return 0
+
+
+def get_json(store: MessageStore, r, offset: int) -> dict:
+    """get --json: the page, plus each record's LMQ dispatch (positions from the LMQ CQs) and,
+    on a BatchCQ queue, the inner message at the requested offset with its record."""
+    j = r.to_json()
+    for m, mj in zip(r.messages, j["messages"]):
+        d = store.lmq_dispatch(m)
+        if d is not None:
+            mj["lmqDispatch"] = d
+    if r.innerMessages is not None:
+        at = [b for b in r.innerMessages if b.queueOffset == offset]
+        j["innerMessage"] = at[0].to_json() if at else None
+    return j
+
+
+def inner_rows(batched) -> str:
+    rows = [[b.queueOffset, b.unit["msgBaseOffset"], b.unit["batchSize"], b.unit["commitLogOffset"],
+             fmt_time(b.record.storeTimestamp) if b.record else "", b.tags or "", b.keys or "", b.uniqKey or "",
+             preview(b.body) if b.record else b.why] for b in batched]
+    return table(rows, ["QOFFSET", "BASE", "BATCH", "PHYOFFSET", "STORED", "TAGS", "KEYS", "UNIQ_KEY", "BODY"])
 
 
 def cmd_cq(store: MessageStore, args) -> int:
@@ -140,6 +163,15 @@ def cmd_cq(store: MessageStore, args) -> int:
     if (args.__dict__["from"] or 0) < 0 or args.count < 0:
         raise CliError("--from and --count must not be negative")
     cq = store.find_queue(args.topic, args.queue)
+    if cq is None:  # a BatchCQ queue: its 46-byte units, from the one containing --from
+        units = store.batch_units(args.topic, args.queue, args.__dict__["from"], args.count)
+        if not args.json:
+            print(table([[u["msgBaseOffset"], u["batchSize"], u["commitLogOffset"], u["size"], u["tagsCode"],
+                          fmt_time(u["storeTimestamp"]), u["compactedOffset"]] for u in units],
+                        ["BASE", "BATCH", "PHYOFFSET", "SIZE", "TAGSCODE", "STORED", "COMPACTED"]))
+        for u in units if args.json else ():
+            print(json.dumps(u))
+        return 0
     start = cq.min_offset if args.__dict__["from"] is None else args.__dict__["from"]
     end = cq.max_offset if not args.count else min(cq.max_offset, start + args.count)
     if not args.json:
@@ -175,6 +207,13 @@ def cmd_msgid(store: MessageStore, args) -> int:
         raise CliError(f"malformed msgId {safe(args.id)!r}: an offset msgId or a UNIQ_KEY is 32 hex digits "
                        "(IPv4 hosts) or 56 (IPv6)")
     kind, msgs = store.lookup_id(args.id)
+    if not msgs and store.batch_queues:  # an inner message of a 5.x BatchCQ batch (never indexed)
+        inner = store.find_inner(args.id.strip().upper())
+        if inner:
+            emit(args, {"kind": "inner", "messages": [b.record.to_json() for b in inner],
+                        "innerMessages": [b.to_json() for b in inner]},
+                 f"{args.id} is the UNIQ_KEY of an inner message of a batch\n" + inner_rows(inner))
+            return 0
     emit(args, with_dledger(store, {"kind": kind, "messages": [m.to_json() for m in msgs]}, msgs),
          f"{args.id} is {'an offset msgId' if kind == 'offset' else 'a UNIQ_KEY' if kind == 'uniq' else 'not found'}\n"
          + message_rows(msgs))
