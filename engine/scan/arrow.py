@@ -11,7 +11,7 @@ from engine.scan.columns import COLUMN_KINDS, RecordBlock
 ARROW_KINDS = {
     "int": pa.int32(), "long": pa.int64(), "string": pa.string(), "binary": pa.binary(),
     "map": pa.map_(pa.string(), pa.string()), "array": pa.list_(pa.field("element", pa.string())),
-    "intarray": pa.list_(pa.field("element", pa.int32())),
+    "intarray": pa.list_(pa.field("element", pa.int32())), "bool": pa.bool_(),
 }
 CQ_COLUMNS = [("topic", "string"), ("queueId", "int"), ("queueOffset", "long"), ("commitLogOffset", "long"),
               ("size", "int"), ("tagsCode", "long"), ("file", "string"), ("position", "long"),
@@ -57,6 +57,8 @@ def block_to_arrow(block: RecordBlock, names: list[str], schema: pa.Schema) -> p
             arrays.append(_binary(block))
         elif n == "properties":
             arrays.append(pa.array([list(p.items()) for p in block.properties], type=t))
+        elif kind == "bool":
+            arrays.append(pa.array(block.column(n), type=t))
         elif kind in ("int", "long"):
             arrays.append(pa.array(block.column(n).astype(np.int32 if kind == "int" else np.int64), type=t))
         else:

@@ -7,7 +7,8 @@ body). Spark runs exactly this code inside the data source, so both engines agre
   by `||` (a message matches when its TAGS value equals one of them);
 - `key`: equals one KEYS token or the UNIQ_KEY;
 - `prop`: (name, regex): the property exists and the regex is found in its value;
-- `body`: regex found in the body text (decompressed when the record is compressed).
+- `body`: regex found in the body text (decompressed when the record is compressed; a body
+  that cannot be decompressed here -- codec module missing, damaged -- never matches).
 """
 from __future__ import annotations
 
@@ -108,7 +109,7 @@ class MessageFilter:
             slow.append(lambda b, i: (v := props[i].get(name)) is not None and rx.search(v) is not None)
         if self.body is not None:
             rx_body = re.compile(self.body)
-            slow.append(lambda b, i: rx_body.search(b.body_text(i)) is not None)
+            slow.append(lambda b, i: (t := b.body_text(i)) is not None and rx_body.search(t) is not None)
         if not slow:
             return block
         keep = [i for i in range(len(block)) if all(f(block, i) for f in slow)]

@@ -5,8 +5,8 @@ single-process numpy scanner, the oracle); both engines import this module, neve
 Every job returns rows (JSON-ready dicts) with the same keys on both engines:
 
     topic-stats     topic, [queueId,] messages, bytes, firstStoreTimestamp, lastStoreTimestamp,
-                    sizeP50, sizeP99   (every message record of the commitlog; exact percentiles
-                    interpolated like Spark's `percentile`)
+                    sizeP50, sizeP99   (every message record of the commitlog; exact percentiles,
+                    `percentile_value`: the same digits on both engines)
     traffic         topic, bucketStart (ms), messages, bytes
     size-histogram  sizeFrom, sizeTo (power-of-two buckets of storeSize), messages, bytes
     filter          Message.to_json() of the matches, commitlog order
@@ -32,6 +32,30 @@ DEFAULT_FILTER_LIMIT = 1000
 DEFAULT_TOP = 20
 _DURATION = re.compile(r"(\d+)(ms|s|m|h|d)\Z")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+PERCENTILES = {"sizeP50": 50, "sizeP99": 99}
+
+
+def percentile_rank(n: int, pct: int) -> tuple[int, int]:
+    """Where the pct-th percentile of n sorted values lies: linear interpolation at position
+    (n-1)*pct/100, as (rank of the lower value, 0-based; hundredths towards the next one).
+    Integer arithmetic, so every engine finds the same ranks."""
+    k = (n - 1) * pct
+    return k // 100, k % 100
+
+
+def percentile_value(lo: int, hi: int, rem: int) -> float:
+    """The percentile from the values at the two ranks: (lo*100 + (hi-lo)*rem) / 100, one
+    correctly rounded division of exact integers (the same double on every machine)."""
+    return (int(lo) * 100 + (int(hi) - int(lo)) * rem) / 100
+
+
+def exact_percentile(sorted_values, pct: int) -> float:
+    """The pct-th percentile of sorted integers (the one rule of both engines)."""
+    lower, rem = percentile_rank(len(sorted_values), pct)
+    lo = sorted_values[lower]
+    return percentile_value(lo, sorted_values[lower + 1] if rem else lo, rem)
 
 
 def parse_duration(text: str) -> int:
@@ -153,4 +177,6 @@ JSON_COLUMNS = ["topic", "queueId", "queueOffset", "commitLogOffset", "storeSize
 CSV_COLUMNS = ["commitLogOffset", "topic", "queueId", "queueOffset", "storeSize", "bodyCRC", "flag", "sysFlag",
                "bornTimestamp", "bornHost", "storeTimestamp", "storeHost", "reconsumeTimes",
                "preparedTransactionOffset", "msgId", "uniqKey", "tags", "keys", "tagsCode", "transactionType",
-               "magicCode", "bodyLength", "properties", "body"]
+               "magicCode", "bodyLength", "properties", "body", "bodyDecoded"]
+# CSV is RFC 4180 on both engines: fields with a quote, comma or line break are quoted and a
+# quote inside is doubled; null and "" both read back as an empty field; booleans true/false.

@@ -13,8 +13,8 @@ import numpy as np
 from engine.scan.columns import MESSAGE_COLUMN_NAMES, RecordBlock
 from engine.scan.consistency import (MAX_REPORTED, cq_location, diff_row, index_chain_problems, index_file_for,
                           index_file_ranges, merge_rows, pair_index_differences, unit_dict)
-from engine.scan.jobs import (CSV_COLUMNS, DEFAULT_FILTER_LIMIT, DEFAULT_TOP, JobParams, discard, publish,
-                              temporary_sibling)
+from engine.scan.jobs import (CSV_COLUMNS, DEFAULT_FILTER_LIMIT, DEFAULT_TOP, PERCENTILES, JobParams, discard,
+                              exact_percentile, publish, temporary_sibling)
 from engine.scan.planning import plan_commitlog, plan_consume_queues, plan_index
 from engine.scan.reader import SliceStats, read_commitlog, read_cq, read_index
 from engine.tasks import CancelToken, Progress, ProgressFn
@@ -55,20 +55,6 @@ class _Topics:
                 self.names.append(n)
             remap[i] = g
         return remap[codes]
-
-
-def spark_percentile(sorted_values: np.ndarray, p: float) -> float:
-    """Spark's exact `percentile`: linear interpolation at position (n-1)*p, same arithmetic."""
-    n = len(sorted_values)
-    position = (n - 1) * p
-    lower, higher = int(np.floor(position)), int(np.ceil(position))
-    lo = float(sorted_values[lower])
-    if higher == lower:
-        return lo
-    hi = float(sorted_values[higher])
-    if hi == lo:
-        return lo
-    return (higher - position) * lo + (position - lower) * hi
 
 
 class _GroupAgg:
@@ -120,7 +106,7 @@ def topic_stats(store, params, progress, cancel):
             q = k & 0xFFFFFFFF
             row["queueId"] = q - (1 << 32) if q >= 1 << 31 else q
         row.update(messages=n, bytes=total, firstStoreTimestamp=first, lastStoreTimestamp=last,
-                   sizeP50=spark_percentile(sizes, 0.5), sizeP99=spark_percentile(sizes, 0.99))
+                   **{name: exact_percentile(sizes, pct) for name, pct in PERCENTILES.items()})
         rows.append(row)
     rows.sort(key=lambda r: (r["topic"], r.get("queueId", 0)))
     return rows, False
@@ -183,7 +169,7 @@ def filter_messages(store, params, progress, cancel):
     limit = DEFAULT_FILTER_LIMIT if params.limit is None else params.limit
     rows, truncated = [], False
     for b in iter_blocks(store, params, progress, cancel):
-        rows.extend(b.rows_json())
+        rows.extend(b.rows_json(mark=True))
         if len(rows) > limit:
             truncated = True
             break
@@ -342,7 +328,7 @@ def _write_export(store, params, progress, cancel, out: str, fmt: str) -> int:
     elif fmt == "jsonl":
         with open(out, "w", encoding="utf-8") as fh:
             for b in iter_blocks(store, params, progress, cancel):
-                for r in b.rows_json():
+                for r in b.rows_json(mark=True):
                     fh.write(json.dumps(r, ensure_ascii=False) + "\n")
                 n += len(b)
     else:
@@ -351,13 +337,16 @@ def _write_export(store, params, progress, cancel, out: str, fmt: str) -> int:
             w = csv.writer(fh)
             w.writerow(CSV_COLUMNS)
             for b in iter_blocks(store, params, progress, cancel):
-                for r in b.rows_json():
+                for r, ok in zip(b.rows_json(), b.body_decoded.tolist()):
+                    r["bodyDecoded"] = ok
                     w.writerow([csv_value(r.get(c)) for c in CSV_COLUMNS])
                 n += len(b)
     return n
 
 
 def csv_value(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
     if isinstance(v, dict):
         return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
     return "" if v is None else v

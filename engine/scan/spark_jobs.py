@@ -15,13 +15,14 @@ import threading
 import uuid
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from engine.scan.columns import MESSAGE_COLUMN_NAMES, row_json
 from engine.scan.consistency import (MAX_REPORTED, cq_location, diff_row, index_chain_problems, index_file_for,
                           index_file_ranges, merge_rows, pair_index_differences, unit_dict)
-from engine.scan.jobs import (CSV_COLUMNS, DEFAULT_FILTER_LIMIT, DEFAULT_TOP, JSON_COLUMNS, JobParams, discard,
-                              publish, temporary_sibling)
+from engine.scan.jobs import (CSV_COLUMNS, DEFAULT_FILTER_LIMIT, DEFAULT_TOP, JSON_COLUMNS, PERCENTILES, JobParams,
+                              discard, percentile_rank, percentile_value, publish, temporary_sibling)
 from engine.scan.planning import Plan, plan_commitlog, plan_consume_queues, plan_index, plan_to_json
 from engine.tasks import Cancelled, CancelToken, Progress, ProgressFn, StageProgress
 
@@ -149,13 +150,34 @@ def _dicts(rows) -> list[dict]:
 
 # ---- jobs --------------------------------------------------------------------------------------
 def topic_stats(ld: Loader, run: SparkRunner):
+    """Counts, bytes and times per group, and the exact percentiles of storeSize by the one
+    rule of engine.scan.jobs: a (group, storeSize) histogram with running counts gives the
+    values at the two ranks; the driver does the interpolation (`percentile_value`)."""
     keys = ["topic", "queueId"] if ld.params.by_queue else ["topic"]
     df = ld.messages(["topic", "queueId", "storeSize", "storeTimestamp"])
-    agg = df.groupBy(*keys).agg(
-        F.count(F.lit(1)).alias("messages"), F.sum("storeSize").alias("bytes"),
-        F.min("storeTimestamp").alias("firstStoreTimestamp"), F.max("storeTimestamp").alias("lastStoreTimestamp"),
-        F.percentile("storeSize", F.lit(0.5)).alias("sizeP50"), F.percentile("storeSize", F.lit(0.99)).alias("sizeP99"))
-    return _dicts(run.collect(agg.orderBy(*keys))), False
+    hist = df.groupBy(*keys, "storeSize").agg(F.count(F.lit(1)).alias("c"),
+                                              F.min("storeTimestamp").alias("first"), F.max("storeTimestamp").alias("last"))
+    upto = Window.partitionBy(*keys).orderBy("storeSize").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    hist = hist.withColumn("n", F.sum("c").over(Window.partitionBy(*keys))).withColumn("cum", F.sum("c").over(upto))
+    ranks = []
+    for name, pct in PERCENTILES.items():
+        lower = F.expr(f"((n - 1) * {pct}) div 100")
+        ranks += [F.min(F.when(F.col("cum") > lower, F.col("storeSize"))).alias(name + "_lo"),
+                  F.min(F.when(F.col("cum") > lower + 1, F.col("storeSize"))).alias(name + "_hi")]
+    agg = hist.groupBy(*keys).agg(F.sum("c").alias("messages"), F.sum(F.col("storeSize") * F.col("c")).alias("bytes"),
+                                  F.min("first").alias("firstStoreTimestamp"), F.max("last").alias("lastStoreTimestamp"),
+                                  *ranks)
+    rows = []
+    for r in _dicts(run.collect(agg.orderBy(*keys))):
+        row = {k: r[k] for k in keys}
+        row.update(messages=r["messages"], bytes=r["bytes"], firstStoreTimestamp=r["firstStoreTimestamp"],
+                   lastStoreTimestamp=r["lastStoreTimestamp"])
+        for name, pct in PERCENTILES.items():
+            _, rem = percentile_rank(r["messages"], pct)
+            lo, hi = r[name + "_lo"], r[name + "_hi"]
+            row[name] = percentile_value(lo, hi if rem else lo, rem)
+        rows.append(row)
+    return rows, False
 
 
 def traffic(ld: Loader, run: SparkRunner):
@@ -179,8 +201,11 @@ def size_histogram(ld: Loader, run: SparkRunner):
 
 def filter_messages(ld: Loader, run: SparkRunner):
     limit = DEFAULT_FILTER_LIMIT if ld.params.limit is None else ld.params.limit
-    df = ld.messages(MESSAGE_COLUMN_NAMES).orderBy("commitLogOffset").limit(limit + 1)
-    rows = [row_json(r) for r in _dicts(run.collect(df))]
+    # properties travel as an array of entries: a collected map comes back as a Java HashMap,
+    # which loses the record's order (the JSON would differ from --local's)
+    df = (ld.messages(MESSAGE_COLUMN_NAMES).withColumn("properties", F.map_entries("properties"))
+          .orderBy("commitLogOffset").limit(limit + 1))
+    rows = [row_json({**r, "properties": {e[0]: e[1] for e in r["properties"] or ()}}) for r in _dicts(run.collect(df))]
     return rows[:limit], len(rows) > limit
 
 
@@ -311,8 +336,11 @@ def export(ld: Loader, run: SparkRunner):
     out = temporary_sibling(final)  # renamed to `final` when every task has written its part
     df = ld.messages(MESSAGE_COLUMN_NAMES)
     body64 = F.regexp_replace(F.base64("body"), r"[\r\n]", "").alias("body")   # some Spark versions wrap at 76
-    if p.format == "jsonl":
-        df = df.select(*[body64 if c == "body" else F.col(c) for c in JSON_COLUMNS])
+    if p.format == "jsonl":   # Message.to_json() lines, "bodyDecoded": false only where it is (as local)
+        base = [body64 if c == "body" else F.col(c) for c in JSON_COLUMNS]
+        keep_nulls = {"ignoreNullFields": "false"}
+        df = df.select(F.when(F.col("bodyDecoded"), F.to_json(F.struct(*base), keep_nulls))
+                       .otherwise(F.to_json(F.struct(*base, "bodyDecoded"), keep_nulls)).alias("value"))
     elif p.format == "csv":
         df = df.select(*[F.to_json("properties").alias("properties") if c == "properties" else
                          body64 if c == "body" else F.col(c) for c in CSV_COLUMNS])
@@ -324,9 +352,9 @@ def export(ld: Loader, run: SparkRunner):
         if p.format == "parquet":
             w.parquet(out)
         elif p.format == "jsonl":
-            w.option("ignoreNullFields", "false").json(out)
-        else:
-            w.option("header", "true").csv(out)
+            w.text(out)
+        else:   # RFC 4180: a quote inside a field is doubled (Spark's default escape is a backslash)
+            w.option("header", "true").option("quote", '"').option("escape", '"').csv(out)
         run.check()
         publish(out, final, p.overwrite)
     except BaseException:

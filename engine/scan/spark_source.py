@@ -31,7 +31,7 @@ from dataclasses import fields
 
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.pandas.types import to_arrow_schema
-from pyspark.sql.types import (ArrayType, BinaryType, IntegerType, LongType, MapType, StringType, StructField,
+from pyspark.sql.types import (ArrayType, BinaryType, BooleanType, IntegerType, LongType, MapType, StringType, StructField,
                                StructType)
 
 from engine.config import StoreConfig
@@ -46,7 +46,7 @@ from engine.scan.reader import read_commitlog, read_cq, read_index
 SPARK_KINDS = {
     "int": IntegerType(), "long": LongType(), "string": StringType(), "binary": BinaryType(),
     "map": MapType(StringType(), StringType()), "array": ArrayType(StringType()),
-    "intarray": ArrayType(IntegerType()),
+    "intarray": ArrayType(IntegerType()), "bool": BooleanType(),
 }
 _CONFIG_NAMES = {f.name.lower(): f.name for f in fields(StoreConfig) if f.name not in ("explicit", "detected")}
 

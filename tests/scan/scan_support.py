@@ -74,3 +74,25 @@ def plant_index_defect(root, file_no=3, entry=10, delta=1) -> tuple[str, int]:
 
 def rm(path) -> None:
     shutil.rmtree(path, ignore_errors=True)
+
+
+QUOTED_KEYS = ['say "hi", then\nleave', 'plain', 'comma,only', '"', '']
+
+
+def make_quoted_store(root) -> str:
+    """A small store whose keys and tags hold quotes, commas and line breaks, with a zlib
+    body that decodes ("needle" inside), a record flagged ZSTD whose bytes are no ZSTD frame
+    (undecodable; its raw bytes say "needle") and one flagged LZ4 likewise."""
+    import zlib
+    root = str(root)
+    s = MessageStore.create(root)
+    try:
+        for i, k in enumerate(QUOTED_KEYS * 3):
+            s.put_message("Quoted", f'body {i}, "q"\n'.encode(), keys=k or None, tags=f't"{i % 2},x' if i % 3 else None)
+        s.put_message("Quoted", zlib.compress(b"a needle in zlib"), sys_flag=1 | (3 << 8), keys="zlib")
+        s.put_message("Quoted", b"needle as raw bytes", sys_flag=1 | (2 << 8), keys="zstd")
+        s.put_message("Other", b"needle as raw bytes", sys_flag=1 | (1 << 8), keys="lz4")
+        s.put_message("Other", b"plain needle", keys="plain")
+    finally:
+        s.close()
+    return root
