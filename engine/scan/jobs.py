@@ -15,7 +15,7 @@ Every job returns rows (JSON-ready dicts) with the same keys on both engines:
     consistency     structure, problem, file, fileOffset, topic, queueId, queueOffset, key,
                     commitLogOffset, expected, actual  (CQ and index rebuilt from the commitlog
                     versus the files; nothing for a good store)
-    export          path, format, rows, files
+    export          path, format, rows, files   (path: a local path, or the URI written to)
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 from dataclasses import dataclass, field
+from urllib.parse import unquote, urlparse
 from engine.scan.filters import MessageFilter
 
 JOBS = ["topic-stats", "traffic", "size-histogram", "filter", "top-keys", "top-tags", "duplicates",
@@ -115,15 +116,42 @@ def validate(job: str, params: JobParams) -> None:
         raise ValueError("--limit must be >= 0")
 
 
-def export_target(store_root, out: str) -> str:
-    """The absolute output path of an export, refused when it could harm a store: a symbolic
-    link (even a dangling one: it would be written at its target), or a path inside the
-    store being scanned or inside any other RocketMQ store."""
-    path = os.path.abspath(out)
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]+:/")
+
+
+def is_uri(text: str) -> bool:
+    """`scheme:/...` (file:///x, hdfs://nn/x, s3a://bucket/x); a plain path is not one."""
+    return bool(_URI.match(text))
+
+
+def local_path_of(text: str) -> str | None:
+    """The local path a plain path or a `file:` URI names (file:///x, file:/x,
+    file://localhost/x); None for any other scheme (Spark's / pyarrow's filesystems)."""
+    if not is_uri(text):
+        return text
+    u = urlparse(text)
+    if u.scheme.lower() != "file":
+        return None
+    if u.netloc not in ("", "localhost"):
+        raise ValueError(f"{text}: a file URI names no other host; write file:///path")
+    return unquote(u.path)
+
+
+def export_target(store_roots, out: str) -> str:
+    """Where an export goes. A local path or file:// URI becomes an absolute path, refused
+    when it could harm a store: a symbolic link (even a dangling one: it would be written
+    at its target), or a path inside a store being scanned or inside any other RocketMQ
+    store. Any other URI (hdfs://, s3a://, ...) is returned untouched for the writer."""
+    local = local_path_of(out)
+    if local is None:
+        return out
+    path = os.path.abspath(local)
     if os.path.islink(path):
         raise ValueError(f"--out {out} is a symbolic link; give the real path")
     real = os.path.realpath(path)
-    roots = {os.path.realpath(store_root)}
+    if isinstance(store_roots, (str, os.PathLike)):
+        store_roots = [store_roots]
+    roots = {os.path.realpath(r) for r in store_roots}
     parent = os.path.dirname(real)
     while True:
         if _looks_like_store(parent):
@@ -146,7 +174,10 @@ def _looks_like_store(d: str) -> bool:
 
 
 def temporary_sibling(path: str) -> str:
-    """Where an export is written before it is renamed to `path` on success."""
+    """Where an export is written before it is renamed to `path` on success (a path or a URI)."""
+    if is_uri(path):
+        d, _, name = path.rstrip("/").rpartition("/")
+        return f"{d}/.{name}.rmqstore-{os.getpid()}.tmp"
     d, name = os.path.split(path)
     return os.path.join(d, f".{name}.rmqstore-{os.getpid()}.tmp")
 

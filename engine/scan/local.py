@@ -14,7 +14,7 @@ from engine.scan.columns import MESSAGE_COLUMN_NAMES, RecordBlock
 from engine.scan.consistency import (MAX_REPORTED, cq_location, diff_row, index_chain_problems, index_file_for,
                           index_file_ranges, merge_rows, pair_index_differences, unit_dict)
 from engine.scan.jobs import (CSV_COLUMNS, DEFAULT_FILTER_LIMIT, DEFAULT_TOP, PERCENTILES, JobParams, discard,
-                              exact_percentile, publish, temporary_sibling)
+                              exact_percentile, is_uri, publish, temporary_sibling)
 from engine.scan.planning import plan_commitlog, plan_consume_queues, plan_index
 from engine.scan.reader import SliceStats, read_commitlog, read_cq, read_index
 from engine.tasks import CancelToken, Progress, ProgressFn
@@ -301,13 +301,17 @@ def consistency(store, params, progress, cancel):
 
 def export(store, params, progress, cancel):
     """One file at params.out (local engine); rows in commitlog order, written under a
-    temporary name and renamed on success."""
+    temporary name and renamed on success. A URI other than file:// is written through
+    pyarrow.fs (s3://, hdfs://, gs://: whatever this pyarrow build can open)."""
     out, fmt = params.out, params.format
+    if is_uri(out):
+        return _export_uri(store, params, progress, cancel)
     if os.path.lexists(out) and not params.overwrite:
         raise FileExistsError(f"{out} exists (use --overwrite)")
     tmp = temporary_sibling(out)
     try:
-        n = _write_export(store, params, progress, cancel, tmp, fmt)
+        with open(tmp, "wb") as fh:
+            n = _write_export(store, params, progress, cancel, fh, fmt)
         publish(tmp, out, params.overwrite)
     except BaseException:
         discard(tmp)
@@ -315,32 +319,62 @@ def export(store, params, progress, cancel):
     return [{"path": out, "format": fmt, "rows": n, "files": 1}], False
 
 
-def _write_export(store, params, progress, cancel, out: str, fmt: str) -> int:
+def _export_uri(store, params, progress, cancel):
+    import pyarrow.fs as pafs
+    out, fmt = params.out, params.format
+    try:
+        fs, path = pafs.FileSystem.from_uri(out)
+    except Exception as e:   # pyarrow.lib.ArrowInvalid / ArrowNotImplementedError / OSError
+        raise ValueError(f"--out {out}: --local cannot write there ({str(e).splitlines()[0]}); "
+                         f"use Spark, or a local path") from None
+    if fs.get_file_info(path).type != pafs.FileType.NotFound and not params.overwrite:
+        raise FileExistsError(f"{out} exists (use --overwrite)")
+    tmp = temporary_sibling(path)
+    try:
+        with fs.open_output_stream(tmp) as fh:
+            n = _write_export(store, params, progress, cancel, fh, fmt)
+        if fs.get_file_info(path).type != pafs.FileType.NotFound:
+            fs.delete_file(path)
+        fs.move(tmp, path)
+    except BaseException:
+        try:
+            fs.delete_file(tmp)
+        except Exception:
+            pass
+        raise
+    return [{"path": out, "format": fmt, "rows": n, "files": 1}], False
+
+
+def _write_export(store, params, progress, cancel, fh, fmt: str) -> int:
+    """Rows into the binary stream `fh`."""
+    import io
     from engine.scan.arrow import block_to_arrow, message_arrow_schema
     n = 0
     schema = message_arrow_schema(MESSAGE_COLUMN_NAMES)
     if fmt == "parquet":
         import pyarrow.parquet as pq
-        with pq.ParquetWriter(out, schema) as w:
+        with pq.ParquetWriter(fh, schema) as w:
             for b in iter_blocks(store, params, progress, cancel):
                 w.write_batch(block_to_arrow(b, MESSAGE_COLUMN_NAMES, schema))
                 n += len(b)
-    elif fmt == "jsonl":
-        with open(out, "w", encoding="utf-8") as fh:
-            for b in iter_blocks(store, params, progress, cancel):
-                for r in b.rows_json(mark=True):
-                    fh.write(json.dumps(r, ensure_ascii=False) + "\n")
-                n += len(b)
+        return n
+    text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
+    if fmt == "jsonl":
+        for b in iter_blocks(store, params, progress, cancel):
+            for r in b.rows_json(mark=True):
+                text.write(json.dumps(r, ensure_ascii=False) + "\n")
+            n += len(b)
     else:
         import csv
-        with open(out, "w", encoding="utf-8", newline="") as fh:
-            w = csv.writer(fh)
-            w.writerow(CSV_COLUMNS)
-            for b in iter_blocks(store, params, progress, cancel):
-                for r, ok in zip(b.rows_json(), b.body_decoded.tolist()):
-                    r["bodyDecoded"] = ok
-                    w.writerow([csv_value(r.get(c)) for c in CSV_COLUMNS])
-                n += len(b)
+        w = csv.writer(text)
+        w.writerow(CSV_COLUMNS)
+        for b in iter_blocks(store, params, progress, cancel):
+            for r, ok in zip(b.rows_json(), b.body_decoded.tolist()):
+                r["bodyDecoded"] = ok
+                w.writerow([csv_value(r.get(c)) for c in CSV_COLUMNS])
+            n += len(b)
+    text.flush()
+    text.detach()
     return n
 
 

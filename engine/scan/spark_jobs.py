@@ -22,7 +22,7 @@ from engine.scan.columns import MESSAGE_COLUMN_NAMES, row_json
 from engine.scan.consistency import (MAX_REPORTED, cq_location, diff_row, index_chain_problems, index_file_for,
                           index_file_ranges, merge_rows, pair_index_differences, unit_dict)
 from engine.scan.jobs import (CSV_COLUMNS, DEFAULT_FILTER_LIMIT, DEFAULT_TOP, JSON_COLUMNS, PERCENTILES, JobParams,
-                              discard, percentile_rank, percentile_value, publish, temporary_sibling)
+                              discard, is_uri, percentile_rank, percentile_value, publish, temporary_sibling)
 from engine.scan.planning import Plan, plan_commitlog, plan_consume_queues, plan_index, plan_to_json
 from engine.tasks import Cancelled, CancelToken, Progress, ProgressFn, StageProgress
 
@@ -325,13 +325,46 @@ def consistency(ld: Loader, run: SparkRunner):
     return merge_rows(rows, index_chain_problems(store, cl_min)), False
 
 
+class _HadoopFS:
+    """The session's Hadoop FileSystem for a URI (hdfs://, s3a://, file:...): exists, delete,
+    rename and a count of part files, asked on the driver through the JVM; None under
+    Spark Connect (no JVM here)."""
+
+    def __init__(self, spark: SparkSession, uri: str):
+        jvm = getattr(spark, "_jvm", None) or getattr(spark.sparkContext, "_jvm", None)
+        self.jvm = jvm
+        self.conf = spark.sparkContext._jsc.hadoopConfiguration()
+        self.fs = jvm.org.apache.hadoop.fs.Path(uri).getFileSystem(self.conf)
+
+    def path(self, uri: str):
+        return self.jvm.org.apache.hadoop.fs.Path(uri)
+
+    def exists(self, uri: str) -> bool:
+        return bool(self.fs.exists(self.path(uri)))
+
+    def delete(self, uri: str) -> None:
+        self.fs.delete(self.path(uri), True)
+
+    def rename(self, src: str, dst: str) -> None:
+        if not self.fs.rename(self.path(src), self.path(dst)):
+            raise OSError(f"cannot rename {src} to {dst}")
+
+    def part_files(self, uri: str) -> int:
+        found = self.fs.globStatus(self.path(uri.rstrip("/") + "/part-*"))
+        return len(found) if found is not None else 0
+
+
 def export(ld: Loader, run: SparkRunner):
     """A directory of part files at params.out (parquet: every column, body binary; jsonl:
-    Message.to_json() objects; csv: the to_json fields, properties as JSON, body base64)."""
+    Message.to_json() objects; csv: the to_json fields, properties as JSON, body base64).
+    A local path is written as a file:// URI and published with the local rules; any other
+    URI goes to Spark's writer untouched and is published by a rename in its filesystem."""
     from pyspark.sql import Observation
     p = ld.params
-    final = os.path.abspath(p.out)
-    if os.path.lexists(final) and not p.overwrite:
+    remote = is_uri(p.out)
+    final = p.out if remote else os.path.abspath(p.out)
+    fs = _HadoopFS(ld.spark, final) if remote else None
+    if (fs.exists(final) if remote else os.path.lexists(final)) and not p.overwrite:
         raise FileExistsError(f"{final} exists (use --overwrite)")
     out = temporary_sibling(final)  # renamed to `final` when every task has written its part
     df = ld.messages(MESSAGE_COLUMN_NAMES)
@@ -347,21 +380,36 @@ def export(ld: Loader, run: SparkRunner):
     obs = Observation("rmqstore-export")
     df = df.observe(obs, F.count(F.lit(1)).alias("rows"))
     w = df.write.mode("overwrite")
+    target = out if remote else "file://" + out
     try:
         run.check()
         if p.format == "parquet":
-            w.parquet(out)
+            w.parquet(target)
         elif p.format == "jsonl":
-            w.text(out)
+            w.text(target)
         else:   # RFC 4180: a quote inside a field is doubled (Spark's default escape is a backslash)
-            w.option("header", "true").option("quote", '"').option("escape", '"').csv(out)
+            w.option("header", "true").option("quote", '"').option("escape", '"').csv(target)
         run.check()
-        publish(out, final, p.overwrite)
+        if remote:
+            if fs.exists(final):
+                fs.delete(final)
+            fs.rename(out, final)
+        else:
+            publish(out, final, p.overwrite)
     except BaseException:
-        discard(out)
+        if remote:
+            try:
+                fs.delete(out)
+            except Exception:
+                pass
+        else:
+            discard(out)
         raise
-    files = sorted(n for n in os.listdir(final) if n.startswith("part-")) if os.path.isdir(final) else []
-    return [{"path": final, "format": p.format, "rows": int(obs.get["rows"]), "files": len(files)}], False
+    if remote:
+        files = fs.part_files(final)
+    else:
+        files = len([n for n in os.listdir(final) if n.startswith("part-")]) if os.path.isdir(final) else 0
+    return [{"path": final, "format": p.format, "rows": int(obs.get["rows"]), "files": files}], False
 
 
 JOB_FUNCS = {"topic-stats": topic_stats, "traffic": traffic, "size-histogram": size_histogram,
