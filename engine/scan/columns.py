@@ -134,6 +134,7 @@ class RecordBlock:
         self.a = arrays
         self.delays = delay_level_millis
         self._cache: dict[str, object] = {}
+        self.origin: tuple[str, str] | None = None   # (broker, store path) when a scan set it
 
     def __len__(self) -> int:
         return len(self.starts)

@@ -79,6 +79,7 @@ class JobParams:
     overwrite: bool = False
     split_bytes: int | None = None    # commitlog slice size (None = automatic)
     throttle_ms: int = 0              # test / benchmark hook: sleep per block read
+    stats_dir: str | None = None      # test / benchmark hook: Spark readers write what they read here
 
     @property
     def bucket_ms(self) -> int:
@@ -94,11 +95,14 @@ class JobResult:
     truncated: bool = False
     seconds: float = 0.0
     records_scanned: int | None = None
+    stores: list[dict] | None = None   # [{broker, store}] when the job covered several stores
 
     def to_json(self) -> dict:
         d = {"job": self.job, "engine": self.engine, "master": self.master, "rows": self.rows}
         if self.truncated:
             d["truncated"] = True
+        if self.stores:
+            d["stores"] = self.stores
         return d
 
 

@@ -17,25 +17,33 @@ from engine.scan.jobs import (CSV_COLUMNS, DEFAULT_FILTER_LIMIT, DEFAULT_TOP, PE
                               exact_percentile, is_uri, publish, temporary_sibling)
 from engine.scan.planning import plan_commitlog, plan_consume_queues, plan_index
 from engine.scan.reader import SliceStats, read_commitlog, read_cq, read_index
+from engine.scan.stores import ORIGIN_COLUMNS, by_broker, members_of
 from engine.tasks import CancelToken, Progress, ProgressFn
 
 
-def iter_blocks(store, params: JobParams, progress: ProgressFn | None, cancel: CancelToken,
+def iter_blocks(stores, params: JobParams, progress: ProgressFn | None, cancel: CancelToken,
                 stats: SliceStats | None = None, apply_filter: bool = True):
-    plan = plan_commitlog(store, params.split_bytes)
-    total = len(plan.commitlog)
+    """The (filtered) blocks of one store or of ScanStores, store after store; each block's
+    `origin` is (broker, store path)."""
+    members = members_of(stores)
+    plans = [(m, plan_commitlog(m.store, params.split_bytes)) for m in members]
+    total = sum(len(p.commitlog) for _, p in plans)
     flt = params.filter
-    for i, s in enumerate(plan.commitlog):
-        for block in read_commitlog(s, plan.delay_level_millis, stats):
-            cancel.raise_if_cancelled()
-            if params.throttle_ms:
-                time.sleep(params.throttle_ms / 1000)
-            if apply_filter:
-                block = flt.apply(block)
-            if len(block):
-                yield block
-        if progress:
-            progress(Progress(i + 1, total, "local", "slices", message=f"slice {i + 1}/{total}"))
+    i = 0
+    for m, plan in plans:
+        for s in plan.commitlog:
+            for block in read_commitlog(s, plan.delay_level_millis, stats):
+                cancel.raise_if_cancelled()
+                if params.throttle_ms:
+                    time.sleep(params.throttle_ms / 1000)
+                if apply_filter:
+                    block = flt.apply(block)
+                if len(block):
+                    block.origin = (m.broker, m.path)
+                    yield block
+            i += 1
+            if progress:
+                progress(Progress(i, total, "local", "slices", message=f"slice {i}/{total}"))
 
 
 class _Topics:
@@ -221,7 +229,8 @@ def duplicates(store, params, progress, cancel):
     return rows, False
 
 
-def consistency(store, params, progress, cancel):
+def consistency(members, params, progress, cancel):
+    store = members_of(members)[0].store
     cl_min = store.min_offset
     cq_size = store.cfg.mappedFileSizeConsumeQueue
     expected: dict[tuple, tuple] = {}
@@ -346,32 +355,36 @@ def _export_uri(store, params, progress, cancel):
 
 
 def _write_export(store, params, progress, cancel, fh, fmt: str) -> int:
-    """Rows into the binary stream `fh`."""
+    """Rows into the binary stream `fh` (broker and store first when there are many stores)."""
     import io
     from engine.scan.arrow import block_to_arrow, message_arrow_schema
     n = 0
-    schema = message_arrow_schema(MESSAGE_COLUMN_NAMES)
+    multi = len(members_of(store)) > 1
+    names = ([n for n, _ in ORIGIN_COLUMNS] if multi else []) + MESSAGE_COLUMN_NAMES
     if fmt == "parquet":
         import pyarrow.parquet as pq
+        schema = message_arrow_schema(names)
         with pq.ParquetWriter(fh, schema) as w:
             for b in iter_blocks(store, params, progress, cancel):
-                w.write_batch(block_to_arrow(b, MESSAGE_COLUMN_NAMES, schema))
+                w.write_batch(block_to_arrow(b, names, schema))
                 n += len(b)
         return n
     text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
     if fmt == "jsonl":
         for b in iter_blocks(store, params, progress, cancel):
+            origin = {"broker": b.origin[0], "store": b.origin[1]} if multi else {}
             for r in b.rows_json(mark=True):
-                text.write(json.dumps(r, ensure_ascii=False) + "\n")
+                text.write(json.dumps({**origin, **r}, ensure_ascii=False) + "\n")
             n += len(b)
     else:
         import csv
         w = csv.writer(text)
-        w.writerow(CSV_COLUMNS)
+        w.writerow((["broker", "store"] if multi else []) + CSV_COLUMNS)
         for b in iter_blocks(store, params, progress, cancel):
+            origin = list(b.origin) if multi else []
             for r, ok in zip(b.rows_json(), b.body_decoded.tolist()):
                 r["bodyDecoded"] = ok
-                w.writerow([csv_value(r.get(c)) for c in CSV_COLUMNS])
+                w.writerow(origin + [csv_value(r.get(c)) for c in CSV_COLUMNS])
             n += len(b)
     text.flush()
     text.detach()
@@ -391,5 +404,29 @@ JOB_FUNCS = {"topic-stats": topic_stats, "traffic": traffic, "size-histogram": s
              "consistency": consistency, "export": export}
 
 
-def run(store, job: str, params: JobParams, progress: ProgressFn | None, cancel: CancelToken):
-    return JOB_FUNCS[job](store, params, progress, cancel)
+def run(stores, job: str, params: JobParams, progress: ProgressFn | None, cancel: CancelToken):
+    """`job` over one store (a MessageStore) or ScanStores: with many, rows gain `broker`
+    (aggregates per broker), and filter / consistency rows `store` too."""
+    members = members_of(stores)
+    if len(members) == 1 or job == "export":
+        return JOB_FUNCS[job](members, params, progress, cancel)
+    per_store = job in ("filter", "consistency")
+    units = [(m.broker, [m]) for m in members] if per_store else by_broker(members)
+    rows, truncated = [], False
+    for broker, group in units:
+        part, cut = JOB_FUNCS[job](group, params, progress, cancel)
+        origin = {"broker": broker, "store": group[0].path} if per_store else {"broker": broker}
+        rows += [{**origin, **r} for r in part]
+        truncated |= cut
+    limit = params.limit
+    if job in ("top-keys", "top-tags"):
+        label = "key" if job == "top-keys" else "tags"
+        rows.sort(key=lambda r: (-r["messages"], r["broker"], r["topic"], r[label]))
+        limit = DEFAULT_TOP if limit is None else limit
+    elif job == "filter":
+        limit = DEFAULT_FILTER_LIMIT if limit is None else limit
+    elif job != "duplicates":
+        limit = None
+    if limit is not None and len(rows) > limit:
+        rows, truncated = rows[:limit], True
+    return rows, truncated

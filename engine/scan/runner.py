@@ -13,6 +13,7 @@ import time
 
 from engine.scan import local
 from engine.scan.jobs import JobParams, JobResult, export_target, validate
+from engine.scan.stores import members_of
 from engine.tasks import CancelToken, Progress, ProgressFn, Task
 
 ENGINES = ("spark", "local")
@@ -26,14 +27,17 @@ def spark_session(master: str | None = None, memory: str | None = None, conf: di
 
 def run_job(store, job: str, params: JobParams | None = None, engine: str = "spark", spark=None,
             progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> JobResult:
-    """Run `job` over the open `store`. engine='spark' uses `spark` (or the process's session);
+    """Run `job` over the open `store` (or a list of engine.scan.stores.ScanStore: a cluster's
+    stores in one job; rows then carry broker, aggregates group by it). engine='spark' uses `spark` (or the process's session);
     engine='local' runs in this process with numpy. Progress goes to `progress`."""
     params = params or JobParams()
     validate(job, params)
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}")
+    members = members_of(store)
+    store = members if len(members) > 1 else members[0].store
     if job == "export":
-        params.out = export_target(store.root, params.out)
+        params.out = export_target([m.path for m in members], params.out)
     cancel = cancel or CancelToken()
     t0 = time.perf_counter()
     if engine == "local":
@@ -44,7 +48,10 @@ def run_job(store, job: str, params: JobParams | None = None, engine: str = "spa
         spark = spark if spark is not None else spark_session()
         rows, truncated = spark_jobs.run(spark, store, job, params, progress, cancel)
         master = spark.sparkContext.master
-    return JobResult(job, engine, master, rows, truncated, time.perf_counter() - t0)
+    result = JobResult(job, engine, master, rows, truncated, time.perf_counter() - t0)
+    if len(members) > 1:
+        result.stores = [{"broker": m.broker, "store": m.path} for m in members]
+    return result
 
 
 _END = object()

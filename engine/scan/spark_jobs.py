@@ -23,7 +23,8 @@ from engine.scan.consistency import (MAX_REPORTED, cq_location, diff_row, index_
                           index_file_ranges, merge_rows, pair_index_differences, unit_dict)
 from engine.scan.jobs import (CSV_COLUMNS, DEFAULT_FILTER_LIMIT, DEFAULT_TOP, JSON_COLUMNS, PERCENTILES, JobParams,
                               discard, is_uri, percentile_rank, percentile_value, publish, temporary_sibling)
-from engine.scan.planning import Plan, plan_commitlog, plan_consume_queues, plan_index, plan_to_json
+from engine.scan.planning import Plan, plan_commitlog, plan_consume_queues, plan_index, plan_to_json, plans_to_json
+from engine.scan.stores import ScanStore, members_of
 from engine.tasks import Cancelled, CancelToken, Progress, ProgressFn, StageProgress
 
 
@@ -112,19 +113,35 @@ class SparkRunner:
 
 # ---- loading ---------------------------------------------------------------------------------
 class Loader:
-    """DataFrames over one open store, all planned once on the driver."""
+    """DataFrames over the stores of a job (ScanStores), all planned once on the driver.
+    With several stores the message rows carry `broker` and `store`, and `keys` (the
+    grouping keys of a job) start with broker."""
 
-    def __init__(self, spark: SparkSession, store, params: JobParams):
+    def __init__(self, spark: SparkSession, members: list[ScanStore], params: JobParams):
         self.spark = spark
-        self.store = store
+        self.members = members
+        self.multi = len(members) > 1
+        self.store = members[0].store
         self.params = params
         parallelism = max(1, spark.sparkContext.defaultParallelism)
         self.min_partitions = 3 * parallelism   # a few tasks per core: progress moves, tails stay short
-        self.plan: Plan = plan_commitlog(store, params.split_bytes, min_partitions=self.min_partitions)
-        self.root = str(store.root)
+        sizes = [max(1, m.store.max_offset - m.store.min_offset) for m in members]
+        self.plans: list[Plan] = []
+        for m, size in zip(members, sizes):
+            share = max(1, round(self.min_partitions * size / sum(sizes)))
+            plan = plan_commitlog(m.store, params.split_bytes, min_partitions=share)
+            plan.root, plan.broker = m.path, m.broker
+            self.plans.append(plan)
+        self.plan = self.plans[0]
+        self.root = members[0].path
+
+    def keys(self, *names: str) -> list[str]:
+        return (["broker"] if self.multi else []) + list(names)
 
     def messages(self, columns: list[str], filtered: bool = True) -> DataFrame:
-        r = (self.spark.read.format("rocketmq").option("plan", plan_to_json(self.plan))
+        if self.multi:
+            columns = [c for c in ("broker", "store") if c not in columns] + list(columns)
+        r = (self.spark.read.format("rocketmq").option("plan", plans_to_json([(p,) for p in self.plans]))
              .option("columns", ",".join(columns)).option("minPartitions", str(self.min_partitions)))
         if self.params.split_bytes:
             r = r.option("pack", "false")
@@ -133,15 +150,19 @@ class Loader:
                 r = r.option(k, v)
         if self.params.throttle_ms:
             r = r.option("throttleMs", str(self.params.throttle_ms))
+        if self.params.stats_dir:
+            r = r.option("statsDir", self.params.stats_dir)
         return r.load(self.root)
 
     def consume_queues(self) -> DataFrame:
+        plan = Plan(self.root, broker=self.members[0].broker)
         return (self.spark.read.format("rocketmq-cq")
-                .option("plan", plan_to_json(Plan(self.root), cq=plan_consume_queues(self.store))).load(self.root))
+                .option("plan", plan_to_json(plan, cq=plan_consume_queues(self.store))).load(self.root))
 
     def index(self) -> DataFrame:
+        plan = Plan(self.root, broker=self.members[0].broker)
         return (self.spark.read.format("rocketmq-index")
-                .option("plan", plan_to_json(Plan(self.root), index=plan_index(self.store))).load(self.root))
+                .option("plan", plan_to_json(plan, index=plan_index(self.store))).load(self.root))
 
 
 def _dicts(rows) -> list[dict]:
@@ -153,7 +174,7 @@ def topic_stats(ld: Loader, run: SparkRunner):
     """Counts, bytes and times per group, and the exact percentiles of storeSize by the one
     rule of engine.scan.jobs: a (group, storeSize) histogram with running counts gives the
     values at the two ranks; the driver does the interpolation (`percentile_value`)."""
-    keys = ["topic", "queueId"] if ld.params.by_queue else ["topic"]
+    keys = ld.keys("topic", "queueId") if ld.params.by_queue else ld.keys("topic")
     df = ld.messages(["topic", "queueId", "storeSize", "storeTimestamp"])
     hist = df.groupBy(*keys, "storeSize").agg(F.count(F.lit(1)).alias("c"),
                                               F.min("storeTimestamp").alias("first"), F.max("storeTimestamp").alias("last"))
@@ -184,51 +205,56 @@ def traffic(ld: Loader, run: SparkRunner):
     ms = ld.params.bucket_ms
     df = ld.messages(["topic", "storeSize", "storeTimestamp"])
     ts = F.col("storeTimestamp")
+    keys = ld.keys("topic", "bucketStart")
     agg = (df.withColumn("bucketStart", ts - F.pmod(ts, F.lit(ms)))
-           .groupBy("topic", "bucketStart").agg(F.count(F.lit(1)).alias("messages"), F.sum("storeSize").alias("bytes")))
-    return _dicts(run.collect(agg.orderBy("topic", "bucketStart"))), False
+           .groupBy(*keys).agg(F.count(F.lit(1)).alias("messages"), F.sum("storeSize").alias("bytes")))
+    return _dicts(run.collect(agg.orderBy(*keys))), False
 
 
 def size_histogram(ld: Loader, run: SparkRunner):
     size = F.col("storeSize").cast("long")
     bucket = F.greatest(*[F.when(size >= (1 << k), F.lit(1 << k)).otherwise(F.lit(0)) for k in range(32)])
     df = ld.messages(["storeSize"]).withColumn("sizeFrom", bucket)
-    agg = (df.groupBy("sizeFrom").agg(F.count(F.lit(1)).alias("messages"), F.sum("storeSize").alias("bytes"))
+    agg = (df.groupBy(*ld.keys("sizeFrom")).agg(F.count(F.lit(1)).alias("messages"), F.sum("storeSize").alias("bytes"))
            .withColumn("sizeTo", F.greatest(F.col("sizeFrom") * 2, F.lit(1)))
-           .select("sizeFrom", "sizeTo", "messages", "bytes"))
-    return _dicts(run.collect(agg.orderBy("sizeFrom"))), False
+           .select(*ld.keys("sizeFrom", "sizeTo", "messages", "bytes")))
+    return _dicts(run.collect(agg.orderBy(*ld.keys("sizeFrom")))), False
 
 
 def filter_messages(ld: Loader, run: SparkRunner):
     limit = DEFAULT_FILTER_LIMIT if ld.params.limit is None else ld.params.limit
     # properties travel as an array of entries: a collected map comes back as a Java HashMap,
     # which loses the record's order (the JSON would differ from --local's)
+    order = ["broker", "store", "commitLogOffset"] if ld.multi else ["commitLogOffset"]
     df = (ld.messages(MESSAGE_COLUMN_NAMES).withColumn("properties", F.map_entries("properties"))
-          .orderBy("commitLogOffset").limit(limit + 1))
-    rows = [row_json({**r, "properties": {e[0]: e[1] for e in r["properties"] or ()}}) for r in _dicts(run.collect(df))]
+          .orderBy(*order).limit(limit + 1))
+    rows = []
+    for r in _dicts(run.collect(df)):
+        row = row_json({**r, "properties": {e[0]: e[1] for e in r["properties"] or ()}})
+        rows.append({"broker": r["broker"], "store": r["store"], **row} if ld.multi else row)
     return rows[:limit], len(rows) > limit
 
 
-def _top(df: DataFrame, label: str, limit: int | None, run: SparkRunner):
+def _top(ld: Loader, df: DataFrame, label: str, limit: int | None, run: SparkRunner):
     limit = DEFAULT_TOP if limit is None else limit
-    agg = (df.groupBy("topic", label).agg(F.count(F.lit(1)).alias("messages"))
-           .orderBy(F.desc("messages"), "topic", label).limit(limit + 1))
+    agg = (df.groupBy(*ld.keys("topic", label)).agg(F.count(F.lit(1)).alias("messages"))
+           .orderBy(F.desc("messages"), *ld.keys("topic", label)).limit(limit + 1))
     rows = _dicts(run.collect(agg))
     return rows[:limit], len(rows) > limit
 
 
 def top_keys(ld: Loader, run: SparkRunner):
-    df = ld.messages(["topic", "keyList"]).select("topic", F.explode(F.array_distinct("keyList")).alias("key"))
-    return _top(df, "key", ld.params.limit, run)
+    df = ld.messages(["topic", "keyList"]).select(*ld.keys("topic"), F.explode(F.array_distinct("keyList")).alias("key"))
+    return _top(ld, df, "key", ld.params.limit, run)
 
 
 def top_tags(ld: Loader, run: SparkRunner):
     df = ld.messages(["topic", "tags"]).where(F.col("tags").isNotNull())
-    return _top(df, "tags", ld.params.limit, run)
+    return _top(ld, df, "tags", ld.params.limit, run)
 
 
 def duplicates(ld: Loader, run: SparkRunner):
-    keys = ["uniqKey", "topic"] if ld.params.per_topic else ["uniqKey"]
+    keys = ld.keys("uniqKey", "topic") if ld.params.per_topic else ld.keys("uniqKey")
     df = ld.messages(["topic", "uniqKey", "commitLogOffset"]).where(F.col("uniqKey").isNotNull())
     agg = (df.groupBy(*keys).agg(F.count(F.lit(1)).alias("copies"),
                                  F.sort_array(F.collect_set("topic")).alias("topics"),
@@ -367,16 +393,19 @@ def export(ld: Loader, run: SparkRunner):
     if (fs.exists(final) if remote else os.path.lexists(final)) and not p.overwrite:
         raise FileExistsError(f"{final} exists (use --overwrite)")
     out = temporary_sibling(final)  # renamed to `final` when every task has written its part
+    origin = ["broker", "store"] if ld.multi else []
     df = ld.messages(MESSAGE_COLUMN_NAMES)
     body64 = F.regexp_replace(F.base64("body"), r"[\r\n]", "").alias("body")   # some Spark versions wrap at 76
     if p.format == "jsonl":   # Message.to_json() lines, "bodyDecoded": false only where it is (as local)
-        base = [body64 if c == "body" else F.col(c) for c in JSON_COLUMNS]
+        base = [F.col(c) for c in origin] + [body64 if c == "body" else F.col(c) for c in JSON_COLUMNS]
         keep_nulls = {"ignoreNullFields": "false"}
         df = df.select(F.when(F.col("bodyDecoded"), F.to_json(F.struct(*base), keep_nulls))
                        .otherwise(F.to_json(F.struct(*base, "bodyDecoded"), keep_nulls)).alias("value"))
     elif p.format == "csv":
-        df = df.select(*[F.to_json("properties").alias("properties") if c == "properties" else
-                         body64 if c == "body" else F.col(c) for c in CSV_COLUMNS])
+        df = df.select(*origin, *[F.to_json("properties").alias("properties") if c == "properties" else
+                                  body64 if c == "body" else F.col(c) for c in CSV_COLUMNS])
+    else:
+        df = df.select(*origin, *MESSAGE_COLUMN_NAMES)
     obs = Observation("rmqstore-export")
     df = df.observe(obs, F.count(F.lit(1)).alias("rows"))
     w = df.write.mode("overwrite")
@@ -417,8 +446,16 @@ JOB_FUNCS = {"topic-stats": topic_stats, "traffic": traffic, "size-histogram": s
              "consistency": consistency, "export": export}
 
 
-def run(spark: SparkSession, store, job: str, params: JobParams, progress: ProgressFn | None,
+def run(spark: SparkSession, stores, job: str, params: JobParams, progress: ProgressFn | None,
         cancel: CancelToken):
+    """`job` over one store or ScanStores (rows gain broker [and store] with many, as local's)."""
+    members = members_of(stores)
     with SparkRunner(spark, progress, cancel, f"rmqstore scan {job}") as runner:
         runner.check()
-        return JOB_FUNCS[job](Loader(spark, store, params), runner)
+        if job == "consistency" and len(members) > 1:   # each store against its own CQs and index
+            rows = []
+            for m in members:
+                part, _ = consistency(Loader(spark, [m], params), runner)
+                rows += [{"broker": m.broker, "store": m.path, **r} for r in part]
+            return rows, False
+        return JOB_FUNCS[job](Loader(spark, members, params), runner)

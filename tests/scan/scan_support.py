@@ -96,3 +96,25 @@ def make_quoted_store(root) -> str:
     finally:
         s.close()
     return root
+
+
+def make_cluster(root) -> dict[str, str]:
+    """A cluster layout <root>/<brokerName>/store: broker-a holds the small fixture, broker-b the
+    v5 one and a broker.conf that names it `broker-b-conf`. Returns {broker: store path}."""
+    import subprocess
+    from pathlib import Path
+    root = Path(root)
+    out = {}
+    for folder, fixture, conf_name in (("broker-a", "small", None), ("broker-b", "v5", "broker-b-conf")):
+        (root / folder).mkdir(parents=True)
+        subprocess.run(["cp", "-a", "--sparse=always", str(unpack(fixture)), str(root / folder / "store")], check=True)
+        if conf_name:
+            (root / folder / "broker.conf").write_text(f"brokerClusterName=DefaultCluster\nbrokerName={conf_name}\n")
+        out[conf_name or folder] = str(root / folder / "store")
+    return out
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cluster")
+    return root, make_cluster(root)
