@@ -114,3 +114,77 @@ class MessageFilter:
             return block
         keep = [i for i in range(len(block)) if all(f(block, i) for f in slow)]
         return block.select(np.asarray(keep, dtype=np.int64))
+
+
+# ---- pushed conditions (a DataFrame's filters, through the Spark data source) ------------------
+PUSHABLE = {"topic": "string", "queueId": "int", "tags": "string", "keys": "string",
+            "storeTimestamp": "long", "commitLogOffset": "long"}
+_OPS = {"=", "in", ">", ">=", "<", "<="}
+
+
+@dataclass(frozen=True)
+class Condition:
+    """column OP value: `=` / `in` on PUSHABLE columns, ranges on the numeric ones. Exactly
+    Spark's semantics: a null (a message without TAGS or KEYS) satisfies none."""
+    column: str
+    op: str
+    value: object
+
+    @classmethod
+    def make(cls, column: str, op: str, value) -> "Condition | None":
+        """The condition, or None when it cannot be evaluated here (Spark keeps it)."""
+        kind = PUSHABLE.get(column)
+        if kind is None or op not in _OPS:
+            return None
+        values = list(value) if op == "in" else [value]
+        if kind == "string":
+            if op not in ("=", "in") or not all(isinstance(v, str) for v in values):
+                return None
+        elif not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            return None
+        return cls(column, op, tuple(values) if op == "in" else value)
+
+    def mask(self, block: RecordBlock) -> np.ndarray:
+        if PUSHABLE[self.column] != "string":
+            a = block.array(self.column)
+            if self.op == "=":
+                return a == self.value
+            if self.op == "in":
+                return np.isin(a, list(self.value))
+            return {">": a > self.value, ">=": a >= self.value, "<": a < self.value, "<=": a <= self.value}[self.op]
+        wanted = {self.value} if self.op == "=" else set(self.value)
+        if self.column == "topic":
+            codes, names = block.topic_codes
+            return np.isin(codes, [i for i, n in enumerate(names) if n in wanted])
+        values = block.tags if self.column == "tags" else block.keys
+        return np.fromiter((v in wanted for v in values), dtype=bool, count=len(block))
+
+
+def offset_bounds(conditions) -> tuple[int, int]:
+    """[lo, hi) of commitLogOffset the conditions allow (for skipping whole slices)."""
+    lo, hi = 0, 1 << 63
+    for c in conditions:
+        if c.column != "commitLogOffset":
+            continue
+        if c.op == "=":
+            lo, hi = max(lo, c.value), min(hi, c.value + 1)
+        elif c.op == "in":
+            lo, hi = max(lo, min(c.value)), min(hi, max(c.value) + 1)
+        elif c.op in (">", ">="):
+            lo = max(lo, c.value + (c.op == ">"))
+        else:
+            hi = min(hi, c.value + (c.op == "<="))
+    return lo, hi
+
+
+def apply_conditions(conditions, block: RecordBlock) -> RecordBlock:
+    """Keep the records every condition holds for; the cheap numeric ones first, each on
+    what the previous left (strings are decoded only for the survivors)."""
+    order = sorted(conditions, key=lambda c: PUSHABLE[c.column] == "string")
+    for c in order:
+        if not len(block):
+            break
+        m = c.mask(block)
+        if not m.all():
+            block = block.select(m)
+    return block
