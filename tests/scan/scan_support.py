@@ -25,8 +25,10 @@ def java_missing() -> str | None:
     return None if java_available() else "no Java runtime (java on PATH or JAVA_HOME): Spark tests skipped"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def spark():
+    """The run's one local session (started on first use; seconds), or the same again after the
+    standalone-cluster tests stopped it to use their own (get_session returns the running one)."""
     reason = java_missing()
     if reason:
         pytest.skip(reason)
