@@ -50,6 +50,8 @@ def add_scan_parser(subparsers) -> argparse.ArgumentParser:
                    help="largest commitlog slice per task (default: automatic)")
     g = p.add_argument_group("engine")
     g.add_argument("--master", metavar="URL", help="Spark master (default $RMQSTORE_SPARK_MASTER or local[*])")
+    g.add_argument("--remote", metavar="sc://HOST:PORT",
+                   help="reuse a running Spark through Spark Connect (default $RMQSTORE_SPARK_REMOTE when no --master)")
     g.add_argument("--memory", metavar="SIZE", help="Spark driver/executor memory, e.g. 4g")
     g.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
     g.add_argument("--local", action="store_true", help="run in this process with numpy instead of Spark")
@@ -147,7 +149,7 @@ def _run(store, args, params, conf, cancel):
     """The job as a task; its thread runs the work, this one prints progress, so Ctrl-C here
     cancels it (the Spark job group with it) and waits for it to stop."""
     task = scan_task(store, args.job, params, engine="local" if args.local else "spark", cancel=cancel,
-                     master=args.master, memory=args.memory, conf=conf)
+                     master=args.master, memory=args.memory, conf=conf, remote=args.remote)
     show = _progress_printer(args)
     try:
         return run(task, show)

@@ -19,10 +19,17 @@ from engine.tasks import CancelToken, Progress, ProgressFn, Task
 ENGINES = ("spark", "local")
 
 
-def spark_session(master: str | None = None, memory: str | None = None, conf: dict | None = None):
-    """The process's SparkSession (started on first use; seconds); raises SparkUnavailable."""
+def spark_session(master: str | None = None, memory: str | None = None, conf: dict | None = None,
+                  remote: str | None = None):
+    """The process's SparkSession (started on first use; seconds), or a Spark Connect session
+    on `remote` / $RMQSTORE_SPARK_REMOTE (sc://host:15002); raises SparkUnavailable."""
     from engine.scan.spark_session import get_session
-    return get_session(master or None, memory or None, conf)
+    return get_session(master or None, memory or None, conf, remote=remote or None)
+
+
+def _master(spark) -> str:
+    from engine.scan.spark_session import master_of
+    return master_of(spark)
 
 
 def run_job(store, job: str, params: JobParams | None = None, engine: str = "spark", spark=None,
@@ -47,7 +54,7 @@ def run_job(store, job: str, params: JobParams | None = None, engine: str = "spa
         from engine.scan import spark_jobs
         spark = spark if spark is not None else spark_session()
         rows, truncated = spark_jobs.run(spark, store, job, params, progress, cancel)
-        master = spark.sparkContext.master
+        master = _master(spark)
     result = JobResult(job, engine, master, rows, truncated, time.perf_counter() - t0)
     if len(members) > 1:
         result.stores = [{"broker": m.broker, "store": m.path} for m in members]
@@ -59,7 +66,7 @@ _END = object()
 
 def scan_task(store, job: str, params: JobParams | None = None, engine: str = "spark",
               cancel: CancelToken | None = None, master: str | None = None, memory: str | None = None,
-              conf: dict | None = None, spark=None) -> Task[JobResult]:
+              conf: dict | None = None, spark=None, remote: str | None = None) -> Task[JobResult]:
     """`run_job` as a generator: Progress while it runs (on Spark first "starting Spark…"),
     the JobResult at the end. The job runs on a thread of its own (Spark's calls block), so
     progress flows even when a step is long; closing the generator cancels and waits for it."""
@@ -74,10 +81,10 @@ def scan_task(store, job: str, params: JobParams | None = None, engine: str = "s
             session = spark
             if engine == "spark" and session is None:
                 events.put(Progress(0, 0, "spark", message="starting Spark…"))
-                session = spark_session(master, memory, conf)
+                session = spark_session(master, memory, conf, remote)
                 cancel.raise_if_cancelled()
             if engine == "spark":
-                events.put(Progress(0, 0, "spark", message=f"running {job} on {session.sparkContext.master}…"))
+                events.put(Progress(0, 0, "spark", message=f"running {job} on {_master(session)}…"))
             box["result"] = run_job(store, job, params, engine, session, events.put, cancel)
         except BaseException as exc:  # handed to the caller's thread below
             box["error"] = exc

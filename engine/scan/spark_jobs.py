@@ -6,7 +6,9 @@ Spark SQL. Rows come back in the same shape and order as engine.scan.local's.
 
 `SparkRunner` puts every action of a job into one job group (`setJobGroup` on the thread
 that runs the job), polls `statusTracker()` for per-stage task counts, and cancels with
-`cancelJobGroup` when the CancelToken fires, from whatever thread fires it."""
+`cancelJobGroup` when the CancelToken fires, from whatever thread fires it. Under Spark
+Connect (no SparkContext here) the job's operations carry a tag, cancel is `interruptTag`,
+and progress says only that the job runs."""
 from __future__ import annotations
 
 import json
@@ -24,6 +26,7 @@ from engine.scan.consistency import (MAX_REPORTED, cq_location, diff_row, index_
 from engine.scan.jobs import (CSV_COLUMNS, DEFAULT_FILTER_LIMIT, DEFAULT_TOP, JSON_COLUMNS, PERCENTILES, JobParams,
                               discard, is_uri, percentile_rank, percentile_value, publish, temporary_sibling)
 from engine.scan.planning import Plan, plan_commitlog, plan_consume_queues, plan_index, plan_to_json, plans_to_json
+from engine.scan.spark_session import is_connect, master_of, parallelism_of
 from engine.scan.stores import ScanStore, members_of
 from engine.tasks import Cancelled, CancelToken, Progress, ProgressFn, StageProgress
 
@@ -34,7 +37,8 @@ class SparkRunner:
     def __init__(self, spark: SparkSession, progress: ProgressFn | None, cancel: CancelToken,
                  description: str = "rmqstore scan", poll_seconds: float = 0.2):
         self.spark = spark
-        self.sc = spark.sparkContext
+        self.connect = is_connect(spark)
+        self.sc = None if self.connect else spark.sparkContext
         self.progress = progress
         self.cancel = cancel
         self.group = f"rmqstore-{uuid.uuid4().hex[:12]}"
@@ -45,6 +49,12 @@ class SparkRunner:
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> "SparkRunner":
+        if self.connect:
+            self.spark.addTag(self.group)
+            self.cancel.on_cancel(self._cancel_group)
+            if self.progress is not None:
+                self.progress(Progress(0, 0, "spark", "tasks", f"running on {master_of(self.spark)}"))
+            return self
         self.sc.setJobGroup(self.group, self.description, interruptOnCancel=True)
         self._thread = threading.Thread(target=self._poll, name="rmqstore-scan-progress", daemon=True)
         self._thread.start()
@@ -52,6 +62,11 @@ class SparkRunner:
         return self
 
     def __exit__(self, exc_type, exc, tb):
+        if self.connect:
+            self.spark.removeTag(self.group)
+            if exc is not None and self.cancel.cancelled and not isinstance(exc, Cancelled):
+                raise Cancelled("cancelled") from None
+            return False
         self._done.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
@@ -67,7 +82,10 @@ class SparkRunner:
 
     def _cancel_group(self) -> None:
         try:
-            self.sc.cancelJobGroup(self.group)
+            if self.connect:
+                self.spark.interruptTag(self.group)
+            else:
+                self.sc.cancelJobGroup(self.group)
         except Exception:
             pass  # the context may be stopping; the job fails on its own then
 
@@ -123,7 +141,7 @@ class Loader:
         self.multi = len(members) > 1
         self.store = members[0].store
         self.params = params
-        parallelism = max(1, spark.sparkContext.defaultParallelism)
+        parallelism = parallelism_of(spark)   # the cluster's cores, not this machine's
         self.min_partitions = 3 * parallelism   # a few tasks per core: progress moves, tails stay short
         sizes = [max(1, m.store.max_offset - m.store.min_offset) for m in members]
         self.plans: list[Plan] = []
@@ -385,39 +403,21 @@ def export(ld: Loader, run: SparkRunner):
     Message.to_json() objects; csv: the to_json fields, properties as JSON, body base64).
     A local path is written as a file:// URI and published with the local rules; any other
     URI goes to Spark's writer untouched and is published by a rename in its filesystem."""
-    from pyspark.sql import Observation
     p = ld.params
+    if is_connect(ld.spark):
+        return _export_connect(ld, run)
     remote = is_uri(p.out)
     final = p.out if remote else os.path.abspath(p.out)
     fs = _HadoopFS(ld.spark, final) if remote else None
     if (fs.exists(final) if remote else os.path.lexists(final)) and not p.overwrite:
         raise FileExistsError(f"{final} exists (use --overwrite)")
     out = temporary_sibling(final)  # renamed to `final` when every task has written its part
-    origin = ["broker", "store"] if ld.multi else []
-    df = ld.messages(MESSAGE_COLUMN_NAMES)
-    body64 = F.regexp_replace(F.base64("body"), r"[\r\n]", "").alias("body")   # some Spark versions wrap at 76
-    if p.format == "jsonl":   # Message.to_json() lines, "bodyDecoded": false only where it is (as local)
-        base = [F.col(c) for c in origin] + [body64 if c == "body" else F.col(c) for c in JSON_COLUMNS]
-        keep_nulls = {"ignoreNullFields": "false"}
-        df = df.select(F.when(F.col("bodyDecoded"), F.to_json(F.struct(*base), keep_nulls))
-                       .otherwise(F.to_json(F.struct(*base, "bodyDecoded"), keep_nulls)).alias("value"))
-    elif p.format == "csv":
-        df = df.select(*origin, *[F.to_json("properties").alias("properties") if c == "properties" else
-                                  body64 if c == "body" else F.col(c) for c in CSV_COLUMNS])
-    else:
-        df = df.select(*origin, *MESSAGE_COLUMN_NAMES)
-    obs = Observation("rmqstore-export")
-    df = df.observe(obs, F.count(F.lit(1)).alias("rows"))
+    df, obs = _export_frame(ld)
     w = df.write.mode("overwrite")
     target = out if remote else "file://" + out
     try:
         run.check()
-        if p.format == "parquet":
-            w.parquet(target)
-        elif p.format == "jsonl":
-            w.text(target)
-        else:   # RFC 4180: a quote inside a field is doubled (Spark's default escape is a backslash)
-            w.option("header", "true").option("quote", '"').option("escape", '"').csv(target)
+        _write(w, p.format, target)
         run.check()
         if remote:
             if fs.exists(final):
@@ -439,6 +439,47 @@ def export(ld: Loader, run: SparkRunner):
     else:
         files = len([n for n in os.listdir(final) if n.startswith("part-")]) if os.path.isdir(final) else 0
     return [{"path": final, "format": p.format, "rows": int(obs.get["rows"]), "files": files}], False
+
+
+def _export_connect(ld: Loader, run: SparkRunner):
+    """Under Spark Connect the server writes: straight to the target (a path there, or a URI),
+    refusing an existing one unless --overwrite; no rename, no listing from here."""
+    p = ld.params
+    target = p.out if is_uri(p.out) else "file://" + os.path.abspath(p.out)
+    df, obs = _export_frame(ld)
+    run.check()
+    _write(df.write.mode("overwrite" if p.overwrite else "error"), p.format, target)
+    return [{"path": p.out, "format": p.format, "rows": int(obs.get["rows"]), "files": None}], False
+
+
+def _write(w, fmt: str, target: str) -> None:
+    if fmt == "parquet":
+        w.parquet(target)
+    elif fmt == "jsonl":
+        w.text(target)
+    else:   # RFC 4180: a quote inside a field is doubled (Spark's default escape is a backslash)
+        w.option("header", "true").option("quote", '"').option("escape", '"').csv(target)
+
+
+def _export_frame(ld: Loader):
+    """The rows of an export in its format's columns, and the Observation counting them."""
+    from pyspark.sql import Observation
+    p = ld.params
+    origin = ["broker", "store"] if ld.multi else []
+    df = ld.messages(MESSAGE_COLUMN_NAMES)
+    body64 = F.regexp_replace(F.base64("body"), r"[\r\n]", "").alias("body")   # some Spark versions wrap at 76
+    if p.format == "jsonl":   # Message.to_json() lines, "bodyDecoded": false only where it is (as local)
+        base = [F.col(c) for c in origin] + [body64 if c == "body" else F.col(c) for c in JSON_COLUMNS]
+        keep_nulls = {"ignoreNullFields": "false"}
+        df = df.select(F.when(F.col("bodyDecoded"), F.to_json(F.struct(*base), keep_nulls))
+                       .otherwise(F.to_json(F.struct(*base, "bodyDecoded"), keep_nulls)).alias("value"))
+    elif p.format == "csv":
+        df = df.select(*origin, *[F.to_json("properties").alias("properties") if c == "properties" else
+                                  body64 if c == "body" else F.col(c) for c in CSV_COLUMNS])
+    else:
+        df = df.select(*origin, *MESSAGE_COLUMN_NAMES)
+    obs = Observation("rmqstore-export")
+    return df.observe(obs, F.count(F.lit(1)).alias("rows")), obs
 
 
 JOB_FUNCS = {"topic-stats": topic_stats, "traffic": traffic, "size-histogram": size_histogram,

@@ -125,11 +125,14 @@ def _columns(options) -> list[str]:
 
 
 def _default_min_partitions() -> int:
+    """Without register()'s figure (a bare spark.dataSource.register): 2 x this machine's CPUs."""
     return 2 * (os.cpu_count() or 2)
 
 
 # ---- messages ---------------------------------------------------------------------------------
 class RocketMQDataSource(DataSource):
+    default_partitions: int | None = None   # set by register(): 3 x the cluster's default parallelism
+
     @classmethod
     def name(cls) -> str:
         return "rocketmq"
@@ -138,7 +141,7 @@ class RocketMQDataSource(DataSource):
         return spark_schema([(n, KINDS[n]) for n in _columns(self.options)])
 
     def reader(self, schema: StructType) -> "RocketMQReader":
-        return RocketMQReader(self.options, schema)
+        return RocketMQReader(self.options, schema, self.default_partitions)
 
 
 class RocketMQReader(DataSourceReader):
@@ -148,9 +151,10 @@ class RocketMQReader(DataSourceReader):
     pushed here (`pushFilters`) and evaluated before any other field is decoded;
     commitLogOffset ranges skip whole slices."""
 
-    def __init__(self, options, schema: StructType):
+    def __init__(self, options, schema: StructType, default_partitions: int | None = None):
         self.options = {k.lower(): v for k, v in dict(options).items()}
         self.schema = schema
+        self.default_partitions = default_partitions or _default_min_partitions()
         self.columns = schema.fieldNames()
         unknown = [c for c in self.columns if c not in KINDS]
         if unknown:
@@ -181,7 +185,7 @@ class RocketMQReader(DataSourceReader):
         `maxPartitionBytes` (512 MiB) each; a task reads one store. An explicit splitBytes
         means one slice per task. Slices outside a pushed commitLogOffset range are skipped."""
         split = _opt(self.options, "splitBytes")
-        min_parts = int(_opt(self.options, "minPartitions", _default_min_partitions()))
+        min_parts = int(_opt(self.options, "minPartitions", self.default_partitions))
         plans = _given_plans(self.options) or _open_plans(self.options, "commitlog", min_parts)
         lo, hi = offset_bounds(self.conditions)
         for plan, _, _ in plans:
@@ -255,6 +259,8 @@ def read_stats(folder: str) -> dict:
 
 # ---- consume queues ---------------------------------------------------------------------------
 class RocketMQCQDataSource(DataSource):
+    default_partitions: int | None = None
+
     @classmethod
     def name(cls) -> str:
         return "rocketmq-cq"
@@ -263,13 +269,14 @@ class RocketMQCQDataSource(DataSource):
         return spark_schema(CQ_COLUMNS)
 
     def reader(self, schema: StructType) -> "RocketMQCQReader":
-        return RocketMQCQReader(self.options, schema)
+        return RocketMQCQReader(self.options, schema, self.default_partitions)
 
 
 class _SliceReader(DataSourceReader):
-    def __init__(self, options, schema: StructType):
+    def __init__(self, options, schema: StructType, default_partitions: int | None = None):
         self.options = {k.lower(): v for k, v in dict(options).items()}
         self.schema = schema
+        self.default_partitions = default_partitions or _default_min_partitions()
         flt = MessageFilter.from_options(self.options)
         self.topics, self.queue_ids = flt.topics, flt.queue_ids
 
@@ -281,7 +288,7 @@ class RocketMQCQReader(_SliceReader):
             slices = [s for s in slices or () if (not self.topics or s.topic in self.topics)
                       and (not self.queue_ids or s.queue_id in self.queue_ids)]
             out += [InputPartition((p, (plan.broker, plan.root)))
-                    for p in pack(slices, cq_weight, CQ_UNITS_PER_PARTITION, _default_min_partitions())]
+                    for p in pack(slices, cq_weight, CQ_UNITS_PER_PARTITION, self.default_partitions)]
         return out
 
     def read(self, partition: InputPartition):
@@ -297,6 +304,8 @@ class RocketMQCQReader(_SliceReader):
 
 # ---- index ------------------------------------------------------------------------------------
 class RocketMQIndexDataSource(DataSource):
+    default_partitions: int | None = None
+
     @classmethod
     def name(cls) -> str:
         return "rocketmq-index"
@@ -305,7 +314,7 @@ class RocketMQIndexDataSource(DataSource):
         return spark_schema(INDEX_COLUMNS)
 
     def reader(self, schema: StructType) -> "RocketMQIndexReader":
-        return RocketMQIndexReader(self.options, schema)
+        return RocketMQIndexReader(self.options, schema, self.default_partitions)
 
 
 class RocketMQIndexReader(_SliceReader):
@@ -313,7 +322,7 @@ class RocketMQIndexReader(_SliceReader):
         out = []
         for plan, _, slices in _given_plans(self.options) or _open_plans(self.options, "index"):
             out += [InputPartition((p, (plan.broker, plan.root)))
-                    for p in pack(slices or [], index_weight, INDEX_ENTRIES_PER_PARTITION, _default_min_partitions())]
+                    for p in pack(slices or [], index_weight, INDEX_ENTRIES_PER_PARTITION, self.default_partitions)]
         return out
 
     def read(self, partition: InputPartition):
@@ -330,9 +339,13 @@ class RocketMQIndexReader(_SliceReader):
 SOURCES = (RocketMQDataSource, RocketMQCQDataSource, RocketMQIndexDataSource)
 
 
-def register(spark) -> None:
+def register(spark, partitions: int | None = None) -> None:
     """Register the three sources on `spark` (idempotent) and let Spark push filters to them
-    (Python data sources that take filters need spark.sql.python.filterPushdown.enabled)."""
+    (Python data sources that take filters need spark.sql.python.filterPushdown.enabled).
+    `partitions`: how many tasks a read aims at when it is not told (minPartitions); the
+    session gives 3 x the cluster's default parallelism (spark_session.register_sources)."""
     spark.conf.set("spark.sql.python.filterPushdown.enabled", "true")
     for cls in SOURCES:
-        spark.dataSource.register(cls)
+        # a subclass carrying the figure (pickled by value to the planner, which has no SparkContext)
+        spark.dataSource.register(type(cls.__name__, (cls,), {"default_partitions": partitions,
+                                                              "__module__": cls.__module__}))

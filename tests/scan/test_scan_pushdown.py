@@ -81,3 +81,17 @@ def test_pruned_columns(spark, small, tmp_path):
     assert st["columns"] == ["storeSize"] and st["rows"] == n    # a one-column job decodes one column
     with pytest.raises(Exception, match="unknown rocketmq columns"):
         spark.read.format("rocketmq").schema("nope string").load(str(small.root)).count()
+
+
+def test_partitions_follow_the_cluster_parallelism(spark, small):
+    """Without minPartitions a read aims at 3 tasks per core of the cluster
+    (defaultParallelism), whatever this machine's CPU count."""
+    from engine.scan.spark_session import register_sources
+    from engine.scan.spark_source import register
+    want = 3 * spark.sparkContext.defaultParallelism
+    assert want <= spark.read.format("rocketmq").load(str(small.root)).rdd.getNumPartitions() <= 2 * want
+    try:
+        register(spark, 1)
+        assert spark.read.format("rocketmq").load(str(small.root)).rdd.getNumPartitions() <= 2
+    finally:
+        register_sources(spark)
