@@ -84,7 +84,7 @@ def parse_lines(text: str) -> list[dict]:
     return out
 
 
-def run_java(cmd: list[str], *args, timeout: float = 900) -> dict[str, dict]:
+def run_java(cmd: list[str], *args, timeout: float = 600) -> dict[str, dict]:
     """Run one driver workload; its JSON lines by workload name."""
     r = subprocess.run(cmd + [str(a) for a in args], capture_output=True, text=True, timeout=timeout)
     lines = parse_lines(r.stdout)

@@ -94,6 +94,8 @@ def test_driver_against_rocketmq_jars(tmp_path):
     assert walk["page"]["bytes"] == j["bytes"]
     mine = java_side.ours_walk(tmp_path / "java", 1)               # our engine on the store Java wrote
     assert mine["page"]["messages"] == 256 and mine["page"]["bytes"] == j["bytes"]
+    again = java_side.run_java(cmd, "walk", tmp_path / "java", 1, timeout=120)  # the bench's second set
+    assert again["decode"]["messages"] == 256
 
     n = java_side.build_query_store(tmp_path / "q", 0.001)         # 5,000 keys in a default-size index
     from bench import index_gen

@@ -56,13 +56,20 @@ public class StoreBench {
     public static void main(String[] a) throws Exception {
         // RocketMQ's own inner logger has no appender: nothing on stdout but our JSON lines
         InternalLoggerFactory.setCurrentLoggerType(InternalLoggerFactory.LOGGER_INNER);
-        switch (a[0]) {
-            case "append": append(a[1], Integer.parseInt(a[2]), Integer.parseInt(a[3]), Integer.parseInt(a[4])); break;
-            case "walk": walk(a[1], Integer.parseInt(a[2])); break;
-            case "query": query(a[1], a[2]); break;
-            default: throw new IllegalArgumentException("unknown workload " + a[0]);
+        int status = 1;
+        try {
+            switch (a[0]) {
+                case "append": append(a[1], Integer.parseInt(a[2]), Integer.parseInt(a[3]), Integer.parseInt(a[4])); break;
+                case "walk": walk(a[1], Integer.parseInt(a[2])); break;
+                case "query": query(a[1], a[2]); break;
+                default: throw new IllegalArgumentException("unknown workload " + a[0]);
+            }
+            status = 0;
+        } catch (Throwable t) {
+            t.printStackTrace();
+        } finally {
+            System.exit(status);  // the store's service threads are not all daemons: never hang
         }
-        System.exit(0);  // the store's service threads are not all daemons
     }
 
     static DefaultMessageStore open(String dir, boolean start) throws Exception {
