@@ -252,16 +252,16 @@ def _run(ctx) -> list[Row]:
     lib = Path(ctx.java_lib)
     log(f"java side: compiling bench/java/StoreBench.java against {lib}")
     cmd = java_command(lib, compile_driver(lib))
-    quick = ctx.quick
-    n = 20_480 if quick else 102_400
-    nq = 20_000 if quick else 100_000
+    # messages per append set, queries per pass, index loads (a test passes tiny ones)
+    n, nq, loads = getattr(ctx, "java_sizes", None) or ((20_480, 20_000, LOADS) if ctx.quick
+                                                        else (102_400, 100_000, LOADS))
     rows: list[Row] = []
     base = ctx.tmp / "java-side"
     base.mkdir(parents=True, exist_ok=True)
 
     # a small warm store of ours first (imports, first mappings), as the JVM warms its own
     shutil.rmtree(base / "warm", ignore_errors=True)
-    ours_append(base / "warm", 2048, 1)
+    ours_append(base / "warm", min(n, 2048), 1)
     shutil.rmtree(base / "warm")
     walk_roots = {}
     for label, batch in (("one message per call", 1), ("batches of 32", BATCH)):
@@ -291,10 +291,10 @@ def _run(ctx) -> list[Row]:
         for k, v in run_java(cmd, "walk", walk_roots["java"], ctx.reps).items():
             walks[k][1].append(v)
     rows.append(pair_row("java-side get-page 1KiB (32-message pages)", *walks["page"], "msg/s",
-                         ours="get_message(broker=True)", java="getMessage (buffers)"))
+                         ourCall="get_message(broker=True)", javaCall="getMessage (buffers)"))
     rows.append(pair_row("java-side decode 1KiB (pages + an object per message)", *walks["decode"], "msg/s",
-                         ours="get_message(broker=True), a Message per message",
-                         java="getMessage + MessageDecoder.decode per message"))
+                         ourCall="get_message(broker=True), a Message per message",
+                         javaCall="getMessage + MessageDecoder.decode per message"))
     for root in walk_roots.values():
         shutil.rmtree(root, ignore_errors=True)
 
@@ -302,7 +302,7 @@ def _run(ctx) -> list[Row]:
 
     from . import index_gen
     rnd = random.Random(11)
-    for load in LOADS:
+    for load in loads:
         root = base / f"query-{load}"
         log(f"java side: key-query load {load}: building the index")
         n_keys = build_query_store(root, load)
@@ -317,8 +317,9 @@ def _run(ctx) -> list[Row]:
             for k, v in run_java(cmd, "query", root, key_file).items():
                 res[k][1].append(v)
         rows.append(pair_row(f"java-side key-query offsets load {load:g}", *res["query-offsets"], "queries/s",
-                             ours="IndexService.query_offset", java="IndexService.queryOffset", queries=nq))
+                             ourCall="IndexService.query_offset", javaCall="IndexService.queryOffset", queries=nq))
         rows.append(pair_row(f"java-side key-query messages load {load:g}", *res["query-messages"], "queries/s",
-                             ours="query_message(raw=True)", java="DefaultMessageStore.queryMessage", queries=nq))
+                             ourCall="query_message(raw=True)", javaCall="DefaultMessageStore.queryMessage",
+                             queries=nq))
         shutil.rmtree(root, ignore_errors=True)
     return rows

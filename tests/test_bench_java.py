@@ -106,3 +106,23 @@ def test_driver_against_rocketmq_jars(tmp_path):
     for mode in ("query-offsets", "query-messages"):
         assert jq[mode]["queries"] == oq[mode]["queries"] == 50
         assert jq[mode]["hits"] == oq[mode]["hits"] >= 50
+
+
+def test_java_section_end_to_end(tmp_path, monkeypatch):
+    """The whole section on tiny sizes: every row present, both sides measured, ratio = ours / Java."""
+    from types import SimpleNamespace
+    lib = _java_lib()
+    monkeypatch.setattr(java_side, "SETS", 1)
+    monkeypatch.setattr(java_side, "BUILD", tmp_path / "classes")
+    ctx = SimpleNamespace(tmp=tmp_path, quick=True, reps=1, java_lib=str(lib), java_sizes=(256, 50, (0.001,)))
+    rows = java_side.run(ctx)
+    names = [r.name for r in rows]
+    assert names == ["java-side append 1KiB, one message per call", "java-side append 1KiB, batches of 32",
+                     "java-side get-page 1KiB (32-message pages)",
+                     "java-side decode 1KiB (pages + an object per message)",
+                     "java-side key-query offsets load 0.001", "java-side key-query messages load 0.001"]
+    for r in rows:
+        assert r.value > 0 and r.baselineValue > 0 and r.ratio == pytest.approx(r.value / r.baselineValue)
+        assert r.baseline == "RocketMQ DefaultMessageStore V4_9_7"
+    assert rows[0].extra["bytesPerMessage"] == rows[0].extra["javaBytesPerMessage"]
+    assert rows[4].extra["p99Us"] > 0 and rows[4].extra["javaP99Us"] > 0
