@@ -281,7 +281,11 @@ def _run(ctx) -> list[Row]:
         rows.append(pair_row(f"java-side append 1KiB, {label}", ours, java, "msg/s", messages=n,
                              bytesPerMessage=round(ours[0]["bytes"] / ours[0]["messages"], 1),
                              javaBytesPerMessage=round(java[0]["bytes"] / java[0]["messages"], 1),
-                             timedUntil="ConsumeQueue and index dispatched"))
+                             timedUntil="ConsumeQueue and index dispatched",
+                             # Java dispatches on its reput thread: when its last put returned
+                             javaPutsReturnedMsgPerSecond=round(max((m["messages"] / m["putsReturnedSeconds"]
+                                                                     for m in java if m.get("putsReturnedSeconds")),
+                                                                    default=0))))
 
     walks: dict[str, list] = {"page": [[], []], "decode": [[], []]}
     for s in range(SETS):

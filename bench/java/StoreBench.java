@@ -168,11 +168,12 @@ public class StoreBench {
         } else {
             for (MessageExtBatch m : many) check(s.putMessages(m));
         }
+        long putNs = System.nanoTime() - t;
         while (s.dispatchBehindBytes() > 0) Thread.sleep(0, 200_000);  // CQ + index dispatched
         long ns = System.nanoTime() - t;
         long msgs = 0;
         for (int q = 0; q < QUEUES; q++) msgs += s.getMaxOffsetInQueue(TOPIC, q);
-        return new long[] {ns, msgs, s.getMaxPhyOffset()};
+        return new long[] {ns, msgs, s.getMaxPhyOffset(), putNs};
     }
 
     static void check(PutMessageResult r) {
@@ -190,7 +191,8 @@ public class StoreBench {
         DefaultMessageStore s = open(dir, true);
         long[] r = putAll(s, n, batch);
         s.shutdown();
-        emit("append", "batch", batch, "seconds", r[0] / 1e9, "messages", r[1], "bytes", r[2], "warmMessages", warm);
+        emit("append", "batch", batch, "seconds", r[0] / 1e9, "messages", r[1], "bytes", r[2], "warmMessages", warm,
+            "putsReturnedSeconds", r[3] / 1e9);
     }
 
     static long[] walkOnce(DefaultMessageStore s, boolean decode) {
