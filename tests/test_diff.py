@@ -174,10 +174,7 @@ def test_limit_cancel_and_bad_input(tmp_path):
     bad = subprocess.run(CLI + ["diff", str(a), str(tmp_path / "nope")], capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "no such folder" in bad.stderr
     dl = subprocess.run(CLI + ["diff", str(unpack("dledger")), str(a)], capture_output=True, text=True)
-    if dl.returncode == 2:  # while the engine does not read DLedger logs: refused, never "identical"
-        assert "DLedger" in dl.stderr and dl.stderr.count("\n") == 1
-    else:
-        assert dl.returncode == 1
+    assert dl.returncode == 1
     (tmp_path / "empty").mkdir()
     bad = subprocess.run(CLI + ["diff", str(tmp_path / "empty"), str(a)], capture_output=True, text=True)
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1
@@ -193,3 +190,27 @@ def test_a_store_before_and_after_its_recovery(fixture_copy):
     code, d = cli_diff(a, b)
     assert code == 0 and d["identical"] and d["commitlog"]["a"] == d["commitlog"]["b"]
     assert d["commitlog"]["a"]["maxOffset"] == manifest("crashed_torn")["after_reopen"]["maxPhyOffset"]
+
+
+def test_dledger_stores_compare_by_their_entries(fixture_copy):
+    """A DLedger log compares like a classic one: a copy is identical; a byte flipped inside
+    an entry's message (48 bytes past the entry's start) is found at its offset, as a changed
+    message with the offset RocketMQ gives it."""
+    a = unpack("dledger")
+    b = fixture_copy("dledger")
+    same = subprocess.run(CLI + ["diff", str(a), str(b), "--json"], capture_output=True, text=True)
+    assert same.returncode == 0 and json.loads(same.stdout)["identical"] is True
+    data = sorted((b / "dledger-n0" / "data").iterdir())
+    with MessageStore.open(a) as s:
+        m = next(r.message for _, r in s.commitlog.walk()
+                 if r.message is not None and r.message.commitLogOffset >= int(data[1].name) + 1000)
+    flip = m.commitLogOffset + m.storeSize - 1 - int(data[1].name)   # the record's last byte, inside its entry
+    with open(data[1], "r+b") as fh:
+        fh.seek(flip)
+        byte = fh.read(1)[0]
+        fh.seek(flip)
+        fh.write(bytes([byte ^ 0xFF]))
+    d = subprocess.run(CLI + ["diff", str(a), str(b), "--json"], capture_output=True, text=True)
+    r = json.loads(d.stdout)
+    assert d.returncode == 1 and r["firstDivergence"] == m.commitLogOffset + m.storeSize - 1
+    assert [c["commitLogOffset"] for c in r["changed"]] == [m.commitLogOffset]

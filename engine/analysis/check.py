@@ -23,6 +23,7 @@ import numpy as np
 from engine.format import properties as P
 from engine.config import CQ_UNIT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from engine.store.consume_queue import FILLER_SIZE
+from engine.store.batch_consume_queue import unit_problems
 from engine.errors import StoreError
 from engine.store.index_file import time_diff
 from engine.tasks import Cancelled, Progress, Task, run
@@ -59,8 +60,12 @@ def check_store(store, max_problems: int = 1000, progress=None, cancel=None) -> 
 def check_task(store, max_problems: int = 1000, cancel=None) -> Task[dict]:
     """The whole check; Progress in commitlog bytes, then one per later phase."""
     out = Problems(max_problems)
-    messages, n_messages, last_ts = yield from _commitlog(store, out, cancel)
+    messages, n_messages, last_ts = yield from _commitlog(store, out, cancel)  # (DLedger: tail in dledger_check)
     _poll(store, cancel)
+    extra = {}
+    if getattr(store, "dledger", None) is not None:  # DLedger mode: the entries around the messages
+        from .dledger_check import check_entries
+        extra["dledgerEntries"] = check_entries(store, out)
     n_units = _consume_queues(store, messages, out)
     yield Progress(1, 3, "consume queues", "phases")
     _poll(store, cancel)
@@ -71,7 +76,7 @@ def check_task(store, max_problems: int = 1000, cancel=None) -> Task[dict]:
     yield Progress(3, 3, "checkpoint and config", "phases")
     return {"ok": not out.count, "messages": n_messages, "cqUnits": n_units, "indexEntries": n_entries,
             "crcRule": "body CRC and __CRC32# tails" if _verify_tails(store) else "body CRC (4.x: no __CRC32# tails)",
-            "problemCount": out.count, "problems": out.items}
+            "problemCount": out.count, "problems": out.items, **extra}
 
 
 def _verify_tails(store) -> bool:
@@ -91,7 +96,7 @@ def _commitlog(store, out: Problems, cancel):
     cl = store.commitlog
     rec = store.recovery.commitlog
     last = cl.files[-1] if cl.files else None
-    if last is not None and rec.end_offset < last.end_offset:
+    if last is not None and rec.end_offset < last.end_offset and getattr(store, "dledger", None) is None:
         f = cl.queue.find(rec.end_offset) or last
         pos = rec.end_offset - f.file_from_offset
         if pos < f.file_size and any(f.buf[pos:min(f.file_size, pos + 4096)]):
@@ -174,6 +179,7 @@ def _consume_queues(store, messages: dict, out: Problems) -> int:
     n_units = 0
     seen = set()
     for (topic, qid), cq in store.queues.items():
+        lmq = cq.lmq  # 5.x LMQ: units of other topics' records (their queue offsets are the real topic's)
         for first, units, path in _unit_runs(cq):
             n_units += len(units)
             for i, (phy, size, tags, *t) in enumerate(units.tolist()):
@@ -190,6 +196,11 @@ def _consume_queues(store, messages: dict, out: Problems) -> int:
                         out.add("cq-unit", f"{topic}/{qid} unit {q} points at {phy}, where no record starts",
                                 path, pos)
                     continue
+                if lmq:
+                    if (m[3], m[6]) != (size, tags):
+                        out.add("cq-unit", f"{topic}/{qid} unit {q} -> record {m[0]}/{m[1]}@{m[2]} size {m[3]} "
+                                f"tagsCode {m[6]} (unit size {size}, tagsCode {tags})", path, pos)
+                    continue
                 if (m[0], m[1], m[2], m[3]) != (topic, qid, q, size):
                     out.add("cq-unit", f"{topic}/{qid} unit {q} -> record {m[0]}/{m[1]}@{m[2]} size {m[3]} "
                             f"(unit size {size})", path, pos)
@@ -203,9 +214,14 @@ def _consume_queues(store, messages: dict, out: Problems) -> int:
                     out.add("cq-time", f"{topic}/{qid} unit {q}: storeTimestamp {t[0]}, the record says {m[7]}",
                             path, pos)
                 seen.add((topic, qid, q))
+    batch = store.batch_topics
+    for p in unit_problems(store, cl.min_offset):  # 5.x BatchCQ units against their records
+        out.add("batch-cq-unit", f"{p['topic']}/{p['queueId']} unit at base {p['queueOffset']}: {p['problem']}"
+                + (f" (expected {p['expected']}, found {p['actual']})" if p.get("expected") else ""),
+                store.root / p["file"], p["fileOffset"])
     for off, m in messages.items():
         topic, qid, qoff, _size, tt = m[:5]
-        if tt not in DISPATCHED or (topic, qid, qoff) in seen:
+        if tt not in DISPATCHED or (topic, qid, qoff) in seen or (batch and topic in batch):
             continue
         cq = store.find_queue(topic, qid)
         if cq is None:

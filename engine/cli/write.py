@@ -232,7 +232,8 @@ def cmd_check(store, args) -> int:
         print(json.dumps(report))
     else:
         print(f"{'OK' if report['ok'] else 'PROBLEMS'}: {report['messages']} messages, "
-              f"{report['cqUnits']} CQ units, {report['indexEntries']} index entries checked"
+              f"{report['cqUnits']} CQ units, {report['indexEntries']} index entries"
+              + (f", {report['dledgerEntries']} DLedger entries" if "dledgerEntries" in report else "") + " checked"
               + (f"; {report['problemCount']} problems" if report["problemCount"] else "")
               + (f", first {len(report['problems'])} shown" if report["problemCount"] > len(report["problems"]) else ""))
         print(f"  crc rule: {report['crcRule']} (by the store's generation)")

@@ -8,13 +8,12 @@ Each rule reads one thing a 4.9 broker never writes, or always writes differentl
 - the checkpoint's fourth and fifth fields (masterFlushedOffset 5.0+, confirmPhyOffset 5.1.1+):
   4.9 writes three, so bytes 24-39 are zero (a 5.x master that never recovered leaves them 0 too);
 - the abort file: 5.x writes its PID into it (and leaves abort.bak), 4.9 leaves it empty.
-The DLedger entry header (48 bytes, size at +4, blank magic -1) is here only to reach the
-message inside an entry for sampling (STORE_FORMAT_DLEDGER §2)."""
+The DLedger entry header (engine/format/dledger_layout.py) is used only to reach the message
+inside an entry for sampling (STORE_FORMAT_DLEDGER §2)."""
 from __future__ import annotations
 
-import struct
-
 from engine.format.checkpoint_layout import CHECKPOINT_FIELDS
+from engine.format.dledger_layout import BLANK_HEAD, BLANK_MAGIC, ENTRY_BODY_OFFSET
 from engine.format.properties import PROPERTY_SEPARATOR
 from engine.format.record import MESSAGE_MAGIC_V2, PROP_CRC_TAIL_SIZE
 
@@ -36,10 +35,7 @@ FIVE_X_PATHS = {
 }
 
 # DLedger data entries (STORE_FORMAT_DLEDGER §2): the message record starts 48 bytes in
-DLEDGER_ENTRY_HEADER = 48
-DLEDGER_OFF_SIZE = 4
-DLEDGER_BLANK_MAGIC = -1
-_DL_HEAD = struct.Struct(">ii")  # magic, size
+DLEDGER_ENTRY_HEADER = ENTRY_BODY_OFFSET
 
 
 def props_end_with_separator(raw_props: str) -> bool | None:
@@ -77,7 +73,7 @@ def dledger_entry(buf: bytes, pos: int) -> tuple[int, int] | None:
     """(message start, entry size) of the DLedger entry at pos, or None at a blank or the end."""
     if pos + DLEDGER_ENTRY_HEADER > len(buf):
         return None
-    magic, size = _DL_HEAD.unpack_from(buf, pos)
-    if magic == DLEDGER_BLANK_MAGIC or size <= DLEDGER_ENTRY_HEADER:
+    magic, size = BLANK_HEAD.unpack_from(buf, pos)  # an entry starts magic, size as a blank does
+    if magic == BLANK_MAGIC or size <= DLEDGER_ENTRY_HEADER:
         return None
     return pos + DLEDGER_ENTRY_HEADER, size

@@ -10,6 +10,7 @@ from typing import Iterator
 
 import numpy as np
 
+from engine.format.dledger_layout import hop_entries
 from engine.format.cq_unit import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, FILLER_SIZE
 from engine.format.index_layout import INDEX_ENTRY_DTYPE, INDEX_ENTRY_SIZE
 from engine.scan.columns import RecordBlock, hop, hop_assisted
@@ -47,7 +48,9 @@ def read_commitlog(s: CommitLogSlice, delay_level_millis: list[int], stats: Slic
     pos = s.start
     cands = hint_positions(s)
     while True:
-        if cands is not None:
+        if s.entry_header:  # DLedger: the records are the bodies of the entries
+            h = hop_entries(mm, pos, s.end, s.limit, s.file_from_offset, max_records, max_bytes)
+        elif cands is not None:
             h = hop_assisted(mm, u8, pos, s.end, s.limit, cands, max_records, max_bytes)
         else:
             h = hop(mm, pos, s.end, s.limit, max_records, max_bytes)

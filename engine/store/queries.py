@@ -84,6 +84,10 @@ class Queries:
 
     def store_time_at(self, topic: str, queue_id: int, queue_offset: int) -> int:
         cq = self.find_queue(topic, queue_id)
+        if cq is None and self.find_batch_queue(topic, queue_id) is not None:  # 5.x BatchCQ: the unit's time
+            b = self.find_batch_queue(topic, queue_id)
+            u = b.unit(queue_offset) if queue_offset < b.max_offset else None
+            return u["storeTimestamp"] if u else -1
         u = cq.unit(queue_offset) if cq else None
         if u is None or not (queue_offset < cq.max_offset):
             return -1
@@ -96,6 +100,10 @@ class Queries:
         from engine.store.time_lookup import offset_by_time_49, offset_by_time_5x
         cq = self.find_queue(topic, queue_id)
         if cq is None:
+            b = self.find_batch_queue(topic, queue_id)
+            if b is not None:
+                from engine.store.batch_consume_queue import offset_by_time
+                return offset_by_time(b, timestamp, boundary)
             return 0
         if getattr(cq, "offset_by_time", None) is not None:  # a queue with its own store times (RocksDB)
             return cq.offset_by_time(timestamp, boundary)
@@ -137,5 +145,5 @@ class Queries:
         return self.get_offset_in_queue_by_time(topic, queue_id, timestamp, b), name, why
 
     def earliest_message_time(self, topic: str, queue_id: int) -> int:
-        cq = self.find_queue(topic, queue_id)
+        cq = self.find_queue(topic, queue_id) or self.find_batch_queue(topic, queue_id)
         return self.store_time_at(topic, queue_id, cq.min_offset) if cq else -1

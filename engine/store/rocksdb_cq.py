@@ -16,6 +16,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.format.lmq import LMQ_PREFIX
 from engine.errors import CorruptDataError
 from engine.files.rocksdb import ReadOnlyRocksDB
 from engine.format import rocksdb_cq as fmt
@@ -63,6 +64,7 @@ class RocksDBConsumeQueue:
         self._store = store
         self.topic = topic
         self.queue_id = queue_id
+        self.lmq = topic.startswith(LMQ_PREFIX)  # an LMQ kept in RocksDB (engine/store/lmq.py)
         self.directory = store.path
         self.min_offset = min_offset
         self.max_offset = max_offset

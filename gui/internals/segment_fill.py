@@ -281,7 +281,8 @@ class SegmentFillView(RefreshWhenShown, QWidget):
         swatches = [f'<span style="color:{hex_color(c)}">&#9632;</span>&nbsp;{html.escape(elide(t, 40))}'
                     for t, c in self.topic_colors.items()]
         swatches += [f'<span style="color:{hex_color(CATEGORY_COLORS[k])}">&#9632;</span>&nbsp;'
-                     f'<i>{A.CATEGORY_NAMES[k]}</i>' for k in (A.BLANK, A.FREE, A.DAMAGED, A.FILLER, A.USED, A.SLOTS)]
+                     f'<i>{A.CATEGORY_NAMES[k]}</i>' for k in (A.BLANK, A.FREE, A.DAMAGED, A.FILLER, A.USED, A.SLOTS)
+                     + ((A.ENTRY_HEADER,) if any((c.segments.ids == A.ENTRY_HEADER).any() for c in cl) else ())]
         self.legend.setText("&nbsp;&nbsp; ".join(swatches))
 
     # ---- interaction ----------------------------------------------------------------------

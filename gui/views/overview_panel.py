@@ -21,6 +21,18 @@ def _value() -> QLabel:
     return lab
 
 
+def dledger_text(d: dict | None) -> str:
+    if not d:
+        return "no (classic commitlog)"
+    cp = d.get("checkpoint") or {}
+    return (f"{d['folder']}: selfId {d['selfId']}, term {d['currTerm']}, voteLeader {d['voteLeader'] or '—'}\n"
+            f"entries {d['ledgerBeginIndex']}–{d['ledgerEndIndex']} (last term {d['ledgerEndTerm']}), "
+            f"committedIndex {d['committedIndex']}\n"
+            f"checkpoint: endIndex {cp.get('endIndex', '—')}, committedIndex {cp.get('committedIndex', '—')}"
+            + (f"\nmixed: {len(d['oldCommitlogFiles'])} old commitlog files below offset {d['dividedCommitlogOffset']}"
+               if d.get("oldCommitlogFiles") else ""))
+
+
 def _cq_store_text(cqs: dict) -> str:
     if cqs.get("storeType") == "defaultRocksDB":
         return (f"in RocksDB (storeType=defaultRocksDB), read-only\n"
@@ -31,7 +43,7 @@ def _cq_store_text(cqs: dict) -> str:
 class OverviewPanel(QWidget):
     FIELDS = {
         "store": ["Folder", "Mode", "Generation", "Abort file", "Lock", "Checkpoint", "Recovery"],
-        "commitlog": ["Min offset", "Max offset", "Data", "Files"],
+        "commitlog": ["Min offset", "Max offset", "Data", "Files", "DLedger"],
         "messages": ["Topics", "Queues", "ConsumeQueues", "Messages", "First stored", "Last stored", "Span"],
         "index": ["Index files", "Index entries", "Consumer groups", "Config files"],
     }
@@ -121,6 +133,8 @@ class OverviewPanel(QWidget):
         v["Max offset"].setText(f"{ov.commitlog_max} (commitlog offset)")
         v["Data"].setText(format_bytes(ov.commitlog_bytes))
         v["Files"].setText(f"{len(ov.commitlog_files)} × {format_bytes(ov.file_size)}")
+        v["DLedger"].setText(dledger_text(ov.dledger))
+        self.tabs.setTabText(1, "DLedger data files" if ov.dledger else "CommitLog files")
         v["Topics"].setText(str(len(ov.topics)))
         v["Queues"].setText(str(ov.queue_count))
         v["ConsumeQueues"].setText(_cq_store_text(ov.consume_queue_store))
