@@ -28,6 +28,7 @@ SETS = 2
 LOADS = (0.5, 2, 4)
 QUERY_MESSAGES = 4096          # the messages the index entries point at (entry i -> message i % this)
 BASELINE = "RocketMQ DefaultMessageStore"
+JAVA_WARM_APPENDS = 40_960     # into a scratch store before each timed Java append (the JIT)
 
 
 class JavaSideError(RuntimeError):
@@ -273,7 +274,7 @@ def _run(ctx) -> list[Row]:
                 if side == "rmqstore":
                     ours.append(ours_append(root, n, batch))
                 else:
-                    java.append(run_java(cmd, "append", root, n, batch, min(n, 20_480))["append"])
+                    java.append(run_java(cmd, "append", root, n, batch, JAVA_WARM_APPENDS)["append"])
                 if batch == BATCH and s == SETS - 1:
                     walk_roots[side] = root
                 else:

@@ -42,7 +42,8 @@ import org.apache.rocketmq.store.stats.BrokerStatsManager;
  *   walk DIR REPS             every queue of the bench topic in 32-message pages (getMessage),
  *                             then the same walk with MessageDecoder.decode per message
  *   query DIR KEYFILE         IndexService.queryOffset and queryMessage for every key of KEYFILE
- *                             (one per line), a warm pass first; latencies per query
+ *                             (one per line); latencies per query
+ * Reads and queries are warmed with WARM_CALLS calls first, whatever the timed count.
  */
 public class StoreBench {
     static final String TOPIC = "BenchTopic";
@@ -50,6 +51,7 @@ public class StoreBench {
     static final int QUEUES = 4;
     static final int BODY = 1024;
     static final int DISTINCT_BODIES = 32;
+    static final int WARM_CALLS = 200_000;  // calls before timing, whatever the timed count: C2 compiles
     static final InetSocketAddress BORN = new InetSocketAddress("127.0.0.1", 0);
     static final InetSocketAddress STORE_HOST = new InetSocketAddress("127.0.0.1", 10911);
 
@@ -224,7 +226,8 @@ public class StoreBench {
     static void walk(String dir, int reps) throws Exception {
         DefaultMessageStore s = open(dir, true);
         for (boolean decode : new boolean[] {false, true}) {
-            walkOnce(s, decode);  // warm: JIT and page cache
+            long warmed = 0;  // warm (JIT, page cache): at least two passes and WARM_CALLS messages
+            for (int i = 0; i < 2 || warmed < WARM_CALLS; i++) warmed += walkOnce(s, decode)[1];
             long[] best = null;
             for (int i = 0; i < reps; i++) {
                 long[] r = walkOnce(s, decode);
@@ -242,7 +245,7 @@ public class StoreBench {
         IndexService idx = (IndexService) f.get(s);
         List<String> keys = Files.readAllLines(Paths.get(keyFile), StandardCharsets.UTF_8);
         for (String mode : new String[] {"offsets", "messages"}) {
-            timeQueries(s, idx, keys, mode);  // warm
+            for (long warmed = 0; warmed < WARM_CALLS; warmed += keys.size()) timeQueries(s, idx, keys, mode);  // warm
             long[] lat = new long[keys.size()];
             long hits = 0;
             long t = System.nanoTime();
