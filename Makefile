@@ -5,6 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 STORE  ?=
 QUICK  ?=
+JAVA_LIB ?=
 
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
@@ -80,8 +81,9 @@ screenshots: $(STAMP)
 	mkdir -p docs/screenshots
 	for n in $(SHOTS); do cp build/screenshots/$$n.png docs/screenshots/; done
 
+# JAVA_LIB=DIR (RocketMQ 4.9.7's lib/ jars) adds the side-by-side java section (bench/README.md)
 bench: $(STAMP)
-	$(PY) -m bench $(if $(QUICK),--quick,)
+	$(PY) -m bench $(if $(QUICK),--quick,) $(if $(JAVA_LIB),--java-lib $(JAVA_LIB),)
 
 # the long reliability run; prints the power-loss and verdict-fuzz figures (docs/reliability.md, "Soak figures")
 soak: $(STAMP)
