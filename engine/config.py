@@ -53,6 +53,16 @@ class StoreConfig:
     listenPort: int = 10911
     brokerClusterName: str = "DefaultCluster"
     flushIntervalCommitLog: int = 500
+    timerPrecisionMs: int = 1000                      # 5.x timer store: read from the files unless set
+    mappedFileSizeTimerLog: int = 100 * 1024 * 1024   # 5.x timerlog files: read from the files unless set
+    # DLedger mode (engine/store/dledger_commit_log.py): which dledger-<selfId> folder, where its data is
+    enableDLegerCommitLog: bool = False
+    dLegerSelfId: str = ""
+    storePathDLedgerCommitLog: str = ""
+    # 5.x LMQ multi-dispatch (engine/store/lmq.py) and BatchConsumeQueue file size
+    enableLmq: bool = False
+    enableMultiDispatch: bool = False
+    mapperFileSizeBatchConsumeQueue: int = 300_000 * 46
     # which settings were given explicitly (by file or caller) rather than defaulted
     explicit: set[str] = field(default_factory=set, repr=False, compare=False)
     # which sizes were detected from the files
@@ -177,6 +187,8 @@ class StoreConfig:
             ("maxIndexNum", self.maxIndexNum > 1),
             ("maxMsgsNumBatch", self.maxMsgsNumBatch >= 0),
             ("maxMessageSize", self.maxMessageSize > 0),
+            ("timerPrecisionMs", self.timerPrecisionMs > 0),
+            ("mappedFileSizeTimerLog", self.mappedFileSizeTimerLog >= 52),
         ]
         for name, ok in checks:
             if not ok:
@@ -216,13 +228,13 @@ def load_store_config(config_file: str | os.PathLike | None = None, settings=Non
 _META = ("explicit", "detected", "notes", "ignored", "tolerant")
 STORE_KEYS = {f.name for f in fields(StoreConfig) if f.name not in _META}
 PATH_KEYS = {"storePathRootDir", "storePathCommitLog", "storePathConsumeQueue", "storePathIndex",
-             "storeCheckpoint", "abortFile", "storePathEpochFile", "storePathBrokerIdentity"}
+             "storeCheckpoint", "abortFile", "storePathEpochFile", "storePathBrokerIdentity",
+             "storePathDLedgerCommitLog"}
 # broker.conf settings outside MessageStoreConfig (BrokerConfig, NettyServerConfig, ...): known, not used
 BROKER_KEYS = {"brokerName", "brokerId", "namesrvAddr", "deleteWhen", "fileReservedTime", "brokerIP2",
                "autoCreateTopicEnable", "autoCreateSubscriptionGroup", "sendMessageThreadPoolNums",
-               "pullMessageThreadPoolNums", "enableDLegerCommitLog", "dLegerGroup", "dLegerPeers",
-               "dLegerSelfId", "transientStorePoolEnable", "diskMaxUsedSpaceRatio", "haListenPort",
-               "storeType", "enableControllerMode", "timerWheelEnable", "enableLmq", "enableMultiDispatch",
+               "pullMessageThreadPoolNums", "dLegerGroup", "dLegerPeers", "transientStorePoolEnable", "diskMaxUsedSpaceRatio", "haListenPort",
+               "storeType", "enableControllerMode", "timerWheelEnable",
                "aclEnable", "traceTopicEnable", "defaultTopicQueueNums", "useReentrantLockWhenPutMessage"}
 _KEY_RE = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*\Z")
 MAX_CONFIG_BYTES = 1 << 20

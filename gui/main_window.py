@@ -69,6 +69,9 @@ class MainWindow(QMainWindow):
         self.scans = LazyPanel(self.session, lambda: _scan_panel(self.session, self.settings))
         self.tabs.addTab(self.internals, "Internals")
         self.tabs.addTab(self.scans, "Scan")
+        self.timers = LazyPanel(self.session, lambda: _timers_view(self.session), on_created=self._timers_created)
+        self.tabs.insertTab(self.tabs.indexOf(self.internals), self.timers, "Timers")   # 5.x timer stores only
+        self.tabs.setTabVisible(self.tabs.indexOf(self.timers), False)
         self.split = QSplitter(Qt.Horizontal, self)
         self.split.addWidget(self.tree)
         self.split.addWidget(self.tabs)
@@ -248,6 +251,7 @@ class MainWindow(QMainWindow):
         self._sync_rw(store)
         self._show_banners(store)
         self.tree.populate(store)
+        self.tabs.setTabVisible(self.tabs.indexOf(self.timers), getattr(store, "timer", None) is not None)
         self.search.set_store_lists(store.topics(), store.queue_list(), -1, -1)
         self.overview.clear()
         self._compute_overview()
@@ -289,6 +293,7 @@ class MainWindow(QMainWindow):
     def _on_closed(self) -> None:
         self._set_open_state(False)
         self.tree.populate(None)
+        self.tabs.setTabVisible(self.tabs.indexOf(self.timers), False)
         self.browser.set_queue(None, None)
         self.overview.clear()
         self.search.clear()
@@ -300,7 +305,8 @@ class MainWindow(QMainWindow):
         self.storeClosed.emit()
 
     def _set_open_state(self, is_open: bool) -> None:
-        for a in (self.act_close, self.act_refresh, self.act_find, self.act_goto, self.act_gotime, self.act_rw):
+        for a in (self.act_close, self.act_refresh, self.act_find, self.act_goto, self.act_gotime, self.act_rw,
+                  self.act_compare):
             a.setEnabled(is_open)
         self.act_tail.setEnabled(is_open and self.session.can_refresh)
         self.act_send.setEnabled(is_open and not self.session.read_only)
@@ -460,6 +466,8 @@ class MainWindow(QMainWindow):
         self.browser.set_utc(on)
         self.search.set_utc(on)
         self.overview.set_utc(on)
+        if self.timers.panel is not None:
+            self.timers.panel.set_utc(on)
 
     def _find(self) -> None:
         self.tabs.setCurrentWidget(self.search)
@@ -505,6 +513,10 @@ class MainWindow(QMainWindow):
     def _internals_created(self, panel) -> None:
         panel.openRequested.connect(self.show_commitlog_offset)
         panel.queueOffsetsSelected.connect(lambda t, q, first, end: self.show_queue(t, q, first))
+
+    def _timers_created(self, view) -> None:
+        view.openRequested.connect(self.show_commitlog_offset)
+        view.set_utc(self.utc)
 
     def show_commitlog_offset(self, offset: int) -> None:
         """Show the message whose record starts at a commitlog offset (from the internals views)."""
@@ -552,6 +564,11 @@ class MainWindow(QMainWindow):
 def _internals_panel(session):
     from .internals.panel import InternalsPanel
     return InternalsPanel(session)
+
+
+def _timers_view(session):
+    from .views.timers import TimersView
+    return TimersView(session)
 
 
 def _scan_panel(session, settings):

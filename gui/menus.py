@@ -8,6 +8,7 @@ from PySide6.QtWidgets import QAbstractItemView, QDialog, QDialogButtonBox, QToo
 
 from engine import __version__
 
+from .views.store_compare import open_compare_dialog
 from .views.tables import fill_table, make_table
 
 SHORTCUTS = [
@@ -86,6 +87,8 @@ def make_actions(self) -> None:
     self.act_store_settings = A("Store S&ettings…", lambda: self.store_settings_dialog(), None,
                                 "File sizes and other settings by RocketMQ's names (or from a broker.conf); "
                                 "remembered for the store")
+    self.act_compare = A("&Compare with Store…", lambda: open_compare_dialog(self), None,
+                         "Compare the open store with another store folder (both read, never written)")
     self.act_help = A("&Keyboard Shortcuts", self.show_help, "F1")
     self.act_about = A("&About", self.show_about)
 
@@ -107,6 +110,7 @@ def make_actions(self) -> None:
     m.addAction(self.act_rw)
     m.addAction(self.act_send)
     m.addSeparator()
+    m.addAction(self.act_compare)
     m.addAction(self.act_store_settings)
     m = mb.addMenu("&Help")
     m.addAction(self.act_help)

@@ -16,7 +16,7 @@ from engine import StoreError
 from engine.config import StoreConfig, load_store_config, parse_settings
 from engine.errors import ConfigError, NotAStoreError, ReadOnlyStoreError, StoreLockedError
 
-EXCLUDED = ("storePathRootDir", "storePathCommitLog")
+EXCLUDED = ("storePathRootDir", "storePathCommitLog", "storePathDLedgerCommitLog")
 # sizes none of the files record: detected from the files when left empty
 SIZE_KEYS = ("mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "maxHashSlotNum", "maxIndexNum")
 CHOICES = {
@@ -24,6 +24,8 @@ CHOICES = {
     "brokerRole": ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"),
 }
 HINTS = {
+    "dLegerSelfId": "DLedger mode: read dledger-<this id>/ (when the store has several)",
+    "enableDLegerCommitLog": "DLedger mode: the store's log is dledger-<selfId>/",
     "mappedFileSizeCommitLog": "bytes per commitlog file",
     "mappedFileSizeConsumeQueue": "bytes per ConsumeQueue file (a multiple of 20)",
     "maxHashSlotNum": "hash slots per index file",
@@ -47,6 +49,8 @@ HINTS = {
     "listenPort": "port in new offset msgIds",
     "brokerClusterName": "cluster name",
     "flushIntervalCommitLog": "async flush interval, ms",
+    "timerPrecisionMs": "timer wheel precision, ms (5.x; read from the files when not set)",
+    "mappedFileSizeTimerLog": "bytes per timerlog file (5.x; read from the files when not set)",
 }
 
 

@@ -96,7 +96,7 @@ def test_cli_json_contracts():
     code, out, _ = run_cli("uniq", root, first["topic"], first["uniqKey"], "--json")
     assert json.loads(out)["kind"] == "uniq"
     code, out, _ = run_cli("time", root, "TopicTest", 0, "0", "--json")
-    assert json.loads(out) == {"offset": 0, "timestamp": 0}
+    assert json.loads(out) == {"offset": 0, "timestamp": 0, "rule": "4.9", "ruleSource": "generation"}  # small: 4.x
     code, out, _ = run_cli("time", root, "TopicTest", 0, "2026-11-22T01:25:30Z", "--json")
     assert json.loads(out)["offset"] > 0
 

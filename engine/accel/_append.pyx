@@ -88,6 +88,8 @@ cdef class Appender:
         tail = "\x02CLUSTER\x01" + cluster
         if self.crc_tail:
             tail += "\x02__CRC32#\x010000000000\x02"
+        elif w.props_trailing:  # a 5.x store: the 5.x form, a trailing 0x02
+            tail += "\x02"
         self.tail = tail.encode("utf-8")
         self.prefix = w.uniq.prefix
         self.prefix_b = self.prefix.encode("ascii")

@@ -323,8 +323,8 @@ def get_message(store, topic, queue_id, offset, max_count=32, broker=False):
     if not 1 <= max_count <= LONG_MAX or not -LONG_MAX <= offset <= LONG_MAX:
         return store._get_message_py(topic, queue_id, offset, max_count, broker)
     cq = store.queues.get((topic, queue_id))
-    if cq is None:
-        return _result("NO_MESSAGE_IN_QUEUE", 0, 0, 0, [], 0, [])
+    if cq is None or cq.lmq:  # BatchCQ queues (not in store.queues) and LMQs: the reference answers
+        return store._get_message_py(topic, queue_id, offset, max_count, broker)
     cqq = cq.queue
     cdef int64_t off = offset, mn = cq.min_logic_offset // CQ_UNIT_SIZE, mx = queue_max(cqq) // CQ_UNIT_SIZE
     cdef bint brk = broker

@@ -7,8 +7,9 @@ from .chains import (ChainHistogram, SlotStats, bin_slots, chain_census, chain_c
 from .collisions import (COLLISION, MATCH, SAME_KEY, SHARES_SLOT, UNRESOLVED, ChainResolution, ResolvedEntry,
                          resolve_chain)
 from .commitlog_fill import CommitLogFileFill, CommitLogFillCache, commitlog_fill, commitlog_fill_task
+from .diff import StoreDiff, compare_task, diff_task
 from .fill import IndexFill, QueueFileFill, StoreFill, index_fill, queue_file_fill, store_fill, store_fill_task
-from .segments import (BLANK, CATEGORY_NAMES, DAMAGED, FILLER, FREE, RESERVED, SLOTS, USED, Segments,
+from .segments import (BLANK, CATEGORY_NAMES, DAMAGED, ENTRY_HEADER, FILLER, FREE, RESERVED, SLOTS, USED, Segments,
                        run_length)
 from .series import QueueSeries, queue_series, store_times
 
@@ -17,7 +18,8 @@ __all__ = [
     "chain_lengths_numpy", "longest_slot_in", "poisson_expected", "slot_stats", "slots_used_per_bin",
     "COLLISION", "MATCH", "SAME_KEY", "SHARES_SLOT", "UNRESOLVED", "ChainResolution", "ResolvedEntry", "resolve_chain",
     "CommitLogFileFill", "CommitLogFillCache", "commitlog_fill", "commitlog_fill_task",
+    "StoreDiff", "compare_task", "diff_task",
     "IndexFill", "QueueFileFill", "StoreFill", "index_fill", "queue_file_fill", "store_fill", "store_fill_task",
-    "BLANK", "CATEGORY_NAMES", "DAMAGED", "FILLER", "FREE", "RESERVED", "SLOTS", "USED", "Segments", "run_length",
+    "BLANK", "CATEGORY_NAMES", "DAMAGED", "ENTRY_HEADER", "FILLER", "FREE", "RESERVED", "SLOTS", "USED", "Segments", "run_length",
     "QueueSeries", "queue_series", "store_times",
 ]

@@ -23,6 +23,7 @@ import numpy as np
 from engine.format import properties as P
 from engine.config import CQ_UNIT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from engine.store.consume_queue import FILLER_SIZE
+from engine.store.batch_consume_queue import unit_problems
 from engine.errors import StoreError
 from engine.store.index_file import time_diff
 from engine.tasks import Cancelled, Progress, Task, run
@@ -59,8 +60,12 @@ def check_store(store, max_problems: int = 1000, progress=None, cancel=None) -> 
 def check_task(store, max_problems: int = 1000, cancel=None) -> Task[dict]:
     """The whole check; Progress in commitlog bytes, then one per later phase."""
     out = Problems(max_problems)
-    messages, n_messages, last_ts = yield from _commitlog(store, out, cancel)
+    messages, n_messages, last_ts = yield from _commitlog(store, out, cancel)  # (DLedger: tail in dledger_check)
     _poll(store, cancel)
+    extra = {}
+    if getattr(store, "dledger", None) is not None:  # DLedger mode: the entries around the messages
+        from .dledger_check import check_entries
+        extra["dledgerEntries"] = check_entries(store, out)
     n_units = _consume_queues(store, messages, out)
     yield Progress(1, 3, "consume queues", "phases")
     _poll(store, cancel)
@@ -70,7 +75,14 @@ def check_task(store, max_problems: int = 1000, cancel=None) -> Task[dict]:
     _config_json(store, out)
     yield Progress(3, 3, "checkpoint and config", "phases")
     return {"ok": not out.count, "messages": n_messages, "cqUnits": n_units, "indexEntries": n_entries,
-            "problemCount": out.count, "problems": out.items}
+            "crcRule": "body CRC and __CRC32# tails" if _verify_tails(store) else "body CRC (4.x: no __CRC32# tails)",
+            "problemCount": out.count, "problems": out.items, **extra}
+
+
+def _verify_tails(store) -> bool:
+    """`__CRC32#` tails are checked unless a 4.x broker wrote the store: 4.9 neither writes nor
+    strips the property, so there it is only a producer's property."""
+    return store.generation().version != "4.x"
 
 
 # ---- commitlog ------------------------------------------------------------------------------
@@ -84,7 +96,7 @@ def _commitlog(store, out: Problems, cancel):
     cl = store.commitlog
     rec = store.recovery.commitlog
     last = cl.files[-1] if cl.files else None
-    if last is not None and rec.end_offset < last.end_offset:
+    if last is not None and rec.end_offset < last.end_offset and getattr(store, "dledger", None) is None:
         f = cl.queue.find(rec.end_offset) or last
         pos = rec.end_offset - f.file_from_offset
         if pos < f.file_size and any(f.buf[pos:min(f.file_size, pos + 4096)]):
@@ -98,6 +110,7 @@ def _commitlog(store, out: Problems, cancel):
         out.add("file", f"passed over: {why}", store.root, None)
     messages: dict[int, tuple] = {}
     crc_tails: dict = {}  # file -> [records whose __CRC32# checks out, offsets of records without one]
+    tails_rule = _verify_tails(store)
     last_ts = 0
     total = max(1, cl.max_offset - cl.min_offset)
     step = max(1 << 16, total // 200)
@@ -124,6 +137,8 @@ def _commitlog(store, out: Problems, cancel):
                         "INNER_NUM property", f.path, off)
             if body_crc(m.body) != m.bodyCRC:  # recovery checks CRCs in the last files only; empty = 0
                 out.add("commitlog-crc", f"body CRC {body_crc(m.body)} != stored {m.bodyCRC}", f.path, off)
+            if not tails_rule:
+                continue
             tails = crc_tails.setdefault(f.path, [0, []])
             if verify_prop_crc(f.buf, off - f.file_from_offset, m.storeSize):
                 tails[0] += 1
@@ -145,42 +160,68 @@ def _commitlog(store, out: Problems, cancel):
 
 
 # ---- consume queues -------------------------------------------------------------------------
+def _unit_runs(cq):
+    """(first queue offset, units, file) file by file -- a file missing in the middle
+    must not hide the rest -- or, for a queue without files (RocksDB), a range read at a time."""
+    for cf in cq.queue.files:
+        first = max(cf.file_from_offset // CQ_UNIT_SIZE, cq.min_offset)
+        yield first, cq.units(first, (cf.file_from_offset + cf.wrote_position) // CQ_UNIT_SIZE), cf.path
+    if not cq.queue.files and cq.max_offset > cq.min_offset:
+        for a in range(cq.min_offset, cq.max_offset, 4096):
+            units = cq.units_with_times(a, min(cq.max_offset, a + 4096))  # store times checked too
+            yield a, units, cq.directory
+            if len(units) < min(cq.max_offset, a + 4096) - a:
+                break  # a unit missing: the rest is reported as missing units
+
+
 def _consume_queues(store, messages: dict, out: Problems) -> int:
     cl = store.commitlog
     n_units = 0
     seen = set()
     for (topic, qid), cq in store.queues.items():
-        for cf in cq.queue.files:  # file by file: a file missing in the middle must not hide the rest
-            first = max(cf.file_from_offset // CQ_UNIT_SIZE, cq.min_offset)
-            units = cq.units(first, (cf.file_from_offset + cf.wrote_position) // CQ_UNIT_SIZE)
+        lmq = cq.lmq  # 5.x LMQ: units of other topics' records (their queue offsets are the real topic's)
+        for first, units, path in _unit_runs(cq):
             n_units += len(units)
-            for i, (phy, size, tags) in enumerate(units.tolist()):
+            for i, (phy, size, tags, *t) in enumerate(units.tolist()):
                 q = first + i
-                pos = q * CQ_UNIT_SIZE % cq.file_size
+                pos = q * CQ_UNIT_SIZE % cq.file_size if cq.file_size else q  # RocksDB: the queue offset
                 if phy == 0 and size == FILLER_SIZE:
                     continue
                 m = messages.get(phy)
                 if m is None:
                     if phy >= cl.max_offset:
                         out.add("cq-unit", f"{topic}/{qid} unit {q} points at {phy}, past the end of the commitlog "
-                                f"({cl.max_offset})", cf.path, pos)
+                                f"({cl.max_offset})", path, pos)
                     elif phy >= cl.min_offset:
                         out.add("cq-unit", f"{topic}/{qid} unit {q} points at {phy}, where no record starts",
-                                cf.path, pos)
+                                path, pos)
+                    continue
+                if lmq:
+                    if (m[3], m[6]) != (size, tags):
+                        out.add("cq-unit", f"{topic}/{qid} unit {q} -> record {m[0]}/{m[1]}@{m[2]} size {m[3]} "
+                                f"tagsCode {m[6]} (unit size {size}, tagsCode {tags})", path, pos)
                     continue
                 if (m[0], m[1], m[2], m[3]) != (topic, qid, q, size):
                     out.add("cq-unit", f"{topic}/{qid} unit {q} -> record {m[0]}/{m[1]}@{m[2]} size {m[3]} "
-                            f"(unit size {size})", cf.path, pos)
+                            f"(unit size {size})", path, pos)
                 elif m[4] not in DISPATCHED:
                     out.add("cq-unit", f"{topic}/{qid} unit {q} -> a {'prepared' if m[4] == 4 else 'rolled-back'} "
-                            "transaction record, which is never dispatched (its SYSFLAG?)", cf.path, pos)
+                            "transaction record, which is never dispatched (its SYSFLAG?)", path, pos)
                 elif m[6] != tags:
                     out.add("cq-tags", f"{topic}/{qid} unit {q}: tagsCode {tags}, expected {m[6]} from the record's "
-                            "TAGS (delivery time for delayed messages)", cf.path, pos)
+                            "TAGS (delivery time for delayed messages)", path, pos)
+                elif t and t[0] != m[7]:
+                    out.add("cq-time", f"{topic}/{qid} unit {q}: storeTimestamp {t[0]}, the record says {m[7]}",
+                            path, pos)
                 seen.add((topic, qid, q))
+    batch = store.batch_topics
+    for p in unit_problems(store, cl.min_offset):  # 5.x BatchCQ units against their records
+        out.add("batch-cq-unit", f"{p['topic']}/{p['queueId']} unit at base {p['queueOffset']}: {p['problem']}"
+                + (f" (expected {p['expected']}, found {p['actual']})" if p.get("expected") else ""),
+                store.root / p["file"], p["fileOffset"])
     for off, m in messages.items():
         topic, qid, qoff, _size, tt = m[:5]
-        if tt not in DISPATCHED or (topic, qid, qoff) in seen:
+        if tt not in DISPATCHED or (topic, qid, qoff) in seen or (batch and topic in batch):
             continue
         cq = store.find_queue(topic, qid)
         if cq is None:

@@ -41,6 +41,7 @@ class CommitLogFileFill:
     data_end: int                     # position after the last record
     blank_at: int | None              # position of the END_OF_FILE blank record, if any
     stop: str                         # why the walk ended
+    record_head: int = 0              # bytes before each record that belong to it (a DLedger entry header)
 
     @property
     def message_count(self) -> int:
@@ -64,7 +65,7 @@ class CommitLogFileFill:
 
     def record_at(self, pos: int) -> int | None:
         """Position of the message record holding file position `pos`, if any."""
-        i = int(np.searchsorted(self.record_starts, pos, side="right")) - 1
+        i = int(np.searchsorted(self.record_starts, pos + self.record_head, side="right")) - 1
         if i < 0 or pos >= self.record_starts[i] + self.record_sizes[i] or self.record_topics[i] < 0:
             return None
         return int(self.record_starts[i])
@@ -228,8 +229,12 @@ def commitlog_fill_task(store, cache: CommitLogFillCache | None = None,
             cancel.raise_if_cancelled()
         fill = cache.peek(f)
         if fill is None:
-            units = QueueUnits(store) if units is None else units
-            fill = yield from walk_commitlog_file_task(store.commitlog, f, units, cancel)
+            if f.file_from_offset >= getattr(store.commitlog, "divided", 1 << 62):  # DLedger entries
+                from .dledger_fill import walk_dledger_file_task
+                fill = CommitLogFileFill(**(yield from walk_dledger_file_task(store.commitlog, f, cancel)))
+            else:
+                units = QueueUnits(store) if units is None else units
+                fill = yield from walk_commitlog_file_task(store.commitlog, f, units, cancel)
             cache.put(f, fill)
         out.append(fill)
         done += f.wrote_position

@@ -15,8 +15,10 @@ FILLER = -4     # ConsumeQueue pre-blank filler unit (0, 0x7FFFFFFF, 0)
 USED = -5       # used, without a topic (index entries / slots)
 RESERVED = -6   # index entry #0, never used
 SLOTS = -7      # index slots in use
+ENTRY_HEADER = -8  # DLedger data file: the 48-byte entry header before each message
 CATEGORY_NAMES = {BLANK: "blank tail", FREE: "unwritten", DAMAGED: "damaged", FILLER: "filler units",
-                  USED: "index entries used", RESERVED: "reserved entry #0", SLOTS: "index slots used"}
+                  USED: "index entries used", RESERVED: "reserved entry #0", SLOTS: "index slots used",
+                  ENTRY_HEADER: "DLedger entry headers"}
 
 
 @dataclass

@@ -27,6 +27,30 @@ def message_rows(msgs) -> str:
     return table(rows, ["TOPIC", "QUEUE", "QOFFSET", "PHYOFFSET", "STORED", "TAGS", "KEYS", "SIZE", "MSGID", "BODY"])
 
 
+def with_dledger(store: MessageStore, out: dict, msgs) -> dict:
+    """A DLedger store's messages gain `dledger`: the entry around each (index, term, pos, ...)."""
+    if store.dledger is not None:
+        for j, m in zip(out["messages"], msgs):
+            j["dledger"] = store.dledger_entry(m.commitLogOffset)
+    return out
+
+
+def _files_kind(d: dict | None, n: int) -> str:
+    if not d:
+        return ""
+    old = len(d.get("oldCommitlogFiles") or [])
+    return f"({old} old commitlog + {n - old} DLedger data) " if old else "DLedger data "
+
+
+def dledger_line(d: dict) -> str:
+    cp = d["checkpoint"] or {}
+    return (f"dledger    {d['folder']} (selfId {d['selfId']})  term {d['currTerm']}  voteLeader {d['voteLeader'] or '-'}  "
+            f"entries [{d['ledgerBeginIndex']}, {d['ledgerEndIndex']}]  committed {d['committedIndex']}  "
+            f"checkpoint endIndex {cp.get('endIndex')} committedIndex {cp.get('committedIndex')}"
+            + (f"\n           mixed: {len(d['oldCommitlogFiles'])} old commitlog file(s) below offset "
+               f"{d['dividedCommitlogOffset']}, DLedger from there" if d.get("oldCommitlogFiles") else ""))
+
+
 # ---- commands --------------------------------------------------------------------------
 def cmd_info(store: MessageStore, args) -> int:
     info = store.info()
@@ -36,13 +60,20 @@ def cmd_info(store: MessageStore, args) -> int:
     cl = info["commitlog"]
     out = [f"store      {info['root']}  ({'read-only' if store.read_only else 'read-write'})",
            f"abort      {'present: the last run did not shut down cleanly' if info['abort'] else 'absent'}",
-           f"commitlog  offsets [{cl['minOffset']}, {cl['maxOffset']})  in {len(cl['files'])} file(s) of "
-           f"{store.cfg.mappedFileSizeCommitLog} bytes",
+           f"commitlog  offsets [{cl['minOffset']}, {cl['maxOffset']})  in {len(cl['files'])} "
+           f"{_files_kind(info.get('dledger'), len(cl['files']))}file(s) of {store.cfg.mappedFileSizeCommitLog} bytes",
+           *([dledger_line(info["dledger"])] if info.get("dledger") else []),
+           f"generation {generation_line(info['generation'])}",
            f"checkpoint physic {fmt_time(info['checkpoint']['physicMsgTimestamp'])}  "
            f"logics {fmt_time(info['checkpoint']['logicsMsgTimestamp'])}  "
            f"index {fmt_time(info['checkpoint']['indexMsgTimestamp'])}", ""]
-    out.append(table([[q["topic"], q["queueId"], q["minOffset"], q["maxOffset"], q["maxOffset"] - q["minOffset"]]
-                      for q in info["queues"]], ["TOPIC", "QUEUE", "MIN", "MAX", "COUNT"]))
+    cqs = info.get("consumeQueueStore") or {}
+    if cqs.get("storeType") == "defaultRocksDB":
+        out[-1:-1] = [f"consume queues in RocksDB (storeType=defaultRocksDB, read-only) at {cqs['path']}; "
+                      f"dispatch committed up to commitlog offset {cqs['committedMaxPhyOffset']}"]
+    out.append(table([[q["topic"], q["queueId"], q["minOffset"], q["maxOffset"], q["maxOffset"] - q["minOffset"],
+                       "LMQ" if q.get("lmq") else q.get("cqType", "SimpleCQ")]
+                      for q in info["queues"]], ["TOPIC", "QUEUE", "MIN", "MAX", "COUNT", "KIND"]))
     out.append("")
     out.append(table([[f["name"], fmt_time(f["beginTimestamp"]), fmt_time(f["endTimestamp"]), f["beginPhyOffset"],
                        f["endPhyOffset"], f["hashSlotCount"], f["indexCount"]] for f in info["indexFiles"]],
@@ -51,6 +82,14 @@ def cmd_info(store: MessageStore, args) -> int:
         out.append(f"warning: {w}")
     print("\n".join(out))
     return 0
+
+
+def generation_line(gen: dict) -> str:
+    """`4.x  (the first sign that decided it; N more)`: the full evidence is in --json."""
+    signs = [e["detail"] for e in gen["evidence"] if e["points"] == gen["version"]]
+    more = f"; {len(signs) - 1} more sign(s)" if len(signs) > 1 else ""
+    return f"{gen['version']}  ({signs[0] + more if signs else 'nothing decides it'})" + \
+        ("  [signs of both generations]" if gen.get("mixed") else "")
 
 
 def cmd_dump(store: MessageStore, args) -> int:
@@ -62,7 +101,10 @@ def cmd_dump(store: MessageStore, args) -> int:
             continue
         m = r.message
         if args.json:
-            print(json.dumps(m.to_json(), ensure_ascii=False))
+            j = m.to_json()
+            if store.dledger is not None:
+                j["dledger"] = store.dledger_entry(m.commitLogOffset)
+            print(json.dumps(j, ensure_ascii=False))
         else:
             print(f"{m.commitLogOffset:>12}  {safe(m.topic)}/{m.queueId}@{m.queueOffset}  {fmt_time(m.storeTimestamp)}  "
                   f"size={m.storeSize} tags={safe(m.tags or '')} keys={safe(m.keys or '')} msgId={m.msgId}  "
@@ -76,9 +118,9 @@ def cmd_dump(store: MessageStore, args) -> int:
 def require_queue(store: MessageStore, topic: str, queue: int) -> None:
     """A topic or queue the store does not have is an error a user should see, not an empty
     queue (RocketMQ itself answers NO_MESSAGE_IN_QUEUE for both)."""
-    if store.find_queue(topic, queue) is not None:
+    if store.queue_bounds(topic, queue) is not None:
         return
-    queues = sorted(q for t, q in store.queues if t == topic)
+    queues = sorted({q for t, q in list(store.queues) + list(store.batch_queues) if t == topic})
     if not queues:
         raise CliError(f"no topic {safe(topic)!r} in {store.root}")
     raise CliError(f"topic {safe(topic)!r} has no queue {queue} (its queues: {', '.join(map(str, queues))})")
@@ -87,11 +129,33 @@ def require_queue(store: MessageStore, topic: str, queue: int) -> None:
 def cmd_get(store: MessageStore, args) -> int:
     require_queue(store, args.topic, args.queue)
     r = store.get_message(args.topic, args.queue, args.offset, args.count, broker=args.broker)
+    rows = inner_rows(r.innerMessages) if r.innerMessages is not None else message_rows(r.messages)
     human = (f"status {r.status}  next {r.nextBeginOffset}  queue offsets [{r.minOffset}, {r.maxOffset})\n"
-             + message_rows(r.messages)
-             + "".join(f"\nskipped queue offset {q}: {why}" for q, why in r.skipped))
-    emit(args, r.to_json(), human)
+             + rows + "".join(f"\nskipped queue offset {q}: {why}" for q, why in r.skipped))
+    emit(args, with_dledger(store, r.to_json() if not args.json else get_json(store, r, args.offset), r.messages),
+         human)
     return 0
+
+
+def get_json(store: MessageStore, r, offset: int) -> dict:
+    """get --json: the page, plus each record's LMQ dispatch (positions from the LMQ CQs) and,
+    on a BatchCQ queue, the inner message at the requested offset with its record."""
+    j = r.to_json()
+    for m, mj in zip(r.messages, j["messages"]):
+        d = store.lmq_dispatch(m)
+        if d is not None:
+            mj["lmqDispatch"] = d
+    if r.innerMessages is not None:
+        at = [b for b in r.innerMessages if b.queueOffset == offset]
+        j["innerMessage"] = at[0].to_json() if at else None
+    return j
+
+
+def inner_rows(batched) -> str:
+    rows = [[b.queueOffset, b.unit["msgBaseOffset"], b.unit["batchSize"], b.unit["commitLogOffset"],
+             fmt_time(b.record.storeTimestamp) if b.record else "", b.tags or "", b.keys or "", b.uniqKey or "",
+             preview(b.body) if b.record else b.why] for b in batched]
+    return table(rows, ["QOFFSET", "BASE", "BATCH", "PHYOFFSET", "STORED", "TAGS", "KEYS", "UNIQ_KEY", "BODY"])
 
 
 def cmd_cq(store: MessageStore, args) -> int:
@@ -99,18 +163,29 @@ def cmd_cq(store: MessageStore, args) -> int:
     if (args.__dict__["from"] or 0) < 0 or args.count < 0:
         raise CliError("--from and --count must not be negative")
     cq = store.find_queue(args.topic, args.queue)
+    if cq is None:  # a BatchCQ queue: its 46-byte units, from the one containing --from
+        units = store.batch_units(args.topic, args.queue, args.__dict__["from"], args.count)
+        if not args.json:
+            print(table([[u["msgBaseOffset"], u["batchSize"], u["commitLogOffset"], u["size"], u["tagsCode"],
+                          fmt_time(u["storeTimestamp"]), u["compactedOffset"]] for u in units],
+                        ["BASE", "BATCH", "PHYOFFSET", "SIZE", "TAGSCODE", "STORED", "COMPACTED"]))
+        for u in units if args.json else ():
+            print(json.dumps(u))
+        return 0
     start = cq.min_offset if args.__dict__["from"] is None else args.__dict__["from"]
     end = cq.max_offset if not args.count else min(cq.max_offset, start + args.count)
     if not args.json:
         print(f"{'OFFSET':>10}  {'PHYOFFSET':>12}  {'SIZE':>10}  TAGSCODE")
     step = 65536
+    timed = getattr(cq, "units_with_times", None)  # RocksDB units keep their store time
     for a in range(start, end, step):
-        units = cq.units(a, min(end, a + step))
-        for i, (phy, size, tags) in enumerate(units.tolist()):
+        units = timed(a, min(end, a + step)) if timed else cq.units(a, min(end, a + step))
+        for i, (phy, size, tags, *t) in enumerate(units.tolist()):
             if args.json:
-                print(json.dumps({"offset": a + i, "commitLogOffset": phy, "phyOffset": phy, "size": size, "tagsCode": tags}))
+                print(json.dumps({"offset": a + i, "commitLogOffset": phy, "phyOffset": phy, "size": size, "tagsCode": tags,
+                                  **({"storeTimestamp": t[0]} if t else {})}))
             else:
-                print(f"{a + i:>10}  {phy:>12}  {size:>10}  {tags}")
+                print(f"{a + i:>10}  {phy:>12}  {size:>10}  {tags}" + (f"  {fmt_time(t[0])}" if t else ""))
     return 0
 
 
@@ -123,7 +198,7 @@ def cmd_query_key(store: MessageStore, args) -> int:
         r = store.query_message(args.topic, args.key, begin, end, args.max, raw=args.raw)
     human = message_rows(r.messages) + ("\n(truncated: more matches exist; raise --max or use --max 0)"
                                         if r.truncated else "")
-    emit(args, r.to_json(), human)
+    emit(args, with_dledger(store, r.to_json(), r.messages), human)
     return 0
 
 
@@ -132,7 +207,14 @@ def cmd_msgid(store: MessageStore, args) -> int:
         raise CliError(f"malformed msgId {safe(args.id)!r}: an offset msgId or a UNIQ_KEY is 32 hex digits "
                        "(IPv4 hosts) or 56 (IPv6)")
     kind, msgs = store.lookup_id(args.id)
-    emit(args, {"kind": kind, "messages": [m.to_json() for m in msgs]},
+    if not msgs and store.batch_queues:  # an inner message of a 5.x BatchCQ batch (never indexed)
+        inner = store.find_inner(args.id.strip().upper())
+        if inner:
+            emit(args, {"kind": "inner", "messages": [b.record.to_json() for b in inner],
+                        "innerMessages": [b.to_json() for b in inner]},
+                 f"{args.id} is the UNIQ_KEY of an inner message of a batch\n" + inner_rows(inner))
+            return 0
+    emit(args, with_dledger(store, {"kind": kind, "messages": [m.to_json() for m in msgs]}, msgs),
          f"{args.id} is {'an offset msgId' if kind == 'offset' else 'a UNIQ_KEY' if kind == 'uniq' else 'not found'}\n"
          + message_rows(msgs))
     return 0 if msgs else 1
@@ -140,15 +222,21 @@ def cmd_msgid(store: MessageStore, args) -> int:
 
 def cmd_uniq(store: MessageStore, args) -> int:
     msgs = store.query_uniq(args.topic, args.key)
-    emit(args, {"kind": "uniq", "messages": [m.to_json() for m in msgs]}, message_rows(msgs))
+    emit(args, with_dledger(store, {"kind": "uniq", "messages": [m.to_json() for m in msgs]}, msgs),
+         message_rows(msgs))
     return 0 if msgs else 1
 
 
 def cmd_time(store: MessageStore, args) -> int:
     ts = parse_time(args.time)
     require_queue(store, args.topic, args.queue)
-    off = store.get_offset_in_queue_by_time(args.topic, args.queue, ts, args.boundary)
-    emit(args, {"offset": off, "timestamp": ts}, f"{off}    (queue offset for {fmt_time(ts)})")
+    try:
+        off, rule, why = store.offset_by_time(args.topic, args.queue, ts, args.rule, args.boundary)
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    by = "given" if why == "flag" else f"the store's generation, {store.generation().version}"
+    emit(args, {"offset": off, "timestamp": ts, "rule": rule, "ruleSource": why},
+         f"{off}    (queue offset for {fmt_time(ts)})\nrule       {rule} ({by})")
     return 0
 
 
@@ -204,7 +292,9 @@ def build_parser() -> argparse.ArgumentParser:
     _topic_queue(sp)
     sp.add_argument("time", help=f"store time: {TIME_FORMATS}")
     sp.add_argument("--boundary", choices=["lower", "upper"], default=None,
-                    help="5.x semantics (default: 4.9's nearest unit)")
+                    help="5.x rule: first message at or after T (lower) / last at or before T (upper)")
+    sp.add_argument("--rule", choices=["4.9", "5.x"], default=None,
+                    help="time-lookup rule (default: the store's generation; 4.9 for 4.x and unknown stores)")
     _add_optional_commands(sub, add)
     return p
 
@@ -226,6 +316,10 @@ def _add_optional_commands(sub, add) -> None:
         pass
     from engine.cli import internals as cli_internals
     cli_internals.register(add, COMMANDS)
+    from engine.cli import diff as cli_diff
+    cli_diff.register(add, COMMANDS)
+    from engine.cli import timers as cli_timers
+    cli_timers.register(add, COMMANDS)
     try:
         from engine.cli import scan as scan_cli
     except Exception as e:  # noqa: BLE001 - reported when `scan` is asked for, not hidden

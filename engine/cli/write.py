@@ -105,7 +105,8 @@ def prepare_send(args, cfg) -> None:
         raise StoreError(f"--count must be at least 1, got {args.count}")
     props = _props(args.prop)
     with MessageStore.open(root, cfg, read_only=True) as probe:
-        pcfg = probe.cfg
+        from engine.store.generation import write_defaults
+        pcfg = write_defaults(probe.cfg, probe.generation())  # the form a read-write open will write
     levels = len(pcfg.delay_level_millis)
     if not 0 <= args.delay <= levels:
         raise StoreError(f"--delay must be a level in 0..{levels} (0 = none), got {args.delay}")
@@ -231,9 +232,11 @@ def cmd_check(store, args) -> int:
         print(json.dumps(report))
     else:
         print(f"{'OK' if report['ok'] else 'PROBLEMS'}: {report['messages']} messages, "
-              f"{report['cqUnits']} CQ units, {report['indexEntries']} index entries checked"
+              f"{report['cqUnits']} CQ units, {report['indexEntries']} index entries"
+              + (f", {report['dledgerEntries']} DLedger entries" if "dledgerEntries" in report else "") + " checked"
               + (f"; {report['problemCount']} problems" if report["problemCount"] else "")
               + (f", first {len(report['problems'])} shown" if report["problemCount"] > len(report["problems"]) else ""))
+        print(f"  crc rule: {report['crcRule']} (by the store's generation)")
         for p in report["problems"]:
             where = p["file"] + (f", offset {p['offset']}" if p["offset"] is not None else "")
             print(f"  {p['kind']}: {p['detail']} ({where})")

@@ -30,8 +30,11 @@ def diff_row(**kw) -> dict:
     return {k: kw.get(k) for k in ROW_KEYS}
 
 
-def cq_location(topic: str, queue_id: int, queue_offset: int, file_size: int) -> tuple[str, int]:
-    """(file relative to the store root, byte position) where a queue offset's unit lives."""
+def cq_location(topic: str, queue_id: int, queue_offset: int, file_size: int) -> tuple[str, int | None]:
+    """(file relative to the store root, byte position) where a queue offset's unit lives;
+    file_size 0: the queues are in RocksDB (the database folder, no position)."""
+    if not file_size:
+        return "consumequeue", None
     pos = queue_offset * CQ_UNIT_SIZE
     start = pos - pos % file_size
     return os.path.join("consumequeue", topic, str(queue_id), f"{start:020d}"), pos % file_size

@@ -16,6 +16,8 @@ from engine.scan.consistency import (MAX_REPORTED, cq_location, diff_row, index_
 from engine.scan.jobs import (CSV_COLUMNS, DEFAULT_FILTER_LIMIT, DEFAULT_TOP, PERCENTILES, JobParams, discard,
                               exact_percentile, is_uri, publish, temporary_sibling)
 from engine.scan.planning import plan_commitlog, plan_consume_queues, plan_index
+from engine.scan import consistency_5x as c5
+from engine.format.lmq import LMQ_PREFIX
 from engine.scan.reader import SliceStats, read_commitlog, read_cq, read_index
 from engine.scan.stores import ORIGIN_COLUMNS, by_broker, members_of
 from engine.tasks import CancelToken, Progress, ProgressFn
@@ -232,13 +234,16 @@ def duplicates(store, params, progress, cancel):
 def consistency(members, params, progress, cancel):
     store = members_of(members)[0].store
     cl_min = store.min_offset
-    cq_size = store.cfg.mappedFileSizeConsumeQueue
+    cq_size = 0 if getattr(store, "rocksdb", None) is not None else store.cfg.mappedFileSizeConsumeQueue
     expected: dict[tuple, tuple] = {}
     rows: list[dict] = []
     idx_expected: Counter = Counter()
     idx_info: dict[tuple, tuple[str, str]] = {}
     index_on = store.cfg.messageIndexEnable
     unfiltered = JobParams(split_bytes=params.split_bytes, throttle_ms=params.throttle_ms)
+    batch_topics, lmq_on = store.batch_topics, c5.lmq_active(store)
+    lmq_exp: dict = {}
+    lmq_act: dict = {}
     for b in iter_blocks(store, unfiltered, progress, cancel, apply_filter=False):
         tt = b.array("sysFlag") & 0x0C
         qid, qoff, phy = b.array("queueId").tolist(), b.array("queueOffset").tolist(), b.array("physicalOffsetField").tolist()
@@ -246,6 +251,11 @@ def consistency(members, params, progress, cancel):
         offs = b.commit_log_offsets.tolist()
         topics = b.topics
         for i in np.flatnonzero((tt == 0) | (tt == 8)).tolist():
+            if batch_topics and topics[i] in batch_topics:
+                continue  # batchconsumequeue/: consistency_5x.batch_problems
+            if lmq_on:
+                for lmq in c5.lmq_targets(topics[i], b.properties_raw[i]):
+                    lmq_exp[(lmq, phy[i])] = (size[i], tags[i], offs[i])
             key = (topics[i], qid[i], qoff[i])
             if key in expected:
                 f, pos = cq_location(topics[i], qid[i], qoff[i], cq_size)
@@ -263,9 +273,13 @@ def consistency(members, params, progress, cancel):
     for s in plan_consume_queues(store):
         cancel.raise_if_cancelled()
         u = read_cq(s)
+        lmq = lmq_on and s.topic.startswith(LMQ_PREFIX)
         for q, p, sz, tc, pos in zip(u["queueOffset"].tolist(), u["commitLogOffset"].tolist(), u["size"].tolist(),
                                      u["tagsCode"].tolist(), u["position"].tolist()):
             if p < cl_min:
+                continue
+            if lmq:
+                lmq_act[(s.topic, p)] = (q, sz, tc, s.rel_path, pos)
                 continue
             e = expected.pop((s.topic, s.queue_id, q), None)
             if e is None:
@@ -276,6 +290,7 @@ def consistency(members, params, progress, cancel):
                 rows.append(diff_row(structure="consumequeue", problem="unit differs", file=s.rel_path, fileOffset=pos,
                                      topic=s.topic, queueId=s.queue_id, queueOffset=q, commitLogOffset=e[3],
                                      expected=unit_dict(*e[:3]), actual=unit_dict(p, sz, tc)))
+    rows += c5.lmq_problems(lmq_exp, lmq_act, cq_size) + c5.batch_problems(store, cl_min)
     for (t, qid, q), e in expected.items():
         f, pos = cq_location(t, qid, q, cq_size)
         rows.append(diff_row(structure="consumequeue", problem="unit missing", file=f, fileOffset=pos, topic=t,

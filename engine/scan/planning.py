@@ -23,6 +23,7 @@ import numpy as np
 
 from engine.config import CQ_UNIT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from engine.store.consume_queue import FILLER_SIZE
+from engine.format.dledger_layout import ENTRY_BODY_OFFSET
 from engine.format.message import MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2
 from engine.format.record import OFF_PHYSICALOFFSET
 from engine.scan.columns import hop
@@ -48,6 +49,9 @@ class CommitLogSlice:
     # known record starts to speed the hop up: (CQ file path, first unit, end unit) ranges
     # whose units point into [start, end) of this file
     hints: tuple = ()
+    # DLedger data file: every record is the body of an entry with a header of this many
+    # bytes; start/end are entry positions (engine.format.dledger_layout.hop_entries)
+    entry_header: int = 0
 
     @property
     def nbytes(self) -> int:
@@ -64,6 +68,7 @@ class CQSlice:
     file_size: int
     unit_start: int   # unit numbers inside the file
     unit_end: int
+    kind: str = "file"  # "rocksdb": queue offsets [file_from / 20 + unit_start, + unit_end) of a queue in RocksDB at `path`
 
 
 @dataclass(frozen=True)
@@ -110,6 +115,11 @@ def plan_commitlog(store, split_bytes: int | None = None, min_partitions: int = 
     if min_partitions > 1 and total:
         split = min(split, max(MIN_SPLIT_BYTES if split_bytes is None else 1, math.ceil(total / min_partitions)))
     plan = Plan(str(store.root), [], cl.min_offset, max_off, list(store.cfg.delay_level_millis), split)
+    if getattr(cl, "is_dledger", False):  # entries never span files: one slice per data file
+        plan.commitlog = [CommitLogSlice(str(f.path), f.file_from_offset, f.file_size, 0, limit, limit,
+                                         entry_header=ENTRY_BODY_OFFSET if f.file_from_offset >= cl.divided else 0)
+                          for f, limit in regions]   # (below `divided`: the old commitlog of a mixed store)
+        return plan
     cq = _CQHints(store) if (use_cq or hop_hints) and store.queues else None
     for f, limit in regions:
         cuts = [0]
@@ -209,11 +219,19 @@ def split_points(buf, file_from: int, limit: int, targets: list[int], hints: _CQ
 
 
 # ---- consume queues and index --------------------------------------------------------------
+ROCKSDB_SLICE_UNITS = 1 << 18  # units of a RocksDB queue per slice (one range read)
+
+
 def plan_consume_queues(store, topics: set[str] | None = None, queue_ids: set[int] | None = None) -> list[CQSlice]:
     """Every written unit of every ConsumeQueue file (up to the recovered write position)."""
     out = []
     for (topic, qid), cq in sorted(store.queues.items()):
         if topics and topic not in topics or queue_ids and qid not in queue_ids:
+            continue
+        if getattr(cq, "kind", "file") == "rocksdb":  # no files: key ranges of the database
+            for a in range(cq.min_offset, cq.max_offset, ROCKSDB_SLICE_UNITS):
+                n = min(cq.max_offset - a, ROCKSDB_SLICE_UNITS)
+                out.append(CQSlice(topic, qid, str(cq.directory), "consumequeue", a * CQ_UNIT_SIZE, 0, 0, n, "rocksdb"))
             continue
         for f in cq.queue.files:
             n = f.wrote_position // CQ_UNIT_SIZE

@@ -10,9 +10,11 @@ from typing import Iterator
 
 import numpy as np
 
+from engine.format.dledger_layout import hop_entries
 from engine.format.cq_unit import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, FILLER_SIZE
 from engine.format.index_layout import INDEX_ENTRY_DTYPE, INDEX_ENTRY_SIZE
 from engine.scan.columns import RecordBlock, hop, hop_assisted
+from engine.store.rocksdb_cq import read_units as read_rocksdb_units
 from engine.scan.planning import CommitLogSlice, CQSlice, IndexSlice, index_entry_position
 
 BLOCK_RECORDS = 1 << 16
@@ -46,7 +48,9 @@ def read_commitlog(s: CommitLogSlice, delay_level_millis: list[int], stats: Slic
     pos = s.start
     cands = hint_positions(s)
     while True:
-        if cands is not None:
+        if s.entry_header:  # DLedger: the records are the bodies of the entries
+            h = hop_entries(mm, pos, s.end, s.limit, s.file_from_offset, max_records, max_bytes)
+        elif cands is not None:
             h = hop_assisted(mm, u8, pos, s.end, s.limit, cands, max_records, max_bytes)
         else:
             h = hop(mm, pos, s.end, s.limit, max_records, max_bytes)
@@ -89,6 +93,12 @@ def hint_positions(s: CommitLogSlice) -> np.ndarray | None:
 
 def read_cq(s: CQSlice) -> dict[str, np.ndarray]:
     """Units of one CQ slice as native arrays; filler units (0, MAX_INT, 0) are dropped."""
+    if s.kind == "rocksdb":  # no byte position: `position` is -1
+        first = s.file_from // CQ_UNIT_SIZE + s.unit_start
+        q, u = read_rocksdb_units(s.path, s.topic, s.queue_id, first, first + s.unit_end - s.unit_start)
+        phy = u["commitLogOffset"].astype(np.int64)
+        return {"queueOffset": q, "commitLogOffset": phy, "phyOffset": phy, "size": u["size"].astype(np.int32),
+                "tagsCode": u["tagsCode"].astype(np.int64), "position": np.full(len(q), -1, np.int64)}
     _, u8 = map_file(s.path)
     u = np.frombuffer(u8, dtype=CQ_UNIT_DTYPE, count=s.unit_end, offset=0)[s.unit_start:s.unit_end]
     phy = u["commitLogOffset"].astype(np.int64)

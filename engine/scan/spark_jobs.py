@@ -28,6 +28,8 @@ from engine.scan.jobs import (CSV_COLUMNS, DEFAULT_FILTER_LIMIT, DEFAULT_TOP, JS
 from engine.scan.planning import Plan, plan_commitlog, plan_consume_queues, plan_index, plan_to_json, plans_to_json
 from engine.scan.spark_session import is_connect, master_of, parallelism_of
 from engine.scan.stores import ScanStore, members_of
+from engine.scan import consistency_5x as c5
+from engine.format.lmq import LMQ_PREFIX
 from engine.tasks import Cancelled, CancelToken, Progress, ProgressFn, StageProgress
 
 
@@ -293,16 +295,21 @@ def consistency(ld: Loader, run: SparkRunner):
     the driver turns them into difference rows exactly as engine.scan.local does."""
     store = ld.store
     cl_min = store.min_offset
-    cq_size = store.cfg.mappedFileSizeConsumeQueue
+    cq_size = 0 if getattr(store, "rocksdb", None) is not None else store.cfg.mappedFileSizeConsumeQueue
     msgs = ld.messages(["topic", "queueId", "queueOffset", "physicalOffsetField", "storeSize", "tagsCode", "sysFlag",
                         "commitLogOffset", "indexKeys", "indexKeyHashes"], filtered=False)
     tt = F.col("sysFlag").bitwiseAND(0x0C)
     key = ["topic", "queueId", "queueOffset"]
-    exp = (msgs.where((tt == 0) | (tt == 8)).groupBy(*key)
+    simple = msgs.where((tt == 0) | (tt == 8))
+    if store.batch_topics:  # their units are in batchconsumequeue/ (consistency_5x.batch_problems)
+        simple = simple.where(~F.col("topic").isin(sorted(store.batch_topics)))
+    exp = (simple.groupBy(*key)
            .agg(F.sort_array(F.collect_list(F.struct("commitLogOffset", F.col("physicalOffsetField").alias("unitOffset"),
                                                      F.col("storeSize").alias("size"), "tagsCode"))).alias("recs")))
-    act = (ld.consume_queues().where(F.col("commitLogOffset") >= cl_min)
-           .select(*key, F.struct("commitLogOffset", "size", "tagsCode", "file", "position").alias("unit")))
+    lmq_on = c5.lmq_active(store)
+    cqs = ld.consume_queues().where(F.col("commitLogOffset") >= cl_min)
+    act = (cqs.where(~F.col("topic").startswith(LMQ_PREFIX)) if lmq_on else cqs).select(
+        *key, F.struct("commitLogOffset", "size", "tagsCode", "file", "position").alias("unit"))
     first = F.col("recs")[0]
     j = exp.join(act, on=key, how="full_outer")
     differs = (F.col("recs").isNull() | F.col("unit").isNull() | (F.size("recs") > 1)
@@ -323,9 +330,15 @@ def consistency(ld: Loader, run: SparkRunner):
               .where(F.col("ce") != F.col("ca")))
         parts.append(jj.select(F.lit("index").alias("kind"),
                                F.to_json(F.struct("keyHash", "commitLogOffset", "ce", "ca", "first", "entries")).alias("payload")))
-    diff = parts[0] if len(parts) == 1 else parts[0].unionByName(parts[1])
+    if lmq_on:
+        parts.append(_lmq_differences(ld, simple, cqs))
+    diff = parts[0]
+    for p in parts[1:]:
+        diff = diff.unionByName(p)
     rows: list[dict] = []
     missing, extra = [], []
+    lmq_exp: dict = {}
+    lmq_act: dict = {}
     ranges = index_file_ranges(store)
     for r in run.collect(diff.limit(MAX_REPORTED)):
         d = json.loads(r.payload)
@@ -355,6 +368,11 @@ def consistency(ld: Loader, run: SparkRunner):
                                      file=f, fileOffset=pos, topic=t, queueId=qid, queueOffset=q,
                                      commitLogOffset=e["unitOffset"],
                                      expected=unit_dict(e["unitOffset"], e["size"], e["tagsCode"])))
+        elif r.kind == "lmq":
+            lmq_exp.update({(d["lmq"], d["phy"]): (e["size"], e["tagsCode"], e["commitLogOffset"])
+                            for e in [d.get("e")] if e})
+            lmq_act.update({(d["lmq"], d["phy"]): (a["queueOffset"], a["size"], a["tagsCode"], a["file"], a["position"])
+                            for a in [d.get("a")] if a})
         else:
             ce, ca = d["ce"], d["ca"]
             if ce > ca:
@@ -366,7 +384,30 @@ def consistency(ld: Loader, run: SparkRunner):
                     extra.append({"keyHash": d["keyHash"], "commitLogOffset": d["commitLogOffset"], "file": e["file"],
                                   "position": e["position"], "index": e["index"]})
     rows += pair_index_differences(missing, extra)
+    rows += c5.lmq_problems(lmq_exp, lmq_act, cq_size) + c5.batch_problems(store, cl_min)
     return merge_rows(rows, index_chain_problems(store, cl_min)), False
+
+
+def _lmq_differences(ld: Loader, simple: DataFrame, cqs: DataFrame) -> DataFrame:
+    """LMQ units expected from the records' INNER_MULTI_DISPATCH (5.3.3's dispatch rules)
+    fully joined with the LMQ units on disk by (lmq, commitlog offset); the pairs that differ."""
+    from pyspark.sql.types import ArrayType, StringType
+    targets = F.udf(c5.lmq_targets_of, ArrayType(StringType()), useArrow=False)
+    props = ld.messages(["topic", "physicalOffsetField", "storeSize", "tagsCode", "sysFlag", "commitLogOffset",
+                         "properties"], filtered=False)
+    tt = F.col("sysFlag").bitwiseAND(0x0C)
+    if ld.store.batch_topics:
+        props = props.where(~F.col("topic").isin(sorted(ld.store.batch_topics)))
+    e = (props.where(((tt == 0) | (tt == 8)) & F.col("properties").getItem("INNER_MULTI_DISPATCH").isNotNull())
+         .select(F.explode(targets("topic", "properties")).alias("lmq"), F.col("physicalOffsetField").alias("phy"),
+                 F.struct(F.col("storeSize").alias("size"), "tagsCode", "commitLogOffset").alias("e")))
+    a = cqs.where(F.col("topic").startswith(LMQ_PREFIX)).select(
+        F.col("topic").alias("lmq"), F.col("commitLogOffset").alias("phy"),
+        F.struct("queueOffset", "size", "tagsCode", "file", "position").alias("a"))
+    j = e.join(a, on=["lmq", "phy"], how="full_outer")
+    differs = F.col("e").isNull() | F.col("a").isNull() | (F.col("e.size") != F.col("a.size")) | (
+        F.col("e.tagsCode") != F.col("a.tagsCode"))
+    return j.where(differs).select(F.lit("lmq").alias("kind"), F.to_json(F.struct("lmq", "phy", "e", "a")).alias("payload"))
 
 
 class _HadoopFS:

@@ -13,6 +13,7 @@ import numpy as np
 
 from engine.config import CQ_UNIT_SIZE
 from engine.format.cq_unit import CQ_UNIT as _UNIT, CQ_UNIT_DTYPE, FILLER_SIZE, FILLER_UNIT, is_filler  # noqa: F401
+from engine.format.lmq import LMQ_PREFIX
 from engine.format.record import MIN_RECORD_SIZE  # noqa: F401 - the layouts are engine/format's
 from engine.files.mapped_file import MappedFile
 from engine.files.mapped_file_queue import MappedFileQueue
@@ -29,10 +30,13 @@ def units_of(f: MappedFile) -> np.ndarray:
 
 
 class ConsumeQueue:
+    kind = "file"  # engine.store.consume_queue_interface.ConsumeQueueInterface
+
     def __init__(self, topic: str, queue_id: int, directory: Path, file_size: int, writable: bool = False,
                  tolerant: bool = False):
         self.topic = topic
         self.queue_id = queue_id
+        self.lmq = topic.startswith(LMQ_PREFIX)  # getMessage answers its own messageQueueOffset
         self.directory = Path(directory)
         self.file_size = file_size
         self.units_per_file = file_size // CQ_UNIT_SIZE
@@ -220,12 +224,17 @@ class ConsumeQueue:
         first = f.file_from_offset // CQ_UNIT_SIZE
         return self.view(f)[queue_offset - first: f.wrote_position // CQ_UNIT_SIZE]
 
+    def broker_units(self, queue_offset: int, max_count: int) -> np.ndarray:
+        """What one broker getMessage reads (the RocksDB queue reads `max_count` units)."""
+        return self.units_to_file_end(queue_offset)
+
     def close(self) -> None:
         self._views.clear()
         self.queue.close()
 
     # ---- writing (dispatch) -----------------------------------------------------------
-    def put_unit(self, phy_offset: int, size: int, tags_code: int, queue_offset: int) -> bool:
+    def put_unit(self, phy_offset: int, size: int, tags_code: int, queue_offset: int,
+                 append_when_ahead: bool = False) -> bool:
         """§8.7 putMessagePositionInfo: skips what is already there (re-dispatch), fills a
         late-starting first file with filler units, appends at the file end.
 
@@ -235,7 +244,8 @@ class ConsumeQueue:
         RocketMQ starts a late queue, so every later message keeps its queue offset (and
         consumer offsets keep pointing at the same messages). RocketMQ appends it at the end
         instead, shifting the rest of the queue. A gap larger than the lost commitlog bytes
-        could hold (a damaged QUEUEOFFSET) is not filled: RocketMQ's append then."""
+        could hold (a damaged QUEUEOFFSET) is not filled: RocketMQ's append then.
+        append_when_ahead (LMQ units, engine.store.lmq): RocketMQ's append at the end, always."""
         if phy_offset + size <= self.max_physic_offset:
             return False
         expect = queue_offset * CQ_UNIT_SIZE
@@ -254,7 +264,8 @@ class ConsumeQueue:
         if queue_offset != 0:
             if expect < current:
                 return False  # "build consume queue repeatedly"
-            if expect > current and (first_created or self._gap_plausible(expect - current, phy_offset)):
+            if expect > current and (first_created or (not append_when_ahead
+                                                       and self._gap_plausible(expect - current, phy_offset))):
                 f = self._fill_to(f, expect)
         self.max_physic_offset = phy_offset + size
         f.append(_UNIT.pack(phy_offset, size, tags_code))

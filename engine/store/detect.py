@@ -12,16 +12,19 @@ from engine.errors import ConfigError, StoreError
 from engine.store import index_geometry
 
 
-def detect_config(root: Path, cfg: StoreConfig, read_only: bool = True) -> StoreConfig:
-    """Fill in file sizes the caller did not set, from the files, when they agree."""
+def detect_config(root: Path, cfg: StoreConfig, read_only: bool = True,
+                  data_dirs: list[Path] | None = None) -> StoreConfig:
+    """Fill in file sizes the caller did not set, from the files, when they agree. data_dirs:
+    where the commitlog's data files are when not in commitlog/ (DLedger's data folder)."""
     values = {}
     if "mappedFileSizeCommitLog" not in cfg.explicit:
-        sizes = _sizes(cfg.commitlog_dirs)
+        dirs = data_dirs or cfg.commitlog_dirs
+        sizes = _sizes(dirs)
         if len(sizes) > 1 and not cfg.tolerant:
-            raise ConfigError(f"commitlog files have different sizes {sorted(sizes)}; set mappedFileSizeCommitLog",
-                              path=str(cfg.commitlog_dirs[0]))
+            raise ConfigError(f"{'DLedger data' if data_dirs else 'commitlog'} files have different sizes "
+                              f"{sorted(sizes)}; set mappedFileSizeCommitLog", path=str(dirs[0]))
         if sizes:
-            values["mappedFileSizeCommitLog"] = _mappable(_majority(sizes), cfg.commitlog_dirs[0])
+            values["mappedFileSizeCommitLog"] = _mappable(_majority(sizes), dirs[0])
     if "mappedFileSizeConsumeQueue" not in cfg.explicit:
         cq_root = root / "consumequeue"
         dirs = [q for t in _subdirs(cq_root) for q in _subdirs(t)]

@@ -272,7 +272,8 @@ class IndexFile:
     def reload_header(self) -> None:
         """Re-read the header another process may have changed (live stores)."""
         h = self.header_view[0]
-        self.header = IndexHeader(*(int(h[n]) for n in INDEX_HEADER_DTYPE.names))
+        fresh = IndexHeader(*(int(h[n]) for n in INDEX_HEADER_DTYPE.names))
+        self.header.values[:] = fresh.values  # in place: the put loop and the key walker hold it
         if self.header.indexCount <= 0:
             self.header.indexCount = 1
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 import os
 import time
 
+from engine import accel
 from engine.config import StoreConfig
 from engine.errors import ConfigError, StoreError
 from engine.files.mapped_file import fsync_dir
@@ -11,6 +12,8 @@ from engine.store.index_file import LONG_MAX, IndexFile
 from engine.format.javahash import index_key
 from engine.format.message import TRANSACTION_ROLLBACK_TYPE, Message
 from engine.format.properties import split_keys
+
+_query = accel.load("_query")
 
 
 class IndexService:
@@ -24,6 +27,7 @@ class IndexService:
         self.on_file_full = None  # callback(endTimestamp) -> checkpoint.indexMsgTimestamp
         self.entries_added = 0  # by build_index (recovery's report)
         self.empty_files: list[str] = []  # zero-length files a writable load found (recovery deletes them)
+        self._kidx = None  # the compiled key walker over `files` (_key_index)
 
     def load(self) -> "IndexService":
         try:
@@ -92,10 +96,17 @@ class IndexService:
                     continue
 
     def query_offset(self, topic: str, key: str, max_num: int, begin: int = 0, end: int = LONG_MAX,
-                     cap: int | None = None) -> tuple[list[int], int, int]:
+                     cap: int | None = None, accel: bool = True) -> tuple[list[int], int, int]:
         """IndexService.queryOffset: (offsets newest first, lastUpdateTimestamp, lastUpdatePhyOffset).
-        `cap` defaults to maxMsgsNumBatch, as in RocketMQ; None/0 in callers means no cap."""
+        `cap` defaults to maxMsgsNumBatch, as in RocketMQ; None/0 in callers means no cap.
+        The compiled walker answers when built (accel=False: the Python reference)."""
         cap = self.cfg.maxMsgsNumBatch if cap is None else cap
+        ki = self._kidx
+        if accel and ki is not None and ki.fresh(self.files):  # the common case, without a call more
+            return ki.query_offset(topic, key, max_num, cap, begin, end)
+        ki = self._key_index() if accel else None
+        if ki is not None:
+            return ki.query_offset(topic, key, max_num, cap, begin, end)
         max_num = min(max_num, cap) if cap else max_num
         out: list[int] = []
         last_ts = last_off = 0
@@ -111,6 +122,27 @@ class IndexService:
             if len(out) >= max_num:
                 break
         return out, last_ts, last_off
+
+    def query_offsets(self, topic: str, keys, max_num: int, begin: int = 0, end: int = LONG_MAX,
+                      cap: int | None = None, accel: bool = True) -> list[list[int]]:
+        """query_offset for many keys in one call (the GUI's and the scans' batches): one list
+        of offsets per key, in the order of `keys`."""
+        cap = self.cfg.maxMsgsNumBatch if cap is None else cap
+        max_num = min(max_num, cap) if cap else max_num
+        ki = self._key_index() if accel else None
+        if ki is not None:
+            return ki.query_many(topic, keys, max_num, begin, end)
+        return [self.query_offset(topic, k, max_num, begin, end, cap=0, accel=False)[0] for k in keys]
+
+    def _key_index(self):
+        """The compiled walker over the current files (None without the compiled module),
+        rebuilt when the file list changed (a roll, a deletion, a reload)."""
+        if _query is None:
+            return None
+        ki = self._kidx
+        if ki is None or not ki.fresh(self.files):
+            ki = self._kidx = _query.KeyIndex(self.files)
+        return ki
 
     # ---- writing (dispatch) -----------------------------------------------------------
     def build_index(self, msg: Message) -> None:
@@ -214,6 +246,7 @@ class IndexService:
     def delete_after(self, timestamp: int) -> list[str]:
         """Delete `files_after(timestamp)`; returns their names."""
         gone = []
+        self._kidx = None  # it holds the maps of the files about to go
         for f in list(self.files_after(timestamp)):
             gone.append(f.name)
             path = f.path
@@ -231,5 +264,6 @@ class IndexService:
             self.files[-1].flush()
 
     def close(self) -> None:
+        self._kidx = None
         for f in self.files:
             f.close()

@@ -13,29 +13,36 @@ from pathlib import Path
 
 from engine.store.checkpoint import Checkpoint
 from engine.store.commit_log import CommitLog
+from engine.store import dledger_commit_log as _dledger
 from engine.config import StoreConfig
 from engine.format.config_json import CONFIG_FILES, consumer_offsets, load_config_json, store_config_json
-from engine.store import recovery
+from engine.store import generation as _generation, recovery
 from engine.store.detect import _subdirs, detect_config, refuse_escaping_paths, refuse_foreign_files
 from engine.store.recovery import RecoveryPlan, RecoveryReport
 from engine.tasks import CancelToken, Progress, Task, run
 from engine.store.consume_queue import ConsumeQueue
+from engine.store import rocksdb_cq
 from engine.errors import MessageRejectedError, NotAStoreError, ReadOnlyStoreError, StoreError
 from engine.store.queries import Queries, QueryResult  # noqa: F401 (QueryResult: engine's facade)
 from engine.files.mapped_file import durable_touch, refuse_full_tmpfs
 from engine.store.index_service import IndexService
+from engine.store.timer_store import TimerStore, open_timer_store
 from engine.format.message import Message
 from engine.store.store_lock import StoreLock, holder_pid
 from engine.store import page as _page  # getMessage's loop and its lazy page
+from engine.store import batch_consume_queue as _bcq, batch_page as _batch_page, lmq as _lmq
+from engine.store.queue_kinds import QueueKinds
 from engine.accel import load as _load_accel
 
 _APPEND = _load_accel("_append")  # the compiled put loop for plain messages (None: Python's own)
 
 
-@dataclass(slots=True)
+@dataclass  # no slots: the compiled getMessage builds it with __new__, the later fields keep their defaults
 class GetMessageResult:
     """`messages` is a MessagePage (a list of Message built on access, plus numpy columns)
-    when the read found any; an empty list otherwise."""
+    when the read found any; an empty list otherwise. LMQ and BatchCQ queues also answer
+    RocketMQ's messageQueueOffset (each record's offset in this queue), a BatchCQ its
+    messageCount (inner messages) and the inner messages of its records."""
     status: str
     nextBeginOffset: int
     minOffset: int
@@ -43,20 +50,31 @@ class GetMessageResult:
     messages: list[Message] | _page.MessagePage = field(default_factory=list)
     bufferTotalSize: int = 0
     skipped: list[tuple[int, str]] = field(default_factory=list)  # (queue offset, why)
+    messageQueueOffset: list[int] | None = None  # LMQ and BatchCQ queues
+    messageCount: int | None = None              # BatchCQ: inner messages (else len(messages))
+    cqType: str = "SimpleCQ"
+    innerMessages: list | None = None            # BatchCQ: batch_page.BatchedMessage per offset
 
     def to_json(self, with_body: bool = True) -> dict:
-        return {"status": self.status, "nextBeginOffset": self.nextBeginOffset,
-                "minOffset": self.minOffset, "maxOffset": self.maxOffset,
-                "messageCount": len(self.messages), "bufferTotalSize": self.bufferTotalSize,
-                "messages": [m.to_json(with_body) for m in self.messages],
-                "skipped": [{"queueOffset": q, "reason": r} for q, r in self.skipped]}
+        d = {"status": self.status, "nextBeginOffset": self.nextBeginOffset,
+             "minOffset": self.minOffset, "maxOffset": self.maxOffset,
+             "messageCount": len(self.messages) if self.messageCount is None else self.messageCount,
+             "bufferTotalSize": self.bufferTotalSize,
+             "messages": [m.to_json(with_body) for m in self.messages],
+             "skipped": [{"queueOffset": q, "reason": r} for q, r in self.skipped]}
+        if self.messageQueueOffset is not None:
+            d["messageQueueOffset"] = self.messageQueueOffset
+        if self.innerMessages is not None:
+            d["cqType"] = self.cqType
+            d["innerMessages"] = [b.to_json(with_body) for b in self.innerMessages]
+        return d
 
 
 if _page.KERNEL is not None:
     _page.KERNEL.bind_result(GetMessageResult)
 
 
-class MessageStore(Queries):
+class MessageStore(Queries, QueueKinds):
     """Open with MessageStore.open(root); close() (or use as a context manager) when done."""
 
     def __init__(self, root: Path, cfg: StoreConfig, read_only: bool):
@@ -65,11 +83,16 @@ class MessageStore(Queries):
         self.read_only = read_only
         self.lock: StoreLock | None = None
         self.commitlog: CommitLog | None = None
+        self.dledger: _dledger.DLedgerFolder | None = None  # DLedger mode: where the log is
         self.index: IndexService | None = None
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
+        self.batch_queues: dict = {}  # (topic, queueId) -> BatchConsumeQueue (5.x BatchCQ topics)
+        self.batch_topics: set[str] = set()  # topics dispatched to BatchCQ queues
         self.warnings: list[str] = []
         self.recovery_plan: RecoveryPlan | None = None
         self.recovery: RecoveryReport | None = None
+        self.rocksdb: rocksdb_cq.RocksDBConsumeQueueStore | None = None  # CQs in RocksDB (read-only)
+        self.timer: TimerStore | None = None
 
     # ---- opening ---------------------------------------------------------------------
     @classmethod
@@ -97,19 +120,21 @@ class MessageStore(Queries):
         cfg.explicit.discard("storePathRootDir")
         cfg = cfg.under_store_settings(root)
         markers = [cfg.commitlog_dirs[0], root / "consumequeue", root / "index", root / "checkpoint"]
-        if not any(m.exists() for m in markers):
-            if any(p.name.startswith("dledger") for p in root.iterdir()):
-                raise NotAStoreError("DLedger stores are not supported", path=str(root))
+        dledger = _dledger.choose(root, cfg, read_only)  # DLedger mode: the log is dledger-<selfId>/
+        if dledger is None and not any(m.exists() for m in markers):
             raise NotAStoreError("not a RocketMQ store: no commitlog, consumequeue, index or checkpoint",
                                  path=str(root))
-        if (root / "consumequeue" / "CURRENT").exists():
-            raise NotAStoreError("consume queues are in RocksDB (storeType=defaultRocksDB); not supported",
-                                 path=str(root / "consumequeue"))
+        if rocksdb_cq.is_rocksdb_cq(root) and not read_only:
+            raise ReadOnlyStoreError("consume queues are in RocksDB (storeType=defaultRocksDB): such a store "
+                                     "opens read-only; writing to it is not supported", path=str(root / "consumequeue"))
         if tolerant and read_only:
             cfg = dataclasses.replace(cfg, tolerant=True)
-        cfg = detect_config(root, cfg, read_only)
+        cfg = detect_config(root, cfg, read_only, dledger.data_dirs if dledger else None)
+        if not read_only:  # appends take the form the store's generation writes
+            cfg = _generation.write_defaults(cfg, _generation.detect(root, cfg))
         cfg.validate()
         store = cls(root, cfg, read_only)
+        store.dledger = dledger
         try:
             yield from store._load_task(cancel)
         except BaseException:
@@ -140,12 +165,24 @@ class MessageStore(Queries):
         if writable:  # on disk before any write it vouches for (the index's slot repair, recovery's)
             durable_touch(root / "abort")
         self.checkpoint, self.checkpoint_exists = Checkpoint.load(root / "checkpoint")
-        self.commitlog = CommitLog(cfg, writable)
+        self.commitlog = _dledger.DLedgerCommitLog(cfg, self.dledger) if self.dledger else CommitLog(cfg, writable)
         for gap in self.commitlog.queue.gaps:
             self.warnings.append(f"commitlog files missing between offsets {gap[0]} and {gap[1]}")
-        self._load_queues(writable)
+        self.warnings.extend(getattr(self.commitlog, "warnings", []))  # DLedger: a mixed store's notes
+        rocks = rocksdb_cq.is_rocksdb_cq(root)
+        if rocks:  # read before recovery (its end vouches for the commitlog's); shown after it
+            self.rocksdb = rocksdb_cq.RocksDBConsumeQueueStore(root)
+        else:
+            self._load_queues(writable)
+        if any(cq.lmq for cq in self.queues.values()):  # a multi-dispatch broker wrote it: dispatch as it did
+            for k in ("enableLmq", "enableMultiDispatch"):
+                if k not in cfg.explicit and not getattr(cfg, k):
+                    setattr(cfg, k, True)
+                    cfg.detected.add(k)
         self.index = IndexService(cfg, writable).load()
         self.warnings.extend(self.cfg.notes + self.index.warnings)
+        self.timer, notes = open_timer_store(root, cfg)  # 5.x timer store (read-only), None without one
+        self.warnings.extend(notes)
         self.writer = None
         if writable:
             # an index file filled by recovery's re-dispatch is recorded in the checkpoint, as
@@ -154,12 +191,35 @@ class MessageStore(Queries):
         yield Progress(0, 1, "plan")
         self.recovery_plan = recovery.plan(self)
         yield Progress(1, 1, "plan")
+        self.batch_queues, self.cfg.mapperFileSizeBatchConsumeQueue = _bcq.load_batch_queues(
+            root, cfg, writable, self.commitlog.min_offset, self.recovery_plan.end_offset, self.warnings)
+        try:
+            self.batch_topics = _bcq.batch_topics(self.batch_queues, self.topic_config())
+        except StoreError as e:  # an unreadable topics.json: the folders still say which topics
+            self.batch_topics = _bcq.batch_topics(self.batch_queues, {})
+            self.warnings.append(str(e))
         self.recovery = yield from recovery.apply(self.recovery_plan, self, cancel)
+        if rocks:
+            self._load_rocksdb()
         if writable:
             from engine.store.writer import StoreWriter
             self._sync_recovery()
             self.writer = StoreWriter(self)
             self.writer.start_flush_service()
+
+    def _load_rocksdb(self, again: bool = False) -> None:
+        """The RocksDB consume queues (after recovery: units past the commitlog end are not
+        shown). Their pages go through the reference loop (the compiled one reads CQ files)."""
+        if again:  # a refresh: the database read anew
+            self.rocksdb.close()
+            self.rocksdb = rocksdb_cq.RocksDBConsumeQueueStore(self.root)
+        self.queues = {}
+        self.warnings.extend(w for w in self.rocksdb.warnings if w not in self.warnings)
+        end = self.commitlog.max_offset
+        for key, cq in self.rocksdb.queues.items():
+            cq.truncate_dirty(end)
+            self.queues[key] = cq
+        self.get_message = self._get_message_py
 
     def _load_queues(self, writable: bool, skip: set | None = None) -> None:
         cq_root = self.root / "consumequeue"
@@ -276,13 +336,20 @@ class MessageStore(Queries):
             self.writer = None
             for cq in self.queues.values():
                 cq.close()
+            for bcq in self.batch_queues.values():
+                bcq.close()
             if self.index:
                 self.index.close()
             if self.commitlog:
                 self.commitlog.close()
+            if self.timer:
+                self.timer.close()
             if self.lock:
                 self.lock.release()
                 self.lock = None
+            if self.rocksdb is not None:
+                self.rocksdb.close()
+                self.rocksdb = None
 
     def __enter__(self):
         return self
@@ -295,10 +362,11 @@ class MessageStore(Queries):
         files, records and units. Read-only opens only; returns whether anything changed."""
         if not self.read_only:
             return False
-        if self._sizes_found_late():
+        if self.rocksdb is None and self._sizes_found_late():
             return True
         cl = self.commitlog
-        before = (cl.max_offset, {k: cq.max_offset for k, cq in self.queues.items()}, len(self.index.files))
+        before = (cl.max_offset, {k: cq.max_offset for k, cq in self.queues.items()}, len(self.index.files),
+                  {k: b.max_offset for k, b in self.batch_queues.items()})
         cl.queue.load_new()
         end = cl.max_offset
         f = cl.queue.find(end) if cl.files else None
@@ -309,9 +377,11 @@ class MessageStore(Queries):
                 g.wrote_position = g.file_size
             scan = cl.scan(cl.queue.index_of(f), start_pos=max(0, end - f.file_from_offset))
             cl.apply_end(scan.end_offset, zero=False)
-        known = set(self.queues)
-        self._load_queues(False, skip=known)
-        for cq in self.queues.values():
+        if self.rocksdb is not None:
+            self._load_rocksdb(again=True)
+        else:
+            self._load_queues(False, skip=set(self.queues))
+        for cq in (self.queues.values() if self.rocksdb is None else ()):
             cq.queue.load_new()
             for g in cq.queue.files[-3:]:
                 g.wrote_position = g.file_size
@@ -322,7 +392,9 @@ class MessageStore(Queries):
         self.index.load_new()
         for idx in self.index.files[-2:]:
             idx.reload_header()
-        after = (cl.max_offset, {k: cq.max_offset for k, cq in self.queues.items()}, len(self.index.files))
+        _bcq.refresh_batch_queues(self)
+        after = (cl.max_offset, {k: cq.max_offset for k, cq in self.queues.items()}, len(self.index.files),
+                 {k: b.max_offset for k, b in self.batch_queues.items()})
         return after != before
 
     def _sizes_found_late(self) -> bool:
@@ -359,16 +431,22 @@ class MessageStore(Queries):
         return self.commitlog.max_offset
 
     def find_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
+        """The 20-byte-unit ConsumeQueue (an LMQ is one too); BatchCQ queues: find_batch_queue."""
         return self.queues.get((topic, queue_id))
 
     def topics(self) -> list[str]:
         names = {t for t, _ in self.queues}
+        names.update(t for t, _ in self.batch_queues)
         names.update(self.topic_config().keys())
         return sorted(names)
 
     def queue_list(self) -> list[dict]:
-        return [{"topic": t, "queueId": q, "minOffset": cq.min_offset, "maxOffset": cq.max_offset}
-                for (t, q), cq in sorted(self.queues.items())]
+        """Every queue: cqType "SimpleCQ" (lmq: an LMQ name) or "BatchCQ" (offsets count inner messages)."""
+        rows = [{"topic": t, "queueId": q, "minOffset": cq.min_offset, "maxOffset": cq.max_offset,
+                 "cqType": "SimpleCQ", "lmq": cq.lmq} for (t, q), cq in self.queues.items()]
+        rows += [{"topic": t, "queueId": q, "minOffset": b.min_offset, "maxOffset": b.max_offset,
+                  "cqType": "BatchCQ", "lmq": False, "units": b.unit_count} for (t, q), b in self.batch_queues.items()]
+        return sorted(rows, key=lambda r: (r["topic"], r["queueId"], r["cqType"]))
 
     def broker_holding_lock(self) -> int | None:
         """PID of a process (a running broker) holding the lock, if any."""
@@ -423,6 +501,7 @@ class MessageStore(Queries):
                           for f in cl.files],
             },
             "queues": self.queue_list(),
+            "consumeQueueStore": self.rocksdb.info() if self.rocksdb is not None else {"storeType": "default"},
             "indexFiles": [dict(name=f.name, **f.header.to_json()) for f in self.index.files],
             "configFiles": [n for n in CONFIG_FILES if (self.root / "config" / n).exists()],
             "topicsJson": topics,
@@ -430,8 +509,17 @@ class MessageStore(Queries):
             "recovery": {"abnormal": self.recovery.abnormal, "endOffset": self.recovery.commitlog.end_offset,
                          "stopReason": self.recovery.commitlog.stop_reason,
                          "truncatedQueues": self.recovery.truncated_queues},
+            "generation": self.generation().to_json(),
             "warnings": warnings,
+            "timerStore": self.timer.summary() if self.timer else None,
+            "dledger": cl.info() if self.dledger else None,
         }
+
+    def dledger_entry(self, offset: int) -> dict | None:
+        """The DLedger entry around the message at `offset` (index, term, pos, ...; None in a
+        classic store or where no entry holds it)."""
+        h = self.commitlog.entry_at(offset) if self.dledger else None
+        return h.to_json() if h else None
 
     # ---- reading by queue offset -------------------------------------------------------
     def get_message(self, topic: str, queue_id: int, offset: int, max_count: int = 32,
@@ -441,6 +529,9 @@ class MessageStore(Queries):
         across CQ files and reports units it had to skip."""
         cq = self.find_queue(topic, queue_id)
         if cq is None:
+            bcq = self.find_batch_queue(topic, queue_id)
+            if bcq is not None:
+                return self._get_batch_message(bcq, offset, max_count, broker)
             return GetMessageResult("NO_MESSAGE_IN_QUEUE", 0, 0, 0)
         mn, mx = cq.min_offset, cq.max_offset
         if mx == 0:
@@ -460,7 +551,13 @@ class MessageStore(Queries):
                                                             limit_count, limit_bytes, kernel=False)
         if status is None:
             return GetMessageResult("OFFSET_FOUND_NULL", offset, mn, mx)
-        return GetMessageResult(status, nxt, mn, mx, page, total, skipped)
+        r = GetMessageResult(status, nxt, mn, mx, page, total, skipped)
+        if cq.lmq:  # the stored queueOffset is the real topic's: the LMQ positions are the units'
+            r.messageQueueOffset = _lmq.unit_offsets_of(cq, offset, nxt, [m.commitLogOffset for m in page])
+        return r
+
+    def _get_batch_message(self, bcq, offset: int, max_count: int, broker: bool) -> GetMessageResult:
+        return _batch_page.get_message_result(self, bcq, offset, max_count, broker, GetMessageResult)
 
     _get_message_py = get_message  # the reference; the compiled twin falls back to it
     if _page.KERNEL is not None:

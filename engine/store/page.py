@@ -255,7 +255,7 @@ if KERNEL is not None:
 def _read_page_py(cl, cq, offset: int, mx: int, max_count: int, broker: bool, limit_count: int,
                   limit_bytes: int | None):
     """The reference loop: every record through check_record."""
-    units = cq.units_to_file_end(offset) if broker else cq.units(offset, offset + max(max_count, 1) * 2 + 64)
+    units = cq.broker_units(offset, max_count) if broker else cq.units(offset, offset + max(max_count, 1) * 2 + 64)
     if broker and len(units) == 0:
         return None, offset, MessagePage(), 0, []
     status = "NO_MATCHED_MESSAGE"

@@ -84,6 +84,10 @@ class Queries:
 
     def store_time_at(self, topic: str, queue_id: int, queue_offset: int) -> int:
         cq = self.find_queue(topic, queue_id)
+        if cq is None and self.find_batch_queue(topic, queue_id) is not None:  # 5.x BatchCQ: the unit's time
+            b = self.find_batch_queue(topic, queue_id)
+            u = b.unit(queue_offset) if queue_offset < b.max_offset else None
+            return u["storeTimestamp"] if u else -1
         u = cq.unit(queue_offset) if cq else None
         if u is None or not (queue_offset < cq.max_offset):
             return -1
@@ -96,11 +100,50 @@ class Queries:
         from engine.store.time_lookup import offset_by_time_49, offset_by_time_5x
         cq = self.find_queue(topic, queue_id)
         if cq is None:
+            b = self.find_batch_queue(topic, queue_id)
+            if b is not None:
+                from engine.store.batch_consume_queue import offset_by_time
+                return offset_by_time(b, timestamp, boundary)
             return 0
+        if getattr(cq, "offset_by_time", None) is not None:  # a queue with its own store times (RocksDB)
+            return cq.offset_by_time(timestamp, boundary)
         if boundary is None:
             return offset_by_time_49(self, cq, timestamp)
         return offset_by_time_5x(self, cq, timestamp, boundary)
 
+    def generation(self):
+        """Which RocketMQ generation wrote the store, with its evidence (engine/store/generation.py;
+        a bounded sample, taken once)."""
+        cl = self.commitlog
+        # a store followed live is sampled again when it gains a file (or its first records)
+        key = (len(cl.files), cl.max_offset > cl.min_offset) if cl is not None else None
+        found = getattr(self, "_generation_found", None)
+        if found is None or found[0] != key:
+            from engine.store.generation import detect
+            found = self._generation_found = (key, detect(self.root, self.cfg))
+        return found[1]
+
+    def time_rule(self, rule: str | None = None, boundary: str | None = None) -> tuple[str, str]:
+        """(rule, why): "4.9", "5.x-lower" or "5.x-upper". A boundary implies 5.x; an explicit
+        rule wins; otherwise the store's generation decides (4.9 for 4.x and unknown)."""
+        if rule not in (None, "4.9", "5.x"):
+            raise ValueError(f"unknown time-lookup rule {rule!r} (4.9 or 5.x)")
+        if rule == "4.9" and boundary:
+            raise ValueError("--boundary is a 5.x rule; the 4.9 rule has none")
+        why = "flag" if rule or boundary else "generation"
+        if rule is None and boundary is None:
+            rule = self.generation().time_rule
+        if rule == "4.9":
+            return "4.9", why
+        return f"5.x-{(boundary or 'lower').lower()}", why
+
+    def offset_by_time(self, topic: str, queue_id: int, timestamp: int, rule: str | None = None,
+                       boundary: str | None = None) -> tuple[int, str, str]:
+        """getOffsetInQueueByTime by the rule `time_rule` picks: (offset, rule, why)."""
+        name, why = self.time_rule(rule, boundary)
+        b = None if name == "4.9" else name.split("-", 1)[1]
+        return self.get_offset_in_queue_by_time(topic, queue_id, timestamp, b), name, why
+
     def earliest_message_time(self, topic: str, queue_id: int) -> int:
-        cq = self.find_queue(topic, queue_id)
+        cq = self.find_queue(topic, queue_id) or self.find_batch_queue(topic, queue_id)
         return self.store_time_at(topic, queue_id, cq.min_offset) if cq else -1

@@ -27,6 +27,14 @@ def rebuild_task(root: Path, cfg, cancel: CancelToken | None = None) -> Task[dic
     yield Progress(0, 1, "plan", message="checking the store")
     with MessageStore.open(root, cfg, read_only=True) as probe:  # validates the store first
         cfg = probe.cfg
+        if probe.dledger is not None:
+            from engine.errors import ReadOnlyStoreError
+            raise ReadOnlyStoreError("a DLedger store is read-only here: its consume queues and index are not "
+                                     "rebuilt (nothing was changed)", path=str(root))
+        if probe.rocksdb is not None:  # its consumequeue/ is a RocksDB database: never deleted
+            from engine.errors import ReadOnlyStoreError
+            raise ReadOnlyStoreError("consume queues are in RocksDB (storeType=defaultRocksDB): rebuilding them "
+                                     "is not supported; nothing was changed", path=str(root / "consumequeue"))
     refuse_foreign_files(root, cfg)
     cancel.raise_if_cancelled()
     yield Progress(0, 1, "index", message="deleting the consume queues and the index")

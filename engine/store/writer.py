@@ -18,6 +18,7 @@ from engine.errors import MessageRejectedError, StoreError, StoreFullError
 from engine.format.message import (BLANK_MAGIC, BLANK_RECORD_MIN, SCHEDULE_TOPIC, TRANSACTION_COMMIT_TYPE,
                       TRANSACTION_NOT_TYPE, EncodedRecord, Message, MessageDraft, check_record, encode_record, parse_host)
 from engine.store.dispatcher import dispatch
+from engine.store import lmq as _lmq, put_assign as _assign
 from engine.format.javahash import tags_code
 from engine.format.topic import needs_v2, topic_problem
 from engine.format.msgid import UniqKeyGenerator
@@ -113,6 +114,7 @@ class StoreWriter:
         self.default_born_host = born[0] + struct.pack(">i", born[1])
         self.queue_offsets: dict[tuple[str, int], int] = {
             k: cq.max_offset for k, cq in store.queues.items()}
+        self.queue_offsets.update((k, b.max_offset) for k, b in store.batch_queues.items())
         self.last_store_ts = 0
         self.last_dispatched_ts = store.checkpoint.logicsMsgTimestamp
         self.new_topics: set[str] = set()
@@ -120,6 +122,8 @@ class StoreWriter:
         self.topic_table = store.topic_config()  # read once; topics.json is rewritten at close
         self._rr: dict[str, int] = {}
         self._appender = None  # engine.accel._append.Appender, made on the first plain put
+        # the property string's form: 5.x ends it with 0x02 (engine/store/generation.py)
+        self.props_trailing = self.cfg.enabledAppendPropCRC or store.generation().version == "5.x"
         self._flusher: threading.Thread | None = None
         self._stop = threading.Event()
         self._dirty = threading.Event()
@@ -174,7 +178,7 @@ class StoreWriter:
         if len(d.body) > self.cfg.maxMessageSize:
             raise MessageRejectedError(f"body is {len(d.body)} bytes; maxMessageSize is {self.cfg.maxMessageSize}")
         crc = self.cfg.enabledAppendPropCRC
-        rec = encode_record(d, v2=v2, props_trailing=crc, crc_tail=crc)
+        rec = encode_record(d, v2=v2, props_trailing=self.props_trailing, crc_tail=crc)
         if len(rec.data) + BLANK_RECORD_MIN > self.cfg.mappedFileSizeCommitLog:
             raise MessageRejectedError(f"record of {len(rec.data)} bytes does not fit a commitlog file of "
                                        f"{self.cfg.mappedFileSizeCommitLog} bytes")
@@ -183,7 +187,18 @@ class StoreWriter:
     # ---- appending -------------------------------------------------------------------------
     def put(self, drafts: list[MessageDraft]) -> list[PutResult]:
         """Append a message or a batch (one queue; the batch never spans files), dispatch it,
-        flush per the flush mode. Returns only after the bytes are acknowledged."""
+        flush per the flush mode. Returns only after the bytes are acknowledged. LMQ
+        multi-dispatch and BatchCQ topics get their store-added properties first (put_assign)."""
+        if _assign.needs_assign(self.store, drafts):
+            with self.lock:
+                if self.broken is None:
+                    names = _assign.assign(self, drafts)
+                out = self._put(drafts)
+                _lmq.advance(self, names)
+                return out
+        return self._put(drafts)
+
+    def _put(self, drafts: list[MessageDraft]) -> list[PutResult]:
         if self.broken is not None:
             raise type(self.broken)(f"writes refused since an earlier failure ({self.broken.message}); "
                                     "reopen the store to recover", path=str(self.store.root))
@@ -213,7 +228,7 @@ class StoreWriter:
                 else:
                     buf[pos:pos + n] = rec.data
                 if tt in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
-                    self.queue_offsets[key] = qoff + 1
+                    self.queue_offsets[key] = qoff + (_assign.queue_step(d) if d.sysFlag & 0x80 else 1)
                 results.append((pos, rec, d, qoff, phys))
                 pos += n
             buf[start:start + 4] = memoryview(recs[0].data)[:4]

@@ -36,6 +36,7 @@ CATEGORY_COLORS: dict[int, tuple[int, int, int]] = {
     A.USED: (70, 130, 180),         # index entries / slots in use
     A.RESERVED: (120, 120, 120),    # index entry #0
     A.SLOTS: (0, 150, 136),         # index slots in use
+    A.ENTRY_HEADER: (40, 40, 110),  # DLedger entry headers: dark blue
 }
 
 KIND_COLORS: dict[str, tuple[tuple[int, int, int], tuple[int, int, int]]] = {  # (border, fill)

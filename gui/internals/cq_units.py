@@ -216,7 +216,7 @@ class CqUnitsView(RefreshWhenShown, QWidget):
         gaps = int(np.count_nonzero(~times_ok & ~s.fillers))
         self.summary.setText(
             f"<b>{s.topic} / {s.queue_id}</b>: queue offsets {int(s.queue_offsets[0]):,} – {int(s.queue_offsets[-1]):,} "
-            f"({n:,} units in {files} files"
+            f"({n:,} units {f'in {files} files' if files or cq is None else 'in RocksDB'}"
             + (f", {int(s.fillers.sum()):,} filler units" if s.fillers.any() else "") + "); "
             f"commitLogOffset {int(valid_phy.min()) if valid_phy.size else 0:,} – "
             f"{int(valid_phy.max()) if valid_phy.size else 0:,}; {span}; {distinct:,} distinct tagsCodes"

@@ -1,4 +1,5 @@
-"""InternalsPanel: the four store-internals views in tabs, for the main window.
+"""InternalsPanel: the store-internals views in tabs, for the main window (the timer wheel only
+for a store with a 5.x timer store).
 
     panel = InternalsPanel(session)     # follows the session: its store, under its lock
     panel = InternalsPanel()            # or driven by hand (tests): panel.set_store(store)
@@ -16,6 +17,7 @@ from .collision_chain import CollisionChainView
 from .cq_units import CqUnitsView
 from .segment_fill import SegmentFillView
 from .slot_heatmap import SlotHeatmapView
+from .timer_wheel import TimerWheelView
 
 
 class InternalsPanel(QWidget):
@@ -29,15 +31,18 @@ class InternalsPanel(QWidget):
         self.cq_units = CqUnitsView()
         self.slot_heatmap = SlotHeatmapView()
         self.collision_chain = CollisionChainView()
+        self.timer_wheel = TimerWheelView()      # a tab only while the store has a 5.x timer store
         self.tabs = QTabWidget()
         self.tabs.addTab(self.segment_fill, "Segment fill")
         self.tabs.addTab(self.cq_units, "ConsumeQueue units")
         self.tabs.addTab(self.slot_heatmap, "Index slots")
         self.tabs.addTab(self.collision_chain, "Collision chains")
+        self.tabs.insertTab(self.tabs.indexOf(self.slot_heatmap) + 1, self.timer_wheel, "Timer wheel")
+        self.tabs.setTabVisible(self.tabs.indexOf(self.timer_wheel), False)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.tabs)
-        for v in (self.segment_fill, self.cq_units, self.collision_chain):
+        for v in (self.segment_fill, self.cq_units, self.collision_chain, self.timer_wheel):
             v.openRequested.connect(self.openRequested)
         self.cq_units.queueOffsetsSelected.connect(self.queueOffsetsSelected)
         self.slot_heatmap.slotActivated.connect(self.show_chain)
@@ -58,12 +63,13 @@ class InternalsPanel(QWidget):
 
     @property
     def views(self) -> tuple:
-        return self.segment_fill, self.cq_units, self.slot_heatmap, self.collision_chain
+        return self.segment_fill, self.cq_units, self.slot_heatmap, self.collision_chain, self.timer_wheel
 
     def set_store(self, store) -> None:
         """Show `store`'s internals; pass None before the store is closed."""
         for v in self.views:
             v.set_store(store)
+        self.tabs.setTabVisible(self.tabs.indexOf(self.timer_wheel), getattr(store, "timer", None) is not None)
 
     def show_chain(self, index_file: str, slot: int) -> None:
         self.tabs.setCurrentWidget(self.collision_chain)

@@ -140,8 +140,19 @@ def scan_queue(store, topic: str, queue_id: int, start: int, end: int, flt: Mess
     matches: list[QueueRow] = []
     cq = store.find_queue(topic, queue_id)
     total = max(0, end - start)
-    if cq is None:
-        return matches, start
+    if cq is None:  # a BatchCQ queue (one row per inner message), or none
+        b = store.queue_bounds(topic, queue_id)
+        if b is None:
+            return matches, start
+        q, end = max(start, b[1]), min(end, b[2])
+        while q < end:
+            stop = min(end, q + page)
+            full_at = _take(iter_rows_with_messages(store, topic, queue_id, q, stop), pred, matches, max_matches)
+            if full_at is not None:
+                return matches, full_at
+            q = stop
+            yield q - start, total
+        return matches, max(q, start)
     q = max(start, cq.min_offset)
     end = min(end, cq.max_offset)
     while q < end:

@@ -90,10 +90,8 @@ class QueueTableModel(QAbstractTableModel):
     def _read_bounds(self) -> tuple[int, int]:
         if self.topic is None or self.session.store is None:
             return 0, 0
-        cq = self.session.store.find_queue(self.topic, self.queue_id)
-        if cq is None:
-            return 0, 0
-        return self.session.call(lambda s: (cq.min_offset, cq.max_offset))
+        b = self.session.call(lambda s: s.queue_bounds(self.topic, self.queue_id))  # any kind of queue
+        return (b[1], b[2]) if b is not None else (0, 0)
 
     def update_bounds(self) -> tuple[int, int]:
         """After a refresh or a send: grow the table at the end, or reset when the head moved.

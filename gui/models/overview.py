@@ -36,6 +36,9 @@ class Overview:
     recovery: dict
     config_files: list[str]
     warnings: list[str] = field(default_factory=list)
+    dledger: dict | None = None   # DLedger mode: selfId, term, ledger indexes, checkpoint (info()["dledger"])
+    generation: dict = field(default_factory=dict)  # info()'s: version, evidence, defaults
+    consume_queue_store: dict = field(default_factory=dict)  # info()["consumeQueueStore"]: files or RocksDB
 
     @property
     def commitlog_bytes(self) -> int:
@@ -46,7 +49,10 @@ def compute_overview(store) -> Overview:
     info = store.info()
     topics: dict[str, TopicSummary] = {}
     first_all, last_all = -1, -1
+    lmq_units = 0  # LMQ units are copies of other topics' records: not counted again in the total
     for q in info["queues"]:
+        if q.get("lmq"):
+            lmq_units += q["maxOffset"] - q["minOffset"]
         t = topics.setdefault(q["topic"], TopicSummary(q["topic"], 0, 0))
         t.queues += 1
         n = q["maxOffset"] - q["minOffset"]
@@ -71,11 +77,14 @@ def compute_overview(store) -> Overview:
         file_size=info["config"].get("mappedFileSizeCommitLog", 0),
         topics=sorted(topics.values(), key=lambda t: t.topic),
         queue_count=len(info["queues"]),
-        message_count=sum(t.messages for t in topics.values()),
+        message_count=sum(t.messages for t in topics.values()) - lmq_units,
         first_time=first_all, last_time=last_all,
         index_files=info["indexFiles"],
         index_entries=sum(max(0, f["indexCount"] - 1) for f in info["indexFiles"]),
         lag=lag, groups=sorted({r["group"] for r in lag}),
         checkpoint=info["checkpoint"], recovery=info.get("recovery", {}),
         config_files=info.get("configFiles", []), warnings=list(info.get("warnings", [])),
+        dledger=info.get("dledger"),
+        generation=info.get("generation", {}),
+        consume_queue_store=info.get("consumeQueueStore") or {},
     )

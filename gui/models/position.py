@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 
 from engine import Message
 from engine.format.cq_unit import CQ_UNIT_SIZE
+from engine.format.inner_batch import INNER_BATCH_FLAG, InnerBatchError, decode_inner
 from engine.format.javahash import index_key, index_key_hash
 
 
@@ -28,6 +29,11 @@ class Position:
     cq_matches: bool = False
     index_hits: list[IndexHit] = field(default_factory=list)
     index_keys_tried: list[str] = field(default_factory=list)
+    lmq: dict | None = None            # store.lmq_dispatch: the LMQ queues the record reached
+    batch_unit: dict | None = None     # BatchCQ: the 46-byte unit holding the record
+    inner: list | None = None          # BatchCQ: the record's inner messages (InnerMessage)
+    inner_error: str = ""
+    dledger: dict | None = None   # a DLedger store: the entry around the message (index, term, pos, ...)
 
 
 def commitlog_location(store, offset: int) -> tuple[str | None, int | None]:
@@ -64,10 +70,27 @@ def index_hits(store, m: Message) -> tuple[list[IndexHit], list[str]]:
     return hits, keys
 
 
+def batch_location(store, m: Message, p: Position) -> None:
+    """A record of a BatchCQ topic: its unit and its inner messages."""
+    if store.find_batch_queue(m.topic, m.queueId) is None and not m.sysFlag & INNER_BATCH_FLAG:
+        return
+    units = store.batch_units(m.topic, m.queueId, m.queueOffset, 1)
+    p.batch_unit = units[0] if units and units[0]["commitLogOffset"] == m.commitLogOffset else None
+    if m.sysFlag & INNER_BATCH_FLAG:
+        try:
+            p.inner = decode_inner(m.body, m.queueOffset)
+        except InnerBatchError as e:
+            p.inner_error = str(e)
+
+
 def locate(store, m: Message, with_index: bool = True) -> Position:
     name, off = commitlog_location(store, m.commitLogOffset)
     p = Position(name, off)
     p.cq_file, p.cq_position, p.cq_unit, p.cq_matches = cq_location(store, m)
+    p.lmq = store.lmq_dispatch(m)
+    batch_location(store, m, p)
+    if getattr(store, "dledger", None) is not None:
+        p.dledger = store.dledger_entry(m.commitLogOffset)
     if with_index:
         p.index_hits, p.index_keys_tried = index_hits(store, m)
     return p

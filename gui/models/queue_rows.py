@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from engine import WHY_EXPIRED, WHY_FILLER, WHY_INVALID, Message
+from engine.format.inner_batch import InnerBatchError, decode_inner
 
 from ..body_format import preview
 from ..consts import COMPRESSED_FLAG
@@ -39,6 +40,8 @@ class QueueRow:
     uniqKey: str = ""
     bodyLength: int = 0
     preview: str = ""
+    innerIndex: int = -1     # BatchCQ: the message's position in its record's inner batch
+    batchSize: int = 0       # BatchCQ: inner messages in that record
 
     @property
     def ok(self) -> bool:
@@ -87,6 +90,9 @@ def iter_rows_with_messages(store, topic: str, queue_id: int, start: int, end: i
     """(row, message) for queue offsets [start, end) clamped to the queue, a page at a time."""
     cq = store.find_queue(topic, queue_id)
     if cq is None:
+        if store.find_batch_queue(topic, queue_id) is not None:
+            for lo in range(start, end, page):
+                yield from batch_rows_with_messages(store, topic, queue_id, lo, min(end, lo + page))
         return
     q = max(start, cq.min_offset)
     end = min(end, cq.max_offset)
@@ -100,7 +106,37 @@ def iter_rows_with_messages(store, topic: str, queue_id: int, start: int, end: i
 
 def read_rows(store, topic: str, queue_id: int, start: int, end: int) -> list[QueueRow]:
     """Rows for queue offsets [start, end) clamped to the queue (a block of the table)."""
+    if store.find_queue(topic, queue_id) is None and store.find_batch_queue(topic, queue_id) is not None:
+        return batch_rows(store, topic, queue_id, start, end)
     return [r for r, _ in iter_rows_with_messages(store, topic, queue_id, start, end)]
+
+
+def batch_rows(store, topic: str, queue_id: int, start: int, end: int) -> list[QueueRow]:
+    """A BatchCQ queue: one row per inner message (queue offsets count inner messages; each
+    has its own UNIQ_KEY, keys, tags and body, which is what a search for a lost message
+    needs), with the record that holds it (commitlog offset, size, store time, msgId)."""
+    return [r for r, _ in batch_rows_with_messages(store, topic, queue_id, start, end)]
+
+
+def batch_rows_with_messages(store, topic: str, queue_id: int, start: int, end: int) -> list[tuple]:
+    """(row, message) pairs of a BatchCQ queue: the message is the inner message (an engine
+    InnerMessage: tags, keys, UNIQ_KEY, properties, body), or the record for a plain one."""
+    out = []
+    for b in store.inner_messages(topic, queue_id, start, end):
+        u, rec = b.unit, b.record
+        i, n = b.queueOffset - u["msgBaseOffset"], u["batchSize"]
+        if rec is None:
+            status = EXPIRED if b.why == WHY_EXPIRED else INVALID
+            out.append((QueueRow(b.queueOffset, u["commitLogOffset"], u["size"], u["tagsCode"], status,
+                                 preview=_PREVIEW[status], innerIndex=i, batchSize=n), None))
+            continue
+        body = b.body
+        tag = f"[{i + 1}/{n}] " if b.inner is not None else ""
+        out.append((QueueRow(b.queueOffset, u["commitLogOffset"], u["size"], u["tagsCode"], OK, rec.storeTimestamp,
+                             b.tags or "", b.keys or "", rec.msgId, b.uniqKey or "", len(body),
+                             tag + (b.why or preview(body)), i if b.inner is not None else -1, n),
+                    b.inner if b.inner is not None else (rec if not b.why else None)))
+    return out
 
 
 def read_message(store, phy: int, size: int) -> Message | None:
@@ -109,3 +145,14 @@ def read_message(store, phy: int, size: int) -> Message | None:
         return None
     m = store.look_message_by_offset(phy)
     return m if m is not None and m.storeSize == size else None
+
+
+def inner_at(m: Message, index: int):
+    """The inner message `index` of an inner-batch record (None for -1 or a damaged batch)."""
+    if index < 0:
+        return None
+    try:
+        inner = decode_inner(m.body, m.queueOffset)
+    except InnerBatchError:
+        return None
+    return inner[index] if index < len(inner) else None

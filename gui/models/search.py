@@ -123,9 +123,14 @@ def time_search(store, topic: str, queue_id: int, ts_ms: int, boundary: str | No
     cq = store.find_queue(topic, queue_id)
     if cq is None:
         raise ValueError(f"no queue {topic} / {queue_id}")
-    off = store.get_offset_in_queue_by_time(topic, queue_id, ts_ms, boundary=boundary)
+    if boundary == "auto":  # RocketMQ's rule for the generation that wrote the store
+        off, rule, _ = store.offset_by_time(topic, queue_id, ts_ms)
+    else:
+        off = store.get_offset_in_queue_by_time(topic, queue_id, ts_ms, boundary=boundary)
+        rule = f"5.x-{boundary}" if boundary else "4.9"
     t = store.store_time_at(topic, queue_id, off) if cq.min_offset <= off < cq.max_offset else -1
-    return {"offset": off, "storeTimestamp": t, "minOffset": cq.min_offset, "maxOffset": cq.max_offset}
+    return {"offset": off, "storeTimestamp": t, "minOffset": cq.min_offset, "maxOffset": cq.max_offset,
+            "rule": rule}
 
 
 EXPORT_COLUMNS = ["match", "storeTimestamp", "storeTime", "topic", "queueId", "queueOffset",

@@ -1,13 +1,17 @@
-"""The navigation tree: Topics > topic > queue (min / max / count), Consumer groups > group >
-topic queue (consumer offset, lag). A QStandardItemModel built from the engine's lists."""
+"""The navigation tree: Topics > topic > queue (min / max / count), LMQ queues > %LMQ% name >
+queue 0 (5.x multi-dispatch), Consumer groups > group > topic queue (consumer offset, lag).
+BatchCQ topics are marked: their offsets count inner messages. A QStandardItemModel built from
+the engine's lists."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
 from PySide6.QtGui import QStandardItem, QStandardItemModel
 
+from engine.format.lmq import LMQ_PREFIX
+
 from ..textsafe import tip
 
-KIND_ROLE = Qt.UserRole + 1      # "topics" | "topic" | "queue" | "groups" | "group" | "group-queue"
+KIND_ROLE = Qt.UserRole + 1      # "topics" | "lmqs" | "topic" | "queue" | "groups" | "group" | "group-queue"
 TOPIC_ROLE = Qt.UserRole + 2
 QID_ROLE = Qt.UserRole + 3
 OFFSET_ROLE = Qt.UserRole + 4    # consumer offset of a group-queue item
@@ -49,6 +53,7 @@ class TopicTreeModel(QStandardItemModel):
         super().__init__(parent)
         self._headers()
         self.topics_item: QStandardItem | None = None
+        self.lmq_item: QStandardItem | None = None
         self.groups_item: QStandardItem | None = None
 
     def _headers(self) -> None:
@@ -63,23 +68,20 @@ class TopicTreeModel(QStandardItemModel):
         by_topic: dict[str, list[dict]] = {t: [] for t in topics}
         for q in queues:
             by_topic.setdefault(q["topic"], []).append(q)
-        total = sum(q["maxOffset"] - q["minOffset"] for q in queues)
+        lmq = {t: by_topic.pop(t) for t in [t for t in by_topic if t.startswith(LMQ_PREFIX)]}
+        total = sum(q["maxOffset"] - q["minOffset"] for q in queues if not q.get("lmq"))
         root = self.invisibleRootItem()
         self.topics_item = _text(f"Topics ({len(by_topic)})", "topics")
         root.appendRow([self.topics_item, _num(""), _num(""), _num(total)])
-        for topic in sorted(by_topic):
-            qs = sorted(by_topic[topic], key=lambda q: q["queueId"])
-            count = sum(q["maxOffset"] - q["minOffset"] for q in qs)
-            t_item = _text(topic, "topic", topic)
-            self.topics_item.appendRow(_tipped([t_item, _num(""), _num(""), _num(count)],
-                                               f"{topic}\n{len(qs)} queues, {count} messages"))
-            for q in qs:
-                qi = _text(f"queue {q['queueId']}", "queue", topic, q["queueId"])
-                t_item.appendRow(_tipped([qi, _num(q["minOffset"]), _num(q["maxOffset"]),
-                                          _num(q["maxOffset"] - q["minOffset"])],
-                                         f"{topic} / queue {q['queueId']}\nqueue offsets "
-                                         f"[{q['minOffset']}, {q['maxOffset']}): "
-                                         f"{q['maxOffset'] - q['minOffset']} messages"))
+        self._topic_rows(self.topics_item, by_topic)
+        self.lmq_item = None
+        if lmq:  # 5.x multi-dispatch queues: copies of units of the real topics' records
+            self.lmq_item = _text(f"LMQ queues ({len(lmq)})", "lmqs")
+            self.lmq_item.setToolTip(tip("Light message queues (%LMQ%...): records of other topics dispatched here "
+                                         "through INNER_MULTI_DISPATCH; a record's queueOffset is its real topic's"))
+            root.appendRow([self.lmq_item, _num(""), _num(""),
+                            _num(sum(q["maxOffset"] - q["minOffset"] for qs in lmq.values() for q in qs))])
+            self._topic_rows(self.lmq_item, lmq)
         groups: dict[str, list[dict]] = {}
         for r in lag:
             groups.setdefault(r["group"], []).append(r)
@@ -100,14 +102,32 @@ class TopicTreeModel(QStandardItemModel):
                                          f"{r['consumerOffset']}, max offset {r['maxOffset']}, lag {r['lag']}\n"
                                          "(double-click to open the queue at the consumer offset)"))
 
+    def _topic_rows(self, parent: QStandardItem, by_topic: dict[str, list[dict]]) -> None:
+        for topic in sorted(by_topic):
+            qs = sorted(by_topic[topic], key=lambda q: q["queueId"])
+            count = sum(q["maxOffset"] - q["minOffset"] for q in qs)
+            batch = any(q.get("cqType") == "BatchCQ" for q in qs)
+            t_item = _text(f"{topic}  [BatchCQ]" if batch else topic, "topic", topic)
+            kind = ("\nBatchCQ: 46-byte units; queue offsets count the inner messages of batch records"
+                    if batch else "")
+            parent.appendRow(_tipped([t_item, _num(""), _num(""), _num(count)],
+                                     f"{topic}\n{len(qs)} queues, {count} messages{kind}"))
+            for q in qs:
+                qi = _text(f"queue {q['queueId']}", "queue", topic, q["queueId"])
+                t_item.appendRow(_tipped([qi, _num(q["minOffset"]), _num(q["maxOffset"]),
+                                          _num(q["maxOffset"] - q["minOffset"])],
+                                         f"{topic} / queue {q['queueId']}{kind}\nqueue offsets "
+                                         f"[{q['minOffset']}, {q['maxOffset']}): "
+                                         f"{q['maxOffset'] - q['minOffset']} messages"
+                                         + (f" in {q['units']} batch records" if "units" in q else "")))
+
     def find_queue_item(self, topic: str, qid: int):
-        if self.topics_item is None:
-            return None
-        for i in range(self.topics_item.rowCount()):
-            t = self.topics_item.child(i)
-            if t.data(TOPIC_ROLE) == topic:
-                for j in range(t.rowCount()):
-                    q = t.child(j)
-                    if q.data(QID_ROLE) == qid:
-                        return q
+        for top in (self.topics_item, self.lmq_item):
+            for i in range(top.rowCount() if top is not None else 0):
+                t = top.child(i)
+                if t.data(TOPIC_ROLE) == topic:
+                    for j in range(t.rowCount()):
+                        q = t.child(j)
+                        if q.data(QID_ROLE) == qid:
+                            return q
         return None

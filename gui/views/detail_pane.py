@@ -53,6 +53,24 @@ def header_rows(m: Message, utc: bool) -> list[list]:
     return rows
 
 
+def dledger_rows(e: dict | None) -> list[list]:
+    """The DLedger entry header around a message of a DLedger store (engine: dledger_entry)."""
+    if not e:
+        return []
+    return [["DLedger index", e["index"], "entry index in the replicated log (dense from 0)"],
+            ["DLedger term", e["term"], "leader term when the entry was appended"],
+            ["DLedger pos", e["pos"], "entry position; the message starts 48 bytes later"],
+            ["DLedger size", e["size"], "entry size: 48-byte header + the message"],
+            ["DLedger magic", e["magic"], "entry format (1)"],
+            ["DLedger bodySize", e["bodySize"], "= storeSize"]]
+
+
+def with_dledger(rows: list[list], e: dict | None) -> list[list]:
+    """The header rows with the DLedger entry's right after commitLogOffset, where they matter."""
+    at = next((i + 1 for i, r in enumerate(rows) if r[0] == "commitLogOffset"), len(rows))
+    return rows[:at] + dledger_rows(e) + rows[at:]
+
+
 class BodyView(QWidget):
     """The body in a chosen mode; `mode_used` says what auto picked."""
 
@@ -148,6 +166,7 @@ class MessageDetail(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self.message: Message | None = None
+        self.dledger: dict | None = None   # the DLedger entry of the message shown, once located
         self.utc = False
         self.title = QLabel("No message selected", self)
         self.title.setTextFormat(Qt.PlainText)
@@ -181,6 +200,12 @@ class MessageDetail(QWidget):
         self.tabs.addTab(self.header, "Header")
         self.tabs.addTab(self.properties, "Properties")
         self.tabs.addTab(self.position, "Position")
+        self.dispatch = QPlainTextEdit(self)  # LMQ multi-dispatch and inner-batch contents
+        self.dispatch.setReadOnly(True)
+        self.dispatch.setFont(mono_font())
+        self.dispatch.setLineWrapMode(QPlainTextEdit.NoWrap)
+        self.tabs.addTab(self.dispatch, "LMQ / Batch")
+        self.inner = None
         self.body = BodyView(self)
         split = QSplitter(Qt.Horizontal, self)
         split.addWidget(self.tabs)
@@ -205,10 +230,13 @@ class MessageDetail(QWidget):
     def set_utc(self, utc: bool) -> None:
         self.utc = utc
         if self.message is not None:
-            fill_table(self.header, header_rows(self.message, utc), numeric=set())
+            fill_table(self.header, with_dledger(header_rows(self.message, utc), self.dledger), numeric=set())
 
-    def set_message(self, m: Message | None, note: str = "") -> None:
+    def set_message(self, m: Message | None, note: str = "", inner=None) -> None:
+        """`inner`: the inner message of an inner-batch record to show (body, properties)."""
         self.message = m
+        self.inner = inner
+        self.dledger = None
         for b in (self.copy_text, self.copy_hex, self.copy_b64, self.save, self.send_again):
             b.setEnabled(m is not None)
         if m is None:
@@ -216,21 +244,41 @@ class MessageDetail(QWidget):
             self.header.setRowCount(0)
             self.properties.setRowCount(0)
             self.position.setPlainText("")
+            self.dispatch.setPlainText("")
             self.body.set_body(b"", False)
             return
         self.title.setText(f"{m.topic} / queue {m.queueId} / queue offset {m.queueOffset}  ·  "
-                           f"commitlog offset {m.commitLogOffset}  ·  {m.storeSize:,} B")
+                           f"commitlog offset {m.commitLogOffset}  ·  {m.storeSize:,} B"
+                           + (f"  ·  inner message #{inner.index + 1} of the batch, queue offset {inner.queueOffset}"
+                              if inner is not None else ""))
         fill_table(self.header, header_rows(m, self.utc))
-        fill_table(self.properties, [[k, v] for k, v in m.properties.items()])
-        self.tabs.setTabText(1, f"Properties ({len(m.properties)})")
-        self.body.set_body(m.body, bool(m.sysFlag & COMPRESSED_FLAG), m.body_decompressed)
+        props = [[k, v] for k, v in m.properties.items()]
+        if inner is not None:  # the inner message's own properties, then the record's
+            props = [[k, v] for k, v in inner.properties.items()] + [[f"(record) {k}", v] for k, v in props]
+        fill_table(self.properties, props)
+        self.tabs.setTabText(1, f"Properties ({len(props)})")
+        if inner is not None:
+            self.body.set_body(inner.body, False)
+        else:
+            self.body.set_body(m.body, bool(m.sysFlag & COMPRESSED_FLAG), m.body_decompressed)
         self.position.setPlainText("locating…")
+        self.dispatch.setPlainText("locating…")
         self.positionRequested.emit(m)
 
     def show_position(self, m: Message, p: Position) -> None:
         if m is not self.message:
             return  # the user moved on
-        lines = ["CommitLog",
+        lines = []
+        if p.dledger is not None:
+            self.dledger = p.dledger
+            fill_table(self.header, with_dledger(header_rows(m, self.utc), p.dledger))
+            e = p.dledger
+            lines = ["DLedger entry (the message is its body)",
+                     f"  index              {e['index']}",
+                     f"  term               {e['term']}",
+                     f"  pos                {e['pos']}  (commitlog offset - 48)",
+                     f"  size               {e['size']}  (48-byte header + {e['bodySize']})", ""]
+        lines += ["CommitLog",
                  f"  commitlog offset   {m.commitLogOffset}",
                  f"  file               {p.commitlog_file or '(no file holds it)'}",
                  f"  offset in file     {p.offset_in_file if p.offset_in_file is not None else '—'}",
@@ -252,6 +300,7 @@ class MessageDetail(QWidget):
         for h in p.index_hits:
             lines.append(f"  {h.file}  entry #{h.entry}  slot {h.slot}  key {h.key!r}  time {format_ms(h.timestamp, self.utc)}")
         self.position.setPlainText("\n".join(lines))
+        self.dispatch.setPlainText("\n".join(dispatch_lines(p, self.inner)))
 
     def _save(self) -> None:
         if self.message is None:
@@ -268,3 +317,39 @@ class MessageDetail(QWidget):
         except OSError as exc:
             from .dialogs import error
             error(self, "Cannot save body", exc)
+
+
+def dispatch_lines(p: Position, shown=None) -> list[str]:
+    """The LMQ / Batch tab: the LMQ queues the record reached (positions from their CQs, the
+    record's own INNER_MULTI_QUEUE_OFFSET beside them) and its inner batch."""
+    out = []
+    if p.lmq is not None:
+        out.append("LMQ dispatch (INNER_MULTI_DISPATCH)")
+        if p.lmq["problem"] == "[bug]":
+            out.append("  NOT DISPATCHED: INNER_MULTI_DISPATCH and INNER_MULTI_QUEUE_OFFSET differ in length "
+                       "(RocketMQ's [bug] case)")
+        elif p.lmq["problem"]:
+            out.append("  an offset element is not a number: RocketMQ's dispatch never finishes this record")
+        out.append(f"  {'queue':<18} {'CQ offset':>9} {'property':>8}")
+        for q in p.lmq["queues"]:
+            at = q["queueOffset"] if q["queueOffset"] is not None else "—"
+            prop = q["propertyOffset"] if q["propertyOffset"] is not None else "—"
+            why = ("  MISMATCH: the unit is elsewhere" if q["mismatch"] else
+                   "" if q["dispatched"] else "  no unit (not an LMQ, '/' in the name, or not dispatched)")
+            out.append(f"  {q['lmqName'] + ' / ' + str(q['queueId']):<18} {at:>9} {prop:>8}{why}")
+        out.append("")
+    if p.batch_unit is not None:
+        u = p.batch_unit
+        out += ["BatchConsumeQueue unit",
+                f"  msgBaseOffset {u['msgBaseOffset']}  batchSize {u['batchSize']}  storeTimestamp "
+                f"{u['storeTimestamp']}  tagsCode {u['tagsCode']}  compactedOffset {u['compactedOffset']}", ""]
+    if p.inner is not None:
+        out.append(f"Inner batch: {len(p.inner)} messages")
+        out.append(f"  {'offset':>7} {'bytes':>6}  {'tags':<10} {'keys':<22} UNIQ_KEY")
+        for i in p.inner:
+            mark = "▶" if shown is not None and i.index == shown.index else " "
+            out.append(f"{mark} {i.queueOffset:>7} {len(i.body):>6}  {i.tags or '':<10} {i.keys or '':<22} "
+                       f"{i.uniqKey or '—'}")
+    elif p.inner_error:
+        out.append(f"Inner batch undecodable: {p.inner_error}")
+    return out or ["No LMQ dispatch; not an inner-batch record."]

@@ -21,11 +21,30 @@ def _value() -> QLabel:
     return lab
 
 
+def dledger_text(d: dict | None) -> str:
+    if not d:
+        return "no (classic commitlog)"
+    cp = d.get("checkpoint") or {}
+    return (f"{d['folder']}: selfId {d['selfId']}, term {d['currTerm']}, voteLeader {d['voteLeader'] or '—'}\n"
+            f"entries {d['ledgerBeginIndex']}–{d['ledgerEndIndex']} (last term {d['ledgerEndTerm']}), "
+            f"committedIndex {d['committedIndex']}\n"
+            f"checkpoint: endIndex {cp.get('endIndex', '—')}, committedIndex {cp.get('committedIndex', '—')}"
+            + (f"\nmixed: {len(d['oldCommitlogFiles'])} old commitlog files below offset {d['dividedCommitlogOffset']}"
+               if d.get("oldCommitlogFiles") else ""))
+
+
+def _cq_store_text(cqs: dict) -> str:
+    if cqs.get("storeType") == "defaultRocksDB":
+        return (f"in RocksDB (storeType=defaultRocksDB), read-only\n"
+                f"dispatch committed to commitlog offset {cqs.get('committedMaxPhyOffset')}")
+    return "files (consumequeue/<topic>/<queueId>/)"
+
+
 class OverviewPanel(QWidget):
     FIELDS = {
-        "store": ["Folder", "Mode", "Abort file", "Lock", "Checkpoint", "Recovery"],
-        "commitlog": ["Min offset", "Max offset", "Data", "Files"],
-        "messages": ["Topics", "Queues", "Messages", "First stored", "Last stored", "Span"],
+        "store": ["Folder", "Mode", "Generation", "Abort file", "Lock", "Checkpoint", "Recovery"],
+        "commitlog": ["Min offset", "Max offset", "Data", "Files", "DLedger"],
+        "messages": ["Topics", "Queues", "ConsumeQueues", "Messages", "First stored", "Last stored", "Span"],
         "index": ["Index files", "Index entries", "Consumer groups", "Config files"],
     }
     TITLES = {"store": "Store", "commitlog": "CommitLog", "messages": "Messages", "index": "Index and consumers"}
@@ -52,8 +71,10 @@ class OverviewPanel(QWidget):
                                  "End commitLogOffset", "Used slots", "Entries"])
         self.lag = make_table(["Consumer group", "Topic", "Queue", "Consumer offset", "Max offset", "Lag"])
         self.warnings = make_table(["Warning"])
+        self.evidence = make_table(["Points to", "Sign", "What was found"])
         for w, title in ((self.topics, "Topics"), (self.files, "CommitLog files"), (self.index, "Index files"),
-                         (self.lag, "Consumer groups and lag"), (self.warnings, "Warnings")):
+                         (self.lag, "Consumer groups and lag"), (self.warnings, "Warnings"),
+                         (self.evidence, "Generation evidence")):
             self.tabs.addTab(w, title)
         lay = QVBoxLayout(self)
         lay.addLayout(grid)
@@ -63,13 +84,33 @@ class OverviewPanel(QWidget):
         self.overview = None
         for lab in self.values.values():
             lab.setText("—")
-        for t in (self.topics, self.files, self.index, self.lag, self.warnings):
+        for t in (self.topics, self.files, self.index, self.lag, self.warnings, self.evidence):
             t.setRowCount(0)
 
     def set_utc(self, utc: bool) -> None:
         self.utc = utc
         if self.overview is not None:
             self.show_overview(self.overview)
+
+    def _show_generation(self, gen: dict) -> None:
+        """Which RocketMQ wrote the store, the sign that decided it, all signs in the tooltip and
+        the evidence tab, and the rules that follow it."""
+        version = gen.get("version", "unknown")
+        evidence = gen.get("evidence", [])
+        signs = [e["detail"] for e in evidence if e["points"] == version]
+        defaults = gen.get("defaults", {})
+        text = (f"{version}  ({len(signs)} sign{'s' * (len(signs) != 1)} point to it; see Generation evidence)"
+                if signs else f"{version}  (nothing in the files decides it)")
+        if gen.get("mixed"):
+            text += "\nsigns of both generations: one began the store, the other went on writing it"
+        text += (f"\ntime lookup by the {defaults.get('timeLookup', '4.9')} rule; appends "
+                 f"{'carry' if defaults.get('enabledAppendPropCRC') else 'carry no'} __CRC32# tails")
+        lab = self.values["Generation"]
+        lab.setText(text)
+        lab.setToolTip(tip("\n".join(f"[{e['points']}] {e['kind']}: {e['detail']}" for e in evidence)
+                           or "no evidence"))
+        fill_table(self.evidence, [[e["points"], e["kind"], e["detail"]] for e in evidence])
+        self.tabs.setTabText(5, f"Generation evidence ({version})")
 
     def show_overview(self, ov: Overview) -> None:
         self.overview = ov
@@ -79,6 +120,7 @@ class OverviewPanel(QWidget):
         v["Folder"].setToolTip(tip(ov.root))
         v["Mode"].setText("read-only (files mapped read-only, no lock taken)" if ov.read_only
                           else "READ-WRITE (this process holds the lock)")
+        self._show_generation(ov.generation or {})
         v["Abort file"].setText("PRESENT: the broker did not shut down cleanly" if ov.abort else "absent (clean shutdown)")
         v["Lock"].setText(f"held by process {ov.lock_holder}" if ov.lock_holder else "free")
         cp = ov.checkpoint or {}
@@ -91,8 +133,11 @@ class OverviewPanel(QWidget):
         v["Max offset"].setText(f"{ov.commitlog_max} (commitlog offset)")
         v["Data"].setText(format_bytes(ov.commitlog_bytes))
         v["Files"].setText(f"{len(ov.commitlog_files)} × {format_bytes(ov.file_size)}")
+        v["DLedger"].setText(dledger_text(ov.dledger))
+        self.tabs.setTabText(1, "DLedger data files" if ov.dledger else "CommitLog files")
         v["Topics"].setText(str(len(ov.topics)))
         v["Queues"].setText(str(ov.queue_count))
+        v["ConsumeQueues"].setText(_cq_store_text(ov.consume_queue_store))
         v["Messages"].setText(f"{ov.message_count:,} (sum of ConsumeQueue lengths)")
         v["First stored"].setText(t(ov.first_time))
         v["Last stored"].setText(t(ov.last_time))

@@ -12,7 +12,7 @@ from engine import Message
 
 from ..models import message_table as mt
 from ..models.filters import MessageFilter, scan_queue
-from ..models.queue_rows import read_message
+from ..models.queue_rows import inner_at, read_message
 from ..models.search import time_search
 from ..workers import Lane
 from .detail_pane import MessageDetail
@@ -323,7 +323,7 @@ class QueueBrowser(QWidget):
         if m is None:
             self.detail.set_message(None, f"queue offset {r.queueOffset}: the record is gone")
         else:
-            self.detail.set_message(m)
+            self.detail.set_message(m, inner=inner_at(m, r.innerIndex))
         self.messageShown.emit(m)
 
 

@@ -109,6 +109,7 @@ class SearchPanel(QWidget):
         self.t_queue = QComboBox(time_tab)
         self.t_time = MsDateTimeEdit(time_tab)
         self.t_boundary = QComboBox(time_tab)
+        self.t_boundary.addItem("RocketMQ's rule for the store's generation (4.9 on 4.x, 5.x lower on 5.x)", "auto")
         self.t_boundary.addItem("first message stored at or after (5.x lower)", "lower")
         self.t_boundary.addItem("last message stored at or before (5.x upper)", "upper")
         self.t_boundary.addItem("RocketMQ 4.9 (file by mtime, nearest)", None)
@@ -323,7 +324,8 @@ class SearchPanel(QWidget):
             self.last_time_result = dict(res, topic=topic, queueId=qid, time=ts)
             t = format_ms(res["storeTimestamp"], self.utc) if res["storeTimestamp"] >= 0 else "past the end"
             self.t_result.setText(f"{format_ms(ts, self.utc)} → queue offset {res['offset']} "
-                                  f"(stored {t}; queue offsets [{res['minOffset']}, {res['maxOffset']}))")
+                                  f"(stored {t}; queue offsets [{res['minOffset']}, {res['maxOffset']}))"
+                                  f"\nrule {res['rule']}" + (" (the store's generation)" if boundary == "auto" else ""))
             self.t_open.setEnabled(True)
 
         self.session.submit(time_search, topic, qid, ts, boundary, lane=self.lane,

@@ -44,7 +44,7 @@ class StoreTree(QTreeView):
         else:
             self.tree_model.populate(store.queue_list(), store.topics(), store.consumer_lag())
         self._size_columns()
-        for item in (self.tree_model.topics_item, self.tree_model.groups_item):
+        for item in (self.tree_model.topics_item, self.tree_model.lmq_item, self.tree_model.groups_item):
             if item is not None:
                 self.expand(self.tree_model.indexFromItem(item))
 

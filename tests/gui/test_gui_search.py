@@ -120,9 +120,10 @@ def test_time_to_queue_offset_and_open_in_browser(qtbot, window):
     p.t_time.set_ms(case["storeTimeAtMid"])
     with qtbot.waitSignal(p.lane.runner.idle, timeout=10000):
         qtbot.mouseClick(p.t_find, Qt.LeftButton)
-    expected = store.get_offset_in_queue_by_time("TopicTest", 2, case["storeTimeAtMid"], boundary="lower")
-    assert p.last_time_result["offset"] == expected
+    expected = store.get_offset_in_queue_by_time("TopicTest", 2, case["storeTimeAtMid"], boundary=None)
+    assert p.last_time_result["offset"] == expected  # the default: small is a 4.x store, the 4.9 rule
     assert f"queue offset {expected}" in p.t_result.text()
+    assert "rule 4.9 (the store's generation)" in p.t_result.text()
     qtbot.mouseClick(p.t_open, Qt.LeftButton)
     b = window.browser
     assert window.tabs.currentWidget() is b and (b.model.topic, b.model.queue_id) == ("TopicTest", 2)

@@ -46,7 +46,7 @@ def test_settings_cover_the_engine_config_but_not_the_paths():
 
     from engine.config import StoreConfig
     scalar = {f.name for f in fields(StoreConfig) if f.type in ("int", "bool", "str", int, bool, str)}
-    assert sc.NAMES == scalar - {"storePathRootDir", "storePathCommitLog"}
+    assert sc.NAMES == scalar - {"storePathRootDir", "storePathCommitLog", "storePathDLedgerCommitLog"}
     assert [s.name for s in sc.SETTINGS[:4]] == list(sc.SIZE_KEYS)   # the sizes come first
     assert sc.to_config({}) is None and sc.check({"maxIndexNum": "many"}) == "invalid value 'many' for maxIndexNum"
     cfg = sc.to_config({"mappedFileSizeCommitLog": "65536", "messageIndexEnable": "false", "unknown": "1"})

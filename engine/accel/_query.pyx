@@ -1,0 +1,200 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""Key queries in one call: the "topic#key" hash, the slot walk of every index file and the
+time test, in C. The pure-Python twin (IndexService.query_offset over IndexFile.select) stays
+the reference; tests/test_query_kernel.py compares the two answer for answer.
+
+A KeyIndex is built over IndexService.files once and checks on every call that the list still
+holds the same files (same length, same first and last object), so a roll, a deletion or a
+reload makes the service build a new one. Each file's header is read from its IndexHeader's
+array('q') (the writer updates it in place; reload_header copies into it), never cached."""
+from cpython.mem cimport PyMem_Free, PyMem_Malloc
+from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
+from libc.string cimport memcpy
+
+from engine.format.layout cimport (INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, OFF_ENTRY_HASH,
+                                   OFF_ENTRY_PHY, OFF_ENTRY_PREV, OFF_ENTRY_TIMEDIFF)
+
+cdef extern from *:
+    """
+    #include <string.h>
+    #include <stdint.h>
+    static inline int32_t rmq_q_be32(const unsigned char *p) {
+        uint32_t v; memcpy(&v, p, 4); return (int32_t)__builtin_bswap32(v);
+    }
+    static inline int64_t rmq_q_be64(const unsigned char *p) {
+        uint64_t v; memcpy(&v, p, 8); return (int64_t)__builtin_bswap64(v);
+    }
+    """
+    int32_t rmq_q_be32(const unsigned char *p) nogil
+    int64_t rmq_q_be64(const unsigned char *p) nogil
+
+# IndexHeader.values order (engine/store/index_file.py _HEADER_FIELDS)
+cdef enum:
+    H_BEGIN_TS = 0
+    H_END_TS = 1
+    H_END_PHY = 3
+    H_INDEX_COUNT = 5
+
+cdef int32_t INT_MIN32 = -2147483648
+
+
+cdef inline uint32_t _feed(uint32_t h, uint32_t c) noexcept:
+    """Java's String.hashCode step over UTF-16 code units (a non-BMP character is two)."""
+    if c >= 0x10000:
+        c -= 0x10000
+        h = h * 31 + (0xD800 + (c >> 10))
+        return h * 31 + (0xDC00 + (c & 0x3FF))
+    return h * 31 + c
+
+
+def key_hash(str topic, str key):
+    """IndexFile.indexKeyHashMethod of "topic#key" without building the string."""
+    return _key_hash(topic, key)
+
+
+cdef int32_t _key_hash(str topic, str key):
+    cdef uint32_t h = 0
+    cdef Py_UCS4 c
+    for c in topic:
+        h = _feed(h, <uint32_t>c)
+    h = _feed(h, 35)  # '#'
+    for c in key:
+        h = _feed(h, <uint32_t>c)
+    cdef int32_t s = <int32_t>h
+    if s == INT_MIN32:
+        return 0
+    return -s if s < 0 else s
+
+
+cdef class KeyIndex:
+    """The index files of one IndexService, ready for compiled walks."""
+    cdef object files           # the service's list (identity checked per call)
+    cdef object first, last
+    cdef Py_ssize_t n
+    cdef list keep              # memoryviews that keep every map and header alive
+    cdef const unsigned char **bufs
+    cdef Py_ssize_t *buf_len
+    cdef int64_t **hdrs
+    cdef int64_t *slot_nums
+    cdef int64_t *index_nums
+
+    def __cinit__(self, list files):
+        cdef Py_ssize_t i, n = len(files)
+        cdef const unsigned char[::1] b
+        cdef long long[::1] hv
+        self.files = files
+        self.n = n
+        self.first = files[0] if n else None
+        self.last = files[n - 1] if n else None
+        self.keep = []
+        self.bufs = <const unsigned char **>PyMem_Malloc((n + 1) * sizeof(void *))
+        self.buf_len = <Py_ssize_t *>PyMem_Malloc((n + 1) * sizeof(Py_ssize_t))
+        self.hdrs = <int64_t **>PyMem_Malloc((n + 1) * sizeof(void *))
+        self.slot_nums = <int64_t *>PyMem_Malloc((n + 1) * sizeof(int64_t))
+        self.index_nums = <int64_t *>PyMem_Malloc((n + 1) * sizeof(int64_t))
+        if not (self.bufs and self.buf_len and self.hdrs and self.slot_nums and self.index_nums):
+            raise MemoryError()
+        for i in range(n):
+            f = files[i]
+            b = f.file.mm
+            hv = f.header.values
+            self.keep.append(b)
+            self.keep.append(hv)
+            self.bufs[i] = &b[0] if b.shape[0] else NULL
+            self.buf_len[i] = b.shape[0]
+            self.hdrs[i] = <int64_t *>&hv[0]
+            self.slot_nums[i] = f.slot_num
+            self.index_nums[i] = f.index_num
+
+    def __dealloc__(self):
+        PyMem_Free(self.bufs)
+        PyMem_Free(self.buf_len)
+        PyMem_Free(self.hdrs)
+        PyMem_Free(self.slot_nums)
+        PyMem_Free(self.index_nums)
+
+    def fresh(self, list files):
+        """Still the same files in the same list?"""
+        cdef Py_ssize_t n = len(files)
+        if files is not self.files or n != self.n:
+            return False
+        if n == 0:
+            return True
+        return files[0] is self.first and files[n - 1] is self.last
+
+    cdef Py_ssize_t _select(self, Py_ssize_t i, int32_t key_hash, Py_ssize_t max_num, int64_t begin,
+                            int64_t end, list out) except -1:
+        """IndexFile.select: the newest entry first, hash and time tested, at most min(indexCount,
+        maxIndexNum) steps so a cycle ends."""
+        cdef const unsigned char *buf = self.bufs[i]
+        cdef int64_t *h = self.hdrs[i]
+        cdef int64_t slot_num = self.slot_nums[i], index_num = self.index_nums[i]
+        cdef int64_t count = h[H_INDEX_COUNT], begin_ts = h[H_BEGIN_TS]
+        cdef int64_t entry_base = INDEX_HEADER_SIZE + slot_num * INDEX_SLOT_SIZE
+        cdef int64_t steps = 0, max_steps = count if count < index_num else index_num
+        cdef int64_t n, t, phy
+        cdef int32_t e_hash, diff, prev
+        cdef const unsigned char *e
+        cdef Py_ssize_t got = len(out)
+        if buf == NULL or entry_base + index_num * INDEX_ENTRY_SIZE > self.buf_len[i]:
+            return got
+        n = rmq_q_be32(buf + INDEX_HEADER_SIZE + (key_hash % slot_num) * INDEX_SLOT_SIZE)
+        if n <= 0 or n > count or count <= 1:
+            return got
+        while got < max_num and steps < max_steps:
+            steps += 1
+            if n >= index_num:
+                break
+            e = buf + entry_base + n * INDEX_ENTRY_SIZE
+            diff = rmq_q_be32(e + OFF_ENTRY_TIMEDIFF)
+            if diff < 0:
+                break
+            t = begin_ts + <int64_t>diff * 1000
+            e_hash = rmq_q_be32(e + OFF_ENTRY_HASH)
+            prev = rmq_q_be32(e + OFF_ENTRY_PREV)
+            if e_hash == key_hash and begin <= t <= end:
+                phy = rmq_q_be64(e + OFF_ENTRY_PHY)
+                out.append(phy)
+                got += 1
+            if prev <= 0 or prev > count or prev == n or t < begin:
+                break
+            n = prev
+        return got
+
+    cdef list _query(self, int32_t key_hash, Py_ssize_t max_num, int64_t begin, int64_t end):
+        """IndexService.queryOffset's file loop: newest file first; a file is walked when its
+        time range meets [begin, end]; stop at a file that begins before `begin` or when full."""
+        cdef list out = []
+        cdef Py_ssize_t i, got = 0
+        cdef int64_t *h
+        for i in range(self.n - 1, -1, -1):
+            h = self.hdrs[i]
+            if ((begin < h[H_BEGIN_TS] and end > h[H_END_TS])
+                    or h[H_BEGIN_TS] <= begin <= h[H_END_TS] or h[H_BEGIN_TS] <= end <= h[H_END_TS]):
+                got = self._select(i, key_hash, max_num, begin, end, out)
+            if h[H_BEGIN_TS] < begin or got >= max_num:
+                break
+        return out
+
+    def query(self, str topic, str key, Py_ssize_t max_num, int64_t begin, int64_t end):
+        """Commitlog offsets for "topic#key", newest first, as IndexService.query_offset."""
+        return self._query(_key_hash(topic, key), max_num, begin, end)
+
+    def query_offset(self, str topic, str key, Py_ssize_t max_num, Py_ssize_t cap, int64_t begin, int64_t end):
+        """IndexService.query_offset's whole answer (offsets, lastUpdateTimestamp,
+        lastUpdatePhyOffset); a non-zero `cap` lowers max_num (maxMsgsNumBatch)."""
+        if cap != 0 and cap < max_num:  # min(max_num, cap) if cap, as the reference
+            max_num = cap
+        cdef list out = self._query(_key_hash(topic, key), max_num, begin, end)
+        if self.n == 0:
+            return out, 0, 0
+        cdef int64_t *h = self.hdrs[self.n - 1]
+        return out, h[H_END_TS], h[H_END_PHY]
+
+    def query_many(self, str topic, keys, Py_ssize_t max_num, int64_t begin, int64_t end):
+        """query() for every key of `keys`: one list of offsets per key, in order."""
+        cdef list answers = []
+        cdef str k
+        for k in keys:
+            answers.append(self._query(_key_hash(topic, k), max_num, begin, end))
+        return answers

@@ -1,0 +1,146 @@
+"""Key queries: the compiled walker (engine/accel/_query.pyx) against the Python reference
+(IndexService.query_offset(accel=False) over IndexFile.select), answer for answer: on every
+conformance store's keys with several time windows and caps, on a store written here whose
+small index rolls over several files while it is queried, and on damaged copies (cycles,
+forward links, links and slots out of range). The batched API equals one call per key.
+
+Run compiled and with RMQSTORE_PURE_PYTHON=1 (the Makefile's TWIN_TESTS): with the compiled
+module off, both sides are the reference and the RocketMQ answers still hold."""
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from conftest import CLEAN, CRASHED, manifest, unpack
+from engine import MessageStore, StoreConfig, accel
+from engine.format.javahash import index_key, index_key_hash, java_hash
+from engine.store.index_file import LONG_MAX
+
+KERNEL = accel.load("_query")
+SMALL = dict(mappedFileSizeCommitLog=65536, mappedFileSizeConsumeQueue=1000, maxHashSlotNum=7, maxIndexNum=40)
+
+
+def windows(store) -> list[tuple[int, int]]:
+    """Time windows around the store's index files: all, none, each file's range, halves."""
+    out = [(0, LONG_MAX), (LONG_MAX - 1, LONG_MAX), (0, 0)]
+    for f in store.index.files:
+        b, e = f.header.beginTimestamp, f.header.endTimestamp
+        out += [(b, e), (b + 1000, e), (b, (b + e) // 2), ((b + e) // 2, LONG_MAX), (e, e)]
+    return out
+
+
+def both(store, topic, key, max_num, begin, end):
+    idx = store.index
+    fast = idx.query_offset(topic, key, max_num, begin, end, cap=0)
+    ref = idx.query_offset(topic, key, max_num, begin, end, cap=0, accel=False)
+    assert fast == ref, (topic, key, max_num, begin, end)
+    return ref
+
+
+def all_pairs(name):
+    return [(t, k) for t, k, _src, _exp in manifest(name)["key_queries"]["all_pairs"]]
+
+
+@pytest.mark.parametrize("name", CLEAN + CRASHED)
+def test_compiled_walk_equals_reference_on_real_stores(name):
+    pairs = all_pairs(name)[:400]
+    with MessageStore.open(unpack(name)) as store:
+        ws = windows(store)
+        for i, (topic, key) in enumerate(pairs):
+            for max_num in (1, 3, 64):
+                both(store, topic, key, max_num, *ws[i % len(ws)])
+            both(store, topic, key + "-absent", 64, 0, LONG_MAX)
+        by_topic: dict[str, list[str]] = {}
+        for topic, key in pairs:
+            by_topic.setdefault(topic, []).append(key)
+        for topic, keys in by_topic.items():
+            batch = store.index.query_offsets(topic, keys, 64, 0, LONG_MAX, cap=0)
+            assert batch == [store.index.query_offset(topic, k, 64, 0, LONG_MAX, cap=0, accel=False)[0]
+                             for k in keys]
+
+
+def _int_min_key(topic: str) -> str:
+    """A key whose "topic#key" has String.hashCode == Integer.MIN_VALUE (indexKeyHash 0)."""
+    target = 0x80000000
+    for n in range(100000):
+        prefix = f"k{n}"
+        h = java_hash(index_key(topic, prefix)) & 0xFFFFFFFF
+        rest = (target - h * 31 ** 3) & 0xFFFFFFFF   # = c1 * 961 + c2 * 31 + c3
+        c1, r = divmod(rest, 961)
+        if 0x20 <= c1 < 0xD800:
+            return prefix + chr(c1) + chr(r // 31) + chr(r % 31)
+    raise AssertionError("no key found")
+
+
+@pytest.mark.skipif(KERNEL is None, reason="compiled module not built or turned off")
+def test_key_hash_is_javas_over_utf16_units():
+    keys = ["", "a", "order-1001", "订单-42", "emoji-\U0001F600-x", "\U00010400\U0001F4A9", "lone-\ud800-s",
+            "x" * 3000, _int_min_key("T")]
+    for key in keys:
+        assert KERNEL.key_hash("T", key) == index_key_hash(index_key("T", key)), key
+    assert KERNEL.key_hash("T", keys[-1]) == 0
+
+
+def _write(store, n: int, t0: int = 0):
+    """n messages over 3 topics, shared and per-message keys, some keys CJK / non-BMP."""
+    out = []
+    for i in range(n):
+        keys = [f"k{i}", f"shared{i % 5}", "订单" if i % 7 == 0 else "e\U0001F600" if i % 11 == 0 else f"z{i % 3}"]
+        out.append(store.put_message(f"T{i % 3}", b"b%d" % i, tags="A", keys=keys))
+    return out
+
+
+def test_queries_follow_a_writer_across_index_rolls(tmp_path):
+    """40-entry index files roll every 13 messages (3 keys + UNIQ_KEY): queries between puts
+    see every new entry and every new file, compiled and reference alike."""
+    cfg = StoreConfig.from_mapping({**SMALL})
+    with MessageStore.create(tmp_path / "s", cfg) as store:
+        for step in range(6):
+            _write(store, 17)
+            for t in range(3):
+                for key in ["shared0", "shared4", "订单", "e\U0001F600", "z1", "k3", "k100", "none"]:
+                    for w in windows(store)[:6]:
+                        both(store, f"T{t}", key, 64, *w)
+        assert len(store.index.files) > 4
+        hits = both(store, "T0", "shared0", 64, 0, LONG_MAX)[0]
+        assert hits, "shared keys are found"
+
+
+def _damage(path, slot_num: int, edits) -> None:
+    """Write (entry number, field, value) edits into an index file."""
+    base = 40 + 4 * slot_num
+    field = {"prev": (16, ">i"), "diff": (12, ">i"), "hash": (0, ">i"), "slot": (None, ">i")}
+    with open(path, "r+b") as fh:
+        for n, name, value in edits:
+            off, fmt = field[name]
+            fh.seek(40 + 4 * n if name == "slot" else base + 20 * n + off)
+            fh.write(struct.pack(fmt, value))
+
+
+def test_damaged_chains_end_the_same_way(tmp_path):
+    cfg = StoreConfig.from_mapping({**SMALL, "maxIndexNum": 200})
+    with MessageStore.create(tmp_path / "s", cfg) as store:
+        _write(store, 40)
+    files = sorted((tmp_path / "s" / "index").iterdir())
+    edits = [(30, "prev", 60), (40, "prev", 30), (50, "prev", 50), (20, "prev", 5000), (25, "prev", -3),
+             (12, "diff", -1), (3, "slot", 150), (4, "slot", -7), (5, "slot", 1_000_000), (33, "hash", 0)]
+    _damage(files[-1], 7, edits)
+    with MessageStore.open(tmp_path / "s") as store:
+        for t in range(3):
+            for i in range(40):
+                for key in (f"k{i}", f"shared{i % 5}", f"z{i % 3}"):
+                    both(store, f"T{t}", key, 64, 0, LONG_MAX)
+                    both(store, f"T{t}", key, 2, 0, LONG_MAX)
+
+
+def test_batch_api_caps_like_single_queries(tmp_path):
+    cfg = StoreConfig.from_mapping({**SMALL, "maxIndexNum": 400})
+    with MessageStore.create(tmp_path / "s", cfg) as store:
+        _write(store, 60)
+        idx = store.index
+        keys = ["shared1", "shared2", "k5", "none", "z0"]
+        for cap in (None, 0, 2):
+            got = idx.query_offsets("T1", keys, 64, 0, LONG_MAX, cap=cap)
+            assert got == [idx.query_offset("T1", k, 64, 0, LONG_MAX, cap=cap, accel=False)[0] for k in keys]
+        assert max(len(g) for g in idx.query_offsets("T1", keys, 64, 0, LONG_MAX, cap=2)) == 2
