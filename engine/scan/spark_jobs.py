@@ -498,8 +498,10 @@ def _write(w, fmt: str, target: str) -> None:
         w.parquet(target)
     elif fmt == "jsonl":
         w.text(target)
-    else:   # RFC 4180: a quote inside a field is doubled (Spark's default escape is a backslash)
-        w.option("header", "true").option("quote", '"').option("escape", '"').csv(target)
+    else:   # RFC 4180: a quote inside a field is doubled (Spark's default escape is a backslash);
+        # and Spark's writer trims spaces around values unless told not to (' k ' stays ' k ')
+        (w.option("header", "true").option("quote", '"').option("escape", '"')
+         .option("ignoreLeadingWhiteSpace", "false").option("ignoreTrailingWhiteSpace", "false").csv(target))
 
 
 def _export_frame(ld: Loader):

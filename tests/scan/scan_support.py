@@ -78,7 +78,7 @@ def rm(path) -> None:
     shutil.rmtree(path, ignore_errors=True)
 
 
-QUOTED_KEYS = ['say "hi", then\nleave', 'plain', 'comma,only', '"', '']
+QUOTED_KEYS = ['say "hi", then\nleave', 'plain', 'comma,only', '"', '', ' two  spaces ']
 
 
 def make_quoted_store(root) -> str:

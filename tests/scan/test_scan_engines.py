@@ -56,7 +56,7 @@ def test_csv_is_rfc4180_on_both_engines(spark, tmp_path):
         run_job(store, "export", JobParams(format="csv", out=str(tmp_path / "spark.csv")), engine="spark", spark=spark)
         ref = [m.to_json() for m in store.iter_messages()]
     a, b = _csv(tmp_path / "local.csv"), _csv(tmp_path / "spark.csv")
-    assert a == b and len(a) == len(ref) == 19
+    assert a == b and len(a) == len(ref) == 22
     assert [r["keys"] for r in a] == [m["keys"] or "" for m in ref]
     assert {k for k in QUOTED_KEYS if k} <= {r["keys"] for r in a}
     assert [r["tags"] for r in a] == [m["tags"] or "" for m in ref]

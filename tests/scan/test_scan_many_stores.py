@@ -112,3 +112,31 @@ def test_data_source_reads_a_cluster_layout(spark, cluster):
                    ("broker-b-conf", stores["broker-b-conf"]): len(manifest("v5")["messages"])}
     cq = spark.read.format("rocketmq-cq").load(f"{root}/*/store")
     assert {r.broker for r in cq.select("broker").distinct().collect()} == {"broker-a", "broker-b-conf"}
+
+
+@pytest.mark.spark
+def test_export_of_two_stores_reads_back_equal(spark, cluster, tmp_path):
+    import csv
+    members = _open(cluster[1])
+    try:
+        for fmt in ("jsonl", "csv"):
+            a = run_job(members, "export", JobParams(format=fmt, out=str(tmp_path / f"l.{fmt}")), engine="local")
+            b = run_job(members, "export", JobParams(format=fmt, out=f"file://{tmp_path}/s.{fmt}"), engine="spark",
+                        spark=spark)
+            assert a.rows[0]["rows"] == b.rows[0]["rows"] == sum(len(list(m.store.iter_messages())) for m in members)
+            if fmt == "jsonl":
+                local = [json.loads(x) for x in (tmp_path / "l.jsonl").read_text().splitlines()]
+                back = [json.loads(x) for p in (tmp_path / "s.jsonl").glob("part-*") for x in p.read_text().splitlines()]
+            else:
+                with open(tmp_path / "l.csv", newline="") as fh:
+                    local = list(csv.DictReader(fh))
+                back = []
+                for p in (tmp_path / "s.csv").glob("part-*"):
+                    with open(p, newline="") as fh:
+                        back += list(csv.DictReader(fh))
+            key = (lambda r: (r["broker"], r["store"], int(r["commitLogOffset"])))
+            assert sorted(back, key=key) == local and list(local[0])[:2] == ["broker", "store"], fmt
+            assert {r["broker"] for r in local} == {"broker-a", "broker-b-conf"}
+    finally:
+        for m in members:
+            m.store.close()
