@@ -5,6 +5,7 @@ PY     := $(VENV)/bin/python
 STAMP  := $(VENV)/.installed
 STORE  ?=
 QUICK  ?=
+JAVA_LIB ?=
 
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
@@ -67,7 +68,7 @@ TWIN_TESTS := tests/test_conformance_read.py tests/test_write_path.py tests/test
               tests/test_check.py tests/test_first_contact.py tests/test_expired_and_late_queues.py \
               tests/test_analysis.py tests/internals/test_analysis_oracles.py tests/test_recovery_plan.py \
               tests/test_cli_internals.py tests/gui/test_gui_table_pages.py tests/test_query_kernel.py tests/test_dledger.py tests/test_dledger_real.py \
-              tests/test_lmq_batchcq_read.py tests/test_lmq_batchcq_write.py
+              tests/test_lmq_batchcq_read.py tests/test_lmq_batchcq_write.py tests/test_decode_kernel.py
 test: $(STAMP) system-deps
 	$(VENV)/bin/lint-imports
 	RMQSTORE_PURE_PYTHON=1 QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider $(TWIN_TESTS)
@@ -80,8 +81,9 @@ screenshots: $(STAMP)
 	mkdir -p docs/screenshots
 	for n in $(SHOTS); do cp build/screenshots/$$n.png docs/screenshots/; done
 
+# JAVA_LIB=DIR (RocketMQ 4.9.7's lib/ jars) adds the side-by-side java section (bench/README.md)
 bench: $(STAMP)
-	$(PY) -m bench $(if $(QUICK),--quick,)
+	$(PY) -m bench $(if $(QUICK),--quick,) $(if $(JAVA_LIB),--java-lib $(JAVA_LIB),)
 
 # the long reliability run; prints the power-loss and verdict-fuzz figures (docs/reliability.md, "Soak figures")
 soak: $(STAMP)

@@ -1,9 +1,10 @@
-"""python -m bench [--quick] [--only SECTION ...] [--keep] [--dir DIR]
+"""python -m bench [--quick] [--only SECTION ...] [--keep] [--dir DIR] [--java-lib DIR]
 
 Writes bench/results/latest.json ({"machine", "mode", "results", "scaling", ...}) and prints
 the table. Sections: baselines, first-contact (disk of a new store, read-write against
 read-only open), append, key-query, scaling (get-page mix, scan-local,
-scan-spark, memory and the curves), get-page, open (open, gui-first-page), heatmap."""
+scan-spark, memory and the curves), get-page, open (open, gui-first-page), heatmap; with
+--java-lib also java (the same workloads against RocketMQ's DefaultMessageStore, side by side)."""
 from __future__ import annotations
 
 import os
@@ -26,6 +27,7 @@ from .common import MB, Row, disk_free, log, machine, row, table
 
 HERE = Path(__file__).resolve().parent
 SECTIONS = ["baselines", "first-contact", "append", "key-query", "scaling", "get-page", "open", "heatmap", "internals-scan"]
+JAVA = "java"  # only with --java-lib (bench/java_side.py)
 
 
 class Context:
@@ -35,6 +37,7 @@ class Context:
         self.reps = 3
         self.stores: dict[str, Path] = {}   # stores a later section reuses
         self.scaling: dict = {}             # the curves
+        self.java_lib: str | None = None    # RocketMQ's jars, for the java section
 
 
 def baseline_rows(ctx) -> list[Row]:
@@ -70,16 +73,31 @@ def heatmap_rows(ctx) -> list:
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(prog="python -m bench", description=__doc__.split("\n\n")[0])
     ap.add_argument("--quick", action="store_true", help="smaller stores: under 10 minutes on 2 cores")
-    ap.add_argument("--only", nargs="+", choices=SECTIONS, help="run only these sections")
+    ap.add_argument("--only", nargs="+", choices=SECTIONS + [JAVA], help="run only these sections")
     ap.add_argument("--dir", help="where the temporary stores go (default: the system temp dir)")
     ap.add_argument("--keep", action="store_true", help="keep the temporary stores")
     ap.add_argument("--out", default=str(HERE / "results" / "latest.json"))
+    ap.add_argument("--java-lib", metavar="DIR", help="RocketMQ 4.9.7's jars (a binary distribution's lib/): "
+                    "adds the java section, our workloads against DefaultMessageStore side by side")
     args = ap.parse_args(argv)
-    sections = args.only or SECTIONS
+    sections = list(args.only or SECTIONS)
+    if args.java_lib:
+        from . import java_side
+        try:  # a wrong JAVA_LIB fails here, not after the other sections
+            java_side.compile_driver(Path(args.java_lib))
+        except java_side.JavaSideError as e:
+            print(f"bench: {e}", file=sys.stderr)
+            return 2
+        if JAVA not in sections:
+            sections.append(JAVA)
+    elif JAVA in sections:
+        print("bench: the java section needs --java-lib DIR (make bench JAVA_LIB=DIR)", file=sys.stderr)
+        return 2
     if "get-page" in sections and "append" not in sections:
         sections = ["append"] + sections  # get-page walks the append-batch stores
     tmp = Path(tempfile.mkdtemp(prefix="rmqstore-bench-", dir=args.dir))
     ctx = Context(tmp, args.quick)
+    ctx.java_lib = args.java_lib
     started = time.time()
     log(f"bench ({'quick' if args.quick else 'full'}) in {tmp}, {disk_free(tmp) / (1 << 30):.0f} GiB free")
     rows: list[Row] = []
@@ -93,9 +111,10 @@ def main(argv=None) -> int:
         "open": lambda c: __import__("bench.open_gui", fromlist=["run"]).run(c),
         "heatmap": heatmap_rows,
         "internals-scan": lambda c: __import__("bench.internals_scan", fromlist=["run"]).run(c),
+        JAVA: lambda c: __import__("bench.java_side", fromlist=["run"]).run(c),
     }
     try:
-        for name in SECTIONS:
+        for name in SECTIONS + [JAVA]:
             if name in sections:
                 t = time.time()
                 rows += runners[name](ctx)

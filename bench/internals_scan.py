@@ -4,7 +4,9 @@ small commitlog files (so per-file work shows):
 - segment-fill: engine.analysis.store_fill (walk every commitlog file once, topic byte
   ranges, CQ and index fill) against the raw page-cache read of the same commitlog bytes;
 - scan-sizes: the Spark data source (topic-stats, local[*]) and the single-process numpy scan
-  against the raw read, per store size: where (if anywhere) Spark pays off on this machine."""
+  against the raw read, per store size: where (if anywhere) Spark pays off on this machine;
+- scan-pushdown: what the reader decodes for `where("queueId = 1")` and for a one-column read,
+  against a full read (rows decoded, bytes, seconds; from the reader's statsDir counts)."""
 from __future__ import annotations
 
 from pathlib import Path
@@ -35,6 +37,35 @@ def _store(ctx, size: int) -> Path:
 def _raw(store) -> tuple[float, int]:
     ranges = [(f.path, 0, f.wrote_position) for f in store.commitlog.files]
     return baselines.raw_read(ranges)
+
+
+def _read(ctx, spark, store, where: str | None = None, columns: str | None = None) -> tuple[float, dict]:
+    import tempfile
+
+    from engine.scan.spark_source import read_stats
+    stats = tempfile.mkdtemp(dir=ctx.tmp)
+    r = spark.read.format("rocketmq").option("statsDir", stats)
+    if columns:
+        r = r.option("columns", columns)
+    df = r.load(str(store.root))
+    if where:
+        df = df.where(where)
+    with Timer() as t:
+        df.count()
+    return t.wall, read_stats(stats)
+
+
+def pushdown_rows(ctx, spark, store, label: str) -> list[Row]:
+    """Rows decoded and seconds: where("queueId = 1") and a one-column read against a full read."""
+    _read(ctx, spark, store, columns="storeSize")   # warm: the first read of a session pays the workers' start
+    full_s, full = _read(ctx, spark, store)
+    q_s, q = _read(ctx, spark, store, where="queueId = 1")
+    c_s, c = _read(ctx, spark, store, columns="storeSize")
+    return [row(f"scan-pushdown queueId=1 {label}", q["rows"], "rows decoded", "full read", full["rows"],
+                better="lower", target="reported", bytesDecoded=q["bytes"], fullBytes=full["bytes"],
+                headersRead=q["records"], seconds=round(q_s, 3), fullSeconds=round(full_s, 3)),
+            row(f"scan-pushdown one column {label}", c_s, "s", "all 29 columns", full_s, better="lower",
+                target="reported", columns=c["columns"], rows=c["rows"])]
 
 
 def run(ctx) -> list[Row]:
@@ -74,6 +105,7 @@ def run(ctx) -> list[Row]:
                 rows.append(row(f"scan-spark {size >> 20} MiB", raw_b / t.wall / MB, "MB/s", "scan-local",
                                 local_mbps, target="reported", rawReadMBps=round(raw_mbps),
                                 storeGiB=round(size / GiB, 3)))
+                rows += pushdown_rows(ctx, spark, store, f"{size >> 20} MiB")
             except SparkUnavailable as e:
                 rows.append(row(f"scan-spark {size >> 20} MiB", None, "MB/s", target="reported", missing=str(e)))
         import shutil

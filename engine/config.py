@@ -269,6 +269,11 @@ def _read_properties(path: Path) -> dict[str, str]:
     return values
 
 
+def read_properties(path) -> dict[str, str]:
+    """A broker.conf's key=value pairs (bounded, typed errors), e.g. its brokerName."""
+    return _read_properties(Path(path))
+
+
 def _round_cq(v: int) -> int:
     """MessageStoreConfig rounds the CQ file size up to a whole number of 20-byte units."""
     return -(-int(v) // CQ_UNIT_SIZE) * CQ_UNIT_SIZE

@@ -109,7 +109,7 @@ class ScanPanel(QWidget):
         self.engine_box.addItem("Spark", "spark")
         self.engine_box.addItem("Local (numpy)", "local")
         self.master_edit = QLineEdit(self._setting("scan/master", os.environ.get("RMQSTORE_SPARK_MASTER", "local[*]")))
-        self.master_edit.setPlaceholderText("local[*] or spark://host:7077")
+        self.master_edit.setPlaceholderText("local[*], spark://host:7077 or sc://host:15002")
         self.memory_edit = QLineEdit(self._setting("scan/memory", ""))
         self.memory_edit.setPlaceholderText("e.g. 4g (default)")
         self.memory_edit.setMaximumWidth(110)
@@ -279,8 +279,11 @@ class ScanPanel(QWidget):
         self._set_running(True)
         # the scan maps the files itself (the store only plans it), so it runs without the
         # session's lock; the session's close still cancels and waits for it (_store_closing)
+        target = self.master_edit.text().strip()
+        remote = target if target.startswith("sc://") else None   # a running Spark, through Spark Connect
         return self.session.submit(scan_task, job, params, self.engine_box.currentData(),
-                                   master=self.master_edit.text().strip(), memory=self.memory_edit.text().strip(),
+                                   master=None if remote else target, remote=remote,
+                                   memory=self.memory_edit.text().strip(),
                                    lane=self.lane, locked=False, pass_cancel=True,
                                    on_progress=self._on_progress, on_result=self._on_result,
                                    on_error=self._on_failed, on_cancelled=self._on_cancelled)

@@ -11,20 +11,23 @@ unit, a unit outside the file, a unit that is not a message, a record whose answ
 Python decoder (a SCHEDULE_TOPIC_XXXX record with a DELAY property, TAGS that are not ASCII),
 the page limits, a full row buffer, the end of the units.
 
-The module is split in three: this file (declarations, the run of CQ units), _page_record.pxi
-(CRC-32 and one record's check) and _page_loop.pxi (the page loop and getMessage). The byte
+The module is split in four: this file (declarations, the run of CQ units), _page_record.pxi
+(CRC-32 and one record's check), _page_loop.pxi (the page loop and getMessage) and
+_page_decode.pxi (one record into a Message, for CommitLog.read_record and walk). The byte
 layouts are engine/format/layout.pxd's."""
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytearray cimport PyByteArray_FromStringAndSize
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 from operator import index
 
 from engine.format.layout cimport (BLANK_MAGIC, BORNHOST_V6_FLAG, CQ_UNIT_SIZE, FILLER_SIZE, HEAD_SIZE,
                                    MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, OFF_BODY, OFF_BODYCRC, OFF_BODYLENGTH,
-                                   OFF_BORNTIMESTAMP, OFF_FLAG, OFF_MAGICCODE, OFF_PHYSICALOFFSET,
+                                   OFF_BORNHOST, OFF_BORNTIMESTAMP, OFF_FLAG, OFF_MAGICCODE, OFF_PHYSICALOFFSET,
                                    OFF_PREPAREDTXOFFSET, OFF_QUEUEID, OFF_QUEUEOFFSET, OFF_RECONSUMETIMES,
-                                   OFF_STORETIMESTAMP, OFF_SYSFLAG, OFF_UNIT_SIZE, HOST_V4, HOST_V6,
+                                   OFF_STOREHOST, OFF_STORETIMESTAMP, OFF_SYSFLAG, OFF_UNIT_SIZE, HOST_V4, HOST_V6,
                                    PROP_CRC_TAIL_SIZE, RECORD_FIXED, STOREHOST_V6_FLAG)
 
 cdef const char* SCHEDULE = b"SCHEDULE_TOPIC_XXXX"
@@ -224,3 +227,4 @@ def scan(clbuf, Py_ssize_t limit, int64_t file_from, int64_t file_size, cqbuf, P
 
 
 include "_page_loop.pxi"
+include "_page_decode.pxi"

@@ -7,11 +7,12 @@ pyspark is imported only when a Spark job actually runs."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import sys
 
-from engine.scan.api import (EXPORT_FORMATS, FILTER_TABLE_COLUMNS, JOBS, JobParams, MessageFilter, format_table,
-                             one_line, scan_task, validate)
+from engine.scan.api import (EXPORT_FORMATS, FILTER_TABLE_COLUMNS, JOBS, JobParams, MessageFilter, ScanStore,
+                             format_table, one_line, resolve_stores, scan_task, validate)
 from engine.tasks import Cancelled, CancelToken, Progress, run
 
 EXIT_ERROR = 2
@@ -23,8 +24,11 @@ def add_scan_parser(subparsers) -> argparse.ArgumentParser:
         "scan", help="bulk scans of the whole store on Spark (topic stats, traffic, filters, consistency, export)",
         description="Bulk scans of a whole store, on Spark (local[*] unless --master / $RMQSTORE_SPARK_MASTER) "
                     "or with --local in this process.")
-    p.add_argument("store", metavar="STORE", help="store root folder")
+    p.add_argument("store", metavar="STORE", nargs="?", help="store root folder (or use --store)")
     p.add_argument("job", metavar="JOB", choices=JOBS, help="one of: " + ", ".join(JOBS))
+    p.add_argument("--store", dest="stores", action="append", default=[], metavar="PATH",
+                   help="a store, a glob of stores, or a cluster layout <root>/<brokerName>/store (repeatable): "
+                        "one job over all of them; rows then carry broker")
     g = p.add_argument_group("selection (every job)")
     g.add_argument("--topic", action="append", default=[], help="only this topic (repeatable)")
     g.add_argument("--queue", action="append", type=int, default=[], metavar="QUEUE_ID",
@@ -46,6 +50,8 @@ def add_scan_parser(subparsers) -> argparse.ArgumentParser:
                    help="largest commitlog slice per task (default: automatic)")
     g = p.add_argument_group("engine")
     g.add_argument("--master", metavar="URL", help="Spark master (default $RMQSTORE_SPARK_MASTER or local[*])")
+    g.add_argument("--remote", metavar="sc://HOST:PORT",
+                   help="reuse a running Spark through Spark Connect (default $RMQSTORE_SPARK_REMOTE when no --master)")
     g.add_argument("--memory", metavar="SIZE", help="Spark driver/executor memory, e.g. 4g")
     g.add_argument("--conf", action="append", default=[], metavar="KEY=VALUE", help="extra Spark setting")
     g.add_argument("--local", action="store_true", help="run in this process with numpy instead of Spark")
@@ -90,8 +96,15 @@ def run_scan(args) -> int:
         validate(args.job, params)
         conf = _pairs(args.conf, "--conf")
         cfg = _store_config(args)
-        with MessageStore.open(args.store, config=cfg, read_only=True) as store:
-            result = _run(store, args, params, conf, cancel)
+        specs = ([args.store] if args.store else []) + list(args.stores)
+        if not specs:
+            raise ValueError("name a store: STORE or --store PATH (repeatable, globs and cluster layouts too)")
+        refs = resolve_stores(specs)
+        with contextlib.ExitStack() as opened:
+            stores = [ScanStore(r.broker, r.path, opened.enter_context(MessageStore.open(r.path, config=cfg,
+                                                                                       read_only=True)))
+                      for r in refs]
+            result = _run(stores if len(stores) > 1 else stores[0].store, args, params, conf, cancel)
     except KeyboardInterrupt:
         cancel.cancel()
         print("rmqstore: scan cancelled", file=sys.stderr)
@@ -113,6 +126,8 @@ def run_scan(args) -> int:
         else:
             rows = result.rows
             cols = FILTER_TABLE_COLUMNS if args.job == "filter" else None
+            if cols and result.stores:
+                cols = ["broker"] + cols
             sys.stdout.write(format_table(rows, cols))
             if not rows and args.job == "consistency":
                 sys.stdout.write("no differences: the ConsumeQueues and the index match the commitlog\n")
@@ -134,7 +149,7 @@ def _run(store, args, params, conf, cancel):
     """The job as a task; its thread runs the work, this one prints progress, so Ctrl-C here
     cancels it (the Spark job group with it) and waits for it to stop."""
     task = scan_task(store, args.job, params, engine="local" if args.local else "spark", cancel=cancel,
-                     master=args.master, memory=args.memory, conf=conf)
+                     master=args.master, memory=args.memory, conf=conf, remote=args.remote)
     show = _progress_printer(args)
     try:
         return run(task, show)

@@ -23,7 +23,7 @@ HEAD_SIZE = _HEAD.size + _I16.size  # 22: the smallest encoded message (no body,
 
 
 @dataclass(slots=True)
-class InnerMessage:
+class InnerMessage(P.PropertyFields):
     """One message of an inner batch, named like RocketMQ's Message, with where it lives."""
     index: int                 # position in the batch
     queueOffset: int           # base + index
@@ -33,22 +33,6 @@ class InnerMessage:
     properties: dict
     offsetInBody: int          # where its encoding starts in the record body
     storeSize: int             # its encoded size
-
-    @property
-    def uniqKey(self) -> str | None:
-        return self.properties.get(P.UNIQ_KEY)
-
-    @property
-    def tags(self) -> str | None:
-        return self.properties.get(P.TAGS)
-
-    @property
-    def keys(self) -> str | None:
-        return self.properties.get(P.KEYS)
-
-    @property
-    def key_list(self) -> list[str]:
-        return P.split_keys(self.keys)
 
     def body_decompressed(self) -> bytes:
         """Inner bodies are stored as the client encoded them (Message-like, for filters)."""

@@ -71,7 +71,7 @@ class RecordStatus(Enum):
 
 
 @dataclass(slots=True)
-class Message:
+class Message(P.PropertyFields):
     """One decoded record, named like RocketMQ's MessageExt."""
     topic: str
     queueId: int
@@ -106,22 +106,6 @@ class Message:
     def msgId(self) -> str:
         """Offset message id: store host address, port, stored physical offset, upper hex."""
         return (self.storeHostBytes + _I64.pack(self.physicalOffsetField)).hex().upper()
-
-    @property
-    def uniqKey(self) -> str | None:
-        return self.properties.get(P.UNIQ_KEY)
-
-    @property
-    def tags(self) -> str | None:
-        return self.properties.get(P.TAGS)
-
-    @property
-    def keys(self) -> str | None:
-        return self.properties.get(P.KEYS)
-
-    @property
-    def key_list(self) -> list[str]:
-        return P.split_keys(self.keys)
 
     @property
     def transactionType(self) -> str:

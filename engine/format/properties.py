@@ -38,3 +38,25 @@ def split_keys(keys: str | None) -> list[str]:
     if not keys:
         return []
     return [k for k in keys.split(KEY_SEPARATOR) if k]
+
+
+class PropertyFields:
+    """uniqKey, tags, keys and key_list read from a `properties` dict: one definition for
+    every message-like class (Message, InnerMessage)."""
+    __slots__ = ()
+
+    @property
+    def uniqKey(self) -> str | None:
+        return self.properties.get(UNIQ_KEY)
+
+    @property
+    def tags(self) -> str | None:
+        return self.properties.get(TAGS)
+
+    @property
+    def keys(self) -> str | None:
+        return self.properties.get(KEYS)
+
+    @property
+    def key_list(self) -> list[str]:
+        return split_keys(self.keys)

@@ -46,7 +46,7 @@ MESSAGE_COLUMNS: list[tuple[str, str]] = [
     ("reconsumeTimes", "int"), ("preparedTransactionOffset", "long"), ("body", "binary"),
     ("properties", "map"), ("msgId", "string"), ("uniqKey", "string"), ("tags", "string"),
     ("keys", "string"), ("keyList", "array"), ("tagsCode", "long"), ("transactionType", "string"),
-    ("magicCode", "int"), ("physicalOffsetField", "long"), ("bodyLength", "int"),
+    ("magicCode", "int"), ("physicalOffsetField", "long"), ("bodyLength", "int"), ("bodyDecoded", "bool"),
 ]
 MESSAGE_COLUMN_NAMES = [n for n, _ in MESSAGE_COLUMNS]
 # Selectable on request only: what dispatch puts into the index for the record (nothing for
@@ -134,6 +134,7 @@ class RecordBlock:
         self.a = arrays
         self.delays = delay_level_millis
         self._cache: dict[str, object] = {}
+        self.origin: tuple[str, str] | None = None   # (broker, store path) when a scan set it
 
     def __len__(self) -> int:
         return len(self.starts)
@@ -392,17 +393,34 @@ class RecordBlock:
     def transaction_types(self) -> list[str]:
         return [TRANSACTION_NAMES[f & 0x0C] for f in self.a["sysFlag"].tolist()]
 
-    def body_text(self, i: int) -> str:
-        """Body i as text for matching: decompressed when the record says it is compressed
-        (raw bytes when the codec is unavailable or the data is damaged)."""
+    def decoded_body(self, i: int) -> bytes | None:
+        """Body i as the producer sent it: decompressed when the record says it is compressed;
+        None when it cannot be (codec module missing, e.g. lz4 / zstandard, or damaged data)."""
         body = self.bodies[i]
         flag = int(self.a["sysFlag"][i])
-        if flag & COMPRESSED_FLAG and body:
-            try:
-                body = decompress_body(body, (flag >> 8) & 0x7)
-            except Exception:
-                pass
-        return body.decode("utf-8", "replace")
+        if not flag & COMPRESSED_FLAG or not body:
+            return body
+        try:
+            return decompress_body(body, (flag >> 8) & 0x7)
+        except Exception:   # ImportError (no codec), zlib.error, LZ4/ZSTD errors, unknown type
+            return None
+
+    @property
+    def body_decoded(self) -> np.ndarray:
+        """bodyDecoded: False where a compressed body cannot be decompressed here (it is then
+        never matched as if its compressed bytes were text)."""
+        r = self._cache.get("body_decoded")
+        if r is None:
+            r = np.ones(len(self), dtype=bool)
+            for i in np.flatnonzero(self.a["sysFlag"] & COMPRESSED_FLAG).tolist():
+                r[i] = self.decoded_body(i) is not None
+            self._cache["body_decoded"] = r
+        return r
+
+    def body_text(self, i: int) -> str | None:
+        """Body i as text for matching (decompressed), None when it cannot be decoded."""
+        body = self.decoded_body(i)
+        return None if body is None else body.decode("utf-8", "replace")
 
     # ---- generic access ----------------------------------------------------------------
     def column(self, name: str):
@@ -435,11 +453,15 @@ class RecordBlock:
             return self.index_keys
         if name == "indexKeyHashes":
             return self.index_key_hashes
+        if name == "bodyDecoded":
+            return self.body_decoded
         return self.array(name)
 
-    def rows_json(self, with_body: bool = True) -> list[dict]:
-        """Message.to_json() of every record, built from the columns."""
-        return [row_json(r, with_body) for r in self.rows(MESSAGE_COLUMN_NAMES)]
+    def rows_json(self, with_body: bool = True, mark: bool = False) -> list[dict]:
+        """Message.to_json() of every record, built from the columns; `mark` adds
+        "bodyDecoded": false to the rows whose compressed body cannot be decoded."""
+        names = MESSAGE_COLUMN_NAMES if mark else [n for n in MESSAGE_COLUMN_NAMES if n != "bodyDecoded"]
+        return [row_json(r, with_body) for r in self.rows(names)]
 
     def rows(self, names: list[str]) -> list[dict]:
         cols = [self.column(n) for n in names]
@@ -467,4 +489,6 @@ def row_json(r: dict, with_body: bool = True) -> dict:
     }
     if with_body:
         d["body"] = base64.b64encode(body).decode("ascii")
+    if r.get("bodyDecoded") is False:   # a compressed body this process cannot decompress
+        d["bodyDecoded"] = False
     return d

@@ -7,7 +7,8 @@ body). Spark runs exactly this code inside the data source, so both engines agre
   by `||` (a message matches when its TAGS value equals one of them);
 - `key`: equals one KEYS token or the UNIQ_KEY;
 - `prop`: (name, regex): the property exists and the regex is found in its value;
-- `body`: regex found in the body text (decompressed when the record is compressed).
+- `body`: regex found in the body text (decompressed when the record is compressed; a body
+  that cannot be decompressed here -- codec module missing, damaged -- never matches).
 """
 from __future__ import annotations
 
@@ -108,8 +109,82 @@ class MessageFilter:
             slow.append(lambda b, i: (v := props[i].get(name)) is not None and rx.search(v) is not None)
         if self.body is not None:
             rx_body = re.compile(self.body)
-            slow.append(lambda b, i: rx_body.search(b.body_text(i)) is not None)
+            slow.append(lambda b, i: (t := b.body_text(i)) is not None and rx_body.search(t) is not None)
         if not slow:
             return block
         keep = [i for i in range(len(block)) if all(f(block, i) for f in slow)]
         return block.select(np.asarray(keep, dtype=np.int64))
+
+
+# ---- pushed conditions (a DataFrame's filters, through the Spark data source) ------------------
+PUSHABLE = {"topic": "string", "queueId": "int", "tags": "string", "keys": "string",
+            "storeTimestamp": "long", "commitLogOffset": "long"}
+_OPS = {"=", "in", ">", ">=", "<", "<="}
+
+
+@dataclass(frozen=True)
+class Condition:
+    """column OP value: `=` / `in` on PUSHABLE columns, ranges on the numeric ones. Exactly
+    Spark's semantics: a null (a message without TAGS or KEYS) satisfies none."""
+    column: str
+    op: str
+    value: object
+
+    @classmethod
+    def make(cls, column: str, op: str, value) -> "Condition | None":
+        """The condition, or None when it cannot be evaluated here (Spark keeps it)."""
+        kind = PUSHABLE.get(column)
+        if kind is None or op not in _OPS:
+            return None
+        values = list(value) if op == "in" else [value]
+        if kind == "string":
+            if op not in ("=", "in") or not all(isinstance(v, str) for v in values):
+                return None
+        elif not all(isinstance(v, int) and not isinstance(v, bool) for v in values):
+            return None
+        return cls(column, op, tuple(values) if op == "in" else value)
+
+    def mask(self, block: RecordBlock) -> np.ndarray:
+        if PUSHABLE[self.column] != "string":
+            a = block.array(self.column)
+            if self.op == "=":
+                return a == self.value
+            if self.op == "in":
+                return np.isin(a, list(self.value))
+            return {">": a > self.value, ">=": a >= self.value, "<": a < self.value, "<=": a <= self.value}[self.op]
+        wanted = {self.value} if self.op == "=" else set(self.value)
+        if self.column == "topic":
+            codes, names = block.topic_codes
+            return np.isin(codes, [i for i, n in enumerate(names) if n in wanted])
+        values = block.tags if self.column == "tags" else block.keys
+        return np.fromiter((v in wanted for v in values), dtype=bool, count=len(block))
+
+
+def offset_bounds(conditions) -> tuple[int, int]:
+    """[lo, hi) of commitLogOffset the conditions allow (for skipping whole slices)."""
+    lo, hi = 0, 1 << 63
+    for c in conditions:
+        if c.column != "commitLogOffset":
+            continue
+        if c.op == "=":
+            lo, hi = max(lo, c.value), min(hi, c.value + 1)
+        elif c.op == "in":
+            lo, hi = max(lo, min(c.value)), min(hi, max(c.value) + 1)
+        elif c.op in (">", ">="):
+            lo = max(lo, c.value + (c.op == ">"))
+        else:
+            hi = min(hi, c.value + (c.op == "<="))
+    return lo, hi
+
+
+def apply_conditions(conditions, block: RecordBlock) -> RecordBlock:
+    """Keep the records every condition holds for; the cheap numeric ones first, each on
+    what the previous left (strings are decoded only for the survivors)."""
+    order = sorted(conditions, key=lambda c: PUSHABLE[c.column] == "string")
+    for c in order:
+        if not len(block):
+            break
+        m = c.mask(block)
+        if not m.all():
+            block = block.select(m)
+    return block

@@ -5,8 +5,8 @@ single-process numpy scanner, the oracle); both engines import this module, neve
 Every job returns rows (JSON-ready dicts) with the same keys on both engines:
 
     topic-stats     topic, [queueId,] messages, bytes, firstStoreTimestamp, lastStoreTimestamp,
-                    sizeP50, sizeP99   (every message record of the commitlog; exact percentiles
-                    interpolated like Spark's `percentile`)
+                    sizeP50, sizeP99   (every message record of the commitlog; exact percentiles,
+                    `percentile_value`: the same digits on both engines)
     traffic         topic, bucketStart (ms), messages, bytes
     size-histogram  sizeFrom, sizeTo (power-of-two buckets of storeSize), messages, bytes
     filter          Message.to_json() of the matches, commitlog order
@@ -15,7 +15,7 @@ Every job returns rows (JSON-ready dicts) with the same keys on both engines:
     consistency     structure, problem, file, fileOffset, topic, queueId, queueOffset, key,
                     commitLogOffset, expected, actual  (CQ and index rebuilt from the commitlog
                     versus the files; nothing for a good store)
-    export          path, format, rows, files
+    export          path, format, rows, files   (path: a local path, or the URI written to)
 """
 from __future__ import annotations
 
@@ -23,6 +23,7 @@ import os
 import re
 import shutil
 from dataclasses import dataclass, field
+from urllib.parse import unquote, urlparse
 from engine.scan.filters import MessageFilter
 
 JOBS = ["topic-stats", "traffic", "size-histogram", "filter", "top-keys", "top-tags", "duplicates",
@@ -32,6 +33,30 @@ DEFAULT_FILTER_LIMIT = 1000
 DEFAULT_TOP = 20
 _DURATION = re.compile(r"(\d+)(ms|s|m|h|d)\Z")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
+
+
+PERCENTILES = {"sizeP50": 50, "sizeP99": 99}
+
+
+def percentile_rank(n: int, pct: int) -> tuple[int, int]:
+    """Where the pct-th percentile of n sorted values lies: linear interpolation at position
+    (n-1)*pct/100, as (rank of the lower value, 0-based; hundredths towards the next one).
+    Integer arithmetic, so every engine finds the same ranks."""
+    k = (n - 1) * pct
+    return k // 100, k % 100
+
+
+def percentile_value(lo: int, hi: int, rem: int) -> float:
+    """The percentile from the values at the two ranks: (lo*100 + (hi-lo)*rem) / 100, one
+    correctly rounded division of exact integers (the same double on every machine)."""
+    return (int(lo) * 100 + (int(hi) - int(lo)) * rem) / 100
+
+
+def exact_percentile(sorted_values, pct: int) -> float:
+    """The pct-th percentile of sorted integers (the one rule of both engines)."""
+    lower, rem = percentile_rank(len(sorted_values), pct)
+    lo = sorted_values[lower]
+    return percentile_value(lo, sorted_values[lower + 1] if rem else lo, rem)
 
 
 def parse_duration(text: str) -> int:
@@ -54,6 +79,7 @@ class JobParams:
     overwrite: bool = False
     split_bytes: int | None = None    # commitlog slice size (None = automatic)
     throttle_ms: int = 0              # test / benchmark hook: sleep per block read
+    stats_dir: str | None = None      # test / benchmark hook: Spark readers write what they read here
 
     @property
     def bucket_ms(self) -> int:
@@ -69,11 +95,14 @@ class JobResult:
     truncated: bool = False
     seconds: float = 0.0
     records_scanned: int | None = None
+    stores: list[dict] | None = None   # [{broker, store}] when the job covered several stores
 
     def to_json(self) -> dict:
         d = {"job": self.job, "engine": self.engine, "master": self.master, "rows": self.rows}
         if self.truncated:
             d["truncated"] = True
+        if self.stores:
+            d["stores"] = self.stores
         return d
 
 
@@ -91,15 +120,42 @@ def validate(job: str, params: JobParams) -> None:
         raise ValueError("--limit must be >= 0")
 
 
-def export_target(store_root, out: str) -> str:
-    """The absolute output path of an export, refused when it could harm a store: a symbolic
-    link (even a dangling one: it would be written at its target), or a path inside the
-    store being scanned or inside any other RocketMQ store."""
-    path = os.path.abspath(out)
+_URI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]+:/")
+
+
+def is_uri(text: str) -> bool:
+    """`scheme:/...` (file:///x, hdfs://nn/x, s3a://bucket/x); a plain path is not one."""
+    return bool(_URI.match(text))
+
+
+def local_path_of(text: str) -> str | None:
+    """The local path a plain path or a `file:` URI names (file:///x, file:/x,
+    file://localhost/x); None for any other scheme (Spark's / pyarrow's filesystems)."""
+    if not is_uri(text):
+        return text
+    u = urlparse(text)
+    if u.scheme.lower() != "file":
+        return None
+    if u.netloc not in ("", "localhost"):
+        raise ValueError(f"{text}: a file URI names no other host; write file:///path")
+    return unquote(u.path)
+
+
+def export_target(store_roots, out: str) -> str:
+    """Where an export goes. A local path or file:// URI becomes an absolute path, refused
+    when it could harm a store: a symbolic link (even a dangling one: it would be written
+    at its target), or a path inside a store being scanned or inside any other RocketMQ
+    store. Any other URI (hdfs://, s3a://, ...) is returned untouched for the writer."""
+    local = local_path_of(out)
+    if local is None:
+        return out
+    path = os.path.abspath(local)
     if os.path.islink(path):
         raise ValueError(f"--out {out} is a symbolic link; give the real path")
     real = os.path.realpath(path)
-    roots = {os.path.realpath(store_root)}
+    if isinstance(store_roots, (str, os.PathLike)):
+        store_roots = [store_roots]
+    roots = {os.path.realpath(r) for r in store_roots}
     parent = os.path.dirname(real)
     while True:
         if _looks_like_store(parent):
@@ -122,7 +178,10 @@ def _looks_like_store(d: str) -> bool:
 
 
 def temporary_sibling(path: str) -> str:
-    """Where an export is written before it is renamed to `path` on success."""
+    """Where an export is written before it is renamed to `path` on success (a path or a URI)."""
+    if is_uri(path):
+        d, _, name = path.rstrip("/").rpartition("/")
+        return f"{d}/.{name}.rmqstore-{os.getpid()}.tmp"
     d, name = os.path.split(path)
     return os.path.join(d, f".{name}.rmqstore-{os.getpid()}.tmp")
 
@@ -153,4 +212,6 @@ JSON_COLUMNS = ["topic", "queueId", "queueOffset", "commitLogOffset", "storeSize
 CSV_COLUMNS = ["commitLogOffset", "topic", "queueId", "queueOffset", "storeSize", "bodyCRC", "flag", "sysFlag",
                "bornTimestamp", "bornHost", "storeTimestamp", "storeHost", "reconsumeTimes",
                "preparedTransactionOffset", "msgId", "uniqKey", "tags", "keys", "tagsCode", "transactionType",
-               "magicCode", "bodyLength", "properties", "body"]
+               "magicCode", "bodyLength", "properties", "body", "bodyDecoded"]
+# CSV is RFC 4180 on both engines: fields with a quote, comma or line break are quoted and a
+# quote inside is doubled; null and "" both read back as an empty field; booleans true/false.

@@ -13,31 +13,39 @@ import numpy as np
 from engine.scan.columns import MESSAGE_COLUMN_NAMES, RecordBlock
 from engine.scan.consistency import (MAX_REPORTED, cq_location, diff_row, index_chain_problems, index_file_for,
                           index_file_ranges, merge_rows, pair_index_differences, unit_dict)
-from engine.scan.jobs import (CSV_COLUMNS, DEFAULT_FILTER_LIMIT, DEFAULT_TOP, JobParams, discard, publish,
-                              temporary_sibling)
+from engine.scan.jobs import (CSV_COLUMNS, DEFAULT_FILTER_LIMIT, DEFAULT_TOP, PERCENTILES, JobParams, discard,
+                              exact_percentile, is_uri, publish, temporary_sibling)
 from engine.scan.planning import plan_commitlog, plan_consume_queues, plan_index
 from engine.scan import consistency_5x as c5
 from engine.format.lmq import LMQ_PREFIX
 from engine.scan.reader import SliceStats, read_commitlog, read_cq, read_index
+from engine.scan.stores import ORIGIN_COLUMNS, by_broker, members_of
 from engine.tasks import CancelToken, Progress, ProgressFn
 
 
-def iter_blocks(store, params: JobParams, progress: ProgressFn | None, cancel: CancelToken,
+def iter_blocks(stores, params: JobParams, progress: ProgressFn | None, cancel: CancelToken,
                 stats: SliceStats | None = None, apply_filter: bool = True):
-    plan = plan_commitlog(store, params.split_bytes)
-    total = len(plan.commitlog)
+    """The (filtered) blocks of one store or of ScanStores, store after store; each block's
+    `origin` is (broker, store path)."""
+    members = members_of(stores)
+    plans = [(m, plan_commitlog(m.store, params.split_bytes)) for m in members]
+    total = sum(len(p.commitlog) for _, p in plans)
     flt = params.filter
-    for i, s in enumerate(plan.commitlog):
-        for block in read_commitlog(s, plan.delay_level_millis, stats):
-            cancel.raise_if_cancelled()
-            if params.throttle_ms:
-                time.sleep(params.throttle_ms / 1000)
-            if apply_filter:
-                block = flt.apply(block)
-            if len(block):
-                yield block
-        if progress:
-            progress(Progress(i + 1, total, "local", "slices", message=f"slice {i + 1}/{total}"))
+    i = 0
+    for m, plan in plans:
+        for s in plan.commitlog:
+            for block in read_commitlog(s, plan.delay_level_millis, stats):
+                cancel.raise_if_cancelled()
+                if params.throttle_ms:
+                    time.sleep(params.throttle_ms / 1000)
+                if apply_filter:
+                    block = flt.apply(block)
+                if len(block):
+                    block.origin = (m.broker, m.path)
+                    yield block
+            i += 1
+            if progress:
+                progress(Progress(i, total, "local", "slices", message=f"slice {i}/{total}"))
 
 
 class _Topics:
@@ -57,20 +65,6 @@ class _Topics:
                 self.names.append(n)
             remap[i] = g
         return remap[codes]
-
-
-def spark_percentile(sorted_values: np.ndarray, p: float) -> float:
-    """Spark's exact `percentile`: linear interpolation at position (n-1)*p, same arithmetic."""
-    n = len(sorted_values)
-    position = (n - 1) * p
-    lower, higher = int(np.floor(position)), int(np.ceil(position))
-    lo = float(sorted_values[lower])
-    if higher == lower:
-        return lo
-    hi = float(sorted_values[higher])
-    if hi == lo:
-        return lo
-    return (higher - position) * lo + (position - lower) * hi
 
 
 class _GroupAgg:
@@ -122,7 +116,7 @@ def topic_stats(store, params, progress, cancel):
             q = k & 0xFFFFFFFF
             row["queueId"] = q - (1 << 32) if q >= 1 << 31 else q
         row.update(messages=n, bytes=total, firstStoreTimestamp=first, lastStoreTimestamp=last,
-                   sizeP50=spark_percentile(sizes, 0.5), sizeP99=spark_percentile(sizes, 0.99))
+                   **{name: exact_percentile(sizes, pct) for name, pct in PERCENTILES.items()})
         rows.append(row)
     rows.sort(key=lambda r: (r["topic"], r.get("queueId", 0)))
     return rows, False
@@ -185,7 +179,7 @@ def filter_messages(store, params, progress, cancel):
     limit = DEFAULT_FILTER_LIMIT if params.limit is None else params.limit
     rows, truncated = [], False
     for b in iter_blocks(store, params, progress, cancel):
-        rows.extend(b.rows_json())
+        rows.extend(b.rows_json(mark=True))
         if len(rows) > limit:
             truncated = True
             break
@@ -237,7 +231,8 @@ def duplicates(store, params, progress, cancel):
     return rows, False
 
 
-def consistency(store, params, progress, cancel):
+def consistency(members, params, progress, cancel):
+    store = members_of(members)[0].store
     cl_min = store.min_offset
     cq_size = 0 if getattr(store, "rocksdb", None) is not None else store.cfg.mappedFileSizeConsumeQueue
     expected: dict[tuple, tuple] = {}
@@ -330,13 +325,17 @@ def consistency(store, params, progress, cancel):
 
 def export(store, params, progress, cancel):
     """One file at params.out (local engine); rows in commitlog order, written under a
-    temporary name and renamed on success."""
+    temporary name and renamed on success. A URI other than file:// is written through
+    pyarrow.fs (s3://, hdfs://, gs://: whatever this pyarrow build can open)."""
     out, fmt = params.out, params.format
+    if is_uri(out):
+        return _export_uri(store, params, progress, cancel)
     if os.path.lexists(out) and not params.overwrite:
         raise FileExistsError(f"{out} exists (use --overwrite)")
     tmp = temporary_sibling(out)
     try:
-        n = _write_export(store, params, progress, cancel, tmp, fmt)
+        with open(tmp, "wb") as fh:
+            n = _write_export(store, params, progress, cancel, fh, fmt)
         publish(tmp, out, params.overwrite)
     except BaseException:
         discard(tmp)
@@ -344,35 +343,72 @@ def export(store, params, progress, cancel):
     return [{"path": out, "format": fmt, "rows": n, "files": 1}], False
 
 
-def _write_export(store, params, progress, cancel, out: str, fmt: str) -> int:
+def _export_uri(store, params, progress, cancel):
+    import pyarrow.fs as pafs
+    out, fmt = params.out, params.format
+    try:
+        fs, path = pafs.FileSystem.from_uri(out)
+    except Exception as e:   # pyarrow.lib.ArrowInvalid / ArrowNotImplementedError / OSError
+        raise ValueError(f"--out {out}: --local cannot write there ({str(e).splitlines()[0]}); "
+                         f"use Spark, or a local path") from None
+    if fs.get_file_info(path).type != pafs.FileType.NotFound and not params.overwrite:
+        raise FileExistsError(f"{out} exists (use --overwrite)")
+    tmp = temporary_sibling(path)
+    try:
+        with fs.open_output_stream(tmp) as fh:
+            n = _write_export(store, params, progress, cancel, fh, fmt)
+        if fs.get_file_info(path).type != pafs.FileType.NotFound:
+            fs.delete_file(path)
+        fs.move(tmp, path)
+    except BaseException:
+        try:
+            fs.delete_file(tmp)
+        except Exception:
+            pass
+        raise
+    return [{"path": out, "format": fmt, "rows": n, "files": 1}], False
+
+
+def _write_export(store, params, progress, cancel, fh, fmt: str) -> int:
+    """Rows into the binary stream `fh` (broker and store first when there are many stores)."""
+    import io
     from engine.scan.arrow import block_to_arrow, message_arrow_schema
     n = 0
-    schema = message_arrow_schema(MESSAGE_COLUMN_NAMES)
+    multi = len(members_of(store)) > 1
+    names = ([n for n, _ in ORIGIN_COLUMNS] if multi else []) + MESSAGE_COLUMN_NAMES
     if fmt == "parquet":
         import pyarrow.parquet as pq
-        with pq.ParquetWriter(out, schema) as w:
+        schema = message_arrow_schema(names)
+        with pq.ParquetWriter(fh, schema) as w:
             for b in iter_blocks(store, params, progress, cancel):
-                w.write_batch(block_to_arrow(b, MESSAGE_COLUMN_NAMES, schema))
+                w.write_batch(block_to_arrow(b, names, schema))
                 n += len(b)
-    elif fmt == "jsonl":
-        with open(out, "w", encoding="utf-8") as fh:
-            for b in iter_blocks(store, params, progress, cancel):
-                for r in b.rows_json():
-                    fh.write(json.dumps(r, ensure_ascii=False) + "\n")
-                n += len(b)
+        return n
+    text = io.TextIOWrapper(fh, encoding="utf-8", newline="")
+    if fmt == "jsonl":
+        for b in iter_blocks(store, params, progress, cancel):
+            origin = {"broker": b.origin[0], "store": b.origin[1]} if multi else {}
+            for r in b.rows_json(mark=True):
+                text.write(json.dumps({**origin, **r}, ensure_ascii=False) + "\n")
+            n += len(b)
     else:
         import csv
-        with open(out, "w", encoding="utf-8", newline="") as fh:
-            w = csv.writer(fh)
-            w.writerow(CSV_COLUMNS)
-            for b in iter_blocks(store, params, progress, cancel):
-                for r in b.rows_json():
-                    w.writerow([csv_value(r.get(c)) for c in CSV_COLUMNS])
-                n += len(b)
+        w = csv.writer(text)
+        w.writerow((["broker", "store"] if multi else []) + CSV_COLUMNS)
+        for b in iter_blocks(store, params, progress, cancel):
+            origin = list(b.origin) if multi else []
+            for r, ok in zip(b.rows_json(), b.body_decoded.tolist()):
+                r["bodyDecoded"] = ok
+                w.writerow(origin + [csv_value(r.get(c)) for c in CSV_COLUMNS])
+            n += len(b)
+    text.flush()
+    text.detach()
     return n
 
 
 def csv_value(v):
+    if isinstance(v, bool):
+        return "true" if v else "false"
     if isinstance(v, dict):
         return json.dumps(v, ensure_ascii=False, separators=(",", ":"))
     return "" if v is None else v
@@ -383,5 +419,29 @@ JOB_FUNCS = {"topic-stats": topic_stats, "traffic": traffic, "size-histogram": s
              "consistency": consistency, "export": export}
 
 
-def run(store, job: str, params: JobParams, progress: ProgressFn | None, cancel: CancelToken):
-    return JOB_FUNCS[job](store, params, progress, cancel)
+def run(stores, job: str, params: JobParams, progress: ProgressFn | None, cancel: CancelToken):
+    """`job` over one store (a MessageStore) or ScanStores: with many, rows gain `broker`
+    (aggregates per broker), and filter / consistency rows `store` too."""
+    members = members_of(stores)
+    if len(members) == 1 or job == "export":
+        return JOB_FUNCS[job](members, params, progress, cancel)
+    per_store = job in ("filter", "consistency")
+    units = [(m.broker, [m]) for m in members] if per_store else by_broker(members)
+    rows, truncated = [], False
+    for broker, group in units:
+        part, cut = JOB_FUNCS[job](group, params, progress, cancel)
+        origin = {"broker": broker, "store": group[0].path} if per_store else {"broker": broker}
+        rows += [{**origin, **r} for r in part]
+        truncated |= cut
+    limit = params.limit
+    if job in ("top-keys", "top-tags"):
+        label = "key" if job == "top-keys" else "tags"
+        rows.sort(key=lambda r: (-r["messages"], r["broker"], r["topic"], r[label]))
+        limit = DEFAULT_TOP if limit is None else limit
+    elif job == "filter":
+        limit = DEFAULT_FILTER_LIMIT if limit is None else limit
+    elif job != "duplicates":
+        limit = None
+    if limit is not None and len(rows) > limit:
+        rows, truncated = rows[:limit], True
+    return rows, truncated

@@ -91,6 +91,7 @@ class Plan:
     max_offset: int = 0
     delay_level_millis: list[int] = field(default_factory=list)
     split_bytes: int = DEFAULT_SPLIT_BYTES
+    broker: str = ""      # the store's broker name (engine.scan.stores), for the `broker` column
 
 
 # ---- commitlog ----------------------------------------------------------------------------
@@ -287,22 +288,40 @@ def index_entry_position(s: IndexSlice, n: int) -> int:
 
 
 # ---- serialisation --------------------------------------------------------------------------
-def plan_to_json(plan: Plan, cq: list[CQSlice] | None = None, index: list[IndexSlice] | None = None) -> str:
-    d = {"root": plan.root, "min_offset": plan.min_offset, "max_offset": plan.max_offset,
+def _plan_dict(plan: Plan, cq: list[CQSlice] | None = None, index: list[IndexSlice] | None = None) -> dict:
+    d = {"root": plan.root, "broker": plan.broker, "min_offset": plan.min_offset, "max_offset": plan.max_offset,
          "delay_level_millis": plan.delay_level_millis, "split_bytes": plan.split_bytes,
          "commitlog": [asdict(s) for s in plan.commitlog]}
     if cq is not None:
         d["cq"] = [asdict(s) for s in cq]
     if index is not None:
         d["index"] = [asdict(s) for s in index]
-    return json.dumps(d)
+    return d
 
 
-def plan_from_json(text: str) -> tuple[Plan, list[CQSlice] | None, list[IndexSlice] | None]:
-    d = json.loads(text)
+def plan_to_json(plan: Plan, cq: list[CQSlice] | None = None, index: list[IndexSlice] | None = None) -> str:
+    return json.dumps(_plan_dict(plan, cq, index))
+
+
+def plans_to_json(plans: list[tuple]) -> str:
+    """Several stores' plans: a JSON array of (Plan, cq, index) as plan_to_json writes them."""
+    return json.dumps([_plan_dict(*p) for p in plans])
+
+
+def _plan_of(d: dict) -> tuple[Plan, list[CQSlice] | None, list[IndexSlice] | None]:
     cl = [CommitLogSlice(**{**s, "hints": tuple(tuple(h) for h in s.get("hints", ()))}) for s in d["commitlog"]]
     plan = Plan(d["root"], cl, d["min_offset"], d["max_offset"],
-                d["delay_level_millis"], d.get("split_bytes", DEFAULT_SPLIT_BYTES))
+                d["delay_level_millis"], d.get("split_bytes", DEFAULT_SPLIT_BYTES), d.get("broker", ""))
     cq = [CQSlice(**s) for s in d["cq"]] if "cq" in d else None
     index = [IndexSlice(**s) for s in d["index"]] if "index" in d else None
     return plan, cq, index
+
+
+def plan_from_json(text: str) -> tuple[Plan, list[CQSlice] | None, list[IndexSlice] | None]:
+    return plans_from_json(text)[0]
+
+
+def plans_from_json(text: str) -> list[tuple[Plan, list[CQSlice] | None, list[IndexSlice] | None]]:
+    """plan_to_json's or plans_to_json's text as a list of (Plan, cq, index)."""
+    d = json.loads(text)
+    return [_plan_of(x) for x in (d if isinstance(d, list) else [d])]

@@ -13,27 +13,38 @@ import time
 
 from engine.scan import local
 from engine.scan.jobs import JobParams, JobResult, export_target, validate
+from engine.scan.stores import members_of
 from engine.tasks import CancelToken, Progress, ProgressFn, Task
 
 ENGINES = ("spark", "local")
 
 
-def spark_session(master: str | None = None, memory: str | None = None, conf: dict | None = None):
-    """The process's SparkSession (started on first use; seconds); raises SparkUnavailable."""
+def spark_session(master: str | None = None, memory: str | None = None, conf: dict | None = None,
+                  remote: str | None = None):
+    """The process's SparkSession (started on first use; seconds), or a Spark Connect session
+    on `remote` / $RMQSTORE_SPARK_REMOTE (sc://host:15002); raises SparkUnavailable."""
     from engine.scan.spark_session import get_session
-    return get_session(master or None, memory or None, conf)
+    return get_session(master or None, memory or None, conf, remote=remote or None)
+
+
+def _master(spark) -> str:
+    from engine.scan.spark_session import master_of
+    return master_of(spark)
 
 
 def run_job(store, job: str, params: JobParams | None = None, engine: str = "spark", spark=None,
             progress: ProgressFn | None = None, cancel: CancelToken | None = None) -> JobResult:
-    """Run `job` over the open `store`. engine='spark' uses `spark` (or the process's session);
+    """Run `job` over the open `store` (or a list of engine.scan.stores.ScanStore: a cluster's
+    stores in one job; rows then carry broker, aggregates group by it). engine='spark' uses `spark` (or the process's session);
     engine='local' runs in this process with numpy. Progress goes to `progress`."""
     params = params or JobParams()
     validate(job, params)
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}")
+    members = members_of(store)
+    store = members if len(members) > 1 else members[0].store
     if job == "export":
-        params.out = export_target(store.root, params.out)
+        params.out = export_target([m.path for m in members], params.out)
     cancel = cancel or CancelToken()
     t0 = time.perf_counter()
     if engine == "local":
@@ -43,8 +54,11 @@ def run_job(store, job: str, params: JobParams | None = None, engine: str = "spa
         from engine.scan import spark_jobs
         spark = spark if spark is not None else spark_session()
         rows, truncated = spark_jobs.run(spark, store, job, params, progress, cancel)
-        master = spark.sparkContext.master
-    return JobResult(job, engine, master, rows, truncated, time.perf_counter() - t0)
+        master = _master(spark)
+    result = JobResult(job, engine, master, rows, truncated, time.perf_counter() - t0)
+    if len(members) > 1:
+        result.stores = [{"broker": m.broker, "store": m.path} for m in members]
+    return result
 
 
 _END = object()
@@ -52,7 +66,7 @@ _END = object()
 
 def scan_task(store, job: str, params: JobParams | None = None, engine: str = "spark",
               cancel: CancelToken | None = None, master: str | None = None, memory: str | None = None,
-              conf: dict | None = None, spark=None) -> Task[JobResult]:
+              conf: dict | None = None, spark=None, remote: str | None = None) -> Task[JobResult]:
     """`run_job` as a generator: Progress while it runs (on Spark first "starting Spark…"),
     the JobResult at the end. The job runs on a thread of its own (Spark's calls block), so
     progress flows even when a step is long; closing the generator cancels and waits for it."""
@@ -67,10 +81,10 @@ def scan_task(store, job: str, params: JobParams | None = None, engine: str = "s
             session = spark
             if engine == "spark" and session is None:
                 events.put(Progress(0, 0, "spark", message="starting Spark…"))
-                session = spark_session(master, memory, conf)
+                session = spark_session(master, memory, conf, remote)
                 cancel.raise_if_cancelled()
             if engine == "spark":
-                events.put(Progress(0, 0, "spark", message=f"running {job} on {session.sparkContext.master}…"))
+                events.put(Progress(0, 0, "spark", message=f"running {job} on {_master(session)}…"))
             box["result"] = run_job(store, job, params, engine, session, events.put, cancel)
         except BaseException as exc:  # handed to the caller's thread below
             box["error"] = exc

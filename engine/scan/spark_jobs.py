@@ -6,7 +6,9 @@ Spark SQL. Rows come back in the same shape and order as engine.scan.local's.
 
 `SparkRunner` puts every action of a job into one job group (`setJobGroup` on the thread
 that runs the job), polls `statusTracker()` for per-stage task counts, and cancels with
-`cancelJobGroup` when the CancelToken fires, from whatever thread fires it."""
+`cancelJobGroup` when the CancelToken fires, from whatever thread fires it. Under Spark
+Connect (no SparkContext here) the job's operations carry a tag, cancel is `interruptTag`,
+and progress says only that the job runs."""
 from __future__ import annotations
 
 import json
@@ -15,14 +17,17 @@ import threading
 import uuid
 
 from pyspark.sql import DataFrame, SparkSession
+from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from engine.scan.columns import MESSAGE_COLUMN_NAMES, row_json
 from engine.scan.consistency import (MAX_REPORTED, cq_location, diff_row, index_chain_problems, index_file_for,
                           index_file_ranges, merge_rows, pair_index_differences, unit_dict)
-from engine.scan.jobs import (CSV_COLUMNS, DEFAULT_FILTER_LIMIT, DEFAULT_TOP, JSON_COLUMNS, JobParams, discard,
-                              publish, temporary_sibling)
-from engine.scan.planning import Plan, plan_commitlog, plan_consume_queues, plan_index, plan_to_json
+from engine.scan.jobs import (CSV_COLUMNS, DEFAULT_FILTER_LIMIT, DEFAULT_TOP, JSON_COLUMNS, PERCENTILES, JobParams,
+                              discard, is_uri, percentile_rank, percentile_value, publish, temporary_sibling)
+from engine.scan.planning import Plan, plan_commitlog, plan_consume_queues, plan_index, plan_to_json, plans_to_json
+from engine.scan.spark_session import is_connect, master_of, parallelism_of
+from engine.scan.stores import ScanStore, members_of
 from engine.scan import consistency_5x as c5
 from engine.format.lmq import LMQ_PREFIX
 from engine.tasks import Cancelled, CancelToken, Progress, ProgressFn, StageProgress
@@ -34,7 +39,8 @@ class SparkRunner:
     def __init__(self, spark: SparkSession, progress: ProgressFn | None, cancel: CancelToken,
                  description: str = "rmqstore scan", poll_seconds: float = 0.2):
         self.spark = spark
-        self.sc = spark.sparkContext
+        self.connect = is_connect(spark)
+        self.sc = None if self.connect else spark.sparkContext
         self.progress = progress
         self.cancel = cancel
         self.group = f"rmqstore-{uuid.uuid4().hex[:12]}"
@@ -45,6 +51,12 @@ class SparkRunner:
         self._thread: threading.Thread | None = None
 
     def __enter__(self) -> "SparkRunner":
+        if self.connect:
+            self.spark.addTag(self.group)
+            self.cancel.on_cancel(self._cancel_group)
+            if self.progress is not None:
+                self.progress(Progress(0, 0, "spark", "tasks", f"running on {master_of(self.spark)}"))
+            return self
         self.sc.setJobGroup(self.group, self.description, interruptOnCancel=True)
         self._thread = threading.Thread(target=self._poll, name="rmqstore-scan-progress", daemon=True)
         self._thread.start()
@@ -52,6 +64,11 @@ class SparkRunner:
         return self
 
     def __exit__(self, exc_type, exc, tb):
+        if self.connect:
+            self.spark.removeTag(self.group)
+            if exc is not None and self.cancel.cancelled and not isinstance(exc, Cancelled):
+                raise Cancelled("cancelled") from None
+            return False
         self._done.set()
         if self._thread is not None:
             self._thread.join(timeout=5)
@@ -67,7 +84,10 @@ class SparkRunner:
 
     def _cancel_group(self) -> None:
         try:
-            self.sc.cancelJobGroup(self.group)
+            if self.connect:
+                self.spark.interruptTag(self.group)
+            else:
+                self.sc.cancelJobGroup(self.group)
         except Exception:
             pass  # the context may be stopping; the job fails on its own then
 
@@ -113,19 +133,35 @@ class SparkRunner:
 
 # ---- loading ---------------------------------------------------------------------------------
 class Loader:
-    """DataFrames over one open store, all planned once on the driver."""
+    """DataFrames over the stores of a job (ScanStores), all planned once on the driver.
+    With several stores the message rows carry `broker` and `store`, and `keys` (the
+    grouping keys of a job) start with broker."""
 
-    def __init__(self, spark: SparkSession, store, params: JobParams):
+    def __init__(self, spark: SparkSession, members: list[ScanStore], params: JobParams):
         self.spark = spark
-        self.store = store
+        self.members = members
+        self.multi = len(members) > 1
+        self.store = members[0].store
         self.params = params
-        parallelism = max(1, spark.sparkContext.defaultParallelism)
+        parallelism = parallelism_of(spark)   # the cluster's cores, not this machine's
         self.min_partitions = 3 * parallelism   # a few tasks per core: progress moves, tails stay short
-        self.plan: Plan = plan_commitlog(store, params.split_bytes, min_partitions=self.min_partitions)
-        self.root = str(store.root)
+        sizes = [max(1, m.store.max_offset - m.store.min_offset) for m in members]
+        self.plans: list[Plan] = []
+        for m, size in zip(members, sizes):
+            share = max(1, round(self.min_partitions * size / sum(sizes)))
+            plan = plan_commitlog(m.store, params.split_bytes, min_partitions=share)
+            plan.root, plan.broker = m.path, m.broker
+            self.plans.append(plan)
+        self.plan = self.plans[0]
+        self.root = members[0].path
+
+    def keys(self, *names: str) -> list[str]:
+        return (["broker"] if self.multi else []) + list(names)
 
     def messages(self, columns: list[str], filtered: bool = True) -> DataFrame:
-        r = (self.spark.read.format("rocketmq").option("plan", plan_to_json(self.plan))
+        if self.multi:
+            columns = [c for c in ("broker", "store") if c not in columns] + list(columns)
+        r = (self.spark.read.format("rocketmq").option("plan", plans_to_json([(p,) for p in self.plans]))
              .option("columns", ",".join(columns)).option("minPartitions", str(self.min_partitions)))
         if self.params.split_bytes:
             r = r.option("pack", "false")
@@ -134,15 +170,19 @@ class Loader:
                 r = r.option(k, v)
         if self.params.throttle_ms:
             r = r.option("throttleMs", str(self.params.throttle_ms))
+        if self.params.stats_dir:
+            r = r.option("statsDir", self.params.stats_dir)
         return r.load(self.root)
 
     def consume_queues(self) -> DataFrame:
+        plan = Plan(self.root, broker=self.members[0].broker)
         return (self.spark.read.format("rocketmq-cq")
-                .option("plan", plan_to_json(Plan(self.root), cq=plan_consume_queues(self.store))).load(self.root))
+                .option("plan", plan_to_json(plan, cq=plan_consume_queues(self.store))).load(self.root))
 
     def index(self) -> DataFrame:
+        plan = Plan(self.root, broker=self.members[0].broker)
         return (self.spark.read.format("rocketmq-index")
-                .option("plan", plan_to_json(Plan(self.root), index=plan_index(self.store))).load(self.root))
+                .option("plan", plan_to_json(plan, index=plan_index(self.store))).load(self.root))
 
 
 def _dicts(rows) -> list[dict]:
@@ -151,61 +191,90 @@ def _dicts(rows) -> list[dict]:
 
 # ---- jobs --------------------------------------------------------------------------------------
 def topic_stats(ld: Loader, run: SparkRunner):
-    keys = ["topic", "queueId"] if ld.params.by_queue else ["topic"]
+    """Counts, bytes and times per group, and the exact percentiles of storeSize by the one
+    rule of engine.scan.jobs: a (group, storeSize) histogram with running counts gives the
+    values at the two ranks; the driver does the interpolation (`percentile_value`)."""
+    keys = ld.keys("topic", "queueId") if ld.params.by_queue else ld.keys("topic")
     df = ld.messages(["topic", "queueId", "storeSize", "storeTimestamp"])
-    agg = df.groupBy(*keys).agg(
-        F.count(F.lit(1)).alias("messages"), F.sum("storeSize").alias("bytes"),
-        F.min("storeTimestamp").alias("firstStoreTimestamp"), F.max("storeTimestamp").alias("lastStoreTimestamp"),
-        F.percentile("storeSize", F.lit(0.5)).alias("sizeP50"), F.percentile("storeSize", F.lit(0.99)).alias("sizeP99"))
-    return _dicts(run.collect(agg.orderBy(*keys))), False
+    hist = df.groupBy(*keys, "storeSize").agg(F.count(F.lit(1)).alias("c"),
+                                              F.min("storeTimestamp").alias("first"), F.max("storeTimestamp").alias("last"))
+    upto = Window.partitionBy(*keys).orderBy("storeSize").rowsBetween(Window.unboundedPreceding, Window.currentRow)
+    hist = hist.withColumn("n", F.sum("c").over(Window.partitionBy(*keys))).withColumn("cum", F.sum("c").over(upto))
+    ranks = []
+    for name, pct in PERCENTILES.items():
+        lower = F.expr(f"((n - 1) * {pct}) div 100")
+        ranks += [F.min(F.when(F.col("cum") > lower, F.col("storeSize"))).alias(name + "_lo"),
+                  F.min(F.when(F.col("cum") > lower + 1, F.col("storeSize"))).alias(name + "_hi")]
+    agg = hist.groupBy(*keys).agg(F.sum("c").alias("messages"), F.sum(F.col("storeSize") * F.col("c")).alias("bytes"),
+                                  F.min("first").alias("firstStoreTimestamp"), F.max("last").alias("lastStoreTimestamp"),
+                                  *ranks)
+    rows = []
+    for r in _dicts(run.collect(agg.orderBy(*keys))):
+        row = {k: r[k] for k in keys}
+        row.update(messages=r["messages"], bytes=r["bytes"], firstStoreTimestamp=r["firstStoreTimestamp"],
+                   lastStoreTimestamp=r["lastStoreTimestamp"])
+        for name, pct in PERCENTILES.items():
+            _, rem = percentile_rank(r["messages"], pct)
+            lo, hi = r[name + "_lo"], r[name + "_hi"]
+            row[name] = percentile_value(lo, hi if rem else lo, rem)
+        rows.append(row)
+    return rows, False
 
 
 def traffic(ld: Loader, run: SparkRunner):
     ms = ld.params.bucket_ms
     df = ld.messages(["topic", "storeSize", "storeTimestamp"])
     ts = F.col("storeTimestamp")
+    keys = ld.keys("topic", "bucketStart")
     agg = (df.withColumn("bucketStart", ts - F.pmod(ts, F.lit(ms)))
-           .groupBy("topic", "bucketStart").agg(F.count(F.lit(1)).alias("messages"), F.sum("storeSize").alias("bytes")))
-    return _dicts(run.collect(agg.orderBy("topic", "bucketStart"))), False
+           .groupBy(*keys).agg(F.count(F.lit(1)).alias("messages"), F.sum("storeSize").alias("bytes")))
+    return _dicts(run.collect(agg.orderBy(*keys))), False
 
 
 def size_histogram(ld: Loader, run: SparkRunner):
     size = F.col("storeSize").cast("long")
     bucket = F.greatest(*[F.when(size >= (1 << k), F.lit(1 << k)).otherwise(F.lit(0)) for k in range(32)])
     df = ld.messages(["storeSize"]).withColumn("sizeFrom", bucket)
-    agg = (df.groupBy("sizeFrom").agg(F.count(F.lit(1)).alias("messages"), F.sum("storeSize").alias("bytes"))
+    agg = (df.groupBy(*ld.keys("sizeFrom")).agg(F.count(F.lit(1)).alias("messages"), F.sum("storeSize").alias("bytes"))
            .withColumn("sizeTo", F.greatest(F.col("sizeFrom") * 2, F.lit(1)))
-           .select("sizeFrom", "sizeTo", "messages", "bytes"))
-    return _dicts(run.collect(agg.orderBy("sizeFrom"))), False
+           .select(*ld.keys("sizeFrom", "sizeTo", "messages", "bytes")))
+    return _dicts(run.collect(agg.orderBy(*ld.keys("sizeFrom")))), False
 
 
 def filter_messages(ld: Loader, run: SparkRunner):
     limit = DEFAULT_FILTER_LIMIT if ld.params.limit is None else ld.params.limit
-    df = ld.messages(MESSAGE_COLUMN_NAMES).orderBy("commitLogOffset").limit(limit + 1)
-    rows = [row_json(r) for r in _dicts(run.collect(df))]
+    # properties travel as an array of entries: a collected map comes back as a Java HashMap,
+    # which loses the record's order (the JSON would differ from --local's)
+    order = ["broker", "store", "commitLogOffset"] if ld.multi else ["commitLogOffset"]
+    df = (ld.messages(MESSAGE_COLUMN_NAMES).withColumn("properties", F.map_entries("properties"))
+          .orderBy(*order).limit(limit + 1))
+    rows = []
+    for r in _dicts(run.collect(df)):
+        row = row_json({**r, "properties": {e[0]: e[1] for e in r["properties"] or ()}})
+        rows.append({"broker": r["broker"], "store": r["store"], **row} if ld.multi else row)
     return rows[:limit], len(rows) > limit
 
 
-def _top(df: DataFrame, label: str, limit: int | None, run: SparkRunner):
+def _top(ld: Loader, df: DataFrame, label: str, limit: int | None, run: SparkRunner):
     limit = DEFAULT_TOP if limit is None else limit
-    agg = (df.groupBy("topic", label).agg(F.count(F.lit(1)).alias("messages"))
-           .orderBy(F.desc("messages"), "topic", label).limit(limit + 1))
+    agg = (df.groupBy(*ld.keys("topic", label)).agg(F.count(F.lit(1)).alias("messages"))
+           .orderBy(F.desc("messages"), *ld.keys("topic", label)).limit(limit + 1))
     rows = _dicts(run.collect(agg))
     return rows[:limit], len(rows) > limit
 
 
 def top_keys(ld: Loader, run: SparkRunner):
-    df = ld.messages(["topic", "keyList"]).select("topic", F.explode(F.array_distinct("keyList")).alias("key"))
-    return _top(df, "key", ld.params.limit, run)
+    df = ld.messages(["topic", "keyList"]).select(*ld.keys("topic"), F.explode(F.array_distinct("keyList")).alias("key"))
+    return _top(ld, df, "key", ld.params.limit, run)
 
 
 def top_tags(ld: Loader, run: SparkRunner):
     df = ld.messages(["topic", "tags"]).where(F.col("tags").isNotNull())
-    return _top(df, "tags", ld.params.limit, run)
+    return _top(ld, df, "tags", ld.params.limit, run)
 
 
 def duplicates(ld: Loader, run: SparkRunner):
-    keys = ["uniqKey", "topic"] if ld.params.per_topic else ["uniqKey"]
+    keys = ld.keys("uniqKey", "topic") if ld.params.per_topic else ld.keys("uniqKey")
     df = ld.messages(["topic", "uniqKey", "commitLogOffset"]).where(F.col("uniqKey").isNotNull())
     agg = (df.groupBy(*keys).agg(F.count(F.lit(1)).alias("copies"),
                                  F.sort_array(F.collect_set("topic")).alias("topics"),
@@ -341,40 +410,119 @@ def _lmq_differences(ld: Loader, simple: DataFrame, cqs: DataFrame) -> DataFrame
     return j.where(differs).select(F.lit("lmq").alias("kind"), F.to_json(F.struct("lmq", "phy", "e", "a")).alias("payload"))
 
 
+class _HadoopFS:
+    """The session's Hadoop FileSystem for a URI (hdfs://, s3a://, file:...): exists, delete,
+    rename and a count of part files, asked on the driver through the JVM; None under
+    Spark Connect (no JVM here)."""
+
+    def __init__(self, spark: SparkSession, uri: str):
+        jvm = getattr(spark, "_jvm", None) or getattr(spark.sparkContext, "_jvm", None)
+        self.jvm = jvm
+        self.conf = spark.sparkContext._jsc.hadoopConfiguration()
+        self.fs = jvm.org.apache.hadoop.fs.Path(uri).getFileSystem(self.conf)
+
+    def path(self, uri: str):
+        return self.jvm.org.apache.hadoop.fs.Path(uri)
+
+    def exists(self, uri: str) -> bool:
+        return bool(self.fs.exists(self.path(uri)))
+
+    def delete(self, uri: str) -> None:
+        self.fs.delete(self.path(uri), True)
+
+    def rename(self, src: str, dst: str) -> None:
+        if not self.fs.rename(self.path(src), self.path(dst)):
+            raise OSError(f"cannot rename {src} to {dst}")
+
+    def part_files(self, uri: str) -> int:
+        found = self.fs.globStatus(self.path(uri.rstrip("/") + "/part-*"))
+        return len(found) if found is not None else 0
+
+
 def export(ld: Loader, run: SparkRunner):
     """A directory of part files at params.out (parquet: every column, body binary; jsonl:
-    Message.to_json() objects; csv: the to_json fields, properties as JSON, body base64)."""
-    from pyspark.sql import Observation
+    Message.to_json() objects; csv: the to_json fields, properties as JSON, body base64).
+    A local path is written as a file:// URI and published with the local rules; any other
+    URI goes to Spark's writer untouched and is published by a rename in its filesystem."""
     p = ld.params
-    final = os.path.abspath(p.out)
-    if os.path.lexists(final) and not p.overwrite:
+    if is_connect(ld.spark):
+        return _export_connect(ld, run)
+    remote = is_uri(p.out)
+    final = p.out if remote else os.path.abspath(p.out)
+    fs = _HadoopFS(ld.spark, final) if remote else None
+    if (fs.exists(final) if remote else os.path.lexists(final)) and not p.overwrite:
         raise FileExistsError(f"{final} exists (use --overwrite)")
     out = temporary_sibling(final)  # renamed to `final` when every task has written its part
-    df = ld.messages(MESSAGE_COLUMN_NAMES)
-    body64 = F.regexp_replace(F.base64("body"), r"[\r\n]", "").alias("body")   # some Spark versions wrap at 76
-    if p.format == "jsonl":
-        df = df.select(*[body64 if c == "body" else F.col(c) for c in JSON_COLUMNS])
-    elif p.format == "csv":
-        df = df.select(*[F.to_json("properties").alias("properties") if c == "properties" else
-                         body64 if c == "body" else F.col(c) for c in CSV_COLUMNS])
-    obs = Observation("rmqstore-export")
-    df = df.observe(obs, F.count(F.lit(1)).alias("rows"))
+    df, obs = _export_frame(ld)
     w = df.write.mode("overwrite")
+    target = out if remote else "file://" + out
     try:
         run.check()
-        if p.format == "parquet":
-            w.parquet(out)
-        elif p.format == "jsonl":
-            w.option("ignoreNullFields", "false").json(out)
-        else:
-            w.option("header", "true").csv(out)
+        _write(w, p.format, target)
         run.check()
-        publish(out, final, p.overwrite)
+        if remote:
+            if fs.exists(final):
+                fs.delete(final)
+            fs.rename(out, final)
+        else:
+            publish(out, final, p.overwrite)
     except BaseException:
-        discard(out)
+        if remote:
+            try:
+                fs.delete(out)
+            except Exception:
+                pass
+        else:
+            discard(out)
         raise
-    files = sorted(n for n in os.listdir(final) if n.startswith("part-")) if os.path.isdir(final) else []
-    return [{"path": final, "format": p.format, "rows": int(obs.get["rows"]), "files": len(files)}], False
+    if remote:
+        files = fs.part_files(final)
+    else:
+        files = len([n for n in os.listdir(final) if n.startswith("part-")]) if os.path.isdir(final) else 0
+    return [{"path": final, "format": p.format, "rows": int(obs.get["rows"]), "files": files}], False
+
+
+def _export_connect(ld: Loader, run: SparkRunner):
+    """Under Spark Connect the server writes: straight to the target (a path there, or a URI),
+    refusing an existing one unless --overwrite; no rename, no listing from here."""
+    p = ld.params
+    target = p.out if is_uri(p.out) else "file://" + os.path.abspath(p.out)
+    df, obs = _export_frame(ld)
+    run.check()
+    _write(df.write.mode("overwrite" if p.overwrite else "error"), p.format, target)
+    return [{"path": p.out, "format": p.format, "rows": int(obs.get["rows"]), "files": None}], False
+
+
+def _write(w, fmt: str, target: str) -> None:
+    if fmt == "parquet":
+        w.parquet(target)
+    elif fmt == "jsonl":
+        w.text(target)
+    else:   # RFC 4180: a quote inside a field is doubled (Spark's default escape is a backslash);
+        # and Spark's writer trims spaces around values unless told not to (' k ' stays ' k ')
+        (w.option("header", "true").option("quote", '"').option("escape", '"')
+         .option("ignoreLeadingWhiteSpace", "false").option("ignoreTrailingWhiteSpace", "false").csv(target))
+
+
+def _export_frame(ld: Loader):
+    """The rows of an export in its format's columns, and the Observation counting them."""
+    from pyspark.sql import Observation
+    p = ld.params
+    origin = ["broker", "store"] if ld.multi else []
+    df = ld.messages(MESSAGE_COLUMN_NAMES)
+    body64 = F.regexp_replace(F.base64("body"), r"[\r\n]", "").alias("body")   # some Spark versions wrap at 76
+    if p.format == "jsonl":   # Message.to_json() lines, "bodyDecoded": false only where it is (as local)
+        base = [F.col(c) for c in origin] + [body64 if c == "body" else F.col(c) for c in JSON_COLUMNS]
+        keep_nulls = {"ignoreNullFields": "false"}
+        df = df.select(F.when(F.col("bodyDecoded"), F.to_json(F.struct(*base), keep_nulls))
+                       .otherwise(F.to_json(F.struct(*base, "bodyDecoded"), keep_nulls)).alias("value"))
+    elif p.format == "csv":
+        df = df.select(*origin, *[F.to_json("properties").alias("properties") if c == "properties" else
+                                  body64 if c == "body" else F.col(c) for c in CSV_COLUMNS])
+    else:
+        df = df.select(*origin, *MESSAGE_COLUMN_NAMES)
+    obs = Observation("rmqstore-export")
+    return df.observe(obs, F.count(F.lit(1)).alias("rows")), obs
 
 
 JOB_FUNCS = {"topic-stats": topic_stats, "traffic": traffic, "size-histogram": size_histogram,
@@ -382,8 +530,16 @@ JOB_FUNCS = {"topic-stats": topic_stats, "traffic": traffic, "size-histogram": s
              "consistency": consistency, "export": export}
 
 
-def run(spark: SparkSession, store, job: str, params: JobParams, progress: ProgressFn | None,
+def run(spark: SparkSession, stores, job: str, params: JobParams, progress: ProgressFn | None,
         cancel: CancelToken):
+    """`job` over one store or ScanStores (rows gain broker [and store] with many, as local's)."""
+    members = members_of(stores)
     with SparkRunner(spark, progress, cancel, f"rmqstore scan {job}") as runner:
         runner.check()
-        return JOB_FUNCS[job](Loader(spark, store, params), runner)
+        if job == "consistency" and len(members) > 1:   # each store against its own CQs and index
+            rows = []
+            for m in members:
+                part, _ = consistency(Loader(spark, [m], params), runner)
+                rows += [{"broker": m.broker, "store": m.path, **r} for r in part]
+            return rows, False
+        return JOB_FUNCS[job](Loader(spark, members, params), runner)

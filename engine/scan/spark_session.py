@@ -3,7 +3,11 @@
 The master comes from the argument, else $RMQSTORE_SPARK_MASTER, else `local[*]`; nothing
 else is assumed about the cluster. For local masters the Python workers are this very
 interpreter (PYSPARK_PYTHON = sys.executable: they must import `engine`) and Spark binds to
-loopback; logs are quiet and there is no console progress bar (progress is ours to show)."""
+loopback; logs are quiet and there is no console progress bar (progress is ours to show).
+
+A running session elsewhere is reused through Spark Connect: `remote` (or
+$RMQSTORE_SPARK_REMOTE), e.g. sc://host:15002; no JVM starts here then (needs pyspark's
+connect extra: grpcio, grpcio-status, googleapis-common-protos, pandas)."""
 from __future__ import annotations
 
 import os
@@ -25,15 +29,79 @@ def resolve_master(master: str | None = None) -> str:
     return master or os.environ.get("RMQSTORE_SPARK_MASTER") or DEFAULT_MASTER
 
 
+def resolve_remote(remote: str | None = None) -> str | None:
+    return remote or os.environ.get("RMQSTORE_SPARK_REMOTE") or None
+
+
+def is_connect(spark) -> bool:
+    """A Spark Connect session (no SparkContext, no JVM in this process)."""
+    return type(spark).__module__.startswith("pyspark.sql.connect")
+
+
+def master_of(spark) -> str:
+    if is_connect(spark):
+        return getattr(spark, "_rmqstore_remote", None) or "sc://"
+    return spark.sparkContext.master
+
+
+def parallelism_of(spark) -> int:
+    """The cluster's default parallelism (all executor cores; local[N]: N). Under Spark
+    Connect, spark.default.parallelism when the server sets it, else 2 x this machine's CPUs."""
+    if not is_connect(spark):
+        return max(1, spark.sparkContext.defaultParallelism)
+    try:
+        return max(1, int(spark.conf.get("spark.default.parallelism")))
+    except Exception:   # not set on the server
+        return 2 * (os.cpu_count() or 2)
+
+
+def connect_session(remote: str):
+    """A Spark Connect session on `remote` (sc://host:port), with the data sources registered."""
+    try:
+        from pyspark.sql import SparkSession
+        from pyspark.sql.connect.utils import check_dependencies
+        check_dependencies()
+    except ImportError as e:
+        raise SparkUnavailable(f"Spark Connect needs pyspark's connect extra ({e}); "
+                               "pip install 'rmqstore[connect]' (grpcio, grpcio-status, "
+                               "googleapis-common-protos, pandas)") from None
+    _reachable(remote)   # the Connect client retries an unreachable server for minutes
+    try:
+        spark = SparkSession.builder.remote(remote).getOrCreate()
+        spark.conf.set("spark.sql.session.timeZone", "UTC")
+    except Exception as e:
+        raise SparkUnavailable(f"cannot reach Spark Connect at {remote}: {str(e).strip().splitlines()[0]}") from None
+    spark._rmqstore_remote = remote
+    register_sources(spark)
+    return spark
+
+
 def java_available() -> bool:
     home = os.environ.get("JAVA_HOME")
     return bool(shutil.which("java") or (home and (Path(home) / "bin" / "java").exists()))
 
 
+def _reachable(remote: str, timeout: float = 5.0) -> None:
+    """SparkUnavailable unless sc://host[:port][/;params] accepts a TCP connection (port 15002)."""
+    import socket
+    from urllib.parse import urlparse
+    u = urlparse(remote.split(";")[0])
+    if u.scheme != "sc" or not u.hostname:
+        raise SparkUnavailable(f"--remote {remote}: expected sc://host:port")
+    try:
+        socket.create_connection((u.hostname, u.port or 15002), timeout=timeout).close()
+    except OSError as e:
+        raise SparkUnavailable(f"cannot reach Spark Connect at {remote}: {e.strerror or e}") from None
+
+
 def get_session(master: str | None = None, memory: str | None = None, conf: dict[str, str] | None = None,
-                app_name: str = "rmqstore-scan"):
+                app_name: str = "rmqstore-scan", remote: str | None = None):
     """The active session when it runs on the requested master, else a new one (an active
-    session on another master is stopped first: one JVM per process)."""
+    session on another master is stopped first: one JVM per process). With `remote` (or
+    $RMQSTORE_SPARK_REMOTE and no `master`): a Spark Connect session instead."""
+    remote = resolve_remote(remote) if remote or not master else None
+    if remote:
+        return connect_session(remote)
     try:
         from pyspark import SparkContext
         from pyspark.sql import SparkSession
@@ -64,7 +132,7 @@ def get_session(master: str | None = None, memory: str | None = None, conf: dict
             b = b.config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{_LOG4J}")
         if local:
             b = b.config("spark.ui.enabled", "false").config("spark.sql.shuffle.partitions",
-                                                            str(max(4, 2 * (os.cpu_count() or 2))))
+                                                            str(max(4, 2 * _local_cores(master))))
         if memory:
             b = b.config("spark.driver.memory", memory).config("spark.executor.memory", memory)
         for k, v in (conf or {}).items():
@@ -76,6 +144,13 @@ def get_session(master: str | None = None, memory: str | None = None, conf: dict
         spark.sparkContext.setLogLevel("ERROR")
         register_sources(spark)
         return spark
+
+
+def _local_cores(master: str) -> int:
+    """local[N] -> N, local / local[*] -> this machine's CPUs."""
+    inside = master[master.find("[") + 1:master.find("]")] if "[" in master else "1"
+    n = inside.split(",")[0]
+    return int(n) if n.isdigit() else (os.cpu_count() or 2)
 
 
 def _current(SparkContext, SparkSession):
@@ -91,7 +166,7 @@ def _memory_of(spark) -> str | None:
 
 def register_sources(spark) -> None:
     from engine.scan.spark_source import register
-    register(spark)
+    register(spark, 3 * parallelism_of(spark))   # a few tasks per core of the cluster, not of this machine
 
 
 def stop_session() -> None:

@@ -19,7 +19,26 @@ from engine.format.message import (MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, DecodeOpt
 
 import struct
 
+from engine import accel
+
 _I32 = struct.Struct(">i")
+
+_PAGE = accel.load("_page")
+if _PAGE is not None and hasattr(_PAGE, "bind_message"):
+    _PAGE.bind_message(Message, RecordResult, RecordStatus.MESSAGE)
+    _decode = _PAGE.decode
+else:
+    _decode = None
+
+
+def read_record_at(buf, pos: int, limit: int, offset: int, opts: DecodeOptions) -> RecordResult:
+    """check_record's answer. The compiled decoder builds MESSAGE answers in C; any other
+    answer (a blank, damage, the delay rule, non-ASCII tags) comes from check_record itself."""
+    if _decode is not None:
+        r = _decode(buf, pos, limit, offset, opts)
+        if r is not None:
+            return r
+    return check_record(buf, pos, limit, offset, opts)
 
 COMMITLOG_RESERVE_STEP = 16 << 20  # blocks reserved ahead of the appends: one fallocate per 16 MiB
 
@@ -69,7 +88,7 @@ class CommitLog:
         f = self.queue.find(offset)
         if f is None or offset - f.file_from_offset >= f.wrote_position:
             return _invalid("offset outside the valid commitlog")
-        return check_record(f.buf, offset - f.file_from_offset, f.wrote_position, offset, opts or self.read_opts)
+        return read_record_at(f.buf, offset - f.file_from_offset, f.wrote_position, offset, opts or self.read_opts)
 
     def get_message(self, offset: int, size: int | None = None) -> Message | None:
         """The message at `offset`, or None when no valid record of that size starts there."""
@@ -101,7 +120,7 @@ class CommitLog:
                     return
                 offset = nxt[0]
                 continue
-            r = check_record(f.buf, offset - f.file_from_offset, f.wrote_position, offset, opts or self.read_opts)
+            r = read_record_at(f.buf, offset - f.file_from_offset, f.wrote_position, offset, opts or self.read_opts)
             yield offset, r
             if r.status is RecordStatus.MESSAGE or (r.status is RecordStatus.SIZE_MISMATCH and r.size > 0):
                 offset += r.size

@@ -101,6 +101,9 @@ class IndexService:
         `cap` defaults to maxMsgsNumBatch, as in RocketMQ; None/0 in callers means no cap.
         The compiled walker answers when built (accel=False: the Python reference)."""
         cap = self.cfg.maxMsgsNumBatch if cap is None else cap
+        ki = self._kidx
+        if accel and ki is not None and ki.fresh(self.files):  # the common case, without a call more
+            return ki.query_offset(topic, key, max_num, cap, begin, end)
         ki = self._key_index() if accel else None
         if ki is not None:
             return ki.query_offset(topic, key, max_num, cap, begin, end)

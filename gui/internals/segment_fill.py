@@ -13,7 +13,7 @@ import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QCursor
-from PySide6.QtWidgets import QHBoxLayout, QLabel, QProgressBar, QPushButton, QToolTip, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QToolTip, QVBoxLayout, QWidget
 
 from engine import analysis as A
 from engine.config import CQ_UNIT_SIZE
@@ -21,6 +21,7 @@ from engine.tasks import Progress
 
 from .bars import BarChart, BarRow
 from .colors import CATEGORY_COLORS, hex_color, topic_colors
+from gui.views.progress import ProgressRow
 from gui.workers import Background, RefreshWhenShown
 
 pg.setConfigOptions(imageAxisOrder="row-major")
@@ -68,19 +69,12 @@ class SegmentFillView(RefreshWhenShown, QWidget):
                               "entries used (% of maxIndexNum) / slots used (% of maxHashSlotNum)"),
         }
         # the walk of a big log takes seconds: its progress, and a way to stop it
-        self.progress = QProgressBar()
-        self.progress.setFormat("reading the commitlog: %p%")
-        self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.clicked.connect(self.cancel)
-        busy = QHBoxLayout()
-        busy.addWidget(self.progress, 1)
-        busy.addWidget(self.cancel_button)
-        self.progress.hide()
-        self.cancel_button.hide()
+        self.busy_row = ProgressRow(self.cancel, "reading the commitlog: %p%")
+        self.progress, self.cancel_button = self.busy_row.progress, self.busy_row.cancel_button
         lay = QVBoxLayout(self)
         lay.setContentsMargins(4, 4, 4, 4)
         lay.addWidget(self.summary)
-        lay.addLayout(busy)
+        lay.addWidget(self.busy_row)
         lay.addWidget(self.legend)
         lay.addWidget(self.glw, 1)
         self.glw.scene().sigMouseMoved.connect(self._hover)
@@ -116,15 +110,10 @@ class SegmentFillView(RefreshWhenShown, QWidget):
         self._dirty = self._store is not None
 
     def _busy(self, on: bool) -> None:
-        self.progress.setVisible(on)
-        self.cancel_button.setVisible(on)
-        if on:
-            self.progress.setRange(0, 0)
+        self.busy_row.busy(on)
 
     def _progress(self, p: Progress) -> None:
-        if p.total:
-            self.progress.setRange(0, 1000)
-            self.progress.setValue(int(p.fraction * 1000))
+        self.busy_row.show_progress(p)
 
     def _failed(self, channel: str, text: str) -> None:
         self._busy(False)

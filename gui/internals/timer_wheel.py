@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, QRectF, Qt, QTimer, Signal
+from PySide6.QtCore import QRectF, Qt, QTimer, Signal
 from PySide6.QtGui import QBrush, QColor, QFont
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QPlainTextEdit, QSplitter, QTableView, \
     QVBoxLayout, QWidget
@@ -20,6 +20,7 @@ from engine.format.timer_layout import unit_kind
 
 from . import heatmap as H
 from .slot_heatmap import COLORMAP, DOTS_UP_TO, IndexedImageItem, _axis_style
+from gui.models.columns_model import ColumnsModel
 from gui.timefmt import format_ms_readable
 from gui.workers import Background, RefreshWhenShown
 
@@ -38,7 +39,7 @@ def wheel_data(ts) -> tuple:
     return occ, nums, ts.summary()
 
 
-class WheelSlotModel(QAbstractTableModel):
+class WheelSlotModel(ColumnsModel):
     """The occupied slots (WHEEL_SLOT_NATIVE rows), cells made on demand."""
     COLUMNS = ["slot", "slot time", "firstPos", "lastPos", "num", "state"]
 
@@ -53,17 +54,6 @@ class WheelSlotModel(QAbstractTableModel):
         self.beginResetModel()
         self.rows, self.precision, self.last_read = rows, precision, last_read
         self.endResetModel()
-
-    def rowCount(self, parent=QModelIndex()) -> int:
-        return 0 if parent.isValid() else len(self.rows)
-
-    def columnCount(self, parent=QModelIndex()) -> int:
-        return 0 if parent.isValid() else len(self.COLUMNS)
-
-    def headerData(self, section, orientation, role=Qt.DisplayRole):
-        if role == Qt.DisplayRole and orientation == Qt.Horizontal:
-            return self.COLUMNS[section]
-        return None
 
     def processed(self, r) -> bool:
         return self.last_read >= 0 and int(r["time"]) * self.precision <= self.last_read

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Callable
 
 from PySide6.QtCore import Qt
-from PySide6.QtWidgets import QProgressDialog, QWidget
+from PySide6.QtWidgets import QHBoxLayout, QProgressBar, QProgressDialog, QPushButton, QWidget
 
 from engine.tasks import Progress
 
@@ -49,3 +49,34 @@ class TaskProgressDialog(QProgressDialog):
         self.reset()
         self.close()
         self.deleteLater()
+
+
+class ProgressRow(QWidget):
+    """An inline progress bar with Cancel for a view's own long task: hidden while idle, busy
+    until the task reports a total, then the fraction done with the task's phase."""
+
+    def __init__(self, on_cancel: Callable[[], None], fmt: str = "%p%", parent: QWidget | None = None):
+        super().__init__(parent)
+        self.fmt = fmt
+        self.progress = QProgressBar()
+        self.progress.setFormat(fmt)
+        self.cancel_button = QPushButton("Cancel")
+        self.cancel_button.clicked.connect(on_cancel)
+        lay = QHBoxLayout(self)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.addWidget(self.progress, 1)
+        lay.addWidget(self.cancel_button)
+        self.hide()
+
+    def busy(self, on: bool) -> None:
+        self.setVisible(on)
+        if on:
+            self.progress.setRange(0, 0)
+            self.progress.setFormat(self.fmt)
+
+    def show_progress(self, p: Progress) -> None:
+        if p.total:
+            self.progress.setRange(0, 1000)
+            self.progress.setValue(int(p.fraction * 1000))
+        if p.phase:
+            self.progress.setFormat(f"{p.phase}: %p%")

@@ -10,13 +10,14 @@ from pathlib import Path
 
 from PySide6.QtCore import Qt
 from PySide6.QtWidgets import (QDialog, QDialogButtonBox, QFileDialog, QHBoxLayout, QLabel, QLineEdit,
-                               QProgressBar, QPushButton, QTabWidget, QVBoxLayout, QWidget)
+                               QPushButton, QTabWidget, QVBoxLayout, QWidget)
 
 from engine.analysis import compare_task
 
 from ..timefmt import format_ms
 from ..workers import Lane
 from . import dialogs
+from .progress import ProgressRow
 from .tables import fill_table, make_table
 
 ROWS = 5000  # messages listed per side (the counts stay exact)
@@ -68,15 +69,8 @@ class CompareDialog(QDialog):
         row.addWidget(self.other, 1)
         row.addWidget(browse)
         row.addWidget(self.compare_button)
-        self.progress = QProgressBar()
-        self.progress.setFormat("%p%")
-        self.cancel_button = QPushButton("Cancel")
-        self.cancel_button.clicked.connect(self.cancel)
-        busy = QHBoxLayout()
-        busy.addWidget(self.progress, 1)
-        busy.addWidget(self.cancel_button)
-        self.progress.hide()
-        self.cancel_button.hide()
+        self.busy_row = ProgressRow(self.cancel)
+        self.progress, self.cancel_button = self.busy_row.progress, self.busy_row.cancel_button
         self.summary = QLabel("Choose a store folder and press Compare. Both stores are read, never written.")
         self.summary.setTextFormat(Qt.PlainText)
         self.summary.setTextInteractionFlags(Qt.TextSelectableByMouse)
@@ -94,7 +88,7 @@ class CompareDialog(QDialog):
         lay = QVBoxLayout(self)
         lay.addWidget(a)
         lay.addLayout(row)
-        lay.addLayout(busy)
+        lay.addWidget(self.busy_row)
         lay.addWidget(self.summary)
         lay.addWidget(self.tabs, 1)
         lay.addWidget(buttons)
@@ -131,17 +125,11 @@ class CompareDialog(QDialog):
         self.summary.setText("cancelled")
 
     def _busy(self, on: bool) -> None:
-        self.progress.setVisible(on)
-        self.cancel_button.setVisible(on)
+        self.busy_row.busy(on)
         self.compare_button.setEnabled(not on)
-        if on:
-            self.progress.setRange(0, 0)
 
     def _progress(self, p) -> None:
-        if p.total:
-            self.progress.setRange(0, 1000)
-            self.progress.setValue(int(p.fraction * 1000))
-        self.progress.setFormat(f"{p.phase}: %p%" if p.phase else "%p%")
+        self.busy_row.show_progress(p)
 
     def _failed(self, exc) -> None:
         self.summary.setText(f"could not compare: {dialogs.one_line(exc)}")

@@ -11,13 +11,14 @@ from __future__ import annotations
 import html
 
 import numpy as np
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, Signal
+from PySide6.QtCore import Qt, Signal
 from PySide6.QtGui import QBrush, QColor
 from PySide6.QtWidgets import (QAbstractItemView, QComboBox, QHBoxLayout, QHeaderView, QLabel, QPushButton, QSplitter,
                                QTableView, QTextBrowser, QVBoxLayout, QWidget)
 
 from engine.format.timer_layout import unit_kind
 
+from ..models.columns_model import ColumnsModel
 from ..timefmt import format_ms_readable
 from ..workers import Background, RefreshWhenShown
 from .detail_pane import MessageDetail
@@ -28,7 +29,7 @@ STAGES = {"inWheel": "in the wheel, due after the read clock", "notEnqueued": "n
           "dequeued": "read clock passed, no delivered copy found", "delivered": "delivered"}
 
 
-class TimerMessagesModel(QAbstractTableModel):
+class TimerMessagesModel(ColumnsModel):
     COLUMNS = ["Fire time", "Status", "Stage", "Rolls", "Real topic", "Queue", "Wheel records", "Delivered copy",
                "Wheel slot", "Timerlog units", "UNIQ_KEY"]
 
@@ -47,17 +48,6 @@ class TimerMessagesModel(QAbstractTableModel):
 
     def message(self, row: int):
         return self.messages[int(self.rows[row])] if 0 <= row < len(self.rows) else None
-
-    def rowCount(self, parent=QModelIndex()) -> int:
-        return 0 if parent.isValid() else len(self.rows)
-
-    def columnCount(self, parent=QModelIndex()) -> int:
-        return 0 if parent.isValid() else len(self.COLUMNS)
-
-    def headerData(self, section, orientation, role=Qt.DisplayRole):
-        if role == Qt.DisplayRole and orientation == Qt.Horizontal:
-            return self.COLUMNS[section]
-        return None
 
     def data(self, index, role=Qt.DisplayRole):
         if not index.isValid():

@@ -25,8 +25,10 @@ def java_missing() -> str | None:
     return None if java_available() else "no Java runtime (java on PATH or JAVA_HOME): Spark tests skipped"
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture
 def spark():
+    """The run's one local session (started on first use; seconds), or the same again after the
+    standalone-cluster tests stopped it to use their own (get_session returns the running one)."""
     reason = java_missing()
     if reason:
         pytest.skip(reason)
@@ -74,3 +76,47 @@ def plant_index_defect(root, file_no=3, entry=10, delta=1) -> tuple[str, int]:
 
 def rm(path) -> None:
     shutil.rmtree(path, ignore_errors=True)
+
+
+QUOTED_KEYS = ['say "hi", then\nleave', 'plain', 'comma,only', '"', '', ' two  spaces ']
+
+
+def make_quoted_store(root) -> str:
+    """A small store whose keys and tags hold quotes, commas and line breaks, with a zlib
+    body that decodes ("needle" inside), a record flagged ZSTD whose bytes are no ZSTD frame
+    (undecodable; its raw bytes say "needle") and one flagged LZ4 likewise."""
+    import zlib
+    root = str(root)
+    s = MessageStore.create(root)
+    try:
+        for i, k in enumerate(QUOTED_KEYS * 3):
+            s.put_message("Quoted", f'body {i}, "q"\n'.encode(), keys=k or None, tags=f't"{i % 2},x' if i % 3 else None)
+        s.put_message("Quoted", zlib.compress(b"a needle in zlib"), sys_flag=1 | (3 << 8), keys="zlib")
+        s.put_message("Quoted", b"needle as raw bytes", sys_flag=1 | (2 << 8), keys="zstd")
+        s.put_message("Other", b"needle as raw bytes", sys_flag=1 | (1 << 8), keys="lz4")
+        s.put_message("Other", b"plain needle", keys="plain")
+    finally:
+        s.close()
+    return root
+
+
+def make_cluster(root) -> dict[str, str]:
+    """A cluster layout <root>/<brokerName>/store: broker-a holds the small fixture, broker-b the
+    v5 one and a broker.conf that names it `broker-b-conf`. Returns {broker: store path}."""
+    import subprocess
+    from pathlib import Path
+    root = Path(root)
+    out = {}
+    for folder, fixture, conf_name in (("broker-a", "small", None), ("broker-b", "v5", "broker-b-conf")):
+        (root / folder).mkdir(parents=True)
+        subprocess.run(["cp", "-a", "--sparse=always", str(unpack(fixture)), str(root / folder / "store")], check=True)
+        if conf_name:
+            (root / folder / "broker.conf").write_text(f"brokerClusterName=DefaultCluster\nbrokerName={conf_name}\n")
+        out[conf_name or folder] = str(root / folder / "store")
+    return out
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory):
+    root = tmp_path_factory.mktemp("cluster")
+    return root, make_cluster(root)

@@ -1,0 +1,73 @@
+# included by engine/accel/_page.pyx: one record decoded into a Message (check_record's MESSAGE
+# answer built in C: the fields, the hosts, the body, the topic and the properties dict)
+
+cdef object _Message = None
+cdef object _RecordResult = None
+cdef object _MESSAGE_STATUS = None
+
+
+def bind_message(message_cls, result_cls, message_status):
+    """engine.format.message's Message, RecordResult and RecordStatus.MESSAGE."""
+    global _Message, _RecordResult, _MESSAGE_STATUS
+    _Message, _RecordResult, _MESSAGE_STATUS = message_cls, result_cls, message_status
+
+
+cdef inline str utf8(const uint8_t* b, Py_ssize_t n):
+    return PyUnicode_DecodeUTF8(<const char*>b, n, "replace")
+
+
+cdef dict parse_props(const uint8_t* b, Py_ssize_t p, Py_ssize_t n):
+    """engine.format.properties.parse_properties over the raw bytes: segments split by 0x02,
+    the name up to the first 0x01, both non-empty, later duplicates win. (0x01 and 0x02 are
+    never inside a UTF-8 sequence, so decoding each part gives what decoding the whole does.)"""
+    cdef dict out = {}
+    cdef Py_ssize_t q = p, stop = p + n, seg, k
+    while q <= stop:
+        seg = q
+        q = find_sep(b, q, stop)
+        k = seg
+        while k < q and b[k] != 1:
+            k += 1
+        if seg < k < q - 1:
+            out[utf8(b + seg, k - seg)] = utf8(b + k + 1, q - k - 1)
+        q += 1
+    return out
+
+
+def decode(buf, Py_ssize_t pos, Py_ssize_t limit, int64_t offset, opts):
+    """check_record(buf, pos, limit, offset, opts) when its answer is a MESSAGE (a RecordResult);
+    None for every other answer (blank, damage, a record that needs the Python rules): the
+    caller asks check_record, which also gives the reason."""
+    cdef Py_buffer v
+    cdef Row r
+    cdef int32_t size
+    cdef int st, flags
+    cdef const uint8_t* b
+    cdef Py_ssize_t bh, sh, hp, sp
+    flags = (F_CRC if opts.check_crc else 0) | (F_FORCE if opts.force_verify_prop_crc else 0) | (F_V2 if opts.accept_v2 else 0)
+    PyObject_GetBuffer(buf, &v, PyBUF_SIMPLE)
+    try:
+        if limit > v.len:
+            limit = v.len
+        if pos < 0 or pos >= limit:
+            return None
+        b = <const uint8_t*>v.buf
+        st = check(b, v.len, pos, limit, flags, &r, &size)
+        if st != S_MESSAGE:
+            return None
+        bh = HOST_V6 if r.sysFlag & BORNHOST_V6_FLAG else HOST_V4
+        sh = HOST_V6 if r.sysFlag & STOREHOST_V6_FLAG else HOST_V4
+        hp = pos + OFF_BORNHOST
+        sp = hp + bh + (OFF_STOREHOST - OFF_BORNHOST)
+        msg = _Message(utf8(b + r.topicPos, r.topicLength), r.queueId, r.queueOffset, offset, r.storeSize,
+                       r.bodyCRC, r.flag, r.sysFlag, r.bornTimestamp,
+                       PyBytes_FromStringAndSize(<const char*>b + hp, bh), r.storeTimestamp,
+                       PyBytes_FromStringAndSize(<const char*>b + sp, sh), r.reconsumeTimes,
+                       r.preparedTransactionOffset,
+                       PyBytes_FromStringAndSize(<const char*>b + r.bodyPos, r.bodyLength) if r.bodyLength > 0 else b"",
+                       utf8(b + r.propertiesPos, r.propertiesLength) if r.propertiesLength > 0 else "",
+                       parse_props(b, r.propertiesPos, r.propertiesLength) if r.propertiesLength > 0 else {},
+                       r.magicCode, r.physicalOffsetField, r.tagsCode)
+        return _RecordResult(_MESSAGE_STATUS, size, msg)
+    finally:
+        PyBuffer_Release(&v)
