@@ -39,6 +39,7 @@ class Overview:
     dledger: dict | None = None   # DLedger mode: selfId, term, ledger indexes, checkpoint (info()["dledger"])
     generation: dict = field(default_factory=dict)  # info()'s: version, evidence, defaults
     consume_queue_store: dict = field(default_factory=dict)  # info()["consumeQueueStore"]: files or RocksDB
+    timer_store: dict | None = None  # info()["timerStore"]: timerlog, wheel and timercheck, None without one
 
     @property
     def commitlog_bytes(self) -> int:
@@ -87,4 +88,5 @@ def compute_overview(store) -> Overview:
         dledger=info.get("dledger"),
         generation=info.get("generation", {}),
         consume_queue_store=info.get("consumeQueueStore") or {},
+        timer_store=info.get("timerStore"),
     )

@@ -40,11 +40,27 @@ def _cq_store_text(cqs: dict) -> str:
     return "files (consumequeue/<topic>/<queueId>/)"
 
 
+def timer_text(ts: dict | None, t) -> str:
+    """The 5.x timer store in three lines: timerlog, wheel, read clock (`t` formats a time)."""
+    if not ts:
+        return "none (no timerlog/ or timerwheel)"
+    files = ts.get("timerlogFiles") or []
+    cp = ts.get("timercheck") or {}
+    size = ts.get("timerlogFileSize")
+    return (f"timerlog: {ts.get('timerlogUnits', 0):,} units in {len(files)} file(s)"
+            + (f" of {format_bytes(size)}" if size else "") + "\n"
+            f"wheel: {ts.get('wheelOccupiedSlots', 0):,} of {ts.get('wheelSlots', 0):,} slots used, "
+            f"precision {ts.get('precisionMs')} ms\n"
+            f"read clock: {t(cp['lastReadTimeMs']) if 'lastReadTimeMs' in cp else '—'} (timercheck)"
+            + (f"\n{len(ts['warnings'])} warning(s): {ts['warnings'][0]}" if ts.get("warnings") else ""))
+
+
 class OverviewPanel(QWidget):
     FIELDS = {
         "store": ["Folder", "Mode", "Generation", "Abort file", "Lock", "Checkpoint", "Recovery"],
         "commitlog": ["Min offset", "Max offset", "Data", "Files", "DLedger"],
-        "messages": ["Topics", "Queues", "ConsumeQueues", "Messages", "First stored", "Last stored", "Span"],
+        "messages": ["Topics", "Queues", "ConsumeQueues", "Messages", "First stored", "Last stored", "Span",
+                     "Timer store"],
         "index": ["Index files", "Index entries", "Consumer groups", "Config files"],
     }
     TITLES = {"store": "Store", "commitlog": "CommitLog", "messages": "Messages", "index": "Index and consumers"}
@@ -142,6 +158,7 @@ class OverviewPanel(QWidget):
         v["First stored"].setText(t(ov.first_time))
         v["Last stored"].setText(t(ov.last_time))
         v["Span"].setText(format_duration_ms(ov.last_time - ov.first_time) if ov.first_time >= 0 <= ov.last_time else "—")
+        v["Timer store"].setText(timer_text(ov.timer_store, t))
         v["Index files"].setText(str(len(ov.index_files)))
         v["Index entries"].setText(f"{ov.index_entries:,}")
         v["Consumer groups"].setText(f"{len(ov.groups)} (total lag {sum(r['lag'] for r in ov.lag):,})"

@@ -103,3 +103,22 @@ def test_timer_wheel_view(qtbot, window):
         view.open_slot(view.table.currentIndex().row())
     assert sig.args == [units[last[4]]["offsetPy"]]
     screenshot(panel, "timer-wheel.png")
+
+
+def test_overview_names_the_timer_store(qtbot, window):
+    """The Overview's Timer store row: units and files of the timerlog, occupied wheel slots and
+    the read clock, as the manifest has them; a store without one says so."""
+    open_and_wait(qtbot, window, unpack("v5_timer"))
+    window.tabs.setCurrentWidget(window.overview)
+    ov = window.overview
+    qtbot.waitUntil(lambda: ov.overview is not None, timeout=10000)
+    text = ov.values["Timer store"].text()
+    units = sum(1 for u in T["timerlog_units"] if u["size"] == 52)   # blank records are shorter
+    assert f"timerlog: {units:,} units in {len(T['timerlog_files'])} file(s)" in text, text
+    assert f"wheel: {len(T['wheel_raw_nonzero']):,} of 1,209,600 slots used, precision 1000 ms" in text, text
+    assert "read clock" in text and "—" not in text
+    wait_idle(qtbot, window)
+    qtbot.waitUntil(lambda: ov.values["Generation"].height() > ov.values["Mode"].height(), timeout=5000)  # laid out
+    screenshot(window, "overview-timer.png")
+    open_and_wait(qtbot, window, unpack("v5"))
+    qtbot.waitUntil(lambda: ov.values["Timer store"].text().startswith("none"), timeout=10000)
