@@ -12,7 +12,7 @@ import json
 import sys
 
 from engine.scan.api import (EXPORT_FORMATS, FILTER_TABLE_COLUMNS, JOBS, JobParams, MessageFilter, ScanStore,
-                             format_table, one_line, open_scan_store, resolve_stores, scan_task,
+                             format_table, one_line, open_scan_store, redacted, resolve_stores, scan_task,
                              validate)
 from engine.tasks import Cancelled, CancelToken, Progress, run
 
@@ -101,7 +101,7 @@ def run_scan(args) -> int:
             raise ValueError("name a store: STORE or --store PATH (repeatable, globs and cluster layouts too)")
         refs = resolve_stores(specs)
         with contextlib.ExitStack() as opened:
-            stores = [ScanStore(r.broker, r.path, opened.enter_context(open_scan_store(r.path, cfg))) for r in refs]
+            stores = [ScanStore(r.broker, redacted(r.path), opened.enter_context(open_scan_store(r.path, cfg))) for r in refs]
             result = _run(stores if len(stores) > 1 else stores[0].store, args, params, conf, cancel)
     except KeyboardInterrupt:
         cancel.cancel()

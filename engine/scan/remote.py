@@ -63,12 +63,25 @@ def filesystem(uri: str):
             import fsspec
             fs, path = fsspec.core.url_to_fs(uri)
         except Exception:
-            raise ValueError(f"{uri}: no filesystem for this URI here ({str(first).splitlines()[0]})") from None
+            raise ValueError(f"{redacted(uri)}: no filesystem for this URI here ({str(first).splitlines()[0]})") from None
         return pafs.PyFileSystem(pafs.FSSpecHandler(fs)), path
 
 
+def redacted(uri: str) -> str:
+    """`uri` without the secret of a user:secret@ part (for messages and the `store` column)."""
+    scheme, sep, rest = uri.partition("://")
+    if not sep:
+        return uri
+    auth, at, tail = rest.partition("@")
+    if not at or "/" in auth:
+        return uri
+    return f"{scheme}://{auth.partition(':')[0]}:***@{tail}" if ":" in auth else uri
+
+
 def join(uri: str, *parts: str) -> str:
-    return "/".join([uri.rstrip("/"), *parts])
+    """`uri`/parts, its query (s3's endpoint_override=..., region=...) kept at the end."""
+    base, sep, query = uri.partition("?")
+    return "/".join([base.rstrip("/"), *parts]) + sep + query
 
 
 # ---- the driver: a store from its listing --------------------------------------------------------
@@ -101,6 +114,7 @@ class RemoteStore:
     def __init__(self, uri: str, cfg=None, broker: str | None = None):
         from engine.config import StoreConfig
         self.root = uri
+        self.display_root = redacted(uri)
         self.cfg = cfg or StoreConfig()
         self.fs, self.path = filesystem(uri)
         self.queues: dict = {}
@@ -114,7 +128,7 @@ class RemoteStore:
         info = self.fs.get_file_info(d)
         if info.type != pafs.FileType.Directory:
             what = "no such folder" if info.type == pafs.FileType.NotFound else "not a folder"
-            raise ValueError(f"{join(self.root, 'commitlog')}: {what} (a store URI names the store folder; "
+            raise ValueError(f"{join(self.display_root, 'commitlog')}: {what} (a store URI names the store folder; "
                              f"DLedger stores are read from local paths only)")
         files = []
         for f in self.fs.get_file_info(pafs.FileSelector(d)):

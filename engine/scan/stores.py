@@ -127,11 +127,15 @@ def members_of(stores) -> list[ScanStore]:
     if isinstance(stores, ScanStore):
         return [stores]
     if isinstance(stores, (list, tuple)):
-        out = [s if isinstance(s, ScanStore) else ScanStore(_name_of(s), str(s.root), s) for s in stores]
+        out = [s if isinstance(s, ScanStore) else ScanStore(_name_of(s), _path_of(s), s) for s in stores]
         if not out:
             raise ValueError("no store to scan")
         return sorted(out, key=lambda m: (m.broker, m.path))
-    return [ScanStore(_name_of(stores), str(stores.root), stores)]
+    return [ScanStore(_name_of(stores), _path_of(stores), stores)]
+
+
+def _path_of(store) -> str:
+    return getattr(store, "display_root", None) or str(store.root)
 
 
 def _name_of(store) -> str:

@@ -1,0 +1,176 @@
+"""Stores on any filesystem (engine.scan.remote): the same store as a plain path (mapped), as a
+file:// URI forced through the listing planner and the byte-range reader
+(RMQSTORE_SCAN_FS_READER=1), and on a second, real filesystem -- an S3 endpoint over HTTP on
+loopback (moto's server; pyarrow's S3FileSystem talks to it) -- give every commitlog job the
+same JSON on both engines."""
+import json
+import os
+
+import numpy as np
+import pytest
+
+from conftest import unpack
+from engine.scan.api import JobParams, MessageFilter, open_scan_store, run_job
+from engine.scan.planning import plan_commitlog
+from engine.scan.reader import SliceStats, read_commitlog
+from engine.scan.remote import FORCE_ENV, RemoteStore, read_commitlog_ranges, store_uri
+from scan_support import spark  # noqa: F401
+
+JOBS = [("topic-stats", JobParams()), ("topic-stats", JobParams(by_queue=True)), ("traffic", JobParams(bucket="1s")),
+        ("size-histogram", JobParams()), ("top-keys", JobParams(limit=50)), ("top-tags", JobParams()),
+        ("duplicates", JobParams(per_topic=True)),
+        ("filter", JobParams(filter=MessageFilter.build(topics=["TopicTest"]), limit=40))]
+STORES = ("small", "v5")
+
+
+def _offsets(blocks):
+    return np.concatenate([b.commit_log_offsets for b in blocks] or [np.empty(0, np.int64)])
+
+
+@pytest.mark.parametrize("window", [97, 300, 4096, 1 << 20])
+def test_ranged_reader_equals_the_mapped_one_across_windows(window):
+    """Windows smaller than a record, and cutting records anywhere: the same records,
+    the same stops, the same decoded fields as the mapped reader."""
+    root = unpack("small")
+    with open_scan_store(str(root)) as local:
+        plan = plan_commitlog(local, None)
+    remote = RemoteStore(store_uri(str(root)))
+    rplan = plan_commitlog(remote, None)
+    assert [s.path for s in rplan.commitlog] == [store_uri(s.path) for s in plan.commitlog]
+    a_stats, b_stats = SliceStats(), SliceStats()
+    a = [blk for s in plan.commitlog for blk in read_commitlog(s, plan.delay_level_millis, a_stats)]
+    b = [blk for s in rplan.commitlog
+         for blk in read_commitlog_ranges(s, rplan.delay_level_millis, b_stats, window=window)]
+    assert len(_offsets(a)) == 2339 and np.array_equal(_offsets(a), _offsets(b))
+    assert a_stats.records == b_stats.records and a_stats.size_mismatch == b_stats.size_mismatch
+    rows_a = [r for blk in a for r in blk.rows_json(mark=True)]
+    rows_b = [r for blk in b for r in blk.rows_json(mark=True)]
+    assert json.dumps(rows_a) == json.dumps(rows_b)
+
+
+def test_listing_plan_reads_no_whole_file(monkeypatch):
+    """The driver lists commitlog/: one slice per file, paths URIs, nothing read."""
+    monkeypatch.setenv(FORCE_ENV, "1")
+    root = unpack("small")
+    with open_scan_store(str(root)) as st:
+        assert getattr(st, "remote", False) and st.scan_broker == "small"
+        plan = plan_commitlog(st, None)
+    names = sorted(os.listdir(root / "commitlog"))
+    assert [s.path for s in plan.commitlog] == [f"file://{root}/commitlog/{n}" for n in names]
+    assert all(s.start == 0 and s.end == s.limit == s.file_size for s in plan.commitlog)
+
+
+def _runs(stores: dict, engine: str, spark=None):
+    out = {}
+    for name, st in stores.items():
+        out[name] = [json.dumps(run_job(st, job, params, engine=engine, spark=spark).rows) for job, params in JOBS]
+    return out
+
+
+def _three_ways(monkeypatch, extra: dict | None = None):
+    """{store name: [(kind, store)]}: plain path (mapped), file:// forced through ranges."""
+    ways = {}
+    for name in STORES:
+        root = str(unpack(name))
+        ways[name] = [("path", open_scan_store(root))]
+        monkeypatch.setenv(FORCE_ENV, "1")
+        ways[name].append(("file-uri-ranges", open_scan_store("file://" + root)))
+        monkeypatch.delenv(FORCE_ENV)
+        if extra and name in extra:
+            ways[name].append(("s3", open_scan_store(extra[name])))
+    return ways
+
+
+def _check_equal(ways, engine, spark=None):
+    for name, forms in ways.items():
+        ref = None
+        for kind, st in forms:
+            rows = [json.dumps(run_job(st, job, p, engine=engine, spark=spark).rows) for job, p in JOBS]
+            assert all(len(r) > 2 for r in rows[:6]), (name, kind)
+            if ref is None:
+                ref = rows
+            for (job, _), x, y in zip(JOBS, ref, rows):
+                assert x == y, (name, kind, job)
+            st.close()
+
+
+def test_every_commitlog_job_equal_local(monkeypatch):
+    _check_equal(_three_ways(monkeypatch), "local")
+
+
+def test_consistency_refuses_a_remote_store_in_one_line(monkeypatch, capsys):
+    from engine.cli.scan import main
+    monkeypatch.setenv(FORCE_ENV, "1")
+    assert main([f"file://{unpack('small')}", "consistency", "--local"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "consistency reads the ConsumeQueues" in err
+    assert main([f"file://{unpack('small')}", "topic-stats", "--local", "--json"]) == 0
+    ranged = json.loads(capsys.readouterr().out)["rows"]
+    monkeypatch.delenv(FORCE_ENV)
+    assert main([str(unpack("small")), "topic-stats", "--local", "--json"]) == 0
+    assert ranged == json.loads(capsys.readouterr().out)["rows"] and len(ranged) == 9
+
+
+# ---- a second filesystem: S3 over HTTP (moto's server on loopback) -------------------------------
+@pytest.fixture(scope="module")
+def s3_stores():
+    """The fixtures' commitlogs uploaded to a bucket of a real S3 HTTP endpoint on 127.0.0.1;
+    the credentials ride in the URI (access:secret@bucket) so Spark's workers need no env."""
+    server = pytest.importorskip("moto.server")
+    import pyarrow.fs as pafs
+    srv = server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
+    srv.start()
+    host, port = srv.get_host_and_port()
+    q = f"endpoint_override={host}:{port}&scheme=http&region=us-east-1"
+    fs, _ = pafs.FileSystem.from_uri(f"s3://test:test@rmq?{q}&allow_bucket_creation=true")
+    fs.create_dir("rmq")
+    out = {}
+    for name in STORES:
+        root = unpack(name)
+        for f in sorted(os.listdir(root / "commitlog")):
+            with open(root / "commitlog" / f, "rb") as fh, fs.open_output_stream(f"rmq/{name}/store/commitlog/{f}") as o:
+                o.write(fh.read())
+        out[name] = f"s3://test:test@rmq/{name}/store?{q}"
+    yield out
+    srv.stop()
+
+
+def test_s3_store_equal_local(monkeypatch, s3_stores):
+    ways = _three_ways(monkeypatch, s3_stores)
+    assert ways["small"][2][1].scan_broker == "small"
+    _check_equal(ways, "local")
+
+
+def test_cli_names_a_missing_store_uri(s3_stores, capsys):
+    from engine.cli.scan import main
+    assert main([s3_stores["small"].replace("/small/", "/nothing/"), "topic-stats", "--local"]) == 2
+    err = capsys.readouterr().err
+    assert err.startswith("rmqstore: error: ") and "commitlog?endpoint" in err and ": no such folder" in err
+    assert "test:***@rmq" in err and "test:test" not in err and err.count("\n") == 1
+
+
+@pytest.mark.spark
+def test_every_commitlog_job_equal_on_spark(monkeypatch, spark, s3_stores):
+    """The plan carries URIs, so Spark's workers read ranges without any setting of their own:
+    the file:// store forced through ranges and the S3 store give the local engine's answers
+    over the plain path (which test_scan_engines holds equal to Spark's over the path)."""
+    name = "small"
+    with open_scan_store(str(unpack(name))) as st:
+        ref = [json.dumps(run_job(st, j, p, engine="local").rows) for j, p in JOBS]
+    monkeypatch.setenv(FORCE_ENV, "1")
+    forms = [("file-uri-ranges", open_scan_store("file://" + str(unpack(name))))]
+    monkeypatch.delenv(FORCE_ENV)
+    forms.append(("s3", open_scan_store(s3_stores[name])))
+    for kind, st in forms:
+        got = [json.dumps(run_job(st, j, p, engine="spark", spark=spark).rows) for j, p in JOBS]
+        for (job, _), x, y in zip(JOBS, ref, got):
+            assert x == y, (kind, job)
+        st.close()
+
+
+@pytest.mark.spark
+def test_data_source_loads_a_uri(spark, s3_stores):
+    df = spark.read.format("rocketmq").option("columns", "topic,queueId").load(s3_stores["small"])
+    assert df.count() == 2339
+    df = spark.read.format("rocketmq").option("columns", "topic").load(f"file://{unpack('small')}")
+    assert df.count() == 2339
