@@ -5,7 +5,7 @@ A store given as a URI is never mapped or recovered: the driver plans from the l
 `commitlog/` alone (a file's first offset is its 20-digit name, its size the listing's), one
 slice per commitlog file, and reads a broker.conf beside the store for the broker name.
 Each reader (a Spark task, or the local engine) then reads its slice's bytes through the
-filesystem in windows of WINDOW_BYTES (`read_at`), and decodes them exactly as a mapped file:
+filesystem in windows growing from 1 MiB to WINDOW_BYTES (`read_at`), and decodes them exactly as a mapped file:
 a record is taken only when it lies whole in the window; one that runs past the window is
 read again at the start of the next one. The readable end of every file is found where the
 walk meets a BLANK, zeros or a header check_record refuses (the last file's written data ends
@@ -27,7 +27,8 @@ import numpy as np
 from engine.format.record import BLANK_MAGIC, MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, hop
 
 FORCE_ENV = "RMQSTORE_SCAN_FS_READER"
-WINDOW_BYTES = 32 << 20
+WINDOW_BYTES = 32 << 20         # the largest read; the first of a slice is FIRST_WINDOW_BYTES,
+FIRST_WINDOW_BYTES = 1 << 20    # and each next one twice the last
 _TM = struct.Struct(">ii")
 _NAME_DIGITS = 20
 
@@ -250,9 +251,11 @@ def read_commitlog_ranges(s, delay_level_millis: list[int], stats=None, max_reco
     """reader.read_commitlog for a slice whose path is a URI: the same blocks, from ranged reads."""
     from engine.scan.columns import RecordBlock
     pos, w, buf = s.start, s.start, np.empty(0, np.uint8)
+    size = min(window, FIRST_WINDOW_BYTES)   # windows grow: a file's data may end early (the last one)
     while pos < s.end:
         if pos < w or pos + 8 > w + len(buf):
-            w, buf = pos, read_range(s.path, pos, min(window, s.limit - pos))
+            w, buf = pos, read_range(s.path, pos, min(size, s.limit - pos))
+            size = min(window, size * 2)
         h = hop(buf, pos - w, s.end - w, len(buf), max_records, max_bytes)
         block, skipped, invalid_at = RecordBlock.decode(buf, s.file_from_offset + w, h.starts, delay_level_millis)
         nxt = w + h.next_pos
@@ -268,7 +271,8 @@ def read_commitlog_ranges(s, delay_level_millis: list[int], stats=None, max_reco
         if len(block):
             yield block
         if need:   # the record runs past this window: read the next one from its start
-            w, buf = nxt, read_range(s.path, nxt, min(max(window, need), s.limit - nxt))
+            w, buf = nxt, read_range(s.path, nxt, min(max(size, need), s.limit - nxt))
+            size = min(window, size * 2)
             pos = nxt
             continue
         if invalid_at is not None or h.stop:
