@@ -158,9 +158,39 @@ class RemoteStore:
         self.close()
 
 
-def remote_broker_name(uri: str, fs=None, path: str | None = None) -> str:
+def _is_dir(fs, path: str) -> bool:
+    import pyarrow.fs as pafs
+    return fs.get_file_info(path).type == pafs.FileType.Directory
+
+
+def _subdirs(fs, path: str) -> list[str]:
+    import pyarrow.fs as pafs
+    return sorted(f.base_name for f in fs.get_file_info(pafs.FileSelector(path))
+                  if f.type == pafs.FileType.Directory and not f.base_name.startswith("."))
+
+
+def remote_stores(uri: str) -> list[tuple[str, str]]:
+    """(store URI, broker name) of a store URI, or of a cluster layout under it
+    (<root>/<brokerName>/store, <root>/<brokerName>/<store>...): from listings only."""
+    fs, path = filesystem(uri)
+    if not _is_dir(fs, path) or _is_dir(fs, join(path, "commitlog")):
+        return [(uri, remote_broker_name(uri, fs, path))]   # a store (or nothing: opening says why)
+    out = []
+    for b in _subdirs(fs, path):
+        if _is_dir(fs, join(path, b, "commitlog")):
+            out.append((join(uri, b), remote_broker_name(join(uri, b), fs, join(path, b))))
+            continue
+        for s in _subdirs(fs, join(path, b)):
+            if _is_dir(fs, join(path, b, s, "commitlog")):
+                name = remote_broker_name(join(uri, b, s), fs, join(path, b, s), default=b)
+                out.append((join(uri, b, s), name))
+    return out or [(uri, remote_broker_name(uri, fs, path))]
+
+
+def remote_broker_name(uri: str, fs=None, path: str | None = None, default: str | None = None) -> str:
     """brokerName of a broker.conf beside the store (read whole: a few hundred bytes), else
-    the folder's name (the parent's when the folder is called `store`)."""
+    `default` (a layout's broker folder), else the folder's name (the parent's when the folder
+    is called `store`)."""
     if fs is None:
         fs, path = filesystem(uri)
     for rel in ("broker.conf", "config/broker.conf", "../broker.conf", "../conf/broker.conf"):
@@ -174,6 +204,8 @@ def remote_broker_name(uri: str, fs=None, path: str | None = None) -> str:
             continue
         if name:
             return name
+    if default:
+        return default
     parts = [p for p in path.rstrip("/").split("/") if p]
     if len(parts) >= 2 and parts[-1] == "store":
         return parts[-2]

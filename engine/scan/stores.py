@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.scan.jobs import local_path_of
-from engine.scan.remote import is_remote, remote_broker_name, store_uri
+from engine.scan.remote import is_remote, remote_stores, store_uri
 
 ORIGIN_COLUMNS = [("broker", "string"), ("store", "string")]
 _CONF_PLACES = ("broker.conf", "config/broker.conf", "../broker.conf", "../conf/broker.conf")
@@ -85,10 +85,9 @@ def resolve_stores(specs: list[str]) -> list[StoreRef]:
     (broker, path), each once. ValueError when a spec names no store."""
     found: dict[str, StoreRef] = {}
     for spec in specs:
-        if is_remote(spec):   # a filesystem URI (or any store, forced): one store per spec, no glob
-            uri = store_uri(spec)
-            if uri not in found:
-                found[uri] = StoreRef(remote_broker_name(uri), uri)
+        if is_remote(spec):   # a filesystem URI (or any store, forced): a store or a cluster layout, no glob
+            for uri, name in remote_stores(store_uri(spec)):
+                found.setdefault(uri, StoreRef(name, uri))
             continue
         local = local_path_of(spec)
         paths = sorted(glob.glob(local)) if glob.has_magic(local) else [local]

@@ -174,3 +174,20 @@ def test_data_source_loads_a_uri(spark, s3_stores):
     assert df.count() == 2339
     df = spark.read.format("rocketmq").option("columns", "topic").load(f"file://{unpack('small')}")
     assert df.count() == 2339
+
+
+def test_s3_cluster_layout_is_two_brokers(s3_stores):
+    """s3://bucket/ holding <name>/store/commitlog: a cluster layout, found from listings; its
+    topic-stats is the sum of the two single-store runs with a broker column."""
+    from engine.scan.api import resolve_stores
+    root = s3_stores["small"].replace("/small/store?", "?")
+    refs = resolve_stores([root])
+    assert [r.broker for r in refs] == ["small", "v5"]
+    assert [r.path for r in refs] == [s3_stores["small"], s3_stores["v5"]]
+    with open_scan_store(refs[0].path) as a, open_scan_store(refs[1].path) as b:
+        from engine.scan.api import ScanStore
+        both = run_job([ScanStore(r.broker, r.path, s) for r, s in zip(refs, (a, b))], "topic-stats", JobParams(),
+                       engine="local").rows
+        one = [{"broker": r.broker, **row} for r, s in zip(refs, (a, b))
+               for row in run_job(s, "topic-stats", JobParams(), engine="local").rows]
+    assert both == one and len(both) > 9
