@@ -50,7 +50,8 @@ def store_uri(spec: str) -> str:
     local = local_path_of(spec)
     if local is None:
         return spec.rstrip("/")
-    return "file://" + os.path.abspath(local)
+    from urllib.parse import quote
+    return "file://" + quote(os.path.abspath(local))   # pyarrow parses URIs: a space must be %20
 
 
 def filesystem(uri: str):

@@ -94,8 +94,44 @@ def _check_equal(ways, engine, spark=None):
             st.close()
 
 
+def _snapshot(root):
+    return {p: (p.stat().st_size, p.stat().st_mtime_ns) for p in sorted(root.rglob("*")) if p.is_file()}
+
+
 def test_every_commitlog_job_equal_local(monkeypatch):
+    before = {n: _snapshot(unpack(n)) for n in STORES}
     _check_equal(_three_ways(monkeypatch), "local")
+    assert before == {n: _snapshot(unpack(n)) for n in STORES}   # read-only: not one file touched
+
+
+def test_forced_ranges_on_a_path_with_a_space(monkeypatch, tmp_path):
+    import shutil
+    root = tmp_path / "a store %20"
+    shutil.copytree(unpack("small") / "commitlog", root / "commitlog")
+    monkeypatch.setenv(FORCE_ENV, "1")
+    with open_scan_store(str(root)) as st:
+        assert st.root.endswith("/a%20store%20%2520")
+        rows = run_job(st, "size-histogram", JobParams(), engine="local").rows
+    assert sum(r["messages"] for r in rows) == 2339
+
+
+def _parquet(path):
+    import pyarrow.parquet as pq
+    rows = pq.read_table(path).to_pylist()
+    return sorted(({**r, "properties": dict(r["properties"] or [])} for r in rows), key=lambda r: r["commitLogOffset"])
+
+
+@pytest.mark.spark
+def test_export_from_remote_stores_equal(monkeypatch, spark, s3_stores, tmp_path):
+    """export of the S3 store on both engines reads back as the plain path's export."""
+    params = lambda out: JobParams(out=str(out), filter=MessageFilter.build(topics=["TopicTest"]))
+    with open_scan_store(str(unpack("small"))) as st:
+        run_job(st, "export", params(tmp_path / "ref.parquet"), engine="local")
+    with open_scan_store(s3_stores["small"]) as st:
+        run_job(st, "export", params(tmp_path / "s3.parquet"), engine="local")
+        run_job(st, "export", params(tmp_path / "s3-spark.parquet"), engine="spark", spark=spark)
+    ref = _parquet(tmp_path / "ref.parquet")
+    assert len(ref) > 100 and ref == _parquet(tmp_path / "s3.parquet") == _parquet(tmp_path / "s3-spark.parquet")
 
 
 def test_consistency_refuses_a_remote_store_in_one_line(monkeypatch, capsys):
