@@ -27,7 +27,7 @@ FIXTURES = ["small", "default", "v5", "crashed", "crashed_live", "crashed_torn",
 CLEAN = ["small", "default", "v5"]
 CRASHED = ["crashed", "crashed_live", "crashed_torn", "crashed_badcrc", "v5_crashed"]
 # in tests/fixtures too, described by README_DLEDGER.md / README_5X_LAYOUTS.md
-MORE_FIXTURES = ["dledger", "v5_timer", "v5_lmq", "v5_rocksdb_cq", "v5_batchcq"]
+MORE_FIXTURES = ["dledger", "dledger_crashed", "dledger_mixed", "dledger_terms", "v5_timer", "v5_lmq", "v5_rocksdb_cq", "v5_batchcq"]
 ALL_FIXTURES = FIXTURES + MORE_FIXTURES
 FIXTURE_READMES = ["README.md", "README_5X_LAYOUTS.md", "README_DLEDGER.md"]
 

@@ -16,7 +16,7 @@ def test_every_listed_fixture_is_present():
     missing += [str(FIXTURE_DIR / r) for r in FIXTURE_READMES if not (FIXTURE_DIR / r).is_file()]
     assert not missing, missing
     assert set(CLEAN) | set(CRASHED) <= set(FIXTURES)
-    assert len(set(ALL_FIXTURES)) == len(ALL_FIXTURES) == 13
+    assert len(set(ALL_FIXTURES)) == len(ALL_FIXTURES) == 16
 
 
 def test_nothing_unlisted_in_the_fixture_folder():

@@ -7,7 +7,9 @@ the rules DLedger's recovery and reads rely on (engine/format/dledger_layout.py)
 - its 32-byte index record agrees (magic, pos, size, index, term), records past the end are zero;
 - every full data file ends with a -1 blank giving the bytes left, then zeros;
 - DLedger's checkpoint (endIndex, committedIndex) against the ledger;
-- every ConsumeQueue unit points at an entry body (entry pos + 48) with size = entry size - 48."""
+- every ConsumeQueue unit points at an entry body (entry pos + 48) with size = entry size - 48;
+- after a crash: the keys RocketMQ's restart loses for good (index files it deletes, which a
+  DLedger store never redispatches)."""
 from __future__ import annotations
 
 import struct
@@ -82,7 +84,33 @@ def check_entries(store, out) -> int:
                     cl.index_queue.find(at).path, at)
     _checkpoint(cl, out)
     _units(store, bodies, out)
+    _index_lost_on_restart(store, out)
     return n
+
+
+def _index_lost_on_restart(store, out) -> None:
+    """RocketMQ's abnormal IndexService.load deletes the index files newer than the
+    checkpoint's indexMsgTimestamp (the recovery plan names them). A classic store re-dispatches
+    from its recovery start and rebuilds them; DLedgerCommitLog.recover never re-dispatches and
+    reput resumes at the consume queues' end, so the keys of every message those files held
+    below that end are lost to queryMessage. A read-only open still reads the files."""
+    plan = getattr(store, "recovery_plan", None)
+    if plan is None or not plan.abnormal or not plan.index_files_deleted:
+        return
+    gone = set(plan.index_files_deleted)
+    reput = plan.cq_max_physic_offset
+    for f in store.index.files:
+        if f.name not in gone:
+            continue
+        n = f.header.indexCount
+        offs = np.unique(np.asarray(f.entries[1:n]["commitLogOffset"], np.int64)) if n > 1 else np.empty(0, np.int64)
+        lost = offs[offs < reput]
+        if len(lost):
+            out.add("dledger-index-lost", f"index file {f.name} is newer than the checkpoint's indexMsgTimestamp: "
+                    f"RocketMQ deletes it when it restarts after the crash and, in DLedger mode, never re-dispatches "
+                    f"(reput resumes at the consume queues' end, {reput}), so queryMessage loses the keys of "
+                    f"{len(lost)} messages ({int(lost[0])}..{int(lost[-1])}); rmqstore still reads the file",
+                    f.path, int(lost[0]))
 
 
 def _blank(f, pos: int, left: int, out) -> None:
