@@ -55,9 +55,13 @@ def store_uri(spec: str) -> str:
 
 
 def filesystem(uri: str):
-    """(pyarrow FileSystem, path inside it) for `uri`: pyarrow's own (file, hdfs, s3, gs, ...),
-    else fsspec's through pyarrow's FSSpecHandler. ValueError when neither can open it."""
+    """(pyarrow FileSystem, path inside it) for `uri`: pyarrow's own (file, hdfs, s3 -- also
+    spelt s3a/s3n as Hadoop does --, gs, ...), else fsspec's through pyarrow's FSSpecHandler.
+    ValueError when neither can open it."""
     import pyarrow.fs as pafs
+    scheme, sep, rest = uri.partition("://")
+    if sep and scheme.lower() in ("s3a", "s3n"):   # Hadoop's names for S3: pyarrow's s3://
+        uri = "s3://" + rest
     try:
         return pafs.FileSystem.from_uri(uri)
     except Exception as first:   # ArrowInvalid / ArrowNotImplementedError / OSError

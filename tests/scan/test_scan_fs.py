@@ -174,6 +174,7 @@ def s3_stores():
 def test_s3_store_equal_local(monkeypatch, s3_stores):
     ways = _three_ways(monkeypatch, s3_stores)
     assert ways["small"][2][1].scan_broker == "small"
+    ways["small"].append(("s3a", open_scan_store(s3_stores["small"].replace("s3://", "s3a://"))))
     _check_equal(ways, "local")
 
 
