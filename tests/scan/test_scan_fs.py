@@ -228,3 +228,22 @@ def test_s3_cluster_layout_is_two_brokers(s3_stores):
         one = [{"broker": r.broker, **row} for r, s in zip(refs, (a, b))
                for row in run_job(s, "topic-stats", JobParams(), engine="local").rows]
     assert both == one and len(both) > 9
+
+
+def test_fsspec_filesystems_through_pyarrow(monkeypatch):
+    """A scheme pyarrow does not know goes to fsspec (here its memory:// filesystem, which lives
+    in this process only: the local engine) through pyarrow's FSSpecHandler."""
+    fsspec = pytest.importorskip("fsspec")
+    mem = fsspec.filesystem("memory")
+    root = unpack("small")
+    for n in os.listdir(root / "commitlog"):
+        mem.pipe(f"/rmqtest/brokerM/store/commitlog/{n}", (root / "commitlog" / n).read_bytes())
+    mem.pipe("/rmqtest/brokerM/broker.conf", b"brokerClusterName=c\nbrokerName = broker-m\n")
+    try:
+        from engine.scan.api import resolve_stores
+        refs = resolve_stores(["memory://rmqtest"])   # a cluster layout, its broker.conf's name
+        assert [(r.broker, r.path) for r in refs] == [("broker-m", "memory://rmqtest/brokerM/store")]
+        ways = {"small": [("path", open_scan_store(str(root))), ("fsspec", open_scan_store(refs[0].path))]}
+        _check_equal(ways, "local")
+    finally:
+        mem.rm("/rmqtest", recursive=True)
