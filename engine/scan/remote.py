@@ -247,13 +247,27 @@ def refuse_remote(stores, job: str) -> None:
 
 # ---- the readers: byte ranges in windows ---------------------------------------------------------
 _FILES: dict[str, tuple] = {}
+_FOLDERS: dict[str, tuple] = {}
+
+
+def _file_path(uri: str):
+    """(filesystem, path) of a file URI; one filesystem per folder (an S3 client costs)."""
+    base, sep, query = uri.partition("?")
+    folder, _, name = base.rpartition("/")
+    key = folder + sep + query
+    hit = _FOLDERS.get(key)
+    if hit is None:
+        if len(_FOLDERS) > 64:
+            _FOLDERS.clear()
+        hit = _FOLDERS[key] = filesystem(key)
+    return hit[0], hit[1].rstrip("/") + "/" + name
 
 
 def _open(uri: str):
     """(input file, size) of `uri`, cached per process (a Spark worker reads many slices)."""
     hit = _FILES.get(uri)
     if hit is None:
-        fs, path = filesystem(uri)
+        fs, path = _file_path(uri)
         fh = fs.open_input_file(path)
         hit = _FILES[uri] = (fh, fh.size())
         if len(_FILES) > 64:
