@@ -106,6 +106,18 @@ def count_inner(body: bytes) -> int:
     return c
 
 
+def batch_position(props: dict, queue_offset: int) -> tuple[int, int] | None:
+    """Where a record's batch unit goes (DispatchRequest's msgBaseOffset and batchSize):
+    INNER_BASE and INNER_NUM when the record has both, else its own queue offset as a batch
+    of one; None when either is there but not a number."""
+    if INNER_NUM in props and INNER_BASE in props:
+        try:
+            return int(props[INNER_BASE]), int(props[INNER_NUM])
+        except ValueError:
+            return None
+    return queue_offset, 1
+
+
 def inner_num(props: dict) -> int | None:
     """INNER_NUM as an int (None when absent or not a number)."""
     v = props.get(INNER_NUM)

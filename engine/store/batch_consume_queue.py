@@ -301,14 +301,9 @@ def dispatch(store, msg) -> bool:
     """BatchConsumeQueue.putMessagePositionInfoWrapper: one unit per record, at INNER_BASE with
     INNER_NUM messages when the record has both (setBatchSizeIfNeeded), else at its queue
     offset as a batch of one."""
-    from engine.format.inner_batch import INNER_BASE, INNER_NUM
+    from engine.format.inner_batch import INNER_BASE, INNER_NUM, batch_position
     p = msg.properties
-    base, num = msg.queueOffset, 1
-    if INNER_NUM in p and INNER_BASE in p:
-        try:
-            base, num = int(p[INNER_BASE]), int(p[INNER_NUM])
-        except ValueError:
-            base = num = -1
+    base, num = batch_position(p, msg.queueOffset) or (-1, -1)
     if base < 0 or not 0 < num <= 0x7FFF:
         store.warnings.append(f"record at commitlog offset {msg.commitLogOffset}: INNER_BASE/INNER_NUM "
                               f"{p.get(INNER_BASE)!r}/{p.get(INNER_NUM)!r} unusable; no batch unit written")
@@ -339,7 +334,7 @@ def unit_problems(store, cl_min: int) -> list[dict]:
     continuity: dicts with problem, file (relative to the root), fileOffset, topic, queueId,
     queueOffset (the base), commitLogOffset, expected, actual."""
     from engine.format.batch_cq_unit import BATCH_CQ_DIR
-    from engine.format.inner_batch import INNER_BASE, INNER_NUM
+    from engine.format.inner_batch import batch_position
     rows = []
     for (topic, qid), bcq in sorted(store.batch_queues.items()):
         prev_end = None
@@ -359,13 +354,7 @@ def unit_problems(store, cl_min: int) -> list[dict]:
                 if m is None:
                     rows.append(dict(problem="unit without record", actual={"size": size}, **row))
                     continue
-                p = m.properties
-                want_base, want_num = m.queueOffset, 1
-                if INNER_NUM in p and INNER_BASE in p:
-                    try:
-                        want_base, want_num = int(p[INNER_BASE]), int(p[INNER_NUM])
-                    except ValueError:
-                        pass
+                want_base, want_num = batch_position(m.properties, m.queueOffset) or (m.queueOffset, 1)
                 want = {"topic": m.topic, "queueId": m.queueId, "tagsCode": m.tagsCode,
                         "storeTimestamp": m.storeTimestamp, "msgBaseOffset": want_base, "batchSize": want_num}
                 got = {"topic": topic, "queueId": qid, "tagsCode": tags, "storeTimestamp": ts, "msgBaseOffset": base,

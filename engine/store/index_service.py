@@ -52,16 +52,17 @@ class IndexService:
                 self.warnings.append(f"skipped index file: {e}")  # a reader carries on without it
         return self
 
-    def repair_after_crash(self) -> int:
+    def repair_after_crash(self, torn: bool = True) -> int:
         """Recovery's first writes to the index (writable only): the empty files deleted, the
         torn slots of the last file (the only one a crashed writer was appending to) pointed
-        back, and an empty last file given its inherited header. Returns the slots repaired."""
+        back, and an empty last file given its inherited header. Returns the slots repaired.
+        torn=False: the plan counted no torn slot, so the slot table is not read again."""
         for name in self.empty_files:
             (self.directory / name).unlink(missing_ok=True)
         self.empty_files = []
         if not (self.writable and self.files):
             return 0
-        repaired = self.files[-1].repair_torn_put()
+        repaired = self.files[-1].repair_torn_put() if torn else 0
         self._inherit_into_empty_last()
         return repaired
 

@@ -290,7 +290,7 @@ def apply(p: RecoveryPlan, store, cancel: CancelToken | None = None) -> Task[Rec
     cancel.raise_if_cancelled()  # nothing written yet
     yield Progress(0, 1, "index")
     if writable:
-        store.index.repair_after_crash()
+        store.index.repair_after_crash(torn=bool(p.torn_slots))
     yield Progress(0, 1, "consume queues")
     for key, (q_end, q_max_physic) in p.queue_ends.items():
         store.queues[key].set_end(q_end, q_max_physic)
