@@ -12,7 +12,8 @@ import json
 import sys
 
 from engine.scan.api import (EXPORT_FORMATS, FILTER_TABLE_COLUMNS, JOBS, JobParams, MessageFilter, ScanStore,
-                             format_table, one_line, resolve_stores, scan_task, validate)
+                             format_table, one_line, open_scan_store, redacted, resolve_stores, scan_task,
+                             validate)
 from engine.tasks import Cancelled, CancelToken, Progress, run
 
 EXIT_ERROR = 2
@@ -89,7 +90,6 @@ def _store_config(args):
 
 def run_scan(args) -> int:
     from engine.errors import StoreError
-    from engine.store.message_store import MessageStore
     cancel = CancelToken()
     try:
         params = params_from_args(args)
@@ -101,9 +101,7 @@ def run_scan(args) -> int:
             raise ValueError("name a store: STORE or --store PATH (repeatable, globs and cluster layouts too)")
         refs = resolve_stores(specs)
         with contextlib.ExitStack() as opened:
-            stores = [ScanStore(r.broker, r.path, opened.enter_context(MessageStore.open(r.path, config=cfg,
-                                                                                       read_only=True)))
-                      for r in refs]
+            stores = [ScanStore(r.broker, redacted(r.path), opened.enter_context(open_scan_store(r.path, cfg))) for r in refs]
             result = _run(stores if len(stores) > 1 else stores[0].store, args, params, conf, cancel)
     except KeyboardInterrupt:
         cancel.cancel()

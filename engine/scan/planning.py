@@ -115,6 +115,10 @@ def plan_commitlog(store, split_bytes: int | None = None, min_partitions: int = 
     if min_partitions > 1 and total:
         split = min(split, max(MIN_SPLIT_BYTES if split_bytes is None else 1, math.ceil(total / min_partitions)))
     plan = Plan(str(store.root), [], cl.min_offset, max_off, list(store.cfg.delay_level_millis), split)
+    if getattr(store, "remote", False):  # engine.scan.remote: a listing only; a slice per file, paths URIs
+        plan.commitlog = [CommitLogSlice(f.path, f.file_from_offset, f.file_size, 0, limit, limit)
+                          for f, limit in regions]
+        return plan
     if getattr(cl, "is_dledger", False):  # entries never span files: one slice per data file
         plan.commitlog = [CommitLogSlice(str(f.path), f.file_from_offset, f.file_size, 0, limit, limit,
                                          entry_header=ENTRY_BODY_OFFSET if f.file_from_offset >= cl.divided else 0)

@@ -15,6 +15,8 @@ from engine.format.cq_unit import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, FILLER_SIZE
 from engine.format.index_layout import INDEX_ENTRY_DTYPE, INDEX_ENTRY_SIZE
 from engine.scan.columns import RecordBlock, hop, hop_assisted
 from engine.store.rocksdb_cq import read_units as read_rocksdb_units
+from engine.scan.jobs import is_uri
+from engine.scan.remote import read_commitlog_ranges
 from engine.scan.planning import CommitLogSlice, CQSlice, IndexSlice, index_entry_position
 
 BLOCK_RECORDS = 1 << 16
@@ -43,7 +45,11 @@ def map_file(path: str) -> tuple[mmap.mmap, np.ndarray]:
 
 def read_commitlog(s: CommitLogSlice, delay_level_millis: list[int], stats: SliceStats | None = None,
                    max_records: int = BLOCK_RECORDS, max_bytes: int = BLOCK_BYTES) -> Iterator[RecordBlock]:
-    """Blocks of valid messages whose records start in [s.start, s.end)."""
+    """Blocks of valid messages whose records start in [s.start, s.end): mapped, or read by
+    byte ranges through the filesystem when the slice's path is a URI (engine.scan.remote)."""
+    if is_uri(s.path):
+        yield from read_commitlog_ranges(s, delay_level_millis, stats, max_records, max_bytes)
+        return
     mm, u8 = map_file(s.path)
     pos = s.start
     cands = hint_positions(s)

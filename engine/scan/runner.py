@@ -13,6 +13,7 @@ import time
 
 from engine.scan import local
 from engine.scan.jobs import JobParams, JobResult, export_target, validate
+from engine.scan.remote import refuse_remote
 from engine.scan.stores import members_of
 from engine.tasks import CancelToken, Progress, ProgressFn, Task
 
@@ -42,6 +43,8 @@ def run_job(store, job: str, params: JobParams | None = None, engine: str = "spa
     if engine not in ENGINES:
         raise ValueError(f"unknown engine {engine!r}")
     members = members_of(store)
+    if job == "consistency":
+        refuse_remote(members, job)
     store = members if len(members) > 1 else members[0].store
     if job == "export":
         params.out = export_target([m.path for m in members], params.out)

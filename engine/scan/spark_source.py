@@ -42,6 +42,7 @@ from engine.scan.filters import Condition, MessageFilter, apply_conditions, offs
 from engine.scan.planning import (CQ_UNITS_PER_PARTITION, INDEX_ENTRIES_PER_PARTITION, MAX_PARTITION_BYTES, Plan,
                                   cq_weight, index_weight, pack, plan_commitlog, plan_consume_queues, plan_index,
                                   plans_from_json, slice_weight)
+from engine.scan.remote import open_scan_store, refuse_remote
 from engine.scan.stores import resolve_stores
 from engine.scan.reader import read_commitlog, read_cq, read_index
 
@@ -89,15 +90,15 @@ def _store_specs(options) -> list[str]:
 
 def _open_plans(options, what: str, min_parts: int = 1) -> list[tuple]:
     """(Plan, cq, index) per store named by the options, planned here (on the driver)."""
-    from engine.store.message_store import MessageStore
     refs = resolve_stores(_store_specs(options))
     out = []
     for ref in refs:
-        with MessageStore.open(ref.path, config=store_config(options), read_only=True) as store:
+        with open_scan_store(ref.path, store_config(options)) as store:
             split = _opt(options, "splitBytes")
             if what == "commitlog":
                 plan = plan_commitlog(store, int(split) if split else None, max(1, min_parts // len(refs)))
             else:
+                refuse_remote([store], f"the {RocketMQCQDataSource.name() if what == 'cq' else 'rocketmq-index'} source")
                 plan = Plan(ref.path)
             plan.root, plan.broker = ref.path, ref.broker
             out.append((plan, plan_consume_queues(store) if what == "cq" else None,

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from engine.scan.jobs import local_path_of
+from engine.scan.remote import is_remote, remote_stores, store_uri
 
 ORIGIN_COLUMNS = [("broker", "string"), ("store", "string")]
 _CONF_PLACES = ("broker.conf", "config/broker.conf", "../broker.conf", "../conf/broker.conf")
@@ -84,9 +85,11 @@ def resolve_stores(specs: list[str]) -> list[StoreRef]:
     (broker, path), each once. ValueError when a spec names no store."""
     found: dict[str, StoreRef] = {}
     for spec in specs:
+        if is_remote(spec):   # a filesystem URI (or any store, forced): a store or a cluster layout, no glob
+            for uri, name in remote_stores(store_uri(spec)):
+                found.setdefault(uri, StoreRef(name, uri))
+            continue
         local = local_path_of(spec)
-        if local is None:
-            raise ValueError(f"{spec}: stores are read from local paths (or file:// URIs) on every node")
         paths = sorted(glob.glob(local)) if glob.has_magic(local) else [local]
         hits = []
         for p in map(Path, paths):
@@ -123,11 +126,19 @@ def members_of(stores) -> list[ScanStore]:
     if isinstance(stores, ScanStore):
         return [stores]
     if isinstance(stores, (list, tuple)):
-        out = [s if isinstance(s, ScanStore) else ScanStore(broker_name(s.root), str(s.root), s) for s in stores]
+        out = [s if isinstance(s, ScanStore) else ScanStore(_name_of(s), _path_of(s), s) for s in stores]
         if not out:
             raise ValueError("no store to scan")
         return sorted(out, key=lambda m: (m.broker, m.path))
-    return [ScanStore(broker_name(stores.root), str(stores.root), stores)]
+    return [ScanStore(_name_of(stores), _path_of(stores), stores)]
+
+
+def _path_of(store) -> str:
+    return getattr(store, "display_root", None) or str(store.root)
+
+
+def _name_of(store) -> str:
+    return getattr(store, "scan_broker", None) or broker_name(store.root)
 
 
 def by_broker(members: list[ScanStore]) -> list[tuple[str, list[ScanStore]]]:
