@@ -5,6 +5,11 @@ loopback (moto's server; pyarrow's S3FileSystem talks to it) -- give every commi
 same JSON on both engines."""
 import json
 import os
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -148,27 +153,51 @@ def test_consistency_refuses_a_remote_store_in_one_line(monkeypatch, capsys):
 
 
 # ---- a second filesystem: S3 over HTTP (moto's server on loopback) -------------------------------
+def _free_port() -> int:
+    with socket.socket() as so:
+        so.bind(("127.0.0.1", 0))
+        return so.getsockname()[1]
+
+
 @pytest.fixture(scope="module")
 def s3_stores():
-    """The fixtures' commitlogs uploaded to a bucket of a real S3 HTTP endpoint on 127.0.0.1;
-    the credentials ride in the URI (access:secret@bucket) so Spark's workers need no env."""
-    server = pytest.importorskip("moto.server")
+    """The fixtures' commitlogs uploaded to a bucket of a real S3 HTTP endpoint on 127.0.0.1:
+    moto's server in a process of its own (moto_server, from the test extra), so every read
+    crosses HTTP as it would to a remote S3; the credentials ride in the URI
+    (access:secret@bucket) so Spark's workers need no env."""
     import pyarrow.fs as pafs
-    srv = server.ThreadedMotoServer(ip_address="127.0.0.1", port=0, verbose=False)
-    srv.start()
-    host, port = srv.get_host_and_port()
-    q = f"endpoint_override={host}:{port}&scheme=http&region=us-east-1"
-    fs, _ = pafs.FileSystem.from_uri(f"s3://test:test@rmq?{q}&allow_bucket_creation=true")
-    fs.create_dir("rmq")
-    out = {}
-    for name in STORES:
-        root = unpack(name)
-        for f in sorted(os.listdir(root / "commitlog")):
-            with open(root / "commitlog" / f, "rb") as fh, fs.open_output_stream(f"rmq/{name}/store/commitlog/{f}") as o:
-                o.write(fh.read())
-        out[name] = f"s3://test:test@rmq/{name}/store?{q}"
-    yield out
-    srv.stop()
+    exe = Path(sys.executable).with_name("moto_server")
+    assert exe.exists(), "moto_server missing: install the test extra (pip install -e '.[test]')"
+    port = _free_port()
+    proc = subprocess.Popen([str(exe), "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                assert proc.poll() is None and time.monotonic() < deadline, "moto_server did not start"
+                time.sleep(0.1)
+        q = f"endpoint_override=127.0.0.1:{port}&scheme=http&region=us-east-1"
+        fs, _ = pafs.FileSystem.from_uri(f"s3://test:test@rmq?{q}&allow_bucket_creation=true")
+        fs.create_dir("rmq")
+        out = {}
+        for name in STORES:
+            root = unpack(name)
+            for f in sorted(os.listdir(root / "commitlog")):
+                with open(root / "commitlog" / f, "rb") as fh, \
+                        fs.open_output_stream(f"rmq/{name}/store/commitlog/{f}") as o:
+                    o.write(fh.read())
+            out[name] = f"s3://test:test@rmq/{name}/store?{q}"
+        yield out
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
 
 
 def test_s3_store_equal_local(monkeypatch, s3_stores):
