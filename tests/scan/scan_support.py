@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import os
 import shutil
+import signal
 import struct
+import subprocess
 
 import pytest
 
@@ -72,6 +74,18 @@ def plant_index_defect(root, file_no=3, entry=10, delta=1) -> tuple[str, int]:
         fh.seek(pos + 4)
         fh.write(struct.pack(">q", old + delta))
     return os.path.join("index", name), pos
+
+
+def stop_process(proc) -> None:
+    """End a server the tests started (SIGTERM, then kill): none outlives its fixture."""
+    if proc is None or proc.poll() is not None:
+        return
+    proc.send_signal(signal.SIGTERM)
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(10)
 
 
 def rm(path) -> None:

@@ -3,7 +3,6 @@ starting one. A Connect server (pyspark's own SparkConnectServer, local[1]) is s
 module and stopped by its process id; jobs give the same JSON as --local."""
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -14,7 +13,7 @@ import pytest
 
 from conftest import unpack
 from engine.cli.app import main as rmqstore
-from scan_support import java_missing
+from scan_support import java_missing, stop_process
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 JVM_OPTS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=64m"
@@ -64,13 +63,7 @@ def connect_server(tmp_path_factory):
                 time.sleep(0.5)
         yield f"sc://127.0.0.1:{port}"
     finally:
-        if proc.poll() is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                proc.wait(20)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(10)
+        stop_process(proc)
 
 
 def _cli(*argv, env=None):

@@ -19,7 +19,7 @@ from engine.scan.api import JobParams, MessageFilter, open_scan_store, run_job
 from engine.scan.planning import plan_commitlog
 from engine.scan.reader import SliceStats, read_commitlog
 from engine.scan.remote import FORCE_ENV, RemoteStore, read_commitlog_ranges, store_uri
-from scan_support import spark  # noqa: F401
+from scan_support import spark, stop_process  # noqa: F401
 
 JOBS = [("topic-stats", JobParams()), ("topic-stats", JobParams(by_queue=True)), ("traffic", JobParams(bucket="1s")),
         ("size-histogram", JobParams()), ("top-keys", JobParams(limit=50)), ("top-tags", JobParams()),
@@ -193,11 +193,7 @@ def s3_stores():
             out[name] = f"s3://test:test@rmq/{name}/store?{q}"
         yield out
     finally:
-        proc.terminate()
-        try:
-            proc.wait(10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop_process(proc)
 
 
 def test_s3_store_equal_local(monkeypatch, s3_stores):

@@ -4,7 +4,6 @@ on it against --local, and two stores at once; both daemons are stopped by their
 whatever happens (a session fixture: started once per test run). Small: the daemons get 128 MiB each, the one executor 1 core and 512 MiB."""
 import json
 import os
-import signal
 import socket
 import subprocess
 import sys
@@ -18,7 +17,7 @@ from conftest import stop_spark
 from engine import MessageStore
 from engine.cli.app import main as rmqstore
 from engine.scan.api import JobParams, MessageFilter, ScanStore, run_job
-from scan_support import SPARK_CONF, cluster, java_missing  # noqa: F401
+from scan_support import SPARK_CONF, cluster, java_missing, stop_process  # noqa: F401
 
 pytestmark = [pytest.mark.spark, pytest.mark.cluster]
 JVM_OPTS = "-XX:+UseSerialGC -XX:TieredStopAtLevel=1 -XX:ReservedCodeCacheSize=64m"
@@ -55,17 +54,6 @@ def _master_state(ui_port: int) -> dict:
         return json.load(r)
 
 
-def _stop(proc) -> None:
-    if proc is None or proc.poll() is not None:
-        return
-    proc.send_signal(signal.SIGTERM)
-    try:
-        proc.wait(20)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(10)
-
-
 @pytest.fixture(scope="session")
 def standalone(tmp_path_factory):
     reason = java_missing()
@@ -99,8 +87,8 @@ def standalone(tmp_path_factory):
         try:
             stop_spark()   # the application first, so the worker has no executor left to wait for
         finally:
-            _stop(worker)
-            _stop(master)
+            stop_process(worker)
+            stop_process(master)
 
 
 @pytest.fixture(scope="module")
