@@ -177,3 +177,14 @@ def test_the_demo_store_has_every_kind_it_promises_and_passes_check(tmp_path, ca
     from engine.cli.app import main as rmqstore
     assert rmqstore(["check", str(root)]) == 0
     assert capsys.readouterr().out.startswith(f"OK: {len(msgs)} messages, {len(msgs)} CQ units")
+
+
+def test_cancel_in_an_empty_folder_the_caller_made_keeps_it_empty(tmp_path):
+    cancel = CancelToken()
+    target = tmp_path / "mine"
+    target.mkdir()
+    with pytest.raises(Cancelled):
+        for p in demo_task(target, messages=100_000, cancel=cancel):
+            if p.done:
+                cancel.cancel()
+    assert target.is_dir() and list(target.iterdir()) == []

@@ -50,16 +50,24 @@ def generate_demo_store(root, messages: int = 12000, seed: int = 7, config: Stor
 
 def demo_task(root, messages: int = 12000, seed: int = 7, config: StoreConfig | None = None,
               cancel: CancelToken | None = None) -> Task[Path]:
-    """The demo store written at `root` as a task: Progress every few hundred messages; when
-    cancelled (or failing), a folder it created is removed again, so no half store remains."""
+    """The demo store written at `root` (a new or empty folder) as a task: Progress every
+    PROGRESS_EVERY messages; when cancelled (or failing), what it wrote is removed again (a
+    folder it created, or the contents of the empty folder it was given): no half store remains."""
     root = Path(root)
     created = not root.exists()
+    empty = created or (root.is_dir() and not any(root.iterdir()))
     try:
         yield from _write_demo(root, messages, seed, config, cancel)
     except BaseException:
+        import shutil
         if created:
-            import shutil
             shutil.rmtree(root, ignore_errors=True)
+        elif empty:  # a folder the caller made for it: emptied again, kept
+            for p in root.iterdir():
+                if p.is_dir() and not p.is_symlink():
+                    shutil.rmtree(p, ignore_errors=True)
+                else:
+                    p.unlink(missing_ok=True)
         raise
     return root
 
