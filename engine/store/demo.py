@@ -92,15 +92,28 @@ def _write_demo(root: Path, messages: int, seed: int, config: StoreConfig | None
                 if cancel is not None:
                     cancel.raise_if_cancelled()
                 yield Progress(start, messages, "demo", "messages")
-            cols = plan.messages(rng, start, min(messages, start + PROGRESS_EVERY), messages, span, clock[0], now)
-            for i, stamp, t, body, q, tags, keys, trace in zip(range(start, messages), *cols):
-                clock[0] = stamp
-                if trace is None:  # the compiled put: no user properties
-                    put(t, body, q, tags, keys)
+            end = min(messages, start + PROGRESS_EVERY)
+            stamps, topics, bodies, queues, tags, keys, traced = plan.messages(
+                rng, start, end, messages, span, clock[0], now)
+            # runs of plain messages (the compiled put), each ended by one that needs more
+            extra = sorted({*traced, *range(-start % RETRY_EVERY, end - start, RETRY_EVERY),
+                            *range(-start % BATCH_EVERY, end - start, BATCH_EVERY)}) + [end - start]
+            lo = 0
+            for j in extra:
+                for stamp, t, body, q, tag, key in zip(stamps[lo:j], topics[lo:j], bodies[lo:j], queues[lo:j],
+                                                       tags[lo:j], keys[lo:j]):
+                    clock[0] = stamp
+                    put(t, body, q, tag, key)
+                if j == end - start:
+                    break
+                i, lo = start + j, j + 1
+                clock[0], t, body, tag, key = stamps[j], topics[j], bodies[j], tags[j], keys[j]
+                if j in traced:
+                    put(t, body, queues[j], tag, key, properties={"traceId": traced[j]})
                 else:
-                    put(t, body, q, tags, keys, properties={"traceId": trace})
+                    put(t, body, queues[j], tag, key)
                 if i % RETRY_EVERY == 0:
-                    put("%RETRY%cg_billing", body, 0, tags, keys,
+                    put("%RETRY%cg_billing", body, 0, tag, key,
                         properties={"RETRY_TOPIC": t, "RECONSUME_TIME": "1"}, delay_level=3)
                 if i % BATCH_EVERY == 0:
                     put_batch("InventorySync", [b'{"batch":%d,"n":%d}' % (i, n) for n in range(5)], 0, "Reserve",
@@ -144,10 +157,11 @@ class _Plan:
         self.cities = [json.dumps(c, ensure_ascii=False).encode() for c in data["cities"]]
         self.skus = [json.dumps(s, ensure_ascii=False).encode() for s in data["skus"]]
 
-    def messages(self, rng, start: int, end: int, messages: int, span: int, last: int, now: int) -> tuple[list, ...]:
+    def messages(self, rng, start: int, end: int, messages: int, span: int, last: int, now: int) -> tuple:
         """Messages start..end-1 (of `messages`) as columns: store times (after `last`, at most
-        `now`), topics, bodies, queues, tags, keys, traceIds (None: not traced). The random
-        parts are drawn with one numpy call per field, not a random call per field and message."""
+        `now`), topics, bodies, queues, tags, keys; and the traced ones {position: traceId}. The
+        random parts are drawn with one numpy call per field, not a random call per field and
+        message."""
         n = end - start
         i = np.arange(start, end)
         busy = (i > 0.25 * messages) & (i < 0.4 * messages)
@@ -167,10 +181,8 @@ class _Plan:
         bodies = [_BODY % t for t in zip(orders, (cents // 100).tolist(), (cents % 100).tolist(), cities, skus,
                                          i.tolist())]
         keys = [f"ORD-{o} user-{u}" if u >= 0 else f"ORD-{o}" for o, u in zip(orders, users)]
-        trace = [None] * n
-        for j, b in zip(traced, bits):
-            trace[j] = f"{b:016x}"
-        return stamps, list(map(self.names.__getitem__, k.tolist())), bodies, queues, tags, keys, trace
+        return (stamps, list(map(self.names.__getitem__, k.tolist())), bodies, queues, tags, keys,
+                {j: f"{b:016x}" for j, b in zip(traced, bits)})
 
 
 def demo_messages(messages: int, seed: int = 7, chunk: int = PROGRESS_EVERY):
