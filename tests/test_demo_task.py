@@ -188,3 +188,32 @@ def test_cancel_in_an_empty_folder_the_caller_made_keeps_it_empty(tmp_path):
             if p.done:
                 cancel.cancel()
     assert target.is_dir() and list(target.iterdir()) == []
+
+
+def test_cli_demo_on_a_terminal_keeps_one_line_current(tmp_path):
+    """stderr a real terminal (a pty), stdout a pipe: the progress line is redrawn with \\r on
+    the terminal, stdout gets the result only."""
+    import os
+    import pty
+    import subprocess
+    import sys
+    master, slave = pty.openpty()
+    try:
+        proc = subprocess.run([sys.executable, "-m", "engine", "demo", str(tmp_path / "d"), "--messages", "10000"],
+                              stdout=subprocess.PIPE, stderr=slave, timeout=120)
+        os.close(slave)
+        err = b""
+        while True:
+            try:
+                chunk = os.read(master, 65536)
+            except OSError:       # EIO: the terminal's other side is closed and drained
+                break
+            if not chunk:
+                break
+            err += chunk
+    finally:
+        os.close(master)
+    assert proc.returncode == 0 and proc.stdout == f"demo store written to {tmp_path / 'd'}\n".encode()
+    text = err.decode()
+    assert text.startswith("\rwriting the demo store in") and text.endswith("\n") and text.count("\n") == 1
+    assert "\rdemo: 10,000/10,000 messages, " in text
