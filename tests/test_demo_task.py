@@ -217,3 +217,24 @@ def test_cli_demo_on_a_terminal_keeps_one_line_current(tmp_path):
     text = err.decode()
     assert text.startswith("\rwriting the demo store in") and text.endswith("\n") and text.count("\n") == 1
     assert "\rdemo: 10,000/10,000 messages, " in text
+
+
+def test_ctrl_c_in_the_cli_leaves_no_half_store(tmp_path):
+    import signal
+    import subprocess
+    import sys
+    target = tmp_path / "d"
+    proc = subprocess.Popen([sys.executable, "-m", "engine", "demo", str(target), "--messages", "5000000", "--progress"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        lines = [proc.stderr.readline(), proc.stderr.readline()]   # the start, then a count: writing
+        assert lines[0].startswith("writing the demo store in") and lines[1].startswith("demo: ")
+        assert target.exists()
+        proc.send_signal(signal.SIGINT)
+        out, _ = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 130 and out == ""
+    assert not target.exists()
