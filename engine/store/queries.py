@@ -39,7 +39,7 @@ class Queries:
         idx = self.index
         if raw:
             offs, lts, loff = idx.query_offset(topic, key, max_num, begin, end, cap=cap)
-            msgs = [m for m in (self.commitlog.get_message(o) for o in offs) if m is not None]
+            msgs = self.commitlog.messages_at(offs)
             return QueryResult(msgs, False, offs, [], lts, loff)
         offs, lts, loff = idx.query_offset(topic, key, LONG_MAX, max(0, begin - 1000), LONG_MAX, cap=0)
         seen, matched, false_hits = set(), [], []
