@@ -90,3 +90,21 @@ def test_messages_at_answers_as_get_message(name):
         got = cl.messages_at(probes)
         assert len(got) == len(expected) == len(starts)
         assert [fields(m) for m in got] == [fields(m) for m in expected]
+
+
+def test_a_single_read_is_a_snapshot_and_a_page_reads_the_map(tmp_path):
+    """get_message / messages_at copy the record (tools compare what they read before and after
+    changing a file); a page's messages read the map they point into, as the page does."""
+    with MessageStore.create(tmp_path / "s") as store:
+        r = store.put_message("SnapTopic", b"original body", queue_id=0, keys="k1")
+        store.flush()
+        single = store.commitlog.get_message(r.commitLogOffset)
+        queried = store.commitlog.messages_at([r.commitLogOffset])[0]
+        page = store.get_message("SnapTopic", 0, 0, 1, broker=True).messages
+        f = store.commitlog.queue.find(r.commitLogOffset)
+        at = bytes(f.buf).index(b"original body")
+        f.buf[at:at + 8] = b"ALTERED "
+        assert single.body == queried.body == b"original body"
+        assert page[0].body in (b"ALTERED  body", b"original body")  # compiled: the map; pure: decoded at once
+        assert store.commitlog.get_message(r.commitLogOffset) is None or \
+            store.commitlog.get_message(r.commitLogOffset).body == b"ALTERED  body"

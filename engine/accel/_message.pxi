@@ -1,12 +1,13 @@
 # included by engine/accel/_page.pyx: the compiled Message (engine.format.message's dataclass is
 # the pure twin). A record decoded from a page or a read keeps its fixed fields as C integers and
-# a hold on the mapped buffer it came from (an Anchor: one buffer export, as a MessagePage has);
-# topic, body, properties and hosts are made from the record's bytes when first read (and kept).
+# its bytes (a page's: a hold on the mapped buffer, an Anchor, one buffer export as the page has;
+# a single read's: a copy); topic, body, properties and hosts are made from them when first read.
 # MessageDecoder.decode builds a MessageExt in ~0.6 us; building every field as a Python object
 # cost ~2 us, most of it for fields the caller never reads. The engine never shrinks a mapped
 # file (only grows, zeroes or unlinks), so a held map stays readable.
 
 import cython
+from cpython.bytes cimport PyBytes_AS_STRING
 
 
 @cython.final
@@ -44,7 +45,7 @@ cdef class MessageBase:
     cdef public int64_t preparedTransactionOffset, physicalOffsetField, tagsCode
     cdef public int32_t queueId, storeSize, bodyCRC, flag, sysFlag, reconsumeTimes, magicCode
     cdef object _topic, _body, _raw, _props, _born, _store
-    cdef Anchor _src                 # the map the record is in, for the parts not made yet
+    cdef object _src                 # what keeps _b readable: an Anchor on the map, or a copy
     cdef const uint8_t* _b           # the record's first byte in it
     cdef int _have                   # HAVE_* bits: which parts are made
     cdef int32_t _tp, _tl, _bp, _bl, _pp, _pl, _hp, _hl, _sp, _sl
@@ -172,14 +173,20 @@ def bind_message_class(cls, tuple names):
     _LazyMessage, FIELD_NAMES = cls, names
 
 
-cdef object lazy_message(Anchor src, Py_ssize_t start, const Row* r, int64_t offset):
-    """Message for the record at src's byte `start` whose check wrote `r` (positions in r count
-    from the start of src)."""
+cdef object lazy_message(const uint8_t* b, Py_ssize_t start, const Row* r, int64_t offset, Anchor src):
+    """Message for the record at b[start:] whose check wrote `r` (positions in r count from b).
+    With `src` (an Anchor on b's map) the lazy parts are read from the map (a page's messages:
+    the bulk path); without, from a copy of the record made here, so the message is a snapshot
+    (single reads and key queries: what check, recovery and tools compare against later)."""
     cdef MessageBase m = MessageBase.__new__(_LazyMessage)
     cdef Py_ssize_t bh = HOST_V6 if r.sysFlag & BORNHOST_V6_FLAG else HOST_V4
     cdef Py_ssize_t sh = HOST_V6 if r.sysFlag & STOREHOST_V6_FLAG else HOST_V4
-    m._src = src
-    m._b = <const uint8_t*>src.v.buf + start
+    if src is not None:
+        m._src = src
+        m._b = b + start
+    else:
+        m._src = PyBytes_FromStringAndSize(<const char*>b + start, r.storeSize)
+        m._b = <const uint8_t*>PyBytes_AS_STRING(m._src)
     m.queueOffset, m.commitLogOffset, m.bornTimestamp = r.queueOffset, offset, r.bornTimestamp
     m.storeTimestamp, m.preparedTransactionOffset = r.storeTimestamp, r.preparedTransactionOffset
     m.physicalOffsetField, m.tagsCode = r.physicalOffsetField, r.tagsCode
@@ -198,4 +205,4 @@ cdef object page_message(Anchor src, const Row* r):
     """Message for a page row (positions in the file src holds)."""
     cdef Py_ssize_t bh = HOST_V6 if r.sysFlag & BORNHOST_V6_FLAG else HOST_V4
     cdef Py_ssize_t sh = HOST_V6 if r.sysFlag & STOREHOST_V6_FLAG else HOST_V4
-    return lazy_message(src, r.bodyPos - OFF_BODY - bh - sh, r, r.commitLogOffset)
+    return lazy_message(<const uint8_t*>src.v.buf, r.bodyPos - OFF_BODY - bh - sh, r, r.commitLogOffset, src)

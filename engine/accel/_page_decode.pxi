@@ -54,9 +54,9 @@ def decode(buf, Py_ssize_t pos, Py_ssize_t limit, int64_t offset, opts):
         st = check(b, v.len, pos, limit, flags, &r, &size)
         if st != S_MESSAGE:
             return None
+        return _RecordResult(_MESSAGE_STATUS, size, lazy_message(b, pos, &r, offset, None))
     finally:
         PyBuffer_Release(&v)
-    return _RecordResult(_MESSAGE_STATUS, size, lazy_message(new_anchor(buf), pos, &r, offset))
 
 
 def messages_at(q, offsets, opts, fallback):
@@ -67,10 +67,9 @@ def messages_at(q, offsets, opts, fallback):
     cdef int32_t size
     cdef int st, flags
     cdef int64_t o, start, wp
-    cdef Anchor a = None
+    cdef Py_buffer v
     cdef list out = []
     flags = (F_CRC if opts.check_crc else 0) | (F_FORCE if opts.force_verify_prop_crc else 0) | (F_V2 if opts.accept_v2 else 0)
-    last = None
     for off in offsets:
         o = off
         f = find_file(q, o)
@@ -80,14 +79,14 @@ def messages_at(q, offsets, opts, fallback):
         wp = f.wrote_position
         if o - start >= wp or o < start:
             continue
-        buf = f.buf
-        if buf is not last:
-            a = new_anchor(buf)
-            last = buf
-        st = check(<const uint8_t*>a.v.buf, a.v.len, o - start, min(wp, a.v.len), flags, &r, &size)
-        if st == S_MESSAGE:
-            out.append(lazy_message(a, o - start, &r, o))
-        else:
+        PyObject_GetBuffer(f.buf, &v, PyBUF_SIMPLE)
+        try:
+            st = check(<const uint8_t*>v.buf, v.len, o - start, min(wp, v.len), flags, &r, &size)
+            if st == S_MESSAGE:
+                out.append(lazy_message(<const uint8_t*>v.buf, o - start, &r, o, None))
+        finally:
+            PyBuffer_Release(&v)
+        if st != S_MESSAGE:
             m = fallback(o)
             if m is not None:
                 out.append(m)

@@ -17,6 +17,7 @@ from engine.store import record_scan
 from engine.format.message import (MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, DecodeOptions, Message,
                       RecordResult, RecordStatus, _invalid, check_record, peek_store_timestamp)
 
+import os
 import struct
 
 from engine import accel
@@ -59,7 +60,8 @@ class CommitLog:
     def __init__(self, cfg: StoreConfig, writable: bool = False):
         self.cfg = cfg
         self.queue = MappedFileQueue(cfg.commitlog_dirs, cfg.mappedFileSizeCommitLog, writable,
-                                     reserve_step=COMMITLOG_RESERVE_STEP).load(cfg.tolerant)
+                                     reserve_step=COMMITLOG_RESERVE_STEP,
+                                     populate=os.environ.get("RMQSTORE_NO_POPULATE") != "1").load(cfg.tolerant)
         delays = cfg.delay_level_millis
         self.read_opts = DecodeOptions(check_crc=False, delay_level_millis=delays)
         self.recover_opts = DecodeOptions(check_crc=cfg.checkCRCOnRecover,
