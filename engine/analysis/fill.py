@@ -8,7 +8,7 @@ import numpy as np
 
 from engine.config import CQ_UNIT_SIZE
 from engine.store.consume_queue import FILLER_SIZE
-from engine.tasks import CancelToken, Task, run
+from engine.tasks import CancelToken, Progress, Task, run
 
 from .commitlog_fill import CommitLogFileFill, CommitLogFillCache, commitlog_fill_task
 from .segments import DAMAGED, FILLER, FREE, RESERVED, SLOTS, USED, Segments, run_length
@@ -102,14 +102,42 @@ class StoreFill:
     topics: list[str] = field(default_factory=list)   # every topic seen, sorted (colour order)
 
 
+@dataclass
+class FillProgress(Progress):
+    """A Progress carrying the fill so far (`fill`: every ConsumeQueue and index file, and the
+    commitlog files completed), so a view draws each file as it completes."""
+    fill: StoreFill | None = None
+
+
 def store_fill_task(store, cache: CommitLogFillCache | None = None,
                     cancel: CancelToken | None = None) -> Task[StoreFill]:
-    """The whole store's fill; Progress while the commitlog files are walked."""
-    cl = yield from commitlog_fill_task(store, cache, cancel)
+    """The whole store's fill. The ConsumeQueue and index files first (their units and
+    headers: quick), then the commitlog file by file; a FillProgress with the fill so far
+    after each file, plain Progress while a file's records are read one by one."""
     qf = queue_file_fill(store)
     ix = [index_fill(f) for f in store.index.files]
-    topics = sorted({t for c in cl for t in c.topics} | {q.topic for q in qf})
-    return StoreFill(cl, qf, ix, topics)
+    if cancel is not None:
+        cancel.raise_if_cancelled()
+    known = {q.topic for q in qf}
+    total = sum(f.wrote_position for f in store.commitlog.files)
+    cl: list[CommitLogFileFill] = []
+
+    def so_far() -> StoreFill:
+        return StoreFill(list(cl), qf, ix, sorted(known | {t for c in cl for t in c.topics}))
+    yield FillProgress(0, total, "commitlog fill", "bytes", "ConsumeQueue and index files", fill=so_far())
+    walk = commitlog_fill_task(store, cache, cancel, done_files=cl)
+    seen = 0
+    while True:
+        try:
+            p = next(walk)
+        except StopIteration:
+            break
+        if len(cl) > seen:     # a file completed: hand out the fill so far
+            seen = len(cl)
+            yield FillProgress(p.done, p.total, p.phase, p.unit, p.message, fill=so_far())
+        else:
+            yield p
+    return so_far()
 
 
 def store_fill(store, cache: CommitLogFillCache | None = None, cancel: CancelToken | None = None) -> StoreFill:
