@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import threading
 from dataclasses import dataclass
+from functools import cached_property
 
 import numpy as np
 
@@ -43,11 +44,11 @@ class CommitLogFileFill:
     stop: str                         # why the walk ended
     record_head: int = 0              # bytes before each record that belong to it (a DLedger entry header)
 
-    @property
+    @cached_property   # (a file's fill never changes: the views ask for these on every draw)
     def message_count(self) -> int:
         return int(np.count_nonzero(self.record_topics >= 0))
 
-    @property
+    @cached_property
     def message_bytes(self) -> int:
         return int(self.record_sizes[self.record_topics >= 0].sum(dtype=np.int64))
 
@@ -60,8 +61,12 @@ class CommitLogFileFill:
         """Message bytes as a fraction of the file size."""
         return self.message_bytes / self.file_size if self.file_size else 0.0
 
-    def topic_bytes(self) -> dict[str, int]:
+    @cached_property
+    def _topic_bytes(self) -> dict[str, int]:
         return {self.topics[i]: n for i, n in self.segments.bytes_by_id().items() if i >= 0}
+
+    def topic_bytes(self) -> dict[str, int]:
+        return dict(self._topic_bytes)
 
     def record_at(self, pos: int) -> int | None:
         """Position of the message record holding file position `pos`, if any."""
@@ -263,13 +268,14 @@ class CommitLogFillCache:
 
 
 def commitlog_fill_task(store, cache: CommitLogFillCache | None = None, cancel: CancelToken | None = None,
-                        done_files: list | None = None) -> Task[list[CommitLogFileFill]]:
+                        done_files: list | None = None,
+                        units: QueueUnits | None = None) -> Task[list[CommitLogFileFill]]:
     """Every commitlog file's fill, a Progress per file (in bytes of the log). Each file's fill
     is appended to `done_files` (when given) as soon as it is complete, before its Progress."""
     cache = CommitLogFillCache() if cache is None else cache
     files = store.commitlog.files
     total = sum(f.wrote_position for f in files)
-    done, units = 0, None
+    done = 0
     out = [] if done_files is None else done_files
     for f in files:
         if cancel is not None:

@@ -10,7 +10,7 @@ from engine.config import CQ_UNIT_SIZE
 from engine.store.consume_queue import FILLER_SIZE
 from engine.tasks import CancelToken, Progress, Task, run
 
-from .commitlog_fill import CommitLogFileFill, CommitLogFillCache, commitlog_fill_task
+from .commitlog_fill import CommitLogFileFill, CommitLogFillCache, QueueUnits, commitlog_fill_task
 from .segments import DAMAGED, FILLER, FREE, RESERVED, SLOTS, USED, Segments, run_length
 
 
@@ -35,22 +35,20 @@ class QueueFileFill:
         return self.written_units / self.units_per_file if self.units_per_file else 0.0
 
 
-def queue_file_fill(store) -> list[QueueFileFill]:
-    """Every ConsumeQueue file of every queue, queues in (topic, queueId) order."""
+def queue_file_fill(store, units: QueueUnits | None = None) -> list[QueueFileFill]:
+    """Every ConsumeQueue file of every queue, queues in (topic, queueId) order (from `units`
+    when the commitlog fill has read them already)."""
     out = []
-    for (topic, qid), cq in sorted(store.queues.items()):
-        for f in cq.queue.files:
-            u = cq.view(f)
-            n = min(f.wrote_position // CQ_UNIT_SIZE, len(u))
-            phy, size = u["commitLogOffset"][:n], u["size"][:n]
-            filler = (phy == 0) & (size == FILLER_SIZE)
-            valid = (phy >= 0) & (size > 0) & ~filler
-            cat = np.where(filler, FILLER, np.where(valid, 0, DAMAGED)).astype(np.int32)
-            runs = run_length(cat)
-            runs.append((n, cq.units_per_file, FREE))
-            out.append(QueueFileFill(topic, qid, f.path.name, f.file_from_offset, cq.units_per_file, n,
-                                     int(np.count_nonzero(valid)), int(np.count_nonzero(filler)),
-                                     Segments.from_runs(runs)))
+    for topic, qid, cq, f, phy, size in (units or QueueUnits(store)).files:
+        n = len(phy)
+        filler = (phy == 0) & (size == FILLER_SIZE)
+        valid = (phy >= 0) & (size > 0) & ~filler
+        cat = np.where(filler, FILLER, np.where(valid, 0, DAMAGED)).astype(np.int32)
+        runs = run_length(cat)
+        runs.append((n, cq.units_per_file, FREE))
+        out.append(QueueFileFill(topic, qid, f.path.name, f.file_from_offset, cq.units_per_file, n,
+                                 int(np.count_nonzero(valid)), int(np.count_nonzero(filler)),
+                                 Segments.from_runs(runs)))
     return out
 
 
@@ -114,7 +112,8 @@ def store_fill_task(store, cache: CommitLogFillCache | None = None,
     """The whole store's fill. The ConsumeQueue and index files first (their units and
     headers: quick), then the commitlog file by file; a FillProgress with the fill so far
     after each file, plain Progress while a file's records are read one by one."""
-    qf = queue_file_fill(store)
+    units = QueueUnits(store)          # every CQ unit, read once: the queue fill and the commitlog's
+    qf = queue_file_fill(store, units)
     ix = [index_fill(f) for f in store.index.files]
     if cancel is not None:
         cancel.raise_if_cancelled()
@@ -125,7 +124,7 @@ def store_fill_task(store, cache: CommitLogFillCache | None = None,
     def so_far() -> StoreFill:
         return StoreFill(list(cl), qf, ix, sorted(known | {t for c in cl for t in c.topics}))
     yield FillProgress(0, total, "commitlog fill", "bytes", "ConsumeQueue and index files", fill=so_far())
-    walk = commitlog_fill_task(store, cache, cancel, done_files=cl)
+    walk = commitlog_fill_task(store, cache, cancel, done_files=cl, units=units)
     seen = 0
     while True:
         try:

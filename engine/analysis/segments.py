@@ -53,10 +53,16 @@ class Segments:
         return i if 0 <= i < len(self.starts) and pos < self.ends[i] else -1
 
     def bytes_by_id(self) -> dict[int, int]:
-        out: dict[int, int] = {}
-        for i, n in zip(self.ids.tolist(), (self.ends - self.starts).tolist()):
-            out[i] = out.get(i, 0) + n
-        return out
+        """Bytes (units, entries) per category, in order of first appearance."""
+        if len(self.ids) < 256:   # a few runs: a loop costs less than numpy's set-up
+            out: dict[int, int] = {}
+            for i, n in zip(self.ids.tolist(), (self.ends - self.starts).tolist()):
+                out[i] = out.get(i, 0) + n
+            return out
+        uniq, first, inv = np.unique(self.ids, return_index=True, return_inverse=True)
+        sums = np.bincount(inv.ravel(), weights=self.ends - self.starts, minlength=len(uniq))
+        order = np.argsort(first, kind="stable")
+        return {int(uniq[k]): int(sums[k]) for k in order}
 
     def sample(self, x0: float, x1: float, n: int) -> np.ndarray:
         """Category of each of `n` equal bins over [x0, x1): the one at the bin's centre,
