@@ -226,8 +226,13 @@ class SegmentFillView(RefreshWhenShown, QWidget):
         self.charts["index"].set_rows(irows, dict(CATEGORY_COLORS), keep_view=keep_view)
 
     def _titles(self) -> None:
-        for i, ch in enumerate(self.charts.values()):
-            self.glw.ci.layout.setRowStretchFactor(i, min(len(ch.rows), 12) + 3)
+        lay = self.glw.ci.layout
+        files = len(self._store.commitlog.files) if self._store is not None else 0
+        for i, (kind, ch) in enumerate(self.charts.items()):
+            # the commitlog chart is sized for every file from its first drawing on, while
+            # its rows still come in (a layout keeps the stretch it was first laid out with)
+            n = max(len(ch.rows), files) if kind == "commitlog" else len(ch.rows)
+            lay.setRowStretchFactor(i, min(n, 12) + 3)
             if ch.zoomed:
                 w = ch.vb.viewRange()[0][1]
                 ch.plot.setTitle(f"{ch.title} — zoomed to the used {w * 100:.3g}% (double-click: whole files)",
