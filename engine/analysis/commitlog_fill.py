@@ -85,20 +85,21 @@ class QueueUnits:
 
     def __init__(self, store):
         self.topics: list[str] = []
-        self.files: list[tuple] = []   # (topic, queueId, cq, MappedFile, phy, size) of every CQ file
+        self.files: list[tuple] = []   # (topic, queueId, cq, MappedFile, phy, size, all units real) per CQ file
         self.parts: list[tuple] = []   # (lo, hi, phy, size, topic id, ascending) of the vouching units
         for (topic, qid), cq in sorted(store.queues.items()):
             for f in cq.queue.files:
                 u = cq.view(f)
                 u = u[:min(f.wrote_position // CQ_UNIT_SIZE, len(u))]
                 phy, size = u["commitLogOffset"].astype(np.int64), u["size"].astype(np.int32)
-                self.files.append((topic, qid, cq, f, phy, size))
+                keep = (phy >= 0) & (size > 0) & (size != FILLER_SIZE)
+                real = bool(keep.all())
+                self.files.append((topic, qid, cq, f, phy, size, real))
                 if topic == SCHEDULE_TOPIC or not len(phy):
                     continue
                 if topic not in self.topics:
                     self.topics.append(topic)
-                keep = (phy >= 0) & (size > 0) & (size != FILLER_SIZE)
-                if not keep.all():
+                if not real:
                     phy, size = phy[keep], size[keep]
                     if not len(phy):
                         continue
@@ -137,7 +138,7 @@ class FileUnits:
         if len(pos) > 1 and not (pos[1:] >= pos[:-1]).all():   # queues interleave in the log: merge them
             # one sort of (position in the file, unit number) packed in an int64: stable, and
             # quicker than an argsort (positions in a file are below 2^31, units below 2^32)
-            key = np.sort((pos << 32) | np.arange(len(pos), dtype=np.int64))
+            key = np.sort((pos << 32) | np.arange(len(pos), dtype=np.int64), kind="stable")  # (merges the runs)
             order = key & 0xFFFFFFFF
             pos, size, tid = key >> 32, size[order], tid[order]
         dup = pos[1:] == pos[:-1]   # a record in two queues (LMQ dispatch, damage): no queue names its topic

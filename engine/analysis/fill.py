@@ -39,15 +39,17 @@ def queue_file_fill(store, units: QueueUnits | None = None) -> list[QueueFileFil
     """Every ConsumeQueue file of every queue, queues in (topic, queueId) order (from `units`
     when the commitlog fill has read them already)."""
     out = []
-    for topic, qid, cq, f, phy, size in (units or QueueUnits(store)).files:
+    for topic, qid, cq, f, phy, size, real in (units or QueueUnits(store)).files:
         n = len(phy)
-        filler = (phy == 0) & (size == FILLER_SIZE)
-        valid = (phy >= 0) & (size > 0) & ~filler
-        cat = np.where(filler, FILLER, np.where(valid, 0, DAMAGED)).astype(np.int32)
-        runs = run_length(cat)
+        if real:     # every unit points at a record (the usual file): one run
+            runs, valid, filler = [(0, n, 0)], n, 0
+        else:
+            is_filler = (phy == 0) & (size == FILLER_SIZE)
+            is_valid = (phy >= 0) & (size > 0) & ~is_filler
+            runs = run_length(np.where(is_filler, FILLER, np.where(is_valid, 0, DAMAGED)).astype(np.int32))
+            valid, filler = int(np.count_nonzero(is_valid)), int(np.count_nonzero(is_filler))
         runs.append((n, cq.units_per_file, FREE))
-        out.append(QueueFileFill(topic, qid, f.path.name, f.file_from_offset, cq.units_per_file, n,
-                                 int(np.count_nonzero(valid)), int(np.count_nonzero(filler)),
+        out.append(QueueFileFill(topic, qid, f.path.name, f.file_from_offset, cq.units_per_file, n, valid, filler,
                                  Segments.from_runs(runs)))
     return out
 
