@@ -116,12 +116,14 @@ class QueueUnits:
             if asc:
                 a, b = int(np.searchsorted(phy, lo)), int(np.searchsorted(phy, hi))
                 p, z = phy[a:b], size[a:b]
-            else:
+            else:      # a damaged queue file: its units in this range, put in order
                 idx = np.flatnonzero((phy >= lo) & (phy < hi))
+                idx = idx[np.argsort(phy[idx], kind="stable")]
                 p, z = phy[idx], size[idx]
-            phys.append(p)
-            sizes.append(z)
-            ids.append(np.full(len(p), tid, dtype=np.int32))
+            if len(p):
+                phys.append(p)
+                sizes.append(z)
+                ids.append(tid)
         return FileUnits(self.topics, lo, phys, sizes, ids)
 
 
@@ -130,25 +132,36 @@ class FileUnits:
     Runs of units whose records lie back to back are marked, so a walk takes a whole run in
     one step."""
 
-    def __init__(self, topics: list[str], base: int, phys: list, sizes: list, ids: list):
+    def __init__(self, topics: list[str], base: int, phys: list, sizes: list, ids: list[int]):
+        """phys/sizes: one ascending part per queue file (in queue order); ids: each part's topic id."""
         self.topics = topics
-        pos = np.concatenate(phys) - base if phys else np.empty(0, dtype=np.int64)
-        size = np.concatenate(sizes) if sizes else np.empty(0, dtype=np.int32)
-        tid = np.concatenate(ids) if ids else np.empty(0, dtype=np.int32)
-        if len(pos) > 1 and not (pos[1:] >= pos[:-1]).all():   # queues interleave in the log: merge them
-            # one sort of (position in the file, unit number) packed in an int64: stable, and
-            # quicker than an argsort (positions in a file are below 2^31, units below 2^32)
-            key = np.sort((pos << 32) | np.arange(len(pos), dtype=np.int64), kind="stable")  # (merges the runs)
-            order = key & 0xFFFFFFFF
-            pos, size, tid = key >> 32, size[order], tid[order]
-        dup = pos[1:] == pos[:-1]   # a record in two queues (LMQ dispatch, damage): no queue names its topic
-        if dup.any():
+        if not phys:
+            pos, size, tid = np.empty(0, np.int64), np.empty(0, np.int32), np.empty(0, np.int32)
+        else:
+            pos = np.concatenate(phys) - base
+            size = np.concatenate(sizes)
+            counts = np.array([len(p) for p in phys], dtype=np.int64)
+            firsts = np.array([int(p[0]) for p in phys], dtype=np.int64)
+            lasts = np.array([int(p[-1]) for p in phys], dtype=np.int64)
+            if len(phys) > 1 and not (firsts[1:] > lasts[:-1]).all():   # queues interleave: merge them
+                # one stable sort of (position in the file, unit number) packed in an int64 (it
+                # merges the parts' ascending runs); positions in a file are below 2^31
+                key = np.sort((pos << 32) | np.arange(len(pos), dtype=np.int64), kind="stable")
+                order = key & 0xFFFFFFFF
+                pos, size = key >> 32, size[order]
+                tid = np.repeat(np.asarray(ids, dtype=np.int32), counts)[order]
+            else:
+                tid = np.repeat(np.asarray(ids, dtype=np.int32), counts)
+        brk = np.flatnonzero(pos[1:] != pos[:-1] + size[:-1])
+        dup = brk[pos[brk + 1] == pos[brk]]   # a record in two queues (LMQ dispatch, damage): no queue names its topic
+        if len(dup):
             shared = np.zeros(len(pos), dtype=bool)
-            shared[1:] |= dup
-            shared[:-1] |= dup
+            shared[dup] = True
+            shared[dup + 1] = True
             pos, size, tid = pos[~shared], size[~shared], tid[~shared]
+            brk = np.flatnonzero(pos[1:] != pos[:-1] + size[:-1])
         self.pos, self.size, self.tid = pos, size, tid
-        self.breaks = np.flatnonzero(pos[1:] != pos[:-1] + size[:-1])  # run i ends after breaks
+        self.breaks = brk   # run i ends after breaks
 
     def run_at(self, at: int, end: int) -> tuple[int, int]:
         """Units [i, j) of the back-to-back run that starts at position `at` and ends by `end`."""

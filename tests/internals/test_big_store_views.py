@@ -177,3 +177,23 @@ def test_fill_of_a_fixture_is_unchanged_by_the_file_cut():
                 for p, z, t in zip(c.record_starts, c.record_sizes, c.record_topics) if t >= 0]
         assert mine == walked
         assert np.all(np.diff([c.file_from_offset for c in fill.commitlog]) > 0)
+
+
+def test_fill_with_a_queue_file_out_of_order(many_files, tmp_path):
+    """A damaged queue file whose units do not ascend (two swapped) and one unit pointing at a
+    record another queue names: the fill still records exactly what the engine's walk reads."""
+    import shutil
+    root = tmp_path / "store"
+    shutil.copytree(many_files, root)
+    q = root / "consumequeue" / "Topic1" / "2" / "00000000000000000000"
+    b = bytearray(q.read_bytes())
+    b[20 * 3:20 * 4], b[20 * 7:20 * 8] = b[20 * 7:20 * 8], b[20 * 3:20 * 4]       # units 3 and 7 swapped
+    other = (root / "consumequeue" / "Topic0" / "0" / "00000000000000000000").read_bytes()
+    b[20 * 10:20 * 10 + 12] = other[20 * 5:20 * 5 + 12]                          # unit 10 = Topic0/0's unit 5
+    q.write_bytes(bytes(b))
+    with MessageStore.open(root) as s:
+        fill = A.store_fill(s)
+        walked = [(o, r.size, r.message.topic) for o, r in s.walk() if r.message is not None]
+        mine = [(c.file_from_offset + int(p), int(z), c.topics[int(t)])
+                for c in fill.commitlog for p, z, t in zip(c.record_starts, c.record_sizes, c.record_topics)]
+        assert mine == walked
