@@ -95,9 +95,35 @@ def _open_and_query(root: Path, batches: int) -> dict:
         t = time.perf_counter()
         offsets = sum(len(qo(tp, k, 64)[0]) for tp, k in many)
         osecs = time.perf_counter() - t
-    return {"openSeconds": round(best, 4), **files, "usPerQuery": round(secs / QUERIES * 1e6, 1),
+        pages = _page_rate(s)
+    return {"openSeconds": round(best, 4), **files, "pageMessagesPerSecond": pages,
+            "usPerQuery": round(secs / QUERIES * 1e6, 1),
             "messagesPerQuery": round(found / QUERIES, 2), "usPerOffsetQuery": round(osecs / len(many) * 1e6, 2),
             "offsetsPerQuery": round(offsets / len(many), 2)}
+
+
+PAGE_WALK = 50_000    # messages of one queue walked in 32-message pages (getMessage, broker mode)
+
+
+def _page_rate(s) -> float:
+    """Pages of one queue's last PAGE_WALK messages (the newest files, as a consumer near the
+    head reads), best of 3 walks: messages a second."""
+    topic = TOPICS[0]
+    cq = s.find_queue(topic, 0)
+    start = max(cq.min_offset, cq.max_offset - PAGE_WALK)
+    best = float("inf")
+    n = 0
+    for _ in range(3):
+        off, n = start, 0
+        t = time.perf_counter()
+        while True:
+            r = s.get_message(topic, 0, off, 32, broker=True)
+            if r.status != "FOUND":
+                break
+            n += len(r.messages)
+            off = r.nextBeginOffset
+        best = min(best, time.perf_counter() - t)
+    return round(n / best) if n else 0.0
 
 
 def run(ctx) -> list[Row]:
@@ -181,6 +207,11 @@ def run(ctx) -> list[Row]:
                     better="lower", target=f"ratio < files ratio ({files(hi) / files(lo):.2g}), far below "
                     f"the messages ratio ({grow:g})", met=hi["openSeconds"] / lo["openSeconds"] < max(
                         1.5, files(hi) / files(lo)), filesLow=files(lo), filesHigh=files(hi)))
+    rows.append(row(f"get-page scaling {hi['messages'] // 1_000_000}M vs {lo['messages'] // 1_000_000}M",
+                    hi["pageMessagesPerSecond"], "msg/s", f"the same walk on {lo['messages'] // 1_000_000}M messages",
+                    lo["pageMessagesPerSecond"], better="higher",
+                    target="ratio >= 0.8 (pages as fast on the big store; java-side get-page: ahead of RocketMQ)",
+                    met=hi["pageMessagesPerSecond"] >= 0.8 * lo["pageMessagesPerSecond"], walked=PAGE_WALK))
     ratio_files = hi["indexFiles"] / lo["indexFiles"]
     rows.append(row(f"key query scaling {hi['messages'] // 1_000_000}M vs {lo['messages'] // 1_000_000}M",
                     hi["usPerOffsetQuery"], "us", f"query_offset on {lo['messages'] // 1_000_000}M messages",
