@@ -52,6 +52,9 @@ class CommitLogSlice:
     # DLedger data file: every record is the body of an entry with a header of this many
     # bytes; start/end are entry positions (engine.format.dledger_layout.hop_entries)
     entry_header: int = 0
+    # cut at a byte position without reading (a file on a remote filesystem): the slice's first
+    # record is the first one found at or after `start` (engine.scan.remote.sync_start)
+    sync: bool = False
 
     @property
     def nbytes(self) -> int:
@@ -115,9 +118,12 @@ def plan_commitlog(store, split_bytes: int | None = None, min_partitions: int = 
     if min_partitions > 1 and total:
         split = min(split, max(MIN_SPLIT_BYTES if split_bytes is None else 1, math.ceil(total / min_partitions)))
     plan = Plan(str(store.root), [], cl.min_offset, max_off, list(store.cfg.delay_level_millis), split)
-    if getattr(store, "remote", False):  # engine.scan.remote: a listing only; a slice per file, paths URIs
-        plan.commitlog = [CommitLogSlice(f.path, f.file_from_offset, f.file_size, 0, limit, limit)
-                          for f, limit in regions]
+    if getattr(store, "remote", False):  # engine.scan.remote: a listing only, paths URIs; files cut
+        for f, limit in regions:         # at byte positions, each piece finds its first record itself
+            n = max(1, math.ceil(limit / split))
+            cuts = [limit * k // n for k in range(n)] + [limit]
+            plan.commitlog += [CommitLogSlice(f.path, f.file_from_offset, f.file_size, a, b, limit, sync=a > 0)
+                               for a, b in zip(cuts, cuts[1:]) if b > a]
         return plan
     if getattr(cl, "is_dledger", False):  # entries never span files: one slice per data file
         plan.commitlog = [CommitLogSlice(str(f.path), f.file_from_offset, f.file_size, 0, limit, limit,

@@ -24,11 +24,12 @@ from typing import Iterator
 
 import numpy as np
 
-from engine.format.record import BLANK_MAGIC, MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, hop
+from engine.format.record import BLANK_MAGIC, MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, OFF_PHYSICALOFFSET, hop
 
 FORCE_ENV = "RMQSTORE_SCAN_FS_READER"
 WINDOW_BYTES = 32 << 20         # the largest read; the first of a slice is FIRST_WINDOW_BYTES,
 FIRST_WINDOW_BYTES = 1 << 20    # and each next one twice the last
+SYNC_CHAIN = 16                 # records a found start must lead on to, each at its own offset
 _TM = struct.Struct(">ii")
 _NAME_DIGITS = 20
 
@@ -297,11 +298,92 @@ def _cut_by_window(buf: np.ndarray, p: int, abs_p: int, limit: int, uri: str) ->
     return total
 
 
+def _be(buf: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
+    """Big-endian signed integers of `width` bytes at positions `at` of `buf` (vectorised)."""
+    v = np.zeros(len(at), dtype=np.uint64)
+    for k in range(width):
+        v = (v << np.uint64(8)) | buf[at + k].astype(np.uint64)
+    return v.view(np.int64) if width == 8 else (v.astype(np.int64) ^ (1 << 31)) - (1 << 31)
+
+
+def record_starts_in(buf: np.ndarray, base: int, file_from: int, limit: int) -> np.ndarray:
+    """Positions (in the file) of `buf` (the file's bytes from `base`) where a record header
+    stands: V1/V2 magic, 0 < TOTALSIZE <= what is left of the file, and a stored PHYSICALOFFSET
+    equal to that very commitlog offset (RocketMQ writes each record's own offset there)."""
+    n = len(buf) - (OFF_PHYSICALOFFSET + 8)
+    if n <= 0:
+        return np.empty(0, np.int64)
+    b1 = buf[4:n + 4]
+    at = np.flatnonzero((b1 == 0xDA) & (buf[5:n + 5] == 0xA3) & (buf[6:n + 6] == 0x20)
+                        & ((buf[7:n + 7] == 0xA7) | (buf[7:n + 7] == 0xAB)))
+    if not len(at):
+        return np.empty(0, np.int64)
+    pos = at.astype(np.int64) + base
+    ok = _be(buf, at + OFF_PHYSICALOFFSET, 8) == file_from + pos
+    total = _be(buf, at, 4)
+    ok &= (total > 0) & (total <= limit - pos)
+    return pos[ok]
+
+
+def sync_start(s, window: int = FIRST_WINDOW_BYTES) -> int | None:
+    """The first record start >= s.start and < s.end of a slice cut at a byte position (`sync`):
+    a header at its own offset (record_starts_in) that leads, by TOTALSIZE, to SYNC_CHAIN more
+    such headers (or to the end of the data: BLANK, zeros, the file's end). No walk from the
+    file's start, so the pieces of a file are read in parallel; the piece before stops at the
+    same record (its walk takes every record starting before its end). None: no record starts
+    in the slice (the file's data ended before it)."""
+    pos = s.start
+    while pos < s.end:
+        n = min(window, s.limit - pos)
+        buf = read_range(s.path, pos, n)
+        if len(buf) < OFF_PHYSICALOFFSET + 8:
+            return None
+        ends_here = pos + len(buf) >= s.limit
+        for c in record_starts_in(buf, pos, s.file_from_offset, s.limit).tolist():
+            if c >= s.end:
+                return None
+            if _chain_holds(s, buf, pos, c):
+                return c
+        if ends_here:
+            return None
+        pos += len(buf) - (OFF_PHYSICALOFFSET + 8)   # a header cut by the window is seen again
+    return None
+
+
+def _chain_holds(s, buf: np.ndarray, base: int, c: int) -> bool:
+    """Do SYNC_CHAIN records follow the header at `c`, each at its own offset, up to the data's end?"""
+    n = OFF_PHYSICALOFFSET + 8
+
+    def head(p: int) -> bytes:
+        k = p - base
+        return bytes(buf[k:k + n]) if k + n <= len(buf) else bytes(read_range(s.path, p, n))
+
+    p = c
+    for _ in range(SYNC_CHAIN):
+        p += _TM.unpack(head(p)[:8])[0]     # a header already checked: TOTALSIZE fits the file
+        if s.limit - p < 8:
+            return True                      # the file's data ends here
+        h = head(p)
+        total, magic = _TM.unpack(h[:8])
+        if magic == BLANK_MAGIC or (total == 0 and magic == 0):
+            return True
+        if (magic not in (MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2) or len(h) < n or total <= 0 or total > s.limit - p
+                or struct.unpack_from(">q", h, OFF_PHYSICALOFFSET)[0] != s.file_from_offset + p):
+            return False
+    return True
+
+
 def read_commitlog_ranges(s, delay_level_millis: list[int], stats=None, max_records: int = 1 << 16,
                           max_bytes: int = 32 << 20, window: int = WINDOW_BYTES) -> Iterator:
-    """reader.read_commitlog for a slice whose path is a URI: the same blocks, from ranged reads."""
+    """reader.read_commitlog for a slice whose path is a URI: the same blocks, from ranged reads.
+    A slice cut at a byte position (`sync`) starts at the first record found there (sync_start)."""
     from engine.scan.columns import RecordBlock
-    pos, w, buf = s.start, s.start, np.empty(0, np.uint8)
+    start = s.start
+    if getattr(s, "sync", False) and s.start > 0:
+        start = sync_start(s, min(window, FIRST_WINDOW_BYTES))
+        if start is None:
+            return
+    pos, w, buf = start, start, np.empty(0, np.uint8)
     size = min(window, FIRST_WINDOW_BYTES)   # windows grow: a file's data may end early (the last one)
     while pos < s.end:
         if pos < w or pos + 8 > w + len(buf):
