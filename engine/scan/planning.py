@@ -72,6 +72,7 @@ class CQSlice:
     unit_start: int   # unit numbers inside the file
     unit_end: int
     kind: str = "file"  # "rocksdb": queue offsets [file_from / 20 + unit_start, + unit_end) of a queue in RocksDB at `path`
+    probe_end: bool = False  # a remote file whose written end the reader finds (engine.scan.remote_queues)
 
 
 @dataclass(frozen=True)
@@ -230,11 +231,20 @@ def split_points(buf, file_from: int, limit: int, targets: list[int], hints: _CQ
 
 # ---- consume queues and index --------------------------------------------------------------
 ROCKSDB_SLICE_UNITS = 1 << 18  # units of a RocksDB queue per slice (one range read)
+CQ_PROBED_FILES = 3            # ConsumeQueue.recover starts at the third file from a queue's end
 
 
 def plan_consume_queues(store, topics: set[str] | None = None, queue_ids: set[int] | None = None) -> list[CQSlice]:
     """Every written unit of every ConsumeQueue file (up to the recovered write position)."""
     out = []
+    if getattr(store, "remote", False):   # listed, not recovered (engine.scan.remote): a slice a file,
+        for (topic, qid), files in sorted(store.queues.items()):   # the last three find their end
+            if topics and topic not in topics or queue_ids and qid not in queue_ids:
+                continue
+            out += [CQSlice(topic, qid, f.path, f.rel_path, f.file_from_offset, f.file_size, 0,
+                            f.file_size // CQ_UNIT_SIZE, probe_end=k >= len(files) - CQ_PROBED_FILES)
+                    for k, f in enumerate(files)]
+        return out
     for (topic, qid), cq in sorted(store.queues.items()):
         if topics and topic not in topics or queue_ids and qid not in queue_ids:
             continue
@@ -252,13 +262,16 @@ def plan_consume_queues(store, topics: set[str] | None = None, queue_ids: set[in
 
 
 def plan_index(store) -> list[IndexSlice]:
+    """Entries [1, indexCount) of every index file; a remote file's (engine.scan.remote: header
+    read, entries by ranges) in pieces of INDEX_ENTRIES_PER_PARTITION."""
     out = []
+    step = INDEX_ENTRIES_PER_PARTITION if getattr(store, "remote", False) else 1 << 62
     for f in store.index.files:
         count = f.header.indexCount
         last = min(max(count, 1), f.index_num)
-        if last > 1:
+        for a in range(1, last, step):
             out.append(IndexSlice(str(f.path), f.name, f.file.file_size, f.slot_num, f.index_num,
-                                  f.header.beginTimestamp, 1, last))
+                                  f.header.beginTimestamp, a, min(last, a + step)))
     return out
 
 

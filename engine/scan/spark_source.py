@@ -98,7 +98,8 @@ def _open_plans(options, what: str, min_parts: int = 1) -> list[tuple]:
             if what == "commitlog":
                 plan = plan_commitlog(store, int(split) if split else None, max(1, min_parts // len(refs)))
             else:
-                refuse_remote([store], f"the {RocketMQCQDataSource.name() if what == 'cq' else 'rocketmq-index'} source")
+                if what == "cq":
+                    refuse_remote([store], f"the {RocketMQCQDataSource.name()} source")
                 plan = Plan(ref.path)
             plan.root, plan.broker = ref.path, ref.broker
             out.append((plan, plan_consume_queues(store) if what == "cq" else None,

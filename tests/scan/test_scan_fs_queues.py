@@ -1,0 +1,71 @@
+"""The ConsumeQueues and index files of a store on a filesystem (engine.scan.remote): the
+consistency job and the rocketmq-cq / rocketmq-index sources read them by listings, headers and
+byte ranges, and answer as over the mapped store."""
+import json
+
+import pytest
+
+from conftest import unpack
+from engine.scan.api import JobParams, open_scan_store, run_job
+from engine.scan.planning import plan_consume_queues, plan_index
+from engine.scan.reader import read_cq, read_index
+from engine.scan.remote import FORCE_ENV
+from scan_support import plant_cq_defect, plant_index_defect
+
+
+def _forced(monkeypatch, root):
+    monkeypatch.setenv(FORCE_ENV, "1")
+    st = open_scan_store(str(root))
+    monkeypatch.delenv(FORCE_ENV)
+    assert getattr(st, "remote", False)
+    return st
+
+
+def _units(store, kind):
+    plan, read = (plan_consume_queues, read_cq) if kind == "cq" else (plan_index, read_index)
+    out = []
+    for s in plan(store):
+        d = read(s)
+        keys = sorted(d)
+        tag = (s.topic, s.queue_id) if kind == "cq" else (s.name, 0)
+        out += [(*tag, *row) for row in
+                zip(*[d[k].tolist() for k in keys])]
+    return sorted(out)
+
+
+@pytest.mark.parametrize("name", ["small", "v5", "v5_lmq"])
+def test_remote_units_and_entries_equal_the_mapped_ones(monkeypatch, name):
+    root = unpack(name)
+    with open_scan_store(str(root)) as local:
+        cq, idx = _units(local, "cq"), _units(local, "index")
+    remote = _forced(monkeypatch, root)
+    assert len(cq) > 100 and _units(remote, "cq") == cq
+    assert len(idx) > 100 and _units(remote, "index") == idx
+    assert remote.cfg.mappedFileSizeConsumeQueue == local.cfg.mappedFileSizeConsumeQueue
+
+
+@pytest.mark.parametrize("name", ["small", "v5", "v5_lmq"])
+def test_consistency_of_a_good_remote_store_finds_nothing(monkeypatch, name):
+    assert run_job(_forced(monkeypatch, unpack(name)), "consistency", engine="local").rows == []
+
+
+def test_consistency_finds_planted_defects_remotely(monkeypatch, fixture_copy):
+    root = fixture_copy("small")
+    cq_file, cq_pos = plant_cq_defect(root)
+    idx_file, idx_pos = plant_index_defect(root)
+    with open_scan_store(str(root)) as st:
+        ref = run_job(st, "consistency", engine="local").rows
+    rows = run_job(_forced(monkeypatch, root), "consistency", engine="local").rows
+    assert [(r["structure"], r["problem"], r["file"], r["fileOffset"]) for r in rows] == [
+        ("consumequeue", "unit differs", cq_file, cq_pos), ("index", "entry differs", idx_file, idx_pos)]
+    assert json.dumps(rows) == json.dumps(ref)
+
+
+def test_remote_queue_stores_refused_in_one_line(monkeypatch, capsys):
+    """BatchConsumeQueues and RocksDB queues are read from local stores only."""
+    from engine.cli.scan import main
+    monkeypatch.setenv(FORCE_ENV, "1")
+    for name, what in (("v5_batchcq", "BatchConsumeQueues"), ("v5_rocksdb_cq", "RocksDB ConsumeQueues")):
+        assert main([f"file://{unpack(name)}", "consistency", "--local"]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and what in err and name in err, err
