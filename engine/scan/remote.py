@@ -31,6 +31,7 @@ import os
 from collections import Counter
 from dataclasses import dataclass, field
 from functools import cached_property
+from urllib.parse import quote
 
 import numpy as np
 
@@ -267,7 +268,7 @@ def list_consume_queues(store) -> dict[tuple[str, int], list[RemoteCQFile]]:
             continue
         topic, qid, name = parts[0], int(parts[1]), parts[2]
         out.setdefault((topic, qid), []).append(
-            RemoteCQFile(join(store.root, "consumequeue", topic, str(qid), name),
+            RemoteCQFile(join(store.root, "consumequeue", quote(topic, safe=""), str(qid), name),   # %RETRY%...
                          os.path.join("consumequeue", topic, str(qid), name), int(name), int(f.size)))
     for files in out.values():
         files.sort(key=lambda x: x.file_from_offset)
