@@ -35,6 +35,7 @@ from urllib.parse import quote
 
 import numpy as np
 
+from engine.format.dledger_layout import FOLDER_PREFIX as DLEDGER_PREFIX
 from engine.format.cq_unit import CQ_UNIT_DTYPE, CQ_UNIT_SIZE
 from engine.format.index_layout import (INDEX_ENTRY_DTYPE, INDEX_ENTRY_SIZE, INDEX_HEADER_DTYPE, INDEX_HEADER_SIZE,
                                         INDEX_SLOT_SIZE, index_file_size)
@@ -109,10 +110,14 @@ class RemoteStore:
         import pyarrow.fs as pafs
         d = join(self.path, "commitlog")
         info = self.fs.get_file_info(d)
+        ledgers = [f.base_name for f in self.fs.get_file_info(pafs.FileSelector(self.path, allow_not_found=True))
+                   if f.type == pafs.FileType.Directory and f.base_name.startswith(DLEDGER_PREFIX)]
+        if ledgers:   # its log is in dledger-<id>/data (entries), with perhaps an old commitlog/ beside
+            raise ValueError(f"{self.display_root}: a DLedger store ({ledgers[0]}/) is read from local paths only "
+                             f"(a path or a file:// URI on every node), not through a filesystem URI")
         if info.type != pafs.FileType.Directory:
             what = "no such folder" if info.type == pafs.FileType.NotFound else "not a folder"
-            raise ValueError(f"{join(self.display_root, 'commitlog')}: {what} (a store URI names the store folder; "
-                             f"DLedger stores are read from local paths only)")
+            raise ValueError(f"{join(self.display_root, 'commitlog')}: {what} (a store URI names the store folder)")
         files = []
         for f in self.fs.get_file_info(pafs.FileSelector(d)):
             name = f.base_name

@@ -69,3 +69,14 @@ def test_remote_queue_stores_refused_in_one_line(monkeypatch, capsys):
         assert main([f"file://{unpack(name)}", "consistency", "--local"]) == 2
         err = capsys.readouterr().err
         assert err.count("\n") == 1 and what in err and name in err, err
+
+
+@pytest.mark.parametrize("name", ["dledger", "dledger_mixed"])
+def test_remote_dledger_store_refused_in_one_line(monkeypatch, capsys, name):
+    """A DLedger store (entries in dledger-<id>/data; a mixed one has an old commitlog/ beside)
+    is not read through a filesystem URI: one line naming the store, never the old files alone."""
+    from engine.cli.scan import main
+    monkeypatch.setenv(FORCE_ENV, "1")
+    assert main([f"file://{unpack(name)}", "topic-stats", "--local"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "a DLedger store (dledger-" in err and name in err, err
