@@ -89,10 +89,14 @@ def _open(uri: str):
     return hit
 
 
+FETCHED = [0]   # bytes read_range fetched in this process (a task's ReadStats takes the difference)
+
+
 def read_range(uri: str, pos: int, n: int) -> np.ndarray:
     """Bytes [pos, pos + n) of `uri` (fewer at the end of the file) as a uint8 array."""
     fh, size = _open(uri)
     n = max(0, min(n, size - pos))
+    FETCHED[0] += n
     return np.frombuffer(fh.read_at(n, pos), dtype=np.uint8) if n else np.empty(0, np.uint8)
 
 
@@ -110,7 +114,7 @@ def _cut_by_window(buf: np.ndarray, p: int, abs_p: int, limit: int, uri: str) ->
     return total
 
 
-def _be(buf: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
+def be_int(buf: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
     """Big-endian signed integers of `width` bytes at positions `at` of `buf` (vectorised)."""
     v = np.zeros(len(at), dtype=np.uint64)
     for k in range(width):
@@ -131,8 +135,8 @@ def record_starts_in(buf: np.ndarray, base: int, file_from: int, limit: int) -> 
     if not len(at):
         return np.empty(0, np.int64)
     pos = at.astype(np.int64) + base
-    ok = _be(buf, at + OFF_PHYSICALOFFSET, 8) == file_from + pos
-    total = _be(buf, at, 4)
+    ok = be_int(buf, at + OFF_PHYSICALOFFSET, 8) == file_from + pos
+    total = be_int(buf, at, 4)
     ok &= (total > 0) & (total <= limit - pos)
     return pos[ok]
 

@@ -17,6 +17,9 @@ Options (names are case-insensitive):
                                         many bytes, one slice per task
     minPartitions, maxPartitionBytes    rocketmq: otherwise slices are packed into about
                                         minPartitions tasks of at most maxPartitionBytes
+    useConsumeQueue=true                rocketmq: with a pushed topic / queueId filter, read only the
+                                        records the selected queues' CQ units name (a consumer's view:
+                                        engine.scan.queue_reader says what it leaves out)
     plan=<json>                         a plan made by engine.scan.planning on an open store
                                         (then the store is not reopened to plan)
     any StoreConfig name                e.g. mappedFileSizeCommitLog=65536 (else detected)
@@ -42,6 +45,8 @@ from engine.scan.filters import Condition, MessageFilter, apply_conditions, offs
 from engine.scan.planning import (CQ_UNITS_PER_PARTITION, INDEX_ENTRIES_PER_PARTITION, MAX_PARTITION_BYTES, Plan,
                                   cq_weight, index_weight, pack, plan_commitlog, plan_consume_queues, plan_index,
                                   plans_from_json, slice_weight)
+from engine.scan.queue_reader import QueueRead, queue_selection, queue_slices, read_queue_records
+from engine.scan.ranges import FETCHED
 from engine.scan.remote import open_scan_store, refuse_remote
 from engine.scan.stores import resolve_stores
 from engine.scan.reader import read_commitlog, read_cq, read_index
@@ -113,6 +118,7 @@ def _given_plans(options) -> list[tuple] | None:
 
 
 KINDS = {**COLUMN_KINDS, **ORIGIN_KINDS}
+QUEUE_UNITS_PER_PARTITION = 1 << 18   # useConsumeQueue: CQ units (records) per task, at most
 
 
 def _columns(options) -> list[str]:
@@ -181,6 +187,20 @@ class RocketMQReader(DataSourceReader):
             else:
                 self.conditions.append(cond)
 
+    def _queue_partitions(self, topics, qids, min_parts: int) -> list[InputPartition]:
+        """useConsumeQueue: the selected queues' CQ slices, packed; each task reads their records."""
+        out = []
+        for ref in resolve_stores(_store_specs(self.options)):
+            with open_scan_store(ref.path, store_config(self.options)) as store:
+                refuse_remote([store], "useConsumeQueue")
+                plan = plan_commitlog(store, None)
+                files = sorted({(s.path, s.file_from_offset, s.file_size) for s in plan.commitlog}, key=lambda f: f[1])
+                cqs = queue_slices(plan_consume_queues(store, topics, qids))
+            for g in pack(cqs, cq_weight, QUEUE_UNITS_PER_PARTITION, min_parts):
+                out.append(InputPartition((QueueRead(g, files, plan.min_offset, plan.max_offset),
+                                           plan.delay_level_millis, (ref.broker, ref.path))))
+        return out or [InputPartition(([], [], ("", "")))]
+
     def partitions(self) -> list[InputPartition]:
         """Commitlog slices, several per task: a Spark task costs tens of milliseconds of
         its own, so slices are packed into about `minPartitions` tasks of at most
@@ -188,6 +208,9 @@ class RocketMQReader(DataSourceReader):
         means one slice per task. Slices outside a pushed commitLogOffset range are skipped."""
         split = _opt(self.options, "splitBytes")
         min_parts = int(_opt(self.options, "minPartitions", self.default_partitions))
+        topics, qids = queue_selection(self.conditions)
+        if (topics or qids) and _opt(self.options, "useConsumeQueue", "false").lower() == "true":
+            return self._queue_partitions(topics, qids, min_parts)
         plans = _given_plans(self.options) or _open_plans(self.options, "commitlog", min_parts)
         lo, hi = offset_bounds(self.conditions)
         for plan, _, _ in plans:
@@ -210,15 +233,16 @@ class RocketMQReader(DataSourceReader):
         slices, delays, origin = partition.value
         pa_schema = to_arrow_schema(self.schema, timezone="UTC")
         stats = ReadStats(self.columns)
-        for s in slices:
-            for block in read_commitlog(s, delays):
-                stats.records += len(block)
-                if self.throttle:
-                    time.sleep(self.throttle / 1000)
-                block = apply_conditions(self.conditions, self.filter.apply(block))
-                if len(block):
-                    stats.add(block)
-                    yield block_to_arrow(block, self.columns, pa_schema, origin)
+        reads = (read_queue_records(slices, delays) if isinstance(slices, QueueRead)
+                 else (b for s in slices for b in read_commitlog(s, delays)))
+        for block in reads:
+            stats.records += len(block)
+            if self.throttle:
+                time.sleep(self.throttle / 1000)
+            block = apply_conditions(self.conditions, self.filter.apply(block))
+            if len(block):
+                stats.add(block)
+                yield block_to_arrow(block, self.columns, pa_schema, origin)
         if self.stats_dir:
             stats.write(self.stats_dir)
 
@@ -231,6 +255,7 @@ class ReadStats:
     def __init__(self, columns: list[str]):
         self.columns = columns
         self.records = self.rows = self.bytes = 0
+        self._fetched = FETCHED[0]
 
     def add(self, block) -> None:
         self.rows += len(block)
@@ -238,7 +263,8 @@ class ReadStats:
 
     def write(self, folder: str) -> None:
         import uuid
-        d = {"records": self.records, "rows": self.rows, "bytes": self.bytes, "columns": self.columns}
+        d = {"records": self.records, "rows": self.rows, "bytes": self.bytes, "columns": self.columns,
+             "fetched": FETCHED[0] - self._fetched}
         tmp = os.path.join(folder, f".{uuid.uuid4().hex}.tmp")
         with open(tmp, "w") as fh:
             json.dump(d, fh)
@@ -247,14 +273,14 @@ class ReadStats:
 
 def read_stats(folder: str) -> dict:
     """The sum of the ReadStats files in `folder`."""
-    out = {"tasks": 0, "records": 0, "rows": 0, "bytes": 0, "columns": None}
+    out = {"tasks": 0, "records": 0, "rows": 0, "bytes": 0, "fetched": 0, "columns": None}
     for name in sorted(os.listdir(folder)):
         if name.startswith("read-") and name.endswith(".json"):
             with open(os.path.join(folder, name)) as fh:
                 d = json.load(fh)
             out["tasks"] += 1
-            for k in ("records", "rows", "bytes"):
-                out[k] += d[k]
+            for k in ("records", "rows", "bytes", "fetched"):
+                out[k] += d.get(k, 0)
             out["columns"] = d["columns"]
     return out
 
