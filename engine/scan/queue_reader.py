@@ -96,17 +96,30 @@ def _file_records(path: str, file_from: int, file_size: int, pos: np.ndarray, si
         _, u8 = map_file(path)
         yield from _decode(u8, file_from, pos, size, delays, stats)
         return
-    # runs of records close together, one ranged read each
-    cut = np.flatnonzero((pos[1:] - (pos[:-1] + size[:-1]) > gap)) + 1
-    a = 0
-    for b in [*cut.tolist(), len(pos)]:
-        while a < b:
-            lo = int(pos[a])
-            e = a + max(1, int(np.searchsorted(pos[a:b] + size[a:b], lo + RUN_BYTES, side="right")))
-            hi = int(pos[e - 1] + size[e - 1])
-            buf = read_range(path, lo, hi - lo)
-            yield from _decode(buf, file_from + lo, pos[a:e] - lo, size[a:e], delays, stats)
-            a = e
+    for a, e in _runs(pos, size, gap):   # runs of records close together, one ranged read each
+        lo, hi = int(pos[a]), int(pos[e - 1] + size[e - 1])
+        buf = read_range(path, lo, hi - lo)
+        yield from _decode(buf, file_from + lo, pos[a:e] - lo, size[a:e], delays, stats)
+
+
+def _runs(pos: np.ndarray, size: np.ndarray, gap: int) -> list[tuple[int, int]]:
+    """[a, e) index runs of records fetched together: the next record joins a run when the bytes
+    between are at most `gap`, the run stays within RUN_BYTES, and what the run fetches that
+    no record needs stays at most what its records need (never more than twice the bytes)."""
+    out = []
+    if not len(pos):
+        return out
+    p, z = pos.tolist(), size.tolist()
+    a, lo, hi, useful = 0, p[0], p[0] + z[0], z[0]
+    for i in range(1, len(p)):
+        end = p[i] + z[i]
+        if p[i] - hi <= gap and end - lo <= RUN_BYTES and (end - lo) - (useful + z[i]) <= useful + z[i]:
+            hi, useful = max(hi, end), useful + z[i]
+            continue
+        out.append((a, i))
+        a, lo, hi, useful = i, p[i], end, z[i]
+    out.append((a, len(p)))
+    return out
 
 
 def _decode(u8: np.ndarray, base: int, rel: np.ndarray, size: np.ndarray, delays: list[int],

@@ -19,7 +19,10 @@ Options (names are case-insensitive):
                                         minPartitions tasks of at most maxPartitionBytes
     useConsumeQueue=true                rocketmq: with a pushed topic / queueId filter, read only the
                                         records the selected queues' CQ units name (a consumer's view:
-                                        engine.scan.queue_reader says what it leaves out)
+                                        engine.scan.queue_reader says what it leaves out);
+                                        queueReadGap: records closer than this many bytes are
+                                        fetched in one ranged read (64 KiB)
+    rangedReads=true                    read a local store by byte ranges as a remote one (bench, tests)
     plan=<json>                         a plan made by engine.scan.planning on an open store
                                         (then the store is not reopened to plan)
     any StoreConfig name                e.g. mappedFileSizeCommitLog=65536 (else detected)
@@ -45,9 +48,9 @@ from engine.scan.filters import Condition, MessageFilter, apply_conditions, offs
 from engine.scan.planning import (CQ_UNITS_PER_PARTITION, INDEX_ENTRIES_PER_PARTITION, MAX_PARTITION_BYTES, Plan,
                                   cq_weight, index_weight, pack, plan_commitlog, plan_consume_queues, plan_index,
                                   plans_from_json, slice_weight)
-from engine.scan.queue_reader import QueueRead, queue_selection, queue_slices, read_queue_records
+from engine.scan.queue_reader import GAP_BYTES, QueueRead, queue_selection, queue_slices, read_queue_records
 from engine.scan.ranges import FETCHED
-from engine.scan.remote import open_scan_store, refuse_remote
+from engine.scan.remote import RemoteStore, open_scan_store, refuse_remote, store_uri
 from engine.scan.stores import resolve_stores
 from engine.scan.reader import read_commitlog, read_cq, read_index
 
@@ -98,7 +101,7 @@ def _open_plans(options, what: str, min_parts: int = 1) -> list[tuple]:
     refs = resolve_stores(_store_specs(options))
     out = []
     for ref in refs:
-        with open_scan_store(ref.path, store_config(options)) as store:
+        with _open_store(ref.path, options) as store:
             split = _opt(options, "splitBytes")
             if what == "commitlog":
                 plan = plan_commitlog(store, int(split) if split else None, max(1, min_parts // len(refs)))
@@ -110,6 +113,14 @@ def _open_plans(options, what: str, min_parts: int = 1) -> list[tuple]:
             out.append((plan, plan_consume_queues(store) if what == "cq" else None,
                         plan_index(store) if what == "index" else None))
     return out
+
+
+def _open_store(path: str, options):
+    """The store a read plans from; rangedReads=true: a local one too is listed and read by byte
+    ranges, as a store on HDFS / S3 is (RMQSTORE_SCAN_FS_READER for one read: the bench)."""
+    if _opt(options, "rangedReads", "false").lower() == "true":
+        return RemoteStore(store_uri(path), store_config(options))
+    return open_scan_store(path, store_config(options))
 
 
 def _given_plans(options) -> list[tuple] | None:
@@ -191,13 +202,14 @@ class RocketMQReader(DataSourceReader):
         """useConsumeQueue: the selected queues' CQ slices, packed; each task reads their records."""
         out = []
         for ref in resolve_stores(_store_specs(self.options)):
-            with open_scan_store(ref.path, store_config(self.options)) as store:
+            with _open_store(ref.path, self.options) as store:
                 refuse_remote([store], "useConsumeQueue")
                 plan = plan_commitlog(store, None)
                 files = sorted({(s.path, s.file_from_offset, s.file_size) for s in plan.commitlog}, key=lambda f: f[1])
                 cqs = queue_slices(plan_consume_queues(store, topics, qids))
             for g in pack(cqs, cq_weight, QUEUE_UNITS_PER_PARTITION, min_parts):
-                out.append(InputPartition((QueueRead(g, files, plan.min_offset, plan.max_offset),
+                gap = int(_opt(self.options, "queueReadGap", GAP_BYTES))
+                out.append(InputPartition((QueueRead(g, files, plan.min_offset, plan.max_offset, gap),
                                            plan.delay_level_millis, (ref.broker, ref.path))))
         return out or [InputPartition(([], [], ("", "")))]
 
