@@ -11,8 +11,8 @@ from collections import Counter, defaultdict
 import numpy as np
 
 from engine.scan.columns import MESSAGE_COLUMN_NAMES, RecordBlock
-from engine.scan.consistency import (MAX_REPORTED, cq_location, diff_row, index_chain_problems, index_file_for,
-                          index_file_ranges, merge_rows, pair_index_differences, unit_dict)
+from engine.scan.consistency import (MAX_REPORTED, cq_file_size, cq_location, diff_row, index_chain_problems,
+                                     index_file_for, index_file_ranges, merge_rows, pair_index_differences, unit_dict)
 from engine.scan.jobs import (CSV_COLUMNS, DEFAULT_FILTER_LIMIT, DEFAULT_TOP, PERCENTILES, JobParams, discard,
                               exact_percentile, is_uri, publish, temporary_sibling)
 from engine.scan.planning import plan_commitlog, plan_consume_queues, plan_index
@@ -234,7 +234,7 @@ def duplicates(store, params, progress, cancel):
 def consistency(members, params, progress, cancel):
     store = members_of(members)[0].store
     cl_min = store.min_offset
-    cq_size = 0 if getattr(store, "rocksdb", None) is not None else store.cfg.mappedFileSizeConsumeQueue
+    cq_size = cq_file_size(store)
     expected: dict[tuple, tuple] = {}
     rows: list[dict] = []
     idx_expected: Counter = Counter()

@@ -15,6 +15,7 @@ from typing import Iterator
 
 import numpy as np
 
+from engine.format.dledger_layout import ENTRY_BODY_OFFSET, ENTRY_MAGIC, hop_entries
 from engine.format.record import BLANK_MAGIC, MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, OFF_PHYSICALOFFSET, hop
 
 WINDOW_BYTES = 32 << 20         # the largest read; the first of a slice is FIRST_WINDOW_BYTES,
@@ -114,6 +115,18 @@ def _cut_by_window(buf: np.ndarray, p: int, abs_p: int, limit: int, uri: str) ->
     return total
 
 
+def _entry_cut_by_window(buf: np.ndarray, p: int, abs_p: int, limit: int, uri: str) -> int:
+    """_cut_by_window for DLedger entries (magic, size first): the bytes the next window needs
+    when the entry at `p` runs past this one (or its header is cut), else 0."""
+    head = bytes(buf[p:p + 8]) if len(buf) - p >= 8 else bytes(read_range(uri, abs_p, 8))
+    if len(head) < 8:
+        return 0
+    magic, size = _TM.unpack(head)
+    if magic != ENTRY_MAGIC or size <= ENTRY_BODY_OFFSET or size > limit - abs_p or size <= len(buf) - p:
+        return 0
+    return size
+
+
 def be_int(buf: np.ndarray, at: np.ndarray, width: int) -> np.ndarray:
     """Big-endian signed integers of `width` bytes at positions `at` of `buf` (vectorised)."""
     v = np.zeros(len(at), dtype=np.uint64)
@@ -205,11 +218,16 @@ def read_commitlog_ranges(s, delay_level_millis: list[int], stats=None, max_reco
         if pos < w or pos + 8 > w + len(buf):
             w, buf = pos, read_range(s.path, pos, min(size, s.limit - pos))
             size = min(window, size * 2)
-        h = hop(buf, pos - w, s.end - w, len(buf), max_records, max_bytes)
+        if s.entry_header:   # DLedger: the records are the bodies of the entries
+            h = hop_entries(buf, pos - w, s.end - w, len(buf), s.file_from_offset + w, max_records, max_bytes)
+        else:
+            h = hop(buf, pos - w, s.end - w, len(buf), max_records, max_bytes)
         block, skipped, invalid_at = RecordBlock.decode(buf, s.file_from_offset + w, h.starts, delay_level_millis)
         nxt = w + h.next_pos
-        need = (_cut_by_window(buf, h.next_pos, nxt, s.limit, s.path)
-                if h.stop == "invalid" and invalid_at is None and w + len(buf) < s.limit else 0)
+        cut = _entry_cut_by_window if s.entry_header else _cut_by_window
+        need = (cut(buf, h.next_pos, nxt, s.limit, s.path)
+                if h.stop in ("invalid", "blank" if s.entry_header else "invalid") and invalid_at is None
+                and w + len(buf) < s.limit else 0)
         if stats is not None:
             stats.records += len(block)
             stats.size_mismatch += skipped

@@ -35,6 +35,7 @@ from urllib.parse import quote
 
 import numpy as np
 
+from engine.format.dledger_layout import DATA_DIR as DLEDGER_DATA_DIR
 from engine.format.dledger_layout import FOLDER_PREFIX as DLEDGER_PREFIX
 from engine.format.cq_unit import CQ_UNIT_DTYPE, CQ_UNIT_SIZE
 from engine.format.index_layout import (INDEX_ENTRY_DTYPE, INDEX_ENTRY_SIZE, INDEX_HEADER_DTYPE, INDEX_HEADER_SIZE,
@@ -83,6 +84,7 @@ class RemoteFile:
 class RemoteCommitLog:
     files: list[RemoteFile] = field(default_factory=list)
     is_dledger: bool = False
+    divided: int = 0      # DLedger: the first data file's offset (files below: an old commitlog's)
 
     @property
     def min_offset(self) -> int:
@@ -103,28 +105,46 @@ class RemoteStore:
         self.batch_topics: set = set()
         self.batch_queues: dict = {}
         self.rocksdb = None
-        self.commitlog = RemoteCommitLog(self._list_commitlog())
+        self.commitlog = self._list_commitlog()
         self.scan_broker = broker or remote_broker_name(uri, self.fs, self.path)
 
-    def _list_commitlog(self) -> list[RemoteFile]:
+    def _list_commitlog(self) -> RemoteCommitLog:
+        """commitlog/'s files; in a DLedger store (a dledger-<selfId>/ folder with data files, as
+        engine.store.dledger_commit_log.choose decides) the entries of dledger-<id>/data, after the
+        old commitlog's files below the first of them (a mixed store)."""
         import pyarrow.fs as pafs
         d = join(self.path, "commitlog")
-        info = self.fs.get_file_info(d)
-        ledgers = [f.base_name for f in self.fs.get_file_info(pafs.FileSelector(self.path, allow_not_found=True))
-                   if f.type == pafs.FileType.Directory and f.base_name.startswith(DLEDGER_PREFIX)]
-        if ledgers:   # its log is in dledger-<id>/data (entries), with perhaps an old commitlog/ beside
-            raise ValueError(f"{self.display_root}: a DLedger store ({ledgers[0]}/) is read from local paths only "
-                             f"(a path or a file:// URI on every node), not through a filesystem URI")
-        if info.type != pafs.FileType.Directory:
-            what = "no such folder" if info.type == pafs.FileType.NotFound else "not a folder"
+        classic = self._list_files("commitlog") if _is_dir(self.fs, d) else None
+        ledgers = sorted(f.base_name for f in self.fs.get_file_info(pafs.FileSelector(self.path, allow_not_found=True))
+                         if f.type == pafs.FileType.Directory and f.base_name.startswith(DLEDGER_PREFIX))
+        sid = self.cfg.dLegerSelfId
+        if ledgers:
+            name = f"{DLEDGER_PREFIX}{sid}" if sid else ledgers[0]
+            if name not in ledgers or (not sid and len(ledgers) > 1):
+                what = f"no {name}/ folder" if sid else f"several DLedger folders ({', '.join(ledgers)}): set dLegerSelfId"
+                raise ValueError(f"{self.display_root}: {what}")
+            data = self._list_files(f"{name}/{DLEDGER_DATA_DIR}")
+            if data:
+                divided = data[0].file_from_offset   # dividedCommitlogOffset
+                old = [f for f in classic or () if f.file_from_offset + f.file_size <= divided]
+                return RemoteCommitLog(old + data, is_dledger=True, divided=divided)
+            if not classic:
+                raise ValueError(f"{self.display_root}: {name}/{DLEDGER_DATA_DIR} holds no data files (a DLedger store "
+                                 f"whose storePathDLedgerCommitLog is elsewhere is read from a local path only)")
+        if classic is None:
+            what = "no such folder" if self.fs.get_file_info(d).type == pafs.FileType.NotFound else "not a folder"
             raise ValueError(f"{join(self.display_root, 'commitlog')}: {what} (a store URI names the store folder)")
+        return RemoteCommitLog(classic)
+
+    def _list_files(self, rel: str) -> list[RemoteFile]:
+        """The 20-digit-named files of the folder `rel`, by first offset."""
+        import pyarrow.fs as pafs
         files = []
-        for f in self.fs.get_file_info(pafs.FileSelector(d)):
+        for f in self.fs.get_file_info(pafs.FileSelector(join(self.path, *rel.split("/")))):
             name = f.base_name
             if f.type == pafs.FileType.File and len(name) == _NAME_DIGITS and name.isdigit() and f.size:
-                files.append(RemoteFile(join(self.root, "commitlog", name), int(name), int(f.size)))
-        files.sort(key=lambda f: f.file_from_offset)
-        return files
+                files.append(RemoteFile(join(self.root, *rel.split("/"), name), int(name), int(f.size)))
+        return sorted(files, key=lambda f: f.file_from_offset)
 
     @cached_property
     def queues(self) -> dict:

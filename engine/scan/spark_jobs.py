@@ -21,8 +21,8 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from engine.scan.columns import MESSAGE_COLUMN_NAMES, row_json
-from engine.scan.consistency import (MAX_REPORTED, cq_location, diff_row, index_chain_problems, index_file_for,
-                          index_file_ranges, merge_rows, pair_index_differences, unit_dict)
+from engine.scan.consistency import (MAX_REPORTED, cq_file_size, cq_location, diff_row, index_chain_problems,
+                                     index_file_for, index_file_ranges, merge_rows, pair_index_differences, unit_dict)
 from engine.scan.jobs import (CSV_COLUMNS, DEFAULT_FILTER_LIMIT, DEFAULT_TOP, JSON_COLUMNS, PERCENTILES, JobParams,
                               discard, is_uri, percentile_rank, percentile_value, publish, temporary_sibling)
 from engine.scan.planning import Plan, plan_commitlog, plan_consume_queues, plan_index, plan_to_json, plans_to_json
@@ -295,7 +295,7 @@ def consistency(ld: Loader, run: SparkRunner):
     the driver turns them into difference rows exactly as engine.scan.local does."""
     store = ld.store
     cl_min = store.min_offset
-    cq_size = 0 if getattr(store, "rocksdb", None) is not None else store.cfg.mappedFileSizeConsumeQueue
+    cq_size = cq_file_size(store)
     msgs = ld.messages(["topic", "queueId", "queueOffset", "physicalOffsetField", "storeSize", "tagsCode", "sysFlag",
                         "commitLogOffset", "indexKeys", "indexKeyHashes"], filtered=False)
     tt = F.col("sysFlag").bitwiseAND(0x0C)

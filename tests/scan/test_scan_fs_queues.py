@@ -71,12 +71,25 @@ def test_remote_queue_stores_refused_in_one_line(monkeypatch, capsys):
         assert err.count("\n") == 1 and what in err and name in err, err
 
 
-@pytest.mark.parametrize("name", ["dledger", "dledger_mixed"])
-def test_remote_dledger_store_refused_in_one_line(monkeypatch, capsys, name):
-    """A DLedger store (entries in dledger-<id>/data; a mixed one has an old commitlog/ beside)
-    is not read through a filesystem URI: one line naming the store, never the old files alone."""
-    from engine.cli.scan import main
-    monkeypatch.setenv(FORCE_ENV, "1")
-    assert main([f"file://{unpack(name)}", "topic-stats", "--local"]) == 2
-    err = capsys.readouterr().err
-    assert err.count("\n") == 1 and "a DLedger store (dledger-" in err and name in err, err
+@pytest.mark.parametrize("name", ["dledger", "dledger_mixed", "dledger_terms", "dledger_crashed"])
+def test_remote_dledger_store_equals_the_mapped_one(monkeypatch, name):
+    """A DLedger store by URI: dledger-<id>/data's entries (after a mixed store's old commitlog
+    files) read by byte ranges, in windows that cut entries anywhere: the mapped store's records."""
+    from engine.scan.planning import plan_commitlog
+    from engine.scan.reader import SliceStats, read_commitlog
+    from engine.scan.ranges import read_commitlog_ranges
+    root = unpack(name)
+    with open_scan_store(str(root)) as local:
+        plan = plan_commitlog(local, None)
+        a = [r for s in plan.commitlog for b in read_commitlog(s, plan.delay_level_millis) for r in b.rows_json(mark=True)]
+        jobs = [json.dumps(run_job(local, j, JobParams(), engine="local").rows) for j in ("topic-stats", "consistency")]
+    remote = _forced(monkeypatch, root)
+    assert remote.commitlog.is_dledger
+    rplan = plan_commitlog(remote, None)
+    for window in (333, 4096, 1 << 20):
+        stats = SliceStats()
+        b = [r for s in rplan.commitlog for blk in read_commitlog_ranges(s, rplan.delay_level_millis, stats, window=window)
+             for r in blk.rows_json(mark=True)]
+        assert len(a) > 100 and json.dumps(a) == json.dumps(b), window
+    assert [json.dumps(run_job(remote, j, JobParams(), engine="local").rows)
+            for j in ("topic-stats", "consistency")] == jobs
