@@ -161,7 +161,7 @@ def sync_start(s, window: int = FIRST_WINDOW_BYTES) -> int | None:
     file's start, so the pieces of a file are read in parallel; the piece before stops at the
     same record (its walk takes every record starting before its end). None: no record starts
     in the slice (the file's data ended before it)."""
-    pos = s.start
+    pos, window = s.start, max(window, 4096)
     while pos < s.end:
         n = min(window, s.limit - pos)
         buf = read_range(s.path, pos, n)

@@ -5,15 +5,15 @@ here, on the driver, from listings and headers; read by byte ranges (engine.scan
 A store given as a URI is never mapped or recovered. The commitlog is planned from the listing
 of `commitlog/` alone (a file's first offset is its 20-digit name, its size the listing's): a
 file is one slice, or pieces cut at byte positions (each finds its first record when read);
-a broker.conf beside the store gives the broker name.
+a broker.conf beside the store gives the broker name. A DLedger store's log is the listing of
+`dledger-<selfId>/data/` (entries; a slice per file), after a mixed store's old commitlog files.
 
 Local stores (a path or a file:// URI) stay mapped, unless RMQSTORE_SCAN_FS_READER=1 asks for
 this path for them too (file:// URIs through pyarrow's LocalFileSystem): how the tests run the
 remote code for real.
 
-ConsumeQueues and index files (the consistency job, the rocketmq-cq / rocketmq-index sources):
-
-The driver plans from listings and headers only:
+ConsumeQueues and index files (the consistency job, the rocketmq-cq / rocketmq-index sources),
+also planned from listings and headers only:
 - `consumequeue/<topic>/<queueId>/<name>`: one recursive listing; a file's first queue offset
   is its name / 20, its units its size / 20. The written end of a queue is not known there: the
   tasks reading the last three files of each queue cut them at the first unit that is not
@@ -23,7 +23,7 @@ The driver plans from listings and headers only:
 - `index/<timestamp>`: the 40-byte header of each file (one ranged read); its slot and entry
   counts from maxHashSlotNum / maxIndexNum when they give the file's size, else from the size
   with RocketMQ's ratio maxIndexNum = 4 x maxHashSlotNum.
-The tasks read units and entries by byte ranges (engine.scan.remote.read_range). A store whose
+The tasks read units and entries by byte ranges (engine.scan.ranges.read_range). A store whose
 queues are in RocksDB or that has BatchConsumeQueues is refused by the jobs that need them."""
 from __future__ import annotations
 

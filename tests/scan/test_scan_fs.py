@@ -302,3 +302,14 @@ def test_s3_consistency_and_sources_on_spark(spark, s3_stores, fixture_copy):
         got = spark.read.format(fmt).load(s3_stores["small"]).drop("store").collect()
         want = spark.read.format(fmt).load(str(unpack("small"))).drop("store").collect()
         assert len(got) > 100 and sorted(map(tuple, got)) == sorted(map(tuple, want)), n
+
+
+@pytest.mark.spark
+def test_split_pieces_of_an_s3_store_on_spark(spark, s3_stores):
+    """Files cut into 16,000-byte pieces, each read by a task that finds its first record itself:
+    the unsplit answer, on Spark's workers over S3."""
+    with open_scan_store(str(unpack("small"))) as st:
+        ref = run_job(st, "topic-stats", JobParams(by_queue=True), engine="local").rows
+    with open_scan_store(s3_stores["small"]) as st:
+        got = run_job(st, "topic-stats", JobParams(by_queue=True, split_bytes=16000), engine="spark", spark=spark).rows
+    assert got == ref and sum(r["messages"] for r in got) == 2339

@@ -10,7 +10,7 @@ from engine.scan.api import JobParams, open_scan_store, run_job
 from engine.scan.planning import plan_consume_queues, plan_index
 from engine.scan.reader import read_cq, read_index
 from engine.scan.remote import FORCE_ENV
-from scan_support import plant_cq_defect, plant_index_defect
+from scan_support import plant_cq_defect, plant_index_defect, spark  # noqa: F401
 
 
 def _forced(monkeypatch, root):
@@ -93,3 +93,13 @@ def test_remote_dledger_store_equals_the_mapped_one(monkeypatch, name):
         assert len(a) > 100 and json.dumps(a) == json.dumps(b), window
     assert [json.dumps(run_job(remote, j, JobParams(), engine="local").rows)
             for j in ("topic-stats", "consistency")] == jobs
+
+
+@pytest.mark.spark
+def test_remote_dledger_on_spark(monkeypatch, spark):  # noqa: F811
+    """Spark's workers read a mixed DLedger store's old records and entries by ranges."""
+    root = unpack("dledger_mixed")
+    with open_scan_store(str(root)) as st:
+        ref = run_job(st, "topic-stats", JobParams(by_queue=True), engine="local").rows
+    got = run_job(_forced(monkeypatch, root), "topic-stats", JobParams(by_queue=True), engine="spark", spark=spark).rows
+    assert got == ref and len(ref) > 5
