@@ -18,6 +18,7 @@ from engine.scan.jobs import (CSV_COLUMNS, DEFAULT_FILTER_LIMIT, DEFAULT_TOP, PE
 from engine.scan.planning import plan_commitlog, plan_consume_queues, plan_index
 from engine.scan import consistency_5x as c5
 from engine.format.lmq import LMQ_PREFIX
+from engine.scan.queue_reader import QueueRead, queue_read, read_queue_records
 from engine.scan.reader import SliceStats, read_commitlog, read_cq, read_index
 from engine.scan.stores import ORIGIN_COLUMNS, by_broker, members_of
 from engine.tasks import CancelToken, Progress, ProgressFn
@@ -29,12 +30,18 @@ def iter_blocks(stores, params: JobParams, progress: ProgressFn | None, cancel: 
     `origin` is (broker, store path)."""
     members = members_of(stores)
     plans = [(m, plan_commitlog(m.store, params.split_bytes)) for m in members]
-    total = sum(len(p.commitlog) for _, p in plans)
     flt = params.filter
+    if params.via_consume_queue and apply_filter:   # the selected queues' records only
+        plans = [(m, [(queue_read(m.store, p, flt.topics, flt.queue_ids), p.delay_level_millis)]) for m, p in plans]
+    else:
+        plans = [(m, [(s, p.delay_level_millis) for s in p.commitlog]) for m, p in plans]
+    total = sum(len(p) for _, p in plans)
     i = 0
     for m, plan in plans:
-        for s in plan.commitlog:
-            for block in read_commitlog(s, plan.delay_level_millis, stats):
+        for s, delays in plan:
+            reads = (read_queue_records(s, delays, stats) if isinstance(s, QueueRead)
+                     else read_commitlog(s, delays, stats))
+            for block in reads:
                 cancel.raise_if_cancelled()
                 if params.throttle_ms:
                     time.sleep(params.throttle_ms / 1000)

@@ -37,6 +37,14 @@ class QueueRead:
     gap: int = GAP_BYTES
 
 
+def queue_read(store, plan, topics, queue_ids, gap: int = GAP_BYTES) -> QueueRead:
+    """The QueueRead of one store (open, with its commitlog plan) for the selected queues."""
+    from engine.scan.planning import plan_consume_queues
+    files = sorted({(s.path, s.file_from_offset, s.file_size) for s in plan.commitlog}, key=lambda f: f[1])
+    cq = queue_slices(plan_consume_queues(store, set(topics) if topics else None, set(queue_ids) if queue_ids else None))
+    return QueueRead(cq, files, plan.min_offset, plan.max_offset, gap)
+
+
 def queue_selection(conditions) -> tuple[set[str] | None, set[int] | None]:
     """(topics, queue ids) the pushed `=` / `IN` conditions on topic and queueId allow."""
     topics = qids = None

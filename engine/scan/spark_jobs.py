@@ -172,6 +172,8 @@ class Loader:
             r = r.option("throttleMs", str(self.params.throttle_ms))
         if self.params.stats_dir:
             r = r.option("statsDir", self.params.stats_dir)
+        if filtered and self.params.via_consume_queue:
+            r = r.option("useConsumeQueue", "true")
         return r.load(self.root)
 
     def consume_queues(self) -> DataFrame:

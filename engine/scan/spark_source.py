@@ -48,7 +48,7 @@ from engine.scan.filters import Condition, MessageFilter, apply_conditions, offs
 from engine.scan.planning import (CQ_UNITS_PER_PARTITION, INDEX_ENTRIES_PER_PARTITION, MAX_PARTITION_BYTES, Plan,
                                   cq_weight, index_weight, pack, plan_commitlog, plan_consume_queues, plan_index,
                                   plans_from_json, slice_weight)
-from engine.scan.queue_reader import GAP_BYTES, QueueRead, queue_selection, queue_slices, read_queue_records
+from engine.scan.queue_reader import GAP_BYTES, QueueRead, queue_read, queue_selection, read_queue_records
 from engine.scan.ranges import FETCHED
 from engine.scan.remote import RemoteStore, open_scan_store, refuse_remote, store_uri
 from engine.scan.stores import resolve_stores
@@ -199,18 +199,21 @@ class RocketMQReader(DataSourceReader):
                 self.conditions.append(cond)
 
     def _queue_partitions(self, topics, qids, min_parts: int) -> list[InputPartition]:
-        """useConsumeQueue: the selected queues' CQ slices, packed; each task reads their records."""
+        """useConsumeQueue: the selected queues' CQ slices, packed; each task reads their records.
+        The stores are those of a given plan (rmqstore scan's), else the ones load() names."""
+        given = _given_plans(self.options)
+        refs = ([(p.root, p.broker) for p, _, _ in given] if given
+                else [(r.path, r.broker) for r in resolve_stores(_store_specs(self.options))])
+        gap = int(_opt(self.options, "queueReadGap", GAP_BYTES))
         out = []
-        for ref in resolve_stores(_store_specs(self.options)):
-            with _open_store(ref.path, self.options) as store:
+        for path, broker in refs:
+            with _open_store(path, self.options) as store:
                 refuse_remote([store], "useConsumeQueue")
                 plan = plan_commitlog(store, None)
-                files = sorted({(s.path, s.file_from_offset, s.file_size) for s in plan.commitlog}, key=lambda f: f[1])
-                cqs = queue_slices(plan_consume_queues(store, topics, qids))
-            for g in pack(cqs, cq_weight, QUEUE_UNITS_PER_PARTITION, min_parts):
-                gap = int(_opt(self.options, "queueReadGap", GAP_BYTES))
-                out.append(InputPartition((QueueRead(g, files, plan.min_offset, plan.max_offset, gap),
-                                           plan.delay_level_millis, (ref.broker, ref.path))))
+                q = queue_read(store, plan, topics, qids, gap)
+            for g in pack(q.cq, cq_weight, QUEUE_UNITS_PER_PARTITION, min_parts):
+                out.append(InputPartition((QueueRead(g, q.files, q.min_offset, q.max_offset, gap),
+                                           plan.delay_level_millis, (broker, path))))
         return out or [InputPartition(([], [], ("", "")))]
 
     def partitions(self) -> list[InputPartition]:
@@ -220,7 +223,11 @@ class RocketMQReader(DataSourceReader):
         means one slice per task. Slices outside a pushed commitLogOffset range are skipped."""
         split = _opt(self.options, "splitBytes")
         min_parts = int(_opt(self.options, "minPartitions", self.default_partitions))
-        topics, qids = queue_selection(self.conditions)
+        topics, qids = queue_selection(self.conditions)   # pushed, and the topic / queueId options
+        if self.filter.topics:
+            topics = set(self.filter.topics) if topics is None else topics & self.filter.topics
+        if self.filter.queue_ids:
+            qids = set(self.filter.queue_ids) if qids is None else qids & self.filter.queue_ids
         if (topics or qids) and _opt(self.options, "useConsumeQueue", "false").lower() == "true":
             return self._queue_partitions(topics, qids, min_parts)
         plans = _given_plans(self.options) or _open_plans(self.options, "commitlog", min_parts)

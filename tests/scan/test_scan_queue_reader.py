@@ -76,3 +76,37 @@ def test_use_consume_queue_option_on_spark(spark, small, tmp_path):
     assert got == want and len(want) == 528
     st = read_stats(str(stats))
     assert st["records"] == st["rows"] == len(want)
+
+
+def _stats_of_dispatched(name, qid):
+    out = {}
+    for m in manifest(name)["messages"]:
+        if m["queueId"] == qid and m["consumeQueueEntries"]:
+            e = out.setdefault(m["topic"], [0, 0])
+            e[0] += 1
+            e[1] += m["totalSize"]
+    return out
+
+
+def test_cli_via_consume_queue_on_the_local_engine(monkeypatch, capsys):
+    from engine.cli.scan import main
+    root = str(unpack("small"))
+    want = _stats_of_dispatched("small", 1)
+    for forced in (False, True):
+        if forced:
+            monkeypatch.setenv(FORCE_ENV, "1")
+        assert main([root, "topic-stats", "--queue", "1", "--via-consume-queue", "--local", "--json"]) == 0
+        rows = json.loads(capsys.readouterr().out)["rows"]
+        assert {r["topic"]: [r["messages"], r["bytes"]] for r in rows} == want
+    assert main([root, "topic-stats", "--via-consume-queue", "--local"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--via-consume-queue needs --topic or --queue" in err
+
+
+@pytest.mark.spark
+def test_via_consume_queue_on_spark_equals_local(spark, small):
+    from engine.scan.api import JobParams, MessageFilter, run_job
+    p = JobParams(filter=MessageFilter.build(queue_ids=[1]), via_consume_queue=True, by_queue=True)
+    local = run_job(small, "topic-stats", p, engine="local").rows
+    assert {r["topic"]: [r["messages"], r["bytes"]] for r in local} == _stats_of_dispatched("small", 1)
+    assert run_job(small, "topic-stats", p, engine="spark", spark=spark).rows == local
