@@ -121,14 +121,11 @@ def plan_commitlog(store, split_bytes: int | None = None, min_partitions: int = 
     plan = Plan(str(store.root), [], cl.min_offset, max_off, list(store.cfg.delay_level_millis), split)
     if getattr(store, "remote", False):  # engine.scan.remote: a listing only, paths URIs; files cut
         for f, limit in regions:         # at byte positions, each piece finds its first record itself
-            if getattr(cl, "is_dledger", False):   # DLedger: a slice per file (entries or, below, old records)
-                plan.commitlog.append(CommitLogSlice(f.path, f.file_from_offset, f.file_size, 0, limit, limit,
-                                                     entry_header=ENTRY_BODY_OFFSET if f.file_from_offset >= cl.divided else 0))
-                continue
-            n = max(1, math.ceil(limit / split))
+            entry = ENTRY_BODY_OFFSET if getattr(cl, "is_dledger", False) and f.file_from_offset >= cl.divided else 0
+            n = max(1, math.ceil(limit / split))   # (DLedger: entries, each holding its own position)
             cuts = [limit * k // n for k in range(n)] + [limit]
-            plan.commitlog += [CommitLogSlice(f.path, f.file_from_offset, f.file_size, a, b, limit, sync=a > 0)
-                               for a, b in zip(cuts, cuts[1:]) if b > a]
+            plan.commitlog += [CommitLogSlice(f.path, f.file_from_offset, f.file_size, a, b, limit, entry_header=entry,
+                                              sync=a > 0) for a, b in zip(cuts, cuts[1:]) if b > a]
         return plan
     if getattr(cl, "is_dledger", False):  # entries never span files: one slice per data file
         plan.commitlog = [CommitLogSlice(str(f.path), f.file_from_offset, f.file_size, 0, limit, limit,

@@ -15,11 +15,13 @@ from typing import Iterator
 
 import numpy as np
 
-from engine.format.dledger_layout import ENTRY_BODY_OFFSET, ENTRY_MAGIC, hop_entries
+from engine.format.dledger_layout import BLANK_MAGIC as ENTRY_BLANK
+from engine.format.dledger_layout import ENTRY_BODY_OFFSET, ENTRY_MAGIC, ENTRY_POS_OFFSET, hop_entries
 from engine.format.record import BLANK_MAGIC, MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, OFF_PHYSICALOFFSET, hop
 
 WINDOW_BYTES = 32 << 20         # the largest read; the first of a slice is FIRST_WINDOW_BYTES,
 FIRST_WINDOW_BYTES = 1 << 20    # and each next one twice the last
+_HEAD = OFF_PHYSICALOFFSET + 8  # bytes a header check reads (records: 36; DLedger entries: 32)
 SYNC_CHAIN = 16                 # records a found start must lead on to, each at its own offset
 _TM = struct.Struct(">ii")
 
@@ -139,7 +141,7 @@ def record_starts_in(buf: np.ndarray, base: int, file_from: int, limit: int) -> 
     """Positions (in the file) of `buf` (the file's bytes from `base`) where a record header
     stands: V1/V2 magic, 0 < TOTALSIZE <= what is left of the file, and a stored PHYSICALOFFSET
     equal to that very commitlog offset (RocketMQ writes each record's own offset there)."""
-    n = len(buf) - (OFF_PHYSICALOFFSET + 8)
+    n = len(buf) - _HEAD
     if n <= 0:
         return np.empty(0, np.int64)
     b1 = buf[4:n + 4]
@@ -154,50 +156,74 @@ def record_starts_in(buf: np.ndarray, base: int, file_from: int, limit: int) -> 
     return pos[ok]
 
 
+def entry_starts_in(buf: np.ndarray, base: int, file_from: int, limit: int) -> np.ndarray:
+    """record_starts_in for a DLedger data file: where an entry header stands (magic 1,
+    48 < size <= what is left of the file, its stored pos equal to its own offset)."""
+    n = len(buf) - _HEAD
+    if n <= 0:
+        return np.empty(0, np.int64)
+    at = np.flatnonzero((buf[:n] == 0) & (buf[1:n + 1] == 0) & (buf[2:n + 2] == 0) & (buf[3:n + 3] == ENTRY_MAGIC))
+    if not len(at):
+        return np.empty(0, np.int64)
+    pos = at.astype(np.int64) + base
+    ok = be_int(buf, at + ENTRY_POS_OFFSET, 8) == file_from + pos
+    size = be_int(buf, at + 4, 4)
+    ok &= (size > ENTRY_BODY_OFFSET) & (size <= limit - pos)
+    return pos[ok]
+
+
 def sync_start(s, window: int = FIRST_WINDOW_BYTES) -> int | None:
-    """The first record start >= s.start and < s.end of a slice cut at a byte position (`sync`):
-    a header at its own offset (record_starts_in) that leads, by TOTALSIZE, to SYNC_CHAIN more
-    such headers (or to the end of the data: BLANK, zeros, the file's end). No walk from the
-    file's start, so the pieces of a file are read in parallel; the piece before stops at the
-    same record (its walk takes every record starting before its end). None: no record starts
-    in the slice (the file's data ended before it)."""
+    """The first record (DLedger: entry) start >= s.start and < s.end of a slice cut at a byte
+    position (`sync`): a header at its own offset (record_starts_in / entry_starts_in) that
+    leads, by its size, to SYNC_CHAIN more such headers (or to the end of the data: BLANK,
+    zeros, the file's end). No walk from the file's start, so the pieces of a file are read in
+    parallel; the piece before stops at the same record (its walk takes every record starting
+    before its end). None: no record starts in the slice (the file's data ended before it)."""
+    find = entry_starts_in if s.entry_header else record_starts_in
     pos, window = s.start, max(window, 4096)
     while pos < s.end:
         n = min(window, s.limit - pos)
         buf = read_range(s.path, pos, n)
-        if len(buf) < OFF_PHYSICALOFFSET + 8:
+        if len(buf) < _HEAD:
             return None
         ends_here = pos + len(buf) >= s.limit
-        for c in record_starts_in(buf, pos, s.file_from_offset, s.limit).tolist():
+        for c in find(buf, pos, s.file_from_offset, s.limit).tolist():
             if c >= s.end:
                 return None
             if _chain_holds(s, buf, pos, c):
                 return c
         if ends_here:
             return None
-        pos += len(buf) - (OFF_PHYSICALOFFSET + 8)   # a header cut by the window is seen again
+        pos += len(buf) - _HEAD   # a header cut by the window is seen again
     return None
 
 
 def _chain_holds(s, buf: np.ndarray, base: int, c: int) -> bool:
-    """Do SYNC_CHAIN records follow the header at `c`, each at its own offset, up to the data's end?"""
-    n = OFF_PHYSICALOFFSET + 8
-
+    """Do SYNC_CHAIN records (entries) follow the one at `c`, each at its own offset, up to the data's end?"""
     def head(p: int) -> bytes:
         k = p - base
-        return bytes(buf[k:k + n]) if k + n <= len(buf) else bytes(read_range(s.path, p, n))
+        return bytes(buf[k:k + _HEAD]) if k + _HEAD <= len(buf) else bytes(read_range(s.path, p, _HEAD))
 
+    def parse(h: bytes) -> tuple[int, int, int | None]:   # (size, magic, stored own offset)
+        if s.entry_header:
+            magic, size = _TM.unpack(h[:8])
+            own = struct.unpack_from(">q", h, ENTRY_POS_OFFSET)[0] if len(h) >= ENTRY_POS_OFFSET + 8 else None
+            return size, magic, own
+        size, magic = _TM.unpack(h[:8])
+        return size, magic, struct.unpack_from(">q", h, OFF_PHYSICALOFFSET)[0] if len(h) >= _HEAD else None
+
+    good = (ENTRY_MAGIC,) if s.entry_header else (MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2)
+    blank = ENTRY_BLANK if s.entry_header else BLANK_MAGIC
+    smallest = ENTRY_BODY_OFFSET + 1 if s.entry_header else 1
     p = c
     for _ in range(SYNC_CHAIN):
-        p += _TM.unpack(head(p)[:8])[0]     # a header already checked: TOTALSIZE fits the file
+        p += parse(head(p))[0]               # a header already checked: its size fits the file
         if s.limit - p < 8:
             return True                      # the file's data ends here
-        h = head(p)
-        total, magic = _TM.unpack(h[:8])
-        if magic == BLANK_MAGIC or (total == 0 and magic == 0):
+        size, magic, own = parse(head(p))
+        if magic == blank or (size == 0 and magic == 0):
             return True
-        if (magic not in (MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2) or len(h) < n or total <= 0 or total > s.limit - p
-                or struct.unpack_from(">q", h, OFF_PHYSICALOFFSET)[0] != s.file_from_offset + p):
+        if magic not in good or own is None or size < smallest or size > s.limit - p or own != s.file_from_offset + p:
             return False
     return True
 
