@@ -355,6 +355,19 @@ class RemoteIndexFile:
         raw = read_range(self.path, INDEX_HEADER_SIZE + self.slot_num * INDEX_SLOT_SIZE, n * INDEX_ENTRY_SIZE)
         return np.frombuffer(raw, dtype=INDEX_ENTRY_DTYPE, count=len(raw) // INDEX_ENTRY_SIZE)
 
+    def to_json(self) -> str:
+        """What a task needs to read this file again (consistency's chain check on the executors)."""
+        import json
+        from dataclasses import asdict
+        return json.dumps({"path": self.path, "name": self.name, "header": asdict(self.header),
+                           "slot_num": self.slot_num, "index_num": self.index_num, "size": self.file.file_size})
+
+    @classmethod
+    def from_json(cls, text: str) -> "RemoteIndexFile":
+        import json
+        d = json.loads(text)
+        return cls(d["path"], d["name"], _Header(**d["header"]), d["slot_num"], d["index_num"], _Size(d["size"]))
+
 
 def index_geometry(cfg, size: int) -> tuple[int, int] | None:
     """(slots, entries) of an index file of `size` bytes: the settings' when they fit, else

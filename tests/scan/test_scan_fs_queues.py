@@ -103,3 +103,35 @@ def test_remote_dledger_on_spark(monkeypatch, spark):  # noqa: F811
         ref = run_job(st, "topic-stats", JobParams(by_queue=True), engine="local").rows
     got = run_job(_forced(monkeypatch, root), "topic-stats", JobParams(by_queue=True), engine="spark", spark=spark).rows
     assert got == ref and len(ref) > 5
+
+
+def _cut_a_slot(root) -> str:
+    """Zero the first used slot of the fourth index file: its chain's entries become unreachable."""
+    import os
+    import struct
+    name = sorted(os.listdir(root / "index"))[3]
+    with open(root / "index" / name, "r+b") as fh:
+        slots = struct.unpack(">64i", fh.read(40 + 256)[40:])
+        k = next(i for i, v in enumerate(slots) if v > 0)
+        fh.seek(40 + 4 * k)
+        fh.write(b"\0\0\0\0")
+    return f"index/{name}"
+
+
+def test_chain_problems_of_a_remote_store_local_engine(monkeypatch, fixture_copy):
+    root = fixture_copy("small")
+    rel = _cut_a_slot(root)
+    with open_scan_store(str(root)) as st:
+        ref = run_job(st, "consistency", JobParams(), engine="local").rows
+    assert ref and {r["problem"] for r in ref} == {"entry unreachable from its slot"} and ref[0]["file"] == rel
+    assert run_job(_forced(monkeypatch, root), "consistency", JobParams(), engine="local").rows == ref
+
+
+@pytest.mark.spark
+def test_chain_problems_of_a_remote_store_on_spark(monkeypatch, spark, fixture_copy):  # noqa: F811
+    """On Spark a task per index file reads its slot table and entries by ranges (not the driver)."""
+    root = fixture_copy("small")
+    _cut_a_slot(root)
+    with open_scan_store(str(root)) as st:
+        ref = run_job(st, "consistency", JobParams(), engine="local").rows
+    assert ref and run_job(_forced(monkeypatch, root), "consistency", JobParams(), engine="spark", spark=spark).rows == ref
