@@ -53,7 +53,7 @@ class CommitLogSlice:
     # bytes; start/end are entry positions (engine.format.dledger_layout.hop_entries)
     entry_header: int = 0
     # cut at a byte position without reading (a file on a remote filesystem): the slice's first
-    # record is the first one found at or after `start` (engine.scan.remote.sync_start)
+    # record is the first one found at or after `start` (engine.scan.ranges.sync_start)
     sync: bool = False
 
     @property
@@ -72,7 +72,7 @@ class CQSlice:
     unit_start: int   # unit numbers inside the file
     unit_end: int
     kind: str = "file"  # "rocksdb": queue offsets [file_from / 20 + unit_start, + unit_end) of a queue in RocksDB at `path`
-    probe_end: bool = False  # a remote file whose written end the reader finds (engine.scan.remote_queues)
+    probe_end: bool = False  # a remote file whose written end the reader finds (engine.scan.remote)
 
 
 @dataclass(frozen=True)
