@@ -191,6 +191,15 @@ cdef class KeyIndex:
         cdef int64_t *h = self.hdrs[self.n - 1]
         return out, h[H_END_TS], h[H_END_PHY]
 
+    def query_if_fresh(self, list files, str topic, str key, Py_ssize_t max_num, Py_ssize_t cap, int64_t begin,
+                       int64_t end):
+        """query_offset when `files` are still the files this index was built over, else None
+        (IndexService.query_offset's common case in one call)."""
+        cdef Py_ssize_t n = len(files)
+        if files is not self.files or n != self.n or (n and (files[0] is not self.first or files[n - 1] is not self.last)):
+            return None
+        return self.query_offset(topic, key, max_num, cap, begin, end)
+
     def query_many(self, str topic, keys, Py_ssize_t max_num, int64_t begin, int64_t end):
         """query() for every key of `keys`: one list of offsets per key, in order."""
         cdef list answers = []

@@ -103,8 +103,10 @@ class IndexService:
         The compiled walker answers when built (accel=False: the Python reference)."""
         cap = self.cfg.maxMsgsNumBatch if cap is None else cap
         ki = self._kidx
-        if accel and ki is not None and ki.fresh(self.files):  # the common case, without a call more
-            return ki.query_offset(topic, key, max_num, cap, begin, end)
+        if accel and ki is not None:  # the common case in one call
+            r = ki.query_if_fresh(self.files, topic, key, max_num, cap, begin, end)
+            if r is not None:
+                return r
         ki = self._key_index() if accel else None
         if ki is not None:
             return ki.query_offset(topic, key, max_num, cap, begin, end)
