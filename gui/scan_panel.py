@@ -5,13 +5,17 @@ where it fits, a plot (traffic over time, size distribution, messages per topic)
 The job is engine.scan's task (`scan_task`: progress, then the JobResult) run by the GUI's one
 runner through the session, in a lane of its own: a newer job replaces an older one, and the
 session's close cancels and waits for it. The SparkSession outlives each job (starting one
-takes seconds); it is (re)created on the worker thread when the master or memory changes."""
+takes seconds); it is (re)created on the worker thread when the master or memory changes.
+
+Progress arrives per slice (hundreds on a store of small files); the bar and the status line
+follow at most every PROGRESS_MS: a QProgressBar repaints on each new value, and every
+repaint is UI-thread time (holding the GIL) the scan's own thread waits for."""
 from __future__ import annotations
 
 import os
 
 import pyqtgraph as pg
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, Signal
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, QTimer, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QHeaderView, QLabel,
                                QLineEdit, QListWidget, QProgressBar, QPushButton, QSpinBox, QSplitter, QTableView,
                                QVBoxLayout, QWidget)
@@ -36,6 +40,7 @@ JOB_FIELDS = {
     "export": {"body", "tags", "key", "prop", "format", "out", "overwrite"},
 }
 COMMON_FIELDS = {"topic", "queue", "stores"}
+PROGRESS_MS = 100   # the progress shown at most this often
 
 
 def scan_many(store, extra: list[str], job: str, params: JobParams, engine: str, cancel=None, **kw):
@@ -108,6 +113,12 @@ class ScanPanel(QWidget):
         self.split_bytes: int | None = None   # commitlog slice size (None = automatic)
         self._bucket_ms: int | None = None
         self.throttle_ms = 0                  # test hook: slows each block down
+        self._progress: Progress | None = None   # the newest report not shown yet
+        self._progress_timer = QTimer(self)
+        self._progress_timer.setSingleShot(True)
+        self._progress_timer.setInterval(PROGRESS_MS)
+        self._progress_timer.timeout.connect(self._show_progress)
+        self.progress_shown = 0                  # reports drawn (tests: fewer than received)
         self._build()
         self._job_changed()
         self._engine_changed()
@@ -337,11 +348,23 @@ class ScanPanel(QWidget):
         self.run_button.setEnabled(not running and self.session.is_open)
         self.cancel_button.setEnabled(running)
         if not running:
+            self._progress_timer.stop()
+            self._progress = None
             self.progress_bar.setRange(0, 1)
             self.progress_bar.setValue(1 if done else 0)
             self.progress_bar.setFormat("done" if done else "")
 
     def _on_progress(self, p: Progress) -> None:
+        self._progress = p
+        if not self._progress_timer.isActive():   # shown at once, then the newest every PROGRESS_MS
+            self._show_progress()
+            self._progress_timer.start()
+
+    def _show_progress(self) -> None:
+        p, self._progress = self._progress, None
+        if p is None:
+            return
+        self.progress_shown += 1
         if p.total:
             self.progress_bar.setRange(0, p.total)
             self.progress_bar.setValue(p.done)

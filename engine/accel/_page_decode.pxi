@@ -59,10 +59,12 @@ def decode(buf, Py_ssize_t pos, Py_ssize_t limit, int64_t offset, opts):
         PyBuffer_Release(&v)
 
 
-def messages_at(q, offsets, opts, fallback):
-    """lookMessageByOffset for each offset of a key query's answer, in one call: the records
-    the compiled check decides become Messages here; any other answer is `fallback(offset)`'s
-    (CommitLog.get_message: a Message or None). Offsets with no message are left out."""
+def messages_at(cl, offsets):
+    """CommitLog.messages_at: lookMessageByOffset for each offset of a key query's answer, in
+    one call (bound to the CommitLog, no Python frame): the records the compiled check decides
+    become Messages here; any other answer is cl.get_message's (a Message or None). Offsets
+    with no message are left out."""
+    q, opts, fallback = cl.queue, cl.read_opts, cl.get_message
     cdef Row r
     cdef int32_t size
     cdef int st, flags

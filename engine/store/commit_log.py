@@ -100,11 +100,11 @@ class CommitLog:
         return r.message
 
     def messages_at(self, offsets) -> list[Message]:
-        """get_message for each offset (a key query's answer), the misses left out; one
-        compiled call when the reader is built."""
-        if _messages_at is not None:
-            return _messages_at(self.queue, offsets, self.read_opts, self.get_message)
+        """get_message for each offset (a key query's answer), the misses left out."""
         return [m for m in map(self.get_message, offsets) if m is not None]
+
+    if _messages_at is not None:  # the compiled one-call version, a method without a Python frame
+        messages_at = _messages_at  # noqa: F811
 
     def pickup_store_timestamp(self, offset: int, size: int) -> int:
         f = self.queue.find(offset)

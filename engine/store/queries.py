@@ -38,7 +38,7 @@ class Queries:
         de-duplicated, newest first, `max_num` (0 = no cap) with a truncated flag."""
         idx = self.index
         if raw:
-            offs, lts, loff = idx.query_offset(topic, key, max_num, begin, end, cap=cap)
+            offs, lts, loff = idx.query_offset(topic, key, max_num, begin, end, cap)
             return QueryResult(self.commitlog.messages_at(offs), False, offs, [], lts, loff)
         offs, lts, loff = idx.query_offset(topic, key, LONG_MAX, max(0, begin - 1000), LONG_MAX, cap=0)
         seen, matched, false_hits = set(), [], []
