@@ -1,0 +1,311 @@
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""`check`'s commitlog walk in C (engine/analysis/check_records.py keeps the pure-Python walk,
+which stays the reference; tests compare the two).
+
+`walk` follows TOTALSIZE from record to record inside one commitlog file, classifies each
+record exactly as check_record does (the shared `check` of _page_record.pxi), and writes one
+row of columns per MESSAGE: offset, topic id, queue id, queue offset, size, transaction type,
+tagsCode, store time -- plus the index hashes of its keys (UNIQ_KEY, each KEYS token, hashed
+as IndexFile.indexKeyHashMethod hashes `topic#key`). It applies the per-record rules of check
+in C: stored PHYSICALOFFSET, compression bits, inner-batch bits, body CRC and, when asked,
+the whole-record `__CRC32#` tail. A record that breaks one of them, or whose keys are not
+ASCII, gets a bit in `flag` and no key hashes: the Python side re-reads it and says what is
+wrong in its own words. Anything that is not a plain MESSAGE (a blank, damage, the delay rule,
+non-ASCII tags) stops the walk and is left to Python.
+
+The body CRC is zlib-ng's (its folded PCLMUL CRC, ~10x the table CRC here) when its address
+is handed to `use_crc`, else the slice-by-8 table CRC of _page_record.pxi."""
+from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_FromStringAndSize
+from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t, uintptr_t
+from libc.string cimport memcmp, memcpy
+
+from engine.format.layout cimport (BLANK_MAGIC, BORNHOST_V6_FLAG, HEAD_SIZE, MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2,
+                                   OFF_BODY, OFF_BODYCRC, OFF_BODYLENGTH, OFF_BORNHOST, OFF_BORNTIMESTAMP, OFF_FLAG,
+                                   OFF_MAGICCODE, OFF_PHYSICALOFFSET, OFF_PREPAREDTXOFFSET, OFF_QUEUEID,
+                                   OFF_QUEUEOFFSET, OFF_RECONSUMETIMES, OFF_STORETIMESTAMP, OFF_SYSFLAG, HOST_V4,
+                                   HOST_V6, PROP_CRC_TAIL_SIZE, RECORD_FIXED, STOREHOST_V6_FLAG)
+
+# ---- what _page_record.pxi expects of its includer (the same declarations as _page.pyx) ------
+cdef const char* SCHEDULE = b"SCHEDULE_TOPIC_XXXX"
+cdef const char* CRC_TAIL = b"__CRC32#\x01"
+MESSAGE = 0
+END_OF_FILE = 1
+INVALID = 2
+SIZE_MISMATCH = 3
+NEEDS_PY = 4
+cdef enum:
+    S_MESSAGE = 0
+    S_EOF = 1
+    S_INVALID = 2
+    S_MISMATCH = 3
+    S_PY = 4
+cdef enum:
+    F_CRC = 1
+    F_FORCE = 2
+    F_V2 = 4
+
+cdef packed struct Row:
+    int64_t commitLogOffset
+    int64_t queueOffset
+    int64_t physicalOffsetField
+    int64_t bornTimestamp
+    int64_t storeTimestamp
+    int64_t preparedTransactionOffset
+    int64_t tagsCode
+    int32_t storeSize
+    int32_t magicCode
+    int32_t bodyCRC
+    int32_t queueId
+    int32_t flag
+    int32_t sysFlag
+    int32_t reconsumeTimes
+    int32_t bodyPos
+    int32_t bodyLength
+    int32_t topicPos
+    int32_t topicLength
+    int32_t propertiesPos
+    int32_t propertiesLength
+    int32_t file
+
+
+cdef inline int32_t be32(const uint8_t* p) noexcept nogil:
+    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3])
+
+
+cdef inline int16_t be16(const uint8_t* p) noexcept nogil:
+    return <int16_t>((<uint32_t>p[0] << 8) | <uint32_t>p[1])
+
+
+cdef inline int64_t be64(const uint8_t* p) noexcept nogil:
+    return <int64_t>((<uint64_t><uint32_t>be32(p) << 32) | <uint64_t><uint32_t>be32(p + 4))
+
+
+include "_page_record.pxi"
+
+# ---- the walk -------------------------------------------------------------------------------
+# walk's options
+ACCEPT_V2 = 4        # = F_V2: V2 records (their topic length is 2 bytes)
+CHECK_TAILS = 8      # check the whole-record __CRC32# tail (5.x generations)
+
+# flag bits of a row: the rules it breaks (or why Python must read it)
+BAD_PHYS = 1         # stored PHYSICALOFFSET is not the record's offset
+BAD_COMPRESSION = 2  # SYSFLAG names a compression type, the body is not compressed
+INNER_BATCH = 4      # SYSFLAG marks an inner batch: Python looks for INNER_NUM
+BAD_CRC = 8          # body CRC
+BAD_TAIL = 16        # no valid __CRC32# tail
+PY_KEYS = 32         # keys (or topic) not ASCII, or too many: Python hashes them
+
+# why walk stopped
+DONE = 0             # reached `stop`
+AT_RECORD = 1        # the record at pos is not a plain MESSAGE: Python reads it
+FULL = 2             # the columns (or key columns) are full
+
+cdef enum:
+    MAX_KEYS = 32    # key hashes of one record written by C; more: Python
+
+ctypedef uint32_t (*crc_fn)(uint32_t, const uint8_t*, uint32_t) noexcept nogil
+cdef crc_fn FAST_CRC = NULL
+
+
+def use_crc(uintptr_t address):
+    """Use the CRC-32 function at `address` (zlib's signature: crc32(crc, buf, len)); 0: the
+    table CRC. Returns whether a fast CRC is in use."""
+    global FAST_CRC
+    FAST_CRC = <crc_fn>address if address else NULL
+    return FAST_CRC != NULL
+
+
+cdef inline uint32_t crc_of(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    if FAST_CRC != NULL and n < 0x7FFFFFFF:
+        return FAST_CRC(0, p, <uint32_t>n)
+    return crc32(p, n)
+
+
+def crc32_fast(data) -> int:
+    """CRC-32 of a bytes-like object as walk computes it (for the tests)."""
+    cdef Py_buffer v
+    PyObject_GetBuffer(data, &v, PyBUF_SIMPLE)
+    try:
+        return crc_of(<const uint8_t*>v.buf, v.len)
+    finally:
+        PyBuffer_Release(&v)
+
+
+cdef inline int tail_ok(const uint8_t* b, Py_ssize_t pos, int32_t total) noexcept nogil:
+    """engine.format.message.verify_prop_crc, with the fast CRC."""
+    cdef const uint8_t* t
+    cdef int64_t value = 0
+    cdef int i
+    if total < PROP_CRC_TAIL_SIZE:
+        return 0
+    t = b + pos + total - PROP_CRC_TAIL_SIZE
+    if memcmp(t, CRC_TAIL, 9) != 0 or t[19] != 2:
+        return 0
+    for i in range(18, 8, -1):
+        if t[i] < 48 or t[i] > 57:
+            return 0
+        value = value * 10 + (t[i] - 48)
+    return (crc_of(b + pos, total - PROP_CRC_TAIL_SIZE) & 0x7FFFFFFF) == value
+
+
+cdef inline int64_t key_hash(uint32_t h) noexcept nogil:
+    """IndexFile.indexKeyHashMethod: abs(hashCode), Integer.MIN_VALUE -> 0."""
+    cdef int32_t s = <int32_t>h
+    if s == <int32_t>0x80000000:
+        return 0
+    return -s if s < 0 else s
+
+
+cdef int keys_of(const uint8_t* b, Row* r, int64_t* out, int* n) noexcept nogil:
+    """The index hashes of the record's keys in check's order (UNIQ_KEY, then each non-empty
+    KEYS token); 0 when Python must do it (non-ASCII topic or key, too many keys)."""
+    cdef Py_ssize_t p = r.propertiesPos, stop = r.propertiesPos + r.propertiesLength, q, seg
+    cdef Py_ssize_t u0 = -1, u1 = -1, k0 = -1, k1 = -1, i, j
+    cdef uint32_t ht = 0, h
+    cdef int tl = r.topicLength, ascii_topic = 1
+    n[0] = 0
+    if r.propertiesLength <= 0:
+        return 1
+    q = p
+    while q <= stop:  # parse_properties: later duplicates win; empty names or values are dropped
+        seg = q
+        q = find_sep(b, q, stop)
+        if q - seg >= 10 and b[seg + 8] == 1 and memcmp(b + seg, b"UNIQ_KEY", 8) == 0:
+            u0, u1 = seg + 9, q
+        elif q - seg >= 6 and b[seg + 4] == 1 and memcmp(b + seg, b"KEYS", 4) == 0:
+            k0, k1 = seg + 5, q
+        q += 1
+    if u0 < 0 and k0 < 0:
+        return 1
+    for i in range(r.topicPos, r.topicPos + tl):
+        if b[i] >= 0x80:
+            return 0
+        ht = ht * 31 + b[i]
+    ht = ht * 31 + 35  # '#'
+    if u0 >= 0:
+        h = ht
+        for i in range(u0, u1):
+            if b[i] >= 0x80:
+                return 0
+            h = h * 31 + b[i]
+        out[0] = key_hash(h)
+        n[0] = 1
+    if k0 >= 0:
+        i = k0
+        while i < k1:
+            while i < k1 and b[i] == 32:
+                i += 1
+            if i >= k1:
+                break
+            if n[0] >= MAX_KEYS:
+                return 0
+            h = ht
+            while i < k1 and b[i] != 32:
+                if b[i] >= 0x80:
+                    return 0
+                h = h * 31 + b[i]
+                i += 1
+            out[n[0]] = key_hash(h)
+            n[0] += 1
+    return 1
+
+
+cdef class Topics:
+    """Topic names (decoded as check_record decodes them) and their ids, in first-seen order."""
+    cdef public dict ids       # bytes -> id
+    cdef public dict by_name   # str -> id
+    cdef public list names     # id -> str
+
+    def __init__(self):
+        self.ids, self.by_name, self.names = {}, {}, []
+
+    cpdef int id_of(self, bytes raw):
+        cdef object i = self.ids.get(raw)
+        if i is not None:
+            return i
+        name = str(raw, "utf-8", "replace")
+        i = self.by_name.get(name)
+        if i is None:
+            i = len(self.names)
+            self.names.append(name)
+            self.by_name[name] = i
+        self.ids[raw] = i
+        return i
+
+
+def walk(buf, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t limit, int64_t file_from, int options,
+         Topics topics, int64_t[::1] off, int32_t[::1] topic, int32_t[::1] qid, int64_t[::1] qoff,
+         int32_t[::1] size, int8_t[::1] tran, int64_t[::1] tags, int64_t[::1] ts, uint8_t[::1] flag,
+         Py_ssize_t j, int32_t[::1] key_rec, int64_t[::1] key_hash_out, Py_ssize_t nk):
+    """Records of one commitlog file (`buf`, written up to `limit`, starting at commitlog offset
+    `file_from`) from `pos` while pos < stop; rows from j, key rows from nk.
+    Returns (pos, j, nk, why, tails): why is DONE / AT_RECORD / FULL, tails the records whose
+    __CRC32# tail checked out (rows without a flag only)."""
+    cdef Py_buffer v
+    cdef const uint8_t* b
+    cdef Py_ssize_t L, cap = off.shape[0], kcap = key_rec.shape[0], last_tp = -1
+    cdef int32_t rsize, last_tl = -1, last_id = -1, tid
+    cdef Row r
+    cdef int st, why = DONE, nkeys, i, fl
+    cdef int flags = options & F_V2
+    cdef int64_t tails = 0, o
+    cdef int64_t kbuf[MAX_KEYS]
+    PyObject_GetBuffer(buf, &v, PyBUF_SIMPLE)
+    try:
+        b = <const uint8_t*>v.buf
+        L = v.len
+        if limit > L:
+            limit = L
+        while pos < stop:
+            if j >= cap or nk + MAX_KEYS > kcap:
+                why = FULL
+                break
+            st = check(b, L, pos, limit, flags, &r, &rsize)
+            if st != S_MESSAGE:
+                why = AT_RECORD
+                break
+            o = file_from + pos
+            if r.topicLength == last_tl and memcmp(b + r.topicPos, b + last_tp, last_tl) == 0:
+                tid = last_id
+            else:
+                tid = topics.id_of(PyBytes_FromStringAndSize(<const char*>b + r.topicPos, r.topicLength))
+                last_tp, last_tl, last_id = r.topicPos, r.topicLength, tid
+            if True:  # (holding the GIL: a chunk of rows is a few ms)
+                fl = 0
+                if r.physicalOffsetField != o:
+                    fl |= BAD_PHYS
+                if r.sysFlag & 0x700 and not r.sysFlag & 0x1:
+                    fl |= BAD_COMPRESSION
+                if r.sysFlag & 0xC0:
+                    fl |= INNER_BATCH
+                if r.bodyLength > 0 and <int32_t>(crc_of(b + r.bodyPos, r.bodyLength) & 0x7FFFFFFF) != r.bodyCRC:
+                    fl |= BAD_CRC
+                elif r.bodyLength == 0 and r.bodyCRC != 0:
+                    fl |= BAD_CRC
+                if options & CHECK_TAILS and not tail_ok(b, pos, rsize):
+                    fl |= BAD_TAIL
+                nkeys = 0
+                if not fl and not keys_of(b, &r, kbuf, &nkeys):
+                    fl |= PY_KEYS
+                off[j] = o
+                topic[j] = tid
+                qid[j] = r.queueId
+                qoff[j] = r.queueOffset
+                size[j] = rsize
+                tran[j] = <int8_t>(r.sysFlag & 0x0C)
+                tags[j] = r.tagsCode
+                ts[j] = r.storeTimestamp
+                flag[j] = <uint8_t>fl
+                if not fl:
+                    if options & CHECK_TAILS:
+                        tails += 1
+                    for i in range(nkeys):
+                        key_rec[nk] = <int32_t>j
+                        key_hash_out[nk] = kbuf[i]
+                        nk += 1
+                j += 1
+                pos += rsize
+    finally:
+        PyBuffer_Release(&v)
+    return pos, j, nk, why, tails
