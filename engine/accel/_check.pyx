@@ -309,3 +309,82 @@ def walk(buf, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t limit, int64_t file_fr
     finally:
         PyBuffer_Release(&v)
     return pos, j, nk, why, tails
+
+
+# ---- index entries against the records ---------------------------------------------------------
+# bits of index_entries' `bad`
+NO_RECORD = 1        # no record starts at the entry's offset (inside the log)
+BAD_TIME = 2         # timeDiff is not its record's (entries after the first)
+BAD_HASH = 4         # the hash is none of its record's keys' (or the record is a ROLLBACK)
+cdef enum:
+    E_NO_RECORD = 1
+    E_BAD_TIME = 2
+    E_BAD_HASH = 4
+
+
+cdef inline Py_ssize_t find_row(const int64_t* off, Py_ssize_t n, int64_t phy, Py_ssize_t hint) noexcept nogil:
+    """The row whose offset is phy, or -1; index entries come in commitlog order, so the row
+    after the last one found is tried first."""
+    cdef Py_ssize_t lo = 0, hi = n, mid
+    if 0 <= hint < n and off[hint] == phy:
+        return hint
+    if 0 <= hint + 1 < n and off[hint + 1] == phy:
+        return hint + 1
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if off[mid] < phy:
+            lo = mid + 1
+        else:
+            hi = mid
+    return lo if lo < n and off[lo] == phy else -1
+
+
+def index_entries(const uint8_t[::1] ent, const int64_t[::1] off, const int64_t[::1] ts, const int8_t[::1] tran,
+                  const int64_t[::1] key_start, const int64_t[::1] key_hash, uint8_t[::1] key_found,
+                  int64_t begin, int64_t cl_min, int64_t cl_max, int64_t[::1] rows, uint8_t[::1] bad):
+    """Entries 1..n of one index file (`ent`: their 20-byte records) against the commitlog's
+    rows: rows[i] the row entry i+1 names (-1: none), bad[i] its NO_RECORD / BAD_TIME / BAD_HASH
+    bits; key_found[k] set for each key whose (hash, offset) has an entry. Returns the number
+    of entries with a bad bit."""
+    cdef Py_ssize_t n = ent.shape[0] // 20, nr = off.shape[0], i, r = -1, k
+    cdef const uint8_t* p
+    cdef int64_t phy, h, d, want
+    cdef int32_t td
+    cdef int b, hit, nbad = 0
+    with nogil:
+        for i in range(n):
+            p = &ent[20 * i]
+            h = be32(p)
+            phy = be64(p + 4)
+            td = be32(p + 12)
+            r = find_row(&off[0], nr, phy, r) if nr else -1
+            rows[i] = r
+            b = 0
+            if r < 0:
+                if cl_min <= phy < cl_max:
+                    b = E_NO_RECORD
+                r = rows[i - 1] if i else -1
+                bad[i] = b
+                nbad += b != 0
+                continue
+            if i > 0:  # entry 1 is relative to the inherited begin
+                want = 0
+                if begin > 0:
+                    d = ts[r] - begin
+                    want = d / 1000  # C truncates toward zero, as Java does
+                    if want < 0:
+                        want = 0
+                    elif want > 0x7FFFFFFF:
+                        want = 0x7FFFFFFF
+                if td != want:
+                    b |= E_BAD_TIME
+            hit = 0
+            for k in range(key_start[r], key_start[r + 1]):
+                if key_hash[k] == h:
+                    key_found[k] = 1
+                    hit = 1
+            if not hit or tran[r] == 0x0C:
+                b |= E_BAD_HASH
+            bad[i] = b
+            nbad += b != 0
+    return nbad

@@ -187,7 +187,7 @@ def _consume_queues(store, rec: Records, out: Problems) -> int:
             q = first + np.arange(n, dtype=np.int64)
             code, r, found = _unit_codes(rec, cl, tid, qid, cq.lmq, q, phy, size, tags, times)
             if found.any():
-                seen.setdefault((tid, qid), []).append(q[found])
+                seen.setdefault((tid, qid), []).append(q[found])  # (ascending: files in order)
             bad = np.flatnonzero(code)
             if len(bad):
                 out.add_each(bad, _unit_word(rec, cl, cq, topic, qid, first, phy, size, tags, times, code, r, path))
@@ -241,7 +241,9 @@ def _missing_units(store, rec: Records, seen: dict, batch, out: Problems) -> Non
         if a == b:
             continue
         rows = order[a:b]
-        have = np.unique(np.concatenate(qs))
+        have = np.concatenate(qs)
+        if len(have) > 1 and (have[1:] < have[:-1]).any():
+            have = np.sort(have)
         i = np.minimum(np.searchsorted(have, rec.qoff[rows]), len(have) - 1)
         ok[rows[have[i] == rec.qoff[rows]]] = True
     need = ~ok & ((rec.tran == TRANSACTION_NOT_TYPE) | (rec.tran == TRANSACTION_COMMIT_TYPE))

@@ -8,8 +8,12 @@ import numpy as np
 from engine.config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from engine.format.message import TRANSACTION_ROLLBACK_TYPE
 
+from engine import accel
+
 from .chains import chain_cycles, valid_limit
 from .check_records import record_keys
+
+_K = accel.load("_check")
 
 
 def time_diffs(store_ts: np.ndarray, begin_ts: int) -> np.ndarray:
@@ -37,8 +41,10 @@ def index_phase(store, rec, out) -> int:
     cl = store.commitlog
     files = store.index.files
     n_entries = 0
-    actual = []
-    keys = np.sort(_pairs(rec.key_rec, rec.key_hash))
+    key_start = np.zeros(rec.n + 1, dtype=np.int64)
+    np.cumsum(np.bincount(rec.key_rec, minlength=rec.n), out=key_start[1:])
+    key_found = np.zeros(len(rec.key_rec), dtype=np.uint8)   # keys with an entry (hash and offset)
+    keys = None if _K is not None else np.sort(_pairs(rec.key_rec, rec.key_hash))
     for w in store.index.warnings:
         out.add("index-file", w, store.index.directory, None)
     for a, b in zip(files, files[1:]):
@@ -55,48 +61,73 @@ def index_phase(store, rec, out) -> int:
         e = f.entries[1:count]
         n_entries += len(e)
         hashes = e["keyHash"].astype(np.int64)
-        phys = e["commitLogOffset"].astype(np.int64)
         _chains(f, count, hashes, e, out)
-        rows = rec.find(phys)
-        _header_against_entries(f, count, phys, rows, rec, out)
-        found = rows >= 0
-        actual.append(_pairs(rows[found], hashes[found]))
-        _entries(f, cl, rec, e, hashes, phys, rows, keys, out)
-    _completeness(store, rec, np.sort(np.concatenate(actual)) if actual else np.empty(0, np.int64), out)
+        if _K is not None:
+            rows = np.empty(len(e), dtype=np.int64)
+            bad = np.zeros(len(e), dtype=np.uint8)
+            _K.index_entries(np.ascontiguousarray(e).view(np.uint8).reshape(-1), rec.off, rec.ts, rec.tran,
+                             key_start, rec.key_hash, key_found, f.header.beginTimestamp, cl.min_offset,
+                             cl.max_offset, rows, bad)
+        else:
+            rows, bad = _match(f, cl, rec, e, hashes, keys, key_start, key_found)
+        if len(e):
+            _header_against_entries(f, count, int(e["commitLogOffset"][0]), int(e["commitLogOffset"][-1]),
+                                    rows, rec, out)
+        _entry_problems(f, rec, e, rows, bad, out)
+    _completeness(store, rec, key_found, out)
     return n_entries
 
 
-def _entries(f, cl, rec, e, hashes, phys, rows, keys, out) -> None:
-    """Each entry i (1-based): a record starts at its offset, its timeDiff is its record's, its
-    hash is one of its record's keys'."""
-    n = len(rows)
-    if not n:
-        return
-    base = INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * f.slot_num
-    begin = f.header.beginTimestamp
+NO_RECORD, BAD_TIME, BAD_HASH = 1, 2, 4   # engine.accel._check's bits
+
+
+def _match(f, cl, rec, e, hashes, keys, key_start, key_found):
+    """The pure-Python twin of engine.accel._check.index_entries (rows, bad bits; key_found)."""
+    n = len(e)
+    phys = e["commitLogOffset"].astype(np.int64)
+    rows = rec.find(phys)
     found = rows >= 0
     r = np.where(found, rows, 0)
-    nostart = ~found & (phys >= cl.min_offset) & (phys < cl.max_offset)
-    diffs = e["timeDiff"].astype(np.int64)
-    want = time_diffs(rec.ts[r], begin) if rec.n else np.zeros(n, np.int64)
+    bad = np.zeros(n, dtype=np.uint8)
+    if not n:
+        return rows, bad
+    bad[~found & (phys >= cl.min_offset) & (phys < cl.max_offset)] = NO_RECORD
+    if not rec.n:
+        return rows, bad
+    want = time_diffs(rec.ts[r], f.header.beginTimestamp)
     idx = np.arange(1, n + 1)
-    bad_time = found & (idx > 1) & (diffs != want)  # entry 1 is relative to the inherited begin
-    bad_hash = found & ((rec.tran[r] == TRANSACTION_ROLLBACK_TYPE) | ~_member(_pairs(r, hashes), keys)) \
-        if rec.n else np.zeros(n, bool)
-    # problems in entry order; an entry's timeDiff before its hash
-    code = np.stack([nostart, bad_time, bad_hash])
-    ent, which = np.nonzero(code.T)   # entry order, then kind order
-    events = list(zip(ent.tolist(), which.tolist()))
+    bad[found & (idx > 1) & (e["timeDiff"].astype(np.int64) != want)] |= BAD_TIME  # entry 1: the inherited begin
+    pairs = _pairs(r, hashes)
+    bad[found & ((rec.tran[r] == TRANSACTION_ROLLBACK_TYPE) | ~_member(pairs, keys))] |= BAD_HASH
+    if len(key_found):
+        key_found |= _member(_pairs(rec.key_rec, rec.key_hash), np.sort(pairs[found])).astype(np.uint8)
+    return rows, bad
+
+
+def _entry_problems(f, rec, e, rows, bad, out) -> None:
+    """Each entry i (1-based): a record starts at its offset, its timeDiff is its record's, its
+    hash is one of its record's keys' -- in entry order, an entry's timeDiff before its hash."""
+    hit = np.flatnonzero(bad)
+    if not len(hit):
+        return
+    base = INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * f.slot_num
+    b = bad[hit]
+    code = np.stack([b & NO_RECORD, b & BAD_TIME, b & BAD_HASH]).T != 0
+    ent, which = np.nonzero(code)
+    events = list(zip(hit[ent].tolist(), which.tolist()))
+    begin = f.header.beginTimestamp
 
     def word(ev):
         j, which = ev
-        phy, pos = int(phys[j]), base + INDEX_ENTRY_SIZE * (j + 1)
+        phy, pos = int(e["commitLogOffset"][j]), base + INDEX_ENTRY_SIZE * (j + 1)
         if which == 0:
             return "index-entry", f"entry {j + 1} points at {phy}, where no record starts", f.path, pos
         if which == 1:
-            return ("index-entry", f"entry {j + 1} timeDiff {int(diffs[j])}, expected {int(want[j])} from its "
+            want = int(time_diffs(rec.ts[rows[j]:rows[j] + 1], begin)[0])
+            return ("index-entry", f"entry {j + 1} timeDiff {int(e['timeDiff'][j])}, expected {want} from its "
                     "record's store time (time-window queries miss it)", f.path, pos + 12)
-        return "index-entry", f"entry {j + 1} hash {int(hashes[j])} matches no key of the record at {phy}", f.path, pos
+        return ("index-entry", f"entry {j + 1} hash {int(e['keyHash'][j])} matches no key of the record at {phy}",
+                f.path, pos)
     out.add_each(events, word)
 
 
@@ -112,8 +143,10 @@ def _chains(f, count: int, hashes: np.ndarray, e, out) -> None:
         out.add("index-chain", f"entry {i + 1} links to entry {int(prev[i])}: not an older entry (a cycle or damage)",
                 f.path, base + INDEX_ENTRY_SIZE * (i + 1) + 16)
     _cycles(f, out)
-    slots = f.slots.astype(np.int64)
-    over = np.flatnonzero((slots < 0) | (slots >= max(count, 1)))
+    slots = f.slots.astype(np.int32)       # (native order: the slot table is read once)
+    nz = np.flatnonzero(slots)             # most slots of a big file are empty
+    sv = slots[nz].astype(np.int64)
+    over = nz[(sv < 0) | (sv >= max(count, 1))]
     for j in over[:20].tolist():
         out.add("index-slot", f"slot {j} names entry {int(slots[j])}, beyond the entries (indexCount {count})",
                 f.path, INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * j)
@@ -132,7 +165,7 @@ def _chains(f, count: int, hashes: np.ndarray, e, out) -> None:
     for i in later[:20].tolist():
         out.add("index-time", f"entry {i + 1} links to entry {int(prev[i])}, which is newer "
                 f"(timeDiff {int(times[prev[i]])} > {int(times[i + 1])})", f.path, base + INDEX_ENTRY_SIZE * (i + 1))
-    heads = np.flatnonzero((slots > 0) & (slots < max(count, 1)))
+    heads = nz[(sv > 0) & (sv < max(count, 1))]
     reached = np.zeros(n + 1, dtype=bool)   # a key can be found only through its slot's chain
     reached[slots[heads]] = True
     reached[prev[linked]] = True
@@ -173,7 +206,7 @@ def _cycles(f, out) -> None:
                    else "no slot's chain reaches it"), f.path, base + INDEX_ENTRY_SIZE * cyc[-1] + 16)
 
 
-def _header_against_entries(f, count: int, phys: np.ndarray, rows: np.ndarray, rec, out) -> None:
+def _header_against_entries(f, count: int, first_phy: int, last_phy: int, rows, rec, out) -> None:
     """The header's begin/end offsets and times are those of the first and last entries'
     records (putKey sets them; queries pick files and compute entry times from them)."""
     if count <= 1:
@@ -181,7 +214,7 @@ def _header_against_entries(f, count: int, phys: np.ndarray, rows: np.ndarray, r
     h = f.header
     first = int(rec.ts[rows[0]]) if rows[0] >= 0 else None
     last = int(rec.ts[rows[-1]]) if rows[-1] >= 0 else None
-    want = [("beginPhyOffset", 16, int(phys[0]), True), ("endPhyOffset", 24, int(phys[-1]), True),
+    want = [("beginPhyOffset", 16, first_phy, True), ("endPhyOffset", 24, last_phy, True),
             ("beginTimestamp", 0, first, first is not None), ("endTimestamp", 8, last, last is not None)]
     for name, pos, expected, known in want:
         if known and getattr(h, name) != expected:
@@ -189,7 +222,7 @@ def _header_against_entries(f, count: int, phys: np.ndarray, rows: np.ndarray, r
                     f"{'first' if name.startswith('begin') else 'last'} entry", f.path, pos)
 
 
-def _completeness(store, rec, actual: np.ndarray, out) -> None:
+def _completeness(store, rec, key_found: np.ndarray, out) -> None:
     """Every key RocketMQ indexes (UNIQ_KEY, each KEYS token; not ROLLBACK records) of every
     record from the first index file's first entry to the last file's end has its entry.
     After a clean shutdown every dispatched record is indexed, so the range runs to the log's end."""
@@ -205,7 +238,7 @@ def _completeness(store, rec, actual: np.ndarray, out) -> None:
     kr = rec.key_rec
     off = rec.off[kr]
     want = (off >= lo) & (off <= hi) & (rec.tran[kr] != TRANSACTION_ROLLBACK_TYPE)
-    missing = np.flatnonzero(want & ~_member(_pairs(kr, rec.key_hash), actual))
+    missing = np.flatnonzero(want & (key_found == 0))
     if not len(missing):
         return
     cl = store.commitlog
