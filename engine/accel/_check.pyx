@@ -102,6 +102,8 @@ AT_RECORD = 1        # the record at pos is not a plain MESSAGE: Python reads it
 FULL = 2             # the columns (or key columns) are full
 
 cdef enum:
+    E_BAD_CRC = 8
+    E_BAD_TAIL = 16
     MAX_KEYS = 32    # key hashes of one record written by C; more: Python
 
 ctypedef uint32_t (*crc_fn)(uint32_t, const uint8_t*, uint32_t) noexcept nogil
@@ -237,11 +239,13 @@ cdef class Topics:
 def walk(buf, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t limit, int64_t file_from, int options,
          Topics topics, int64_t[::1] off, int32_t[::1] topic, int32_t[::1] qid, int64_t[::1] qoff,
          int32_t[::1] size, int8_t[::1] tran, int64_t[::1] tags, int64_t[::1] ts, uint8_t[::1] flag,
-         Py_ssize_t j, int32_t[::1] key_rec, int64_t[::1] key_hash_out, Py_ssize_t nk):
+         Py_ssize_t j, int32_t[::1] key_rec, int64_t[::1] key_hash_out, Py_ssize_t nk,
+         int64_t[::1] body_pos, int32_t[::1] body_len, int32_t[::1] body_crc):
     """Records of one commitlog file (`buf`, written up to `limit`, starting at commitlog offset
-    `file_from`) from `pos` while pos < stop; rows from j, key rows from nk.
-    Returns (pos, j, nk, why, tails): why is DONE / AT_RECORD / FULL, tails the records whose
-    __CRC32# tail checked out (rows without a flag only)."""
+    `file_from`) from `pos` while pos < stop; rows from j, key rows from nk. The CRCs are left
+    to `crcs` (the body's position, length and stored CRC of each row go to body_*): the part
+    that costs most, and it can run on another core.
+    Returns (pos, j, nk, why): why is DONE / AT_RECORD / FULL."""
     cdef Py_buffer v
     cdef const uint8_t* b
     cdef Py_ssize_t L, cap = off.shape[0], kcap = key_rec.shape[0], last_tp = -1
@@ -249,7 +253,7 @@ def walk(buf, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t limit, int64_t file_fr
     cdef Row r
     cdef int st, why = DONE, nkeys, i, fl
     cdef int flags = options & F_V2
-    cdef int64_t tails = 0, o
+    cdef int64_t o
     cdef int64_t kbuf[MAX_KEYS]
     PyObject_GetBuffer(buf, &v, PyBUF_SIMPLE)
     try:
@@ -279,12 +283,9 @@ def walk(buf, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t limit, int64_t file_fr
                     fl |= BAD_COMPRESSION
                 if r.sysFlag & 0xC0:
                     fl |= INNER_BATCH
-                if r.bodyLength > 0 and <int32_t>(crc_of(b + r.bodyPos, r.bodyLength) & 0x7FFFFFFF) != r.bodyCRC:
-                    fl |= BAD_CRC
-                elif r.bodyLength == 0 and r.bodyCRC != 0:
-                    fl |= BAD_CRC
-                if options & CHECK_TAILS and not tail_ok(b, pos, rsize):
-                    fl |= BAD_TAIL
+                body_pos[j] = r.bodyPos
+                body_len[j] = r.bodyLength
+                body_crc[j] = r.bodyCRC
                 nkeys = 0
                 if not fl and not keys_of(b, &r, kbuf, &nkeys):
                     fl |= PY_KEYS
@@ -298,8 +299,6 @@ def walk(buf, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t limit, int64_t file_fr
                 ts[j] = r.storeTimestamp
                 flag[j] = <uint8_t>fl
                 if not fl:
-                    if options & CHECK_TAILS:
-                        tails += 1
                     for i in range(nkeys):
                         key_rec[nk] = <int32_t>j
                         key_hash_out[nk] = kbuf[i]
@@ -308,7 +307,38 @@ def walk(buf, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t limit, int64_t file_fr
                 pos += rsize
     finally:
         PyBuffer_Release(&v)
-    return pos, j, nk, why, tails
+    return pos, j, nk, why
+
+
+def crcs(buf, Py_ssize_t lo, Py_ssize_t hi, int64_t file_from, int options, const int64_t[::1] off,
+         const int32_t[::1] size, const int64_t[::1] body_pos, const int32_t[::1] body_len,
+         const int32_t[::1] body_crc, uint8_t[::1] flag):
+    """Rows lo..hi-1 of a walk over `buf`: BAD_CRC where the body CRC is not the stored one (an
+    empty body's is 0), BAD_TAIL (with CHECK_TAILS) where no valid __CRC32# tail ends the record.
+    Runs without the GIL: two threads can take a chunk's halves."""
+    cdef Py_buffer v
+    cdef const uint8_t* b
+    cdef Py_ssize_t i, pos
+    cdef uint8_t fl
+    cdef int tails = options & 8  # CHECK_TAILS
+    PyObject_GetBuffer(buf, &v, PyBUF_SIMPLE)
+    try:
+        b = <const uint8_t*>v.buf
+        with nogil:
+            for i in range(lo, hi):
+                fl = 0
+                if body_len[i] > 0:
+                    if <int32_t>(crc_of(b + body_pos[i], body_len[i]) & 0x7FFFFFFF) != body_crc[i]:
+                        fl = E_BAD_CRC
+                elif body_crc[i] != 0:
+                    fl = E_BAD_CRC
+                if tails:
+                    pos = <Py_ssize_t>(off[i] - file_from)
+                    if not tail_ok(b, pos, size[i]):
+                        fl |= E_BAD_TAIL
+                flag[i] |= fl
+    finally:
+        PyBuffer_Release(&v)
 
 
 # ---- index entries against the records ---------------------------------------------------------

@@ -9,6 +9,9 @@ the same columns and problems."""
 from __future__ import annotations
 
 import ctypes
+import os
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 
 import numpy as np
 
@@ -107,10 +110,10 @@ class _Builder:
         self.n += len(self.py_rows)
         self.py_rows, self.py_keys = [], []
 
-    def add_chunk(self, cols: dict, j: int, key_rec: np.ndarray, key_hash: np.ndarray, nk: int) -> None:
+    def add_chunk(self, cols: dict, j: int, key_rec: np.ndarray, key_hash: np.ndarray) -> None:
         self.flush_py()
         self.chunks.append({k: v[:j].copy() for k, v in cols.items()})
-        self.keys.append((key_rec[:nk].astype(np.int64) + self.n, key_hash[:nk].copy()))
+        self.keys.append((key_rec.astype(np.int64) + self.n, key_hash.copy()))
         self.n += j
 
     def extra_keys(self, row: int, hashes: list[int]) -> None:
@@ -220,13 +223,20 @@ def _one(cl, b: _Builder, rules: _PyRules, off: int, r) -> None:
 
 def _walk_compiled(store, cl, b: _Builder, rules: _PyRules, total: int, poll):
     """CommitLog.walk's course (a damaged record skips to the next file) with the kernel
-    taking the runs of ordinary messages."""
+    taking the runs of ordinary messages; their CRCs in two halves, one on another core."""
+    with ThreadPoolExecutor(1) if (os.cpu_count() or 1) > 1 else nullcontext() as pool:
+        yield from _walk_files(cl, b, rules, total, poll, pool)
+
+
+def _walk_files(cl, b: _Builder, rules: _PyRules, total: int, poll, pool):
     opts = cl.read_opts
     options = (_K.ACCEPT_V2 if opts.accept_v2 else 0) | (_K.CHECK_TAILS if rules.tails_rule else 0)
     cols = {name: np.empty(CHUNK, dtype=t) for name, t in _COLS}
     key_rec = np.empty(CHUNK * 4, dtype=np.int32)
     key_hash = np.empty(CHUNK * 4, dtype=np.int64)
+    body = (np.empty(CHUNK, dtype=np.int64), np.empty(CHUNK, dtype=np.int32), np.empty(CHUNK, dtype=np.int32))
     c = [cols[name] for name, _ in _COLS]
+    flag = cols["flag"]
     offset, end = cl.min_offset, cl.max_offset
     while offset < end:
         f = cl.queue.find(offset)
@@ -238,12 +248,22 @@ def _walk_compiled(store, cl, b: _Builder, rules: _PyRules, total: int, poll):
             continue
         poll()
         base = f.file_from_offset
-        pos, j, nk, why, tails = _K.walk(f.buf, offset - base, min(end - base, f.file_size), f.wrote_position, base, options,
-                                         b.topics, *c, 0, key_rec, key_hash, 0)
+        pos, j, nk, why = _K.walk(f.buf, offset - base, min(end - base, f.file_size), f.wrote_position, base,
+                                  options, b.topics, *c, 0, key_rec, key_hash, 0, *body)
+        crc_args = (base, options, cols["off"], cols["size"], *body, flag)
+        if pool is not None and j >= 256:
+            half = pool.submit(_K.crcs, f.buf, j // 2, j, *crc_args)
+            _K.crcs(f.buf, 0, j // 2, *crc_args)
+            half.result()
+        else:
+            _K.crcs(f.buf, 0, j, *crc_args)
+        keep = flag[key_rec[:nk]] == 0   # a row that breaks a rule: Python hashes its keys
         first = b.n + len(b.py_rows)
-        b.add_chunk(cols, j, key_rec, key_hash, nk)
-        rules.good_tails(f, tails)
-        for i in np.flatnonzero(cols["flag"][:j]).tolist():  # the rows that break a rule: Python says how
+        b.add_chunk(cols, j, key_rec[:nk][keep], key_hash[:nk][keep])
+        bad = np.flatnonzero(flag[:j])
+        if rules.tails_rule:
+            rules.good_tails(f, j - len(bad))
+        for i in bad.tolist():  # the rows that break a rule: Python says how
             o = int(cols["off"][i])
             m = read_record_at(f.buf, o - base, f.wrote_position, o, opts).message
             rules.message(o, m, f)
