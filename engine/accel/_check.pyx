@@ -418,3 +418,74 @@ def index_entries(const uint8_t[::1] ent, const int64_t[::1] off, const int64_t[
             bad[i] = b
             nbad += b != 0
     return nbad
+
+
+# ---- one index file's chains ----------------------------------------------------------------------
+cdef inline void note(int64_t[::1] out, Py_ssize_t* n, int64_t v) noexcept nogil:
+    if n[0] < out.shape[0]:
+        out[n[0]] = v
+        n[0] += 1
+
+
+def chains(const uint8_t[::1] ent, const uint8_t[::1] slots, int64_t count, int64_t slot_num, int64_t[:, ::1] out):
+    """check_index._chains' findings for one index file, in one pass over the entries (`ent`:
+    entries 1..n, 20 bytes each) and one over the slots: row k of `out` gets the first
+    out.shape[1] indexes of finding k (0 links to no older entry, 1 slots beyond the entries,
+    2 negative hashes, 3 links into another slot's chain, 4 links to a newer entry, 5
+    unreachable entries, 6 slots naming an entry of another slot). Returns the count per row,
+    or None when a slot names an entry past the entries read (the numpy twin decides)."""
+    cdef Py_ssize_t n = ent.shape[0] // 20, s = slots.shape[0] // 4, i, j, k
+    cdef Py_ssize_t c[7]
+    cdef int64_t lim = count if count > 1 else 1, p, v, h, so_i, so_p
+    cdef bytearray reached_b = bytearray(n + 1)
+    cdef uint8_t* reached = <uint8_t*>(<char*>reached_b)
+    for k in range(7):
+        c[k] = 0
+    if slot_num <= 0:
+        return None
+    with nogil:
+        for j in range(s):
+            v = be32(&slots[4 * j])
+            if v != 0 and (v < 0 or v >= lim):
+                note(out[1], &c[1], j)
+            elif v > 0:
+                if v > n:
+                    break
+                reached[v] = 1
+        else:
+            j = -1
+    if j >= 0:
+        return None
+    with nogil:
+        for i in range(n):
+            h = be32(&ent[20 * i])
+            p = be32(&ent[20 * i + 16])
+            if p < 0 or p >= i + 1:
+                note(out[0], &c[0], i)
+                continue
+            if p > 0:
+                reached[p] = 1
+                so_i = h % slot_num
+                if so_i < 0:
+                    so_i += slot_num
+                so_p = (<int64_t>be32(&ent[20 * (p - 1)])) % slot_num
+                if so_p < 0:
+                    so_p += slot_num
+                if so_p != so_i:
+                    note(out[3], &c[3], i)
+                if p > 1 and be32(&ent[20 * (p - 1) + 12]) > be32(&ent[20 * i + 12]):
+                    note(out[4], &c[4], i)
+        for i in range(n):
+            if be32(&ent[20 * i]) < 0:
+                note(out[2], &c[2], i)
+            if not reached[i + 1]:
+                note(out[5], &c[5], i)
+        for j in range(s):
+            v = be32(&slots[4 * j])
+            if 0 < v < lim:
+                h = (<int64_t>be32(&ent[20 * (v - 1)])) % slot_num
+                if h < 0:
+                    h += slot_num
+                if h != j:
+                    note(out[6], &c[6], j)
+    return [c[k] for k in range(7)]

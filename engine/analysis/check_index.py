@@ -132,6 +132,56 @@ def _entry_problems(f, rec, e, rows, bad, out) -> None:
 
 
 def _chains(f, count: int, hashes: np.ndarray, e, out) -> None:
+    """Links, slot membership and time order of one file's chains: in one pass in C
+    (engine.accel._check.chains), or vectorized over the entries (the twin)."""
+    if _K is not None:
+        found = np.empty((7, 20), dtype=np.int64)
+        counts = _K.chains(np.ascontiguousarray(e).view(np.uint8).reshape(-1), f.slots.view(np.uint8), count,
+                           f.slot_num, found)
+        if counts is not None:
+            _chain_words(f, count, e, [found[k, :c].tolist() for k, c in enumerate(counts)], out)
+            return
+    _chains_numpy(f, count, hashes, e, out)
+
+
+def _chain_words(f, count: int, e, found: list[list[int]], out) -> None:
+    """The kernel's findings, worded and ordered as _chains_numpy words them."""
+    s = f.slot_num
+    base = INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * s
+    bad, over, neg, wrong, later, unreachable, misplaced = found
+    prev = e["prevIndex"]
+
+    def slot_of(k: int) -> int:
+        return int(e["keyHash"][k - 1]) % s
+
+    for i in bad:
+        out.add("index-chain", f"entry {i + 1} links to entry {int(prev[i])}: not an older entry (a cycle or damage)",
+                f.path, base + INDEX_ENTRY_SIZE * (i + 1) + 16)
+    _cycles(f, out)
+    for j in over:
+        out.add("index-slot", f"slot {j} names entry {int(f.slots[j])}, beyond the entries (indexCount {count})",
+                f.path, INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * j)
+    for i in neg:
+        out.add("index-entry", f"entry {i + 1} has a negative key hash", f.path, base + INDEX_ENTRY_SIZE * (i + 1))
+    for i in wrong:
+        p = int(prev[i])
+        out.add("index-chain", f"entry {p} in the chain of slot {slot_of(i + 1)} hashes to slot {slot_of(p)}",
+                f.path, base + INDEX_ENTRY_SIZE * (i + 1) + 16)
+    for i in later:
+        p = int(prev[i])
+        out.add("index-time", f"entry {i + 1} links to entry {p}, which is newer "
+                f"(timeDiff {int(e['timeDiff'][p - 1])} > {int(e['timeDiff'][i])})", f.path,
+                base + INDEX_ENTRY_SIZE * (i + 1))
+    for k in unreachable:
+        out.add("index-chain", f"entry {k + 1} is unreachable: neither its slot nor a newer entry links to it "
+                "(its key cannot be found)", f.path, base + INDEX_ENTRY_SIZE * (k + 1))
+    for j in misplaced:
+        v = int(f.slots[j])
+        out.add("index-slot", f"slot {j} names entry {v}, whose key hashes to slot {slot_of(v)}", f.path,
+                INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * j)
+
+
+def _chains_numpy(f, count: int, hashes: np.ndarray, e, out) -> None:
     """Links, slot membership and time order of one file's chains, vectorized over entries."""
     n = len(hashes)
     s = f.slot_num
