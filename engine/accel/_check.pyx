@@ -489,3 +489,77 @@ def chains(const uint8_t[::1] ent, const uint8_t[::1] slots, int64_t count, int6
                 if h != j:
                     note(out[6], &c[6], j)
     return [c[k] for k in range(7)]
+
+
+# ---- one run of ConsumeQueue units against the records ----------------------------------------------
+cdef inline Py_ssize_t gallop(const int64_t* off, Py_ssize_t n, int64_t phy, Py_ssize_t* hint) noexcept nogil:
+    """The row whose offset is phy, or -1. A queue's units point at ascending offsets, so the
+    search runs forward from the last answer in growing steps (other queues' rows lie between)."""
+    cdef Py_ssize_t lo = 0, hi = n, step = 1, h = hint[0], mid
+    if 0 <= h < n and off[h] <= phy:
+        lo = h
+        while lo + step < n and off[lo + step] <= phy:
+            lo += step
+            step <<= 1
+        hi = lo + step + 1 if lo + step + 1 < n else n
+    while lo < hi:
+        mid = (lo + hi) >> 1
+        if off[mid] < phy:
+            lo = mid + 1
+        else:
+            hi = mid
+    hint[0] = lo
+    return lo if lo < n and off[lo] == phy else -1
+
+
+def cq_units(const uint8_t[::1] units, int64_t first, int32_t tid, int32_t qid, bint lmq, const int64_t[::1] off,
+             const int32_t[::1] topic, const int32_t[::1] rqid, const int64_t[::1] qoff, const int32_t[::1] size,
+             const int8_t[::1] tran, const int64_t[::1] tags, int64_t cl_min, int64_t cl_max, int8_t[::1] code,
+             int64_t[::1] rows, uint8_t[::1] found):
+    """check's rules for units first.. of queue (tid, qid) (`units`: their 20-byte records):
+    code[i] as engine.analysis.check's _unit_codes (0 fine, 1 past the log, 2 no record there,
+    3 LMQ unit against its record, 4 another record, 5 an undispatched transaction record,
+    6 tagsCode), rows[i] the row it names (-1 none), found[i] a non-LMQ unit that reached a
+    record. Returns the number of units with a code."""
+    cdef Py_ssize_t n = units.shape[0] // 20, nr = off.shape[0], i, hint = 0, r
+    cdef const uint8_t* u
+    cdef int64_t phy, utags, q
+    cdef int32_t usize
+    cdef int8_t c
+    cdef int8_t t
+    cdef Py_ssize_t nbad = 0
+    with nogil:
+        for i in range(n):
+            u = &units[20 * i]
+            phy = be64(u)
+            usize = be32(u + 8)
+            utags = be64(u + 12)
+            q = first + i
+            found[i] = 0
+            c = 0
+            if phy == 0 and usize == 0x7FFFFFFF:   # a filler
+                rows[i] = -1
+                code[i] = 0
+                continue
+            r = gallop(&off[0], nr, phy, &hint) if nr else -1
+            rows[i] = r
+            if r < 0:
+                if phy >= cl_max:
+                    c = 1
+                elif phy >= cl_min:
+                    c = 2
+            elif lmq:
+                if size[r] != usize or tags[r] != utags:
+                    c = 3
+            else:
+                found[i] = 1
+                t = tran[r]
+                if topic[r] != tid or rqid[r] != qid or qoff[r] != q or size[r] != usize:
+                    c = 4
+                elif t != 0 and t != 8:
+                    c = 5
+                elif tags[r] != utags:
+                    c = 6
+            code[i] = c
+            nbad += c != 0
+    return nbad

@@ -28,6 +28,7 @@ from engine.tasks import Cancelled, Progress, Task, run
 
 from engine.format.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE
 
+from . import check_records
 from .check_index import index_phase
 from .check_records import Records, walk_task
 
@@ -185,7 +186,15 @@ def _consume_queues(store, rec: Records, out: Problems) -> int:
             tags = units[names[2]].astype(np.int64)
             times = units[names[3]].astype(np.int64) if len(names) > 3 else None
             q = first + np.arange(n, dtype=np.int64)
-            code, r, found = _unit_codes(rec, cl, tid, qid, cq.lmq, q, phy, size, tags, times)
+            K = check_records._K
+            if K is not None and times is None and units.dtype.itemsize == CQ_UNIT_SIZE:  # the rules in C
+                code, r, found = np.empty(n, np.int8), np.empty(n, np.int64), np.empty(n, np.uint8)
+                K.cq_units(np.ascontiguousarray(units).view(np.uint8).reshape(-1), first, tid, qid, cq.lmq, rec.off,
+                           rec.topic, rec.qid, rec.qoff, rec.size, rec.tran, rec.tags, cl.min_offset, cl.max_offset,
+                           code, r, found)
+                found = found.view(bool)
+            else:
+                code, r, found = _unit_codes(rec, cl, tid, qid, cq.lmq, q, phy, size, tags, times)
             if found.any():
                 seen.setdefault((tid, qid), []).append(q[found])  # (ascending: files in order)
             bad = np.flatnonzero(code)
