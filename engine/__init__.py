@@ -12,11 +12,12 @@ from engine.errors import (ConfigError, CorruptDataError, MessageRejectedError, 
                      ReadOnlyStoreError, StoreError, StoreFullError, StoreLockedError)
 from engine.format.message import Message
 from engine.store.message_store import GetMessageResult, MessageStore, QueryResult
-from engine.store.demo import ensure_demo_task  # the browser's first-run store
+from engine.store.demo import demo_task, ensure_demo_task  # File > New Demo Store; the first-run store
 from engine.store.page import WHY_EXPIRED, WHY_FILLER, WHY_INVALID  # getMessage's reasons for a skipped unit
 
 __version__ = "0.1.0"
 __all__ = ["MessageStore", "StoreConfig", "Message", "GetMessageResult", "QueryResult", "StoreError",
            "NotAStoreError", "ConfigError", "CorruptDataError", "StoreLockedError", "ReadOnlyStoreError",
            "MessageRejectedError", "StoreFullError", "WHY_FILLER", "WHY_EXPIRED", "WHY_INVALID", "ensure_demo_task",
+           "demo_task",
            "__version__"]

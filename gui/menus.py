@@ -8,6 +8,7 @@ from PySide6.QtWidgets import QAbstractItemView, QDialog, QDialogButtonBox, QToo
 
 from engine import __version__
 
+from .views.new_demo import new_demo_store
 from .views.store_check import open_check_dialog
 from .views.store_compare import open_compare_dialog
 from .views.tables import fill_table, make_table
@@ -69,6 +70,8 @@ def make_actions(self) -> None:
                       "Open a store folder (read-only unless the read-write switch is on)")
     self.act_open_ro = A("Open Store Folder &Read-Only…", lambda: self.open_dialog(read_only=True),
                          "Ctrl+Shift+O", "Open a store folder read-only")
+    self.act_new_demo = A("New &Demo Store…", lambda: new_demo_store(self), None,
+                          "Write a demo store of any size into a new folder (progress and Cancel), then open it")
     self.act_close = A("&Close Store", self.close_store, "Ctrl+W")
     self.act_quit = A("&Quit", self.close, "Ctrl+Q")
     self.act_refresh = A("&Refresh", self.refresh, "F5", "Re-read the end of the store")
@@ -100,6 +103,7 @@ def make_actions(self) -> None:
     m.addAction(self.act_open)
     m.addAction(self.act_open_ro)
     self.recent_menu = m.addMenu("Recent &Stores")
+    m.addAction(self.act_new_demo)
     m.addAction(self.act_close)
     m.addSeparator()
     m.addAction(self.act_quit)

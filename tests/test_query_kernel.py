@@ -144,3 +144,23 @@ def test_batch_api_caps_like_single_queries(tmp_path):
             got = idx.query_offsets("T1", keys, 64, 0, LONG_MAX, cap=cap)
             assert got == [idx.query_offset("T1", k, 64, 0, LONG_MAX, cap=cap, accel=False)[0] for k in keys]
         assert max(len(g) for g in idx.query_offsets("T1", keys, 64, 0, LONG_MAX, cap=2)) == 2
+
+
+def test_the_compiled_front_falls_back_for_what_it_does_not_take(tmp_path):
+    """IndexService.query_offset answers in C only for the common case; times beyond int64,
+    keyword calls, the default cap, a reload that replaced the file list and accel=False all
+    answer as the reference does."""
+    with MessageStore.create(tmp_path / "s", StoreConfig(**SMALL)) as store:
+        for i in range(120):
+            store.put_message("FrontTopic", b"x", queue_id=0, keys=f"key{i % 9}")
+        idx = store.index
+        ref = idx.query_offset("FrontTopic", "key3", 64, 0, LONG_MAX, cap=0, accel=False)
+        assert ref[0]
+        assert idx.query_offset("FrontTopic", "key3", 64, 0, LONG_MAX, cap=0) == ref
+        assert idx.query_offset("FrontTopic", "key3", 64, begin=-(2 ** 70), end=2 ** 70, cap=0) == ref
+        assert idx.query_offset(topic="FrontTopic", key="key3", max_num=64, cap=0) == ref
+        capped = idx.query_offset("FrontTopic", "key3", 64)   # cap: maxMsgsNumBatch
+        assert capped == idx.query_offset("FrontTopic", "key3", 64, accel=False)
+        assert capped[0] == ref[0][:store.cfg.maxMsgsNumBatch]
+        idx.files = list(idx.files)   # another list object: the walker is rebuilt, same answer
+        assert idx.query_offset("FrontTopic", "key3", 64, 0, LONG_MAX, cap=0) == ref

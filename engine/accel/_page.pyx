@@ -90,7 +90,7 @@ cdef packed struct Row:
 
 ROW_SIZE = sizeof(Row)
 ROW_FORMAT = "=7q14i"
-API = 2  # what engine.store.page expects of this module (2: PageBase, get_message, bind_result)
+API = 3  # what engine.store.page expects of this module (3: PageBase with items, MessageBase)
 
 
 # ---- bytes ---------------------------------------------------------------------------------
@@ -226,5 +226,6 @@ def scan(clbuf, Py_ssize_t limit, int64_t file_from, int64_t file_size, cqbuf, P
     return u, j, nbytes, stop
 
 
+include "_message.pxi"
 include "_page_loop.pxi"
 include "_page_decode.pxi"

@@ -43,7 +43,6 @@ def decode(buf, Py_ssize_t pos, Py_ssize_t limit, int64_t offset, opts):
     cdef int32_t size
     cdef int st, flags
     cdef const uint8_t* b
-    cdef Py_ssize_t bh, sh, hp, sp
     flags = (F_CRC if opts.check_crc else 0) | (F_FORCE if opts.force_verify_prop_crc else 0) | (F_V2 if opts.accept_v2 else 0)
     PyObject_GetBuffer(buf, &v, PyBUF_SIMPLE)
     try:
@@ -55,19 +54,42 @@ def decode(buf, Py_ssize_t pos, Py_ssize_t limit, int64_t offset, opts):
         st = check(b, v.len, pos, limit, flags, &r, &size)
         if st != S_MESSAGE:
             return None
-        bh = HOST_V6 if r.sysFlag & BORNHOST_V6_FLAG else HOST_V4
-        sh = HOST_V6 if r.sysFlag & STOREHOST_V6_FLAG else HOST_V4
-        hp = pos + OFF_BORNHOST
-        sp = hp + bh + (OFF_STOREHOST - OFF_BORNHOST)
-        msg = _Message(utf8(b + r.topicPos, r.topicLength), r.queueId, r.queueOffset, offset, r.storeSize,
-                       r.bodyCRC, r.flag, r.sysFlag, r.bornTimestamp,
-                       PyBytes_FromStringAndSize(<const char*>b + hp, bh), r.storeTimestamp,
-                       PyBytes_FromStringAndSize(<const char*>b + sp, sh), r.reconsumeTimes,
-                       r.preparedTransactionOffset,
-                       PyBytes_FromStringAndSize(<const char*>b + r.bodyPos, r.bodyLength) if r.bodyLength > 0 else b"",
-                       utf8(b + r.propertiesPos, r.propertiesLength) if r.propertiesLength > 0 else "",
-                       parse_props(b, r.propertiesPos, r.propertiesLength) if r.propertiesLength > 0 else {},
-                       r.magicCode, r.physicalOffsetField, r.tagsCode)
-        return _RecordResult(_MESSAGE_STATUS, size, msg)
+        return _RecordResult(_MESSAGE_STATUS, size, lazy_message(b, pos, &r, offset, None))
     finally:
         PyBuffer_Release(&v)
+
+
+def messages_at(cl, offsets):
+    """CommitLog.messages_at: lookMessageByOffset for each offset of a key query's answer, in
+    one call (bound to the CommitLog, no Python frame): the records the compiled check decides
+    become Messages here; any other answer is cl.get_message's (a Message or None). Offsets
+    with no message are left out."""
+    q, opts, fallback = cl.queue, cl.read_opts, cl.get_message
+    cdef Row r
+    cdef int32_t size
+    cdef int st, flags
+    cdef int64_t o, start, wp
+    cdef Py_buffer v
+    cdef list out = []
+    flags = (F_CRC if opts.check_crc else 0) | (F_FORCE if opts.force_verify_prop_crc else 0) | (F_V2 if opts.accept_v2 else 0)
+    for off in offsets:
+        o = off
+        f = find_file(q, o)
+        if f is None:
+            continue
+        start = f.file_from_offset
+        wp = f.wrote_position
+        if o - start >= wp or o < start:
+            continue
+        PyObject_GetBuffer(f.buf, &v, PyBUF_SIMPLE)
+        try:
+            st = check(<const uint8_t*>v.buf, v.len, o - start, min(wp, v.len), flags, &r, &size)
+            if st == S_MESSAGE:
+                out.append(lazy_message(<const uint8_t*>v.buf, o - start, &r, o, None))
+        finally:
+            PyBuffer_Release(&v)
+        if st != S_MESSAGE:
+            m = fallback(o)
+            if m is not None:
+                out.append(m)
+    return out

@@ -14,6 +14,7 @@ cdef class PageBase:
     not cost Python frames."""
     cdef public Py_ssize_t _n
     cdef public object _rows, _views, _cache, _cols, _fidx, _froms
+    cdef list _anchors   # an Anchor per view, made when a Message first needs it
 
     def __init__(self, Py_ssize_t n=0, rows=None, views=(), cache=None):
         self._n = n
@@ -26,6 +27,42 @@ cdef class PageBase:
 
     def __bool__(self):
         return self._n > 0
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self.get(k) for k in range(*i.indices(self._n))]
+        cdef Py_ssize_t k = index(i)
+        if k < 0:
+            k += self._n
+        if not 0 <= k < self._n:
+            raise IndexError("page index out of range")
+        return self.get(k)
+
+    def _get(self, Py_ssize_t i):
+        return self.get(i)
+
+    def __iter__(self):
+        """Every message built in one pass (a Message per row, from the row and the map)."""
+        cdef Py_ssize_t i
+        for i in range(self._n):
+            self.get(i)
+        return iter(self._cache if self._cache is not None else ())
+
+    cdef object get(self, Py_ssize_t i):
+        cdef list c = self._cache
+        cdef const Row* r
+        if c is None:
+            c = self._cache = [None] * self._n
+        m = c[i]
+        if m is None:
+            r = <const Row*>(<const char*><char*>self._rows + i * sizeof(Row))
+            if self._anchors is None:
+                self._anchors = [None] * len(self._views)
+            a = self._anchors[r.file]
+            if a is None:
+                a = self._anchors[r.file] = new_anchor(self._views[r.file])
+            m = c[i] = page_message(<Anchor>a, r)
+        return m
 
 
 cdef inline object new_page(Py_ssize_t n, rows, views, cache):

@@ -22,9 +22,89 @@ cdef void _crc_init() noexcept:
 _crc_init()
 
 
+# ---- CRC-32 by carry-less multiplication (x86-64 with PCLMULQDQ) --------------------------------
+# The reflected CRC-32 folded 64 bytes a step with PCLMULQDQ, then reduced (Barrett) to 32 bits:
+# ~10x the table loop on record bodies. The constants are x^k mod P(x) for the folding distances
+# (reflected, as in Intel's white paper "Fast CRC Computation for Generic Polynomials Using
+# PCLMULQDQ"). Whole 16-byte blocks only (at least 64 bytes); the table loop does the rest, and
+# every CPU without PCLMULQDQ. tests/accel compare it with zlib on random lengths and offsets.
+cdef extern from *:
+    """
+    #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+    #include <immintrin.h>
+    #define RMQ_HAVE_CLMUL_CODE 1
+    __attribute__((target("pclmul,sse4.1")))
+    static uint32_t rmq_crc_clmul(const unsigned char *p, size_t n, uint32_t crc) {
+        /* n >= 64 and a multiple of 16; crc is the running (inverted) value */
+        const __m128i k12 = _mm_set_epi64x(0x01c6e41596LL, 0x0154442bd4LL);
+        const __m128i k34 = _mm_set_epi64x(0x00ccaa009eLL, 0x01751997d0LL);
+        const __m128i k5 = _mm_set_epi64x(0, 0x0163cd6124LL);
+        const __m128i pmu = _mm_set_epi64x(0x01f7011641LL, 0x01db710641LL);
+        const __m128i lo32 = _mm_setr_epi32(~0, 0, ~0, 0);
+        __m128i a = _mm_loadu_si128((const __m128i *)(p + 0));
+        __m128i b = _mm_loadu_si128((const __m128i *)(p + 16));
+        __m128i c = _mm_loadu_si128((const __m128i *)(p + 32));
+        __m128i d = _mm_loadu_si128((const __m128i *)(p + 48));
+        __m128i t;
+        a = _mm_xor_si128(a, _mm_cvtsi32_si128((int)crc));
+        p += 64; n -= 64;
+        #define RMQ_FOLD(x, k, next) \
+            t = _mm_clmulepi64_si128(x, k, 0x00); \
+            x = _mm_clmulepi64_si128(x, k, 0x11); \
+            x = _mm_xor_si128(_mm_xor_si128(x, t), next);
+        while (n >= 64) {
+            RMQ_FOLD(a, k12, _mm_loadu_si128((const __m128i *)(p + 0)))
+            RMQ_FOLD(b, k12, _mm_loadu_si128((const __m128i *)(p + 16)))
+            RMQ_FOLD(c, k12, _mm_loadu_si128((const __m128i *)(p + 32)))
+            RMQ_FOLD(d, k12, _mm_loadu_si128((const __m128i *)(p + 48)))
+            p += 64; n -= 64;
+        }
+        RMQ_FOLD(a, k34, b)
+        RMQ_FOLD(a, k34, c)
+        RMQ_FOLD(a, k34, d)
+        while (n >= 16) {
+            RMQ_FOLD(a, k34, _mm_loadu_si128((const __m128i *)p))
+            p += 16; n -= 16;
+        }
+        #undef RMQ_FOLD
+        /* 128 -> 64 bits */
+        t = _mm_clmulepi64_si128(a, k34, 0x10);
+        a = _mm_xor_si128(_mm_srli_si128(a, 8), t);
+        t = _mm_srli_si128(a, 4);
+        a = _mm_clmulepi64_si128(_mm_and_si128(a, lo32), k5, 0x00);
+        a = _mm_xor_si128(a, t);
+        /* Barrett reduction to 32 bits */
+        t = _mm_clmulepi64_si128(_mm_and_si128(a, lo32), pmu, 0x10);
+        t = _mm_clmulepi64_si128(_mm_and_si128(t, lo32), pmu, 0x00);
+        a = _mm_xor_si128(a, t);
+        return (uint32_t)_mm_extract_epi32(a, 1);
+    }
+    static int rmq_clmul_ok(void) {
+        __builtin_cpu_init();
+        return __builtin_cpu_supports("pclmul") && __builtin_cpu_supports("sse4.1");
+    }
+    #else
+    #define RMQ_HAVE_CLMUL_CODE 0
+    static uint32_t rmq_crc_clmul(const unsigned char *p, size_t n, uint32_t crc) { (void)p; (void)n; return crc; }
+    static int rmq_clmul_ok(void) { return 0; }
+    #endif
+    """
+    uint32_t rmq_crc_clmul(const uint8_t* p, size_t n, uint32_t crc) nogil
+    int rmq_clmul_ok() nogil
+
+cdef bint CLMUL = rmq_clmul_ok() != 0
+CRC_CLMUL = CLMUL  # for the tests
+
+
 cdef uint32_t crc32(const uint8_t* p, Py_ssize_t n) noexcept nogil:
     cdef uint32_t c = ~(<uint32_t>0)
     cdef uint32_t a, b
+    cdef Py_ssize_t whole
+    if CLMUL and n >= 64:
+        whole = n & ~(<Py_ssize_t>15)
+        c = rmq_crc_clmul(p, <size_t>whole, c)
+        p += whole
+        n -= whole
     while n >= 8:
         a = (<uint32_t>p[0] | (<uint32_t>p[1] << 8) | (<uint32_t>p[2] << 16) | (<uint32_t>p[3] << 24)) ^ c
         b = <uint32_t>p[4] | (<uint32_t>p[5] << 8) | (<uint32_t>p[6] << 16) | (<uint32_t>p[7] << 24)
@@ -39,13 +119,17 @@ cdef uint32_t crc32(const uint8_t* p, Py_ssize_t n) noexcept nogil:
     return ~c
 
 
-def crc32_of(data) -> int:
-    """zlib.crc32 of a bytes-like object (for the tests)."""
+def crc32_of(data, bint clmul=True) -> int:
+    """zlib.crc32 of a bytes-like object (for the tests; clmul=False: the table loop alone)."""
+    global CLMUL
     cdef Py_buffer v
+    cdef bint was = CLMUL
     PyObject_GetBuffer(data, &v, PyBUF_SIMPLE)
     try:
+        CLMUL = CLMUL and clmul
         return crc32(<const uint8_t*>v.buf, v.len)
     finally:
+        CLMUL = was
         PyBuffer_Release(&v)
 
 

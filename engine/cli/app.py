@@ -360,17 +360,8 @@ def main(argv: list[str] | None = None) -> int:
                             f"{out['maxHashSlotNum']} slots / {out['maxIndexNum']} entries")
             return 0
         if args.command == "demo":
-            from pathlib import Path
-            from engine.store.demo import demo_task
-            from engine.tasks import run
-            root = Path(args.store)
-            if root.exists() and any(root.iterdir()):
-                raise CliError(f"{root} exists and is not empty")
-            if args.messages < 0:
-                raise CliError(f"--messages must be 0 or more, got {args.messages}")
-            run(demo_task(root, args.messages, config=cfg), stderr_progress())
-            emit(args, {"store": str(root)}, f"demo store written to {root}")
-            return 0
+            from engine.cli.write import run_demo
+            return run_demo(args, cfg)
         if args.command == "rebuild":
             from pathlib import Path
             from engine.cli.write import confirm_rebuild, rebuild

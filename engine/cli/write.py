@@ -36,6 +36,9 @@ def register(add, commands: dict, write_commands: set, prepare: dict) -> None:
     commands["recover"] = None  # handled before opening (it may be a dry run)
     sp = add("demo", "create a realistic demo store in STORE (a new folder)")
     sp.add_argument("--messages", type=int, default=12000)
+    sp.add_argument("--seed", type=int, default=7, help="the same seed writes the same messages (times aside)")
+    sp.add_argument("--progress", action="store_true",
+                    help="progress on stderr (count, rate, ETA) even when stderr is not a terminal")
     commands["demo"] = None  # handled before opening
     sp = add("rebuild", "rebuild ConsumeQueue and index files from the commitlog")
     sp.add_argument("--yes", action="store_true", help="do not ask")
@@ -44,6 +47,26 @@ def register(add, commands: dict, write_commands: set, prepare: dict) -> None:
     sp.add_argument("--progress", action="store_true",
                     help="progress on stderr (phase, percent, MB/s) even when stderr is not a terminal")
     commands["check"] = cmd_check
+
+
+def run_demo(args, cfg) -> int:
+    """`rmqstore demo STORE`: progress on stderr when it is a terminal or --progress is given,
+    never on stdout (which carries only the result, or its JSON)."""
+    from engine.cli.output import CliError, emit, rate_progress
+    from engine.store.demo import demo_task
+    from engine.tasks import run
+    root = Path(args.store)
+    if root.exists() and (not root.is_dir() or any(root.iterdir())):
+        raise CliError(f"{root} exists and is not an empty folder")
+    if args.messages < 0:
+        raise CliError(f"--messages must be 0 or more, got {args.messages}")
+    if args.seed < 0:
+        raise CliError(f"--seed must be 0 or more, got {args.seed}")
+    show = args.progress or sys.stderr.isatty()
+    run(demo_task(root, args.messages, args.seed, config=cfg), rate_progress() if show else None)
+    emit(args, {"store": str(root), "messages": args.messages, "seed": args.seed},
+         f"demo store written to {root}")
+    return 0
 
 
 def _props(pairs: list[str]) -> dict:

@@ -29,6 +29,20 @@ SEEK_HOLE = getattr(os, "SEEK_HOLE", 4)
 DEFAULT_RESERVE_STEP = 4 << 20
 
 
+MADV_POPULATE_WRITE = getattr(mmap, "MADV_POPULATE_WRITE", 23)   # Linux 5.14+
+
+
+def populate_pages(mm, start: int, length: int) -> None:
+    """Fault reserved pages in now, in one call: a put then writes to mapped pages instead of
+    taking a page fault every third 1 KiB record (RocketMQ's warmMappedFile does this by
+    writing zeros). Used for the commitlog only: CQ and index writes are 20 bytes, a fault
+    per hundreds of them. Best effort: an older kernel (EINVAL) keeps faulting lazily."""
+    try:
+        mm.madvise(MADV_POPULATE_WRITE, start, length)
+    except (OSError, ValueError, AttributeError):
+        pass
+
+
 def allocate(fd: int, start: int, length: int) -> None:
     """Reserve the blocks of [start, start + length) now. A write through the map into a hole of
     a sparse file on a full disk is SIGBUS (the process dies); reserving first makes it an error
@@ -189,7 +203,8 @@ def refuse_full_tmpfs(path) -> None:
 
 class MappedFile:
     def __init__(self, path: Path, file_size: int, writable: bool = False, create: bool = False,
-                 reserve_step: int = DEFAULT_RESERVE_STEP, reserve_from_start: bool = False):
+                 reserve_step: int = DEFAULT_RESERVE_STEP, reserve_from_start: bool = False,
+                 populate: bool = False):
         self.path = Path(path)
         self.file_from_offset = int(self.path.name)
         self.file_size = file_size
@@ -201,6 +216,7 @@ class MappedFile:
         self.reserved_until = 0
         self.reserve_step = reserve_step
         self.reserve_from_start = reserve_from_start  # random writes from 0 (index slots), not appends
+        self.populate = populate and writable  # fault reserved pages in at once (see `populate_pages`)
         flags = os.O_RDWR if writable else os.O_RDONLY
         if create:
             flags |= os.O_CREAT | os.O_EXCL
@@ -222,6 +238,8 @@ class MappedFile:
                                   path=str(self.path))
             self.mm = mmap.mmap(fd, file_size, access=mmap.ACCESS_WRITE) if writable else \
                 map_for_reading(fd, file_size)
+            if create and self.populate:
+                populate_pages(self.mm, 0, self.reserved_until)
         finally:
             os.close(fd)
         self.buf = memoryview(self.mm)
@@ -266,6 +284,9 @@ class MappedFile:
                     punch_hole(fd, max(start, self.wrote_position + (-self.wrote_position) % PAGE), stop)
                 raise
         self.reserved_until = stop
+        mm = getattr(self, "mm", None)  # a new file is mapped after its first reservation
+        if self.populate and mm is not None and stop > start:
+            populate_pages(mm, start, stop - start)
 
     def write_at(self, pos: int, data: bytes) -> None:
         if pos + len(data) > self.reserved_until:

@@ -12,10 +12,11 @@ from engine.files.mapped_file import DEFAULT_RESERVE_STEP, MappedFile, offset_to
 
 class MappedFileQueue:
     def __init__(self, dirs: Path | list[Path], file_size: int, writable: bool = False,
-                 reserve_step: int = DEFAULT_RESERVE_STEP):
+                 reserve_step: int = DEFAULT_RESERVE_STEP, populate: bool = False):
         self.dirs = [Path(d) for d in (dirs if isinstance(dirs, list) else [dirs])]
         self.file_size = file_size
         self.reserve_step = reserve_step  # blocks reserved ahead of the appends (MappedFile.ensure_room)
+        self.populate = populate          # and their pages faulted in (the commitlog's appends)
         self.writable = writable
         self.files: list[MappedFile] = []
         self.skipped: list[str] = []     # names that are not data files
@@ -54,7 +55,7 @@ class MappedFileQueue:
                     raise ConfigError(f"file name is not a multiple of the configured file size {self.file_size}",
                                       path=str(p))
                 self.files.append(MappedFile(p, self.file_size, writable=self.writable,
-                                             reserve_step=self.reserve_step))
+                                             reserve_step=self.reserve_step, populate=self.populate))
             except ConfigError as e:
                 if not tolerant:
                     raise
@@ -139,7 +140,7 @@ class MappedFileQueue:
         d = self.dirs[0]
         d.mkdir(parents=True, exist_ok=True)
         f = MappedFile(d / offset_to_name(start), self.file_size, writable=True, create=True,
-                       reserve_step=self.reserve_step)
+                       reserve_step=self.reserve_step, populate=self.populate)
         self.files.append(f)
         return f
 

@@ -10,6 +10,7 @@ import zlib
 from dataclasses import dataclass, field
 from enum import Enum
 
+from engine import accel
 from engine.format import properties as P
 from engine.format.crc import crc32
 from engine.errors import MessageRejectedError
@@ -70,29 +71,9 @@ class RecordStatus(Enum):
     SIZE_MISMATCH = "size-mismatch"   # header readable but TOTALSIZE disagrees with the fields
 
 
-@dataclass(slots=True)
-class Message(P.PropertyFields):
-    """One decoded record, named like RocketMQ's MessageExt."""
-    topic: str
-    queueId: int
-    queueOffset: int
-    commitLogOffset: int          # where the record really is (scan position)
-    storeSize: int
-    bodyCRC: int
-    flag: int
-    sysFlag: int
-    bornTimestamp: int
-    bornHostBytes: bytes
-    storeTimestamp: int
-    storeHostBytes: bytes
-    reconsumeTimes: int
-    preparedTransactionOffset: int
-    body: bytes
-    propertiesRaw: str
-    properties: dict
-    magicCode: int
-    physicalOffsetField: int      # the PHYSICALOFFSET written inside the record
-    tagsCode: int = 0
+class _MessageMethods(P.PropertyFields):
+    """What a Message answers beyond its fields (both Message classes below share it)."""
+    __slots__ = ()
 
     @property
     def bornHost(self) -> str:
@@ -142,6 +123,56 @@ class Message(P.PropertyFields):
         if with_body:
             d["body"] = base64.b64encode(self.body).decode("ascii")
         return d
+
+
+_KERNEL = accel.load("_page")
+if _KERNEL is not None and not hasattr(_KERNEL, "MessageBase"):
+    _KERNEL = None  # a stale build
+
+
+FIELD_NAMES = ("topic", "queueId", "queueOffset", "commitLogOffset", "storeSize", "bodyCRC", "flag",
+               "sysFlag", "bornTimestamp", "bornHostBytes", "storeTimestamp", "storeHostBytes",
+               "reconsumeTimes", "preparedTransactionOffset", "body", "propertiesRaw", "properties",
+               "magicCode", "physicalOffsetField", "tagsCode")
+
+
+@dataclass(slots=True)
+class PyMessage(_MessageMethods):
+    """One decoded record, named like RocketMQ's MessageExt (the pure-Python Message)."""
+    topic: str
+    queueId: int
+    queueOffset: int
+    commitLogOffset: int          # where the record really is (scan position)
+    storeSize: int
+    bodyCRC: int
+    flag: int
+    sysFlag: int
+    bornTimestamp: int
+    bornHostBytes: bytes
+    storeTimestamp: int
+    storeHostBytes: bytes
+    reconsumeTimes: int
+    preparedTransactionOffset: int
+    body: bytes
+    propertiesRaw: str
+    properties: dict
+    magicCode: int
+    physicalOffsetField: int      # the PHYSICALOFFSET written inside the record
+    tagsCode: int = 0
+
+
+assert tuple(PyMessage.__dataclass_fields__) == FIELD_NAMES
+PyMessage.__name__ = PyMessage.__qualname__ = "Message"   # its repr and pickle name, as the compiled one's
+if _KERNEL is None:
+    Message = PyMessage
+else:
+    class Message(_KERNEL.MessageBase, _MessageMethods):
+        """One decoded record, named like RocketMQ's MessageExt: PyMessage's fields and
+        constructor; a record decoded by the compiled reader keeps one copy of its bytes and
+        makes topic, body, properties and hosts from it when first read."""
+        __slots__ = ()
+
+    _KERNEL.bind_message_class(Message, FIELD_NAMES)
 
 
 @dataclass(slots=True)

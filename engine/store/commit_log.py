@@ -17,6 +17,7 @@ from engine.store import record_scan
 from engine.format.message import (MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, DecodeOptions, Message,
                       RecordResult, RecordStatus, _invalid, check_record, peek_store_timestamp)
 
+import os
 import struct
 
 from engine import accel
@@ -26,9 +27,9 @@ _I32 = struct.Struct(">i")
 _PAGE = accel.load("_page")
 if _PAGE is not None and hasattr(_PAGE, "bind_message"):
     _PAGE.bind_message(Message, RecordResult, RecordStatus.MESSAGE)
-    _decode = _PAGE.decode
+    _decode, _messages_at = _PAGE.decode, _PAGE.messages_at
 else:
-    _decode = None
+    _decode = _messages_at = None
 
 
 def read_record_at(buf, pos: int, limit: int, offset: int, opts: DecodeOptions) -> RecordResult:
@@ -59,7 +60,8 @@ class CommitLog:
     def __init__(self, cfg: StoreConfig, writable: bool = False):
         self.cfg = cfg
         self.queue = MappedFileQueue(cfg.commitlog_dirs, cfg.mappedFileSizeCommitLog, writable,
-                                     reserve_step=COMMITLOG_RESERVE_STEP).load(cfg.tolerant)
+                                     reserve_step=COMMITLOG_RESERVE_STEP,
+                                     populate=os.environ.get("RMQSTORE_NO_POPULATE") != "1").load(cfg.tolerant)
         delays = cfg.delay_level_millis
         self.read_opts = DecodeOptions(check_crc=False, delay_level_millis=delays)
         self.recover_opts = DecodeOptions(check_crc=cfg.checkCRCOnRecover,
@@ -96,6 +98,13 @@ class CommitLog:
         if r.status is not RecordStatus.MESSAGE or (size is not None and r.size != size):
             return None
         return r.message
+
+    def messages_at(self, offsets) -> list[Message]:
+        """get_message for each offset (a key query's answer), the misses left out."""
+        return [m for m in map(self.get_message, offsets) if m is not None]
+
+    if _messages_at is not None:  # the compiled one-call version, a method without a Python frame
+        messages_at = _messages_at  # noqa: F811
 
     def pickup_store_timestamp(self, offset: int, size: int) -> int:
         f = self.queue.find(offset)

@@ -14,9 +14,16 @@ from engine.format.message import TRANSACTION_ROLLBACK_TYPE, Message
 from engine.format.properties import split_keys
 
 _query = accel.load("_query")
+_FRONT = getattr(_query, "IndexServiceBase", None)
 
 
-class IndexService:
+def _int64(t: int) -> int:
+    return min(max(t, -(1 << 63)), (1 << 63) - 1)
+
+
+class IndexService(_FRONT or object):
+    """With the compiled module, query_offset's common case is IndexServiceBase's (in C);
+    _query_offset_py is the whole method and the reference."""
     def __init__(self, cfg: StoreConfig, writable: bool = False):
         self.cfg = cfg
         self.directory = cfg.root / "index"
@@ -96,15 +103,13 @@ class IndexService:
                 except StoreError:
                     continue
 
-    def query_offset(self, topic: str, key: str, max_num: int, begin: int = 0, end: int = LONG_MAX,
-                     cap: int | None = None, accel: bool = True) -> tuple[list[int], int, int]:
+    def _query_offset_py(self, topic: str, key: str, max_num: int, begin: int = 0, end: int = LONG_MAX,
+                         cap: int | None = None, accel: bool = True) -> tuple[list[int], int, int]:
         """IndexService.queryOffset: (offsets newest first, lastUpdateTimestamp, lastUpdatePhyOffset).
         `cap` defaults to maxMsgsNumBatch, as in RocketMQ; None/0 in callers means no cap.
         The compiled walker answers when built (accel=False: the Python reference)."""
         cap = self.cfg.maxMsgsNumBatch if cap is None else cap
-        ki = self._kidx
-        if accel and ki is not None and ki.fresh(self.files):  # the common case, without a call more
-            return ki.query_offset(topic, key, max_num, cap, begin, end)
+        begin, end = _int64(begin), _int64(end)  # times are int64: beyond it is the same as its ends
         ki = self._key_index() if accel else None
         if ki is not None:
             return ki.query_offset(topic, key, max_num, cap, begin, end)
@@ -124,6 +129,9 @@ class IndexService:
                 break
         return out, last_ts, last_off
 
+    if _FRONT is None:
+        query_offset = _query_offset_py
+
     def query_offsets(self, topic: str, keys, max_num: int, begin: int = 0, end: int = LONG_MAX,
                       cap: int | None = None, accel: bool = True) -> list[list[int]]:
         """query_offset for many keys in one call (the GUI's and the scans' batches): one list
@@ -132,7 +140,7 @@ class IndexService:
         max_num = min(max_num, cap) if cap else max_num
         ki = self._key_index() if accel else None
         if ki is not None:
-            return ki.query_many(topic, keys, max_num, begin, end)
+            return ki.query_many(topic, keys, max_num, _int64(begin), _int64(end))
         return [self.query_offset(topic, k, max_num, begin, end, cap=0, accel=False)[0] for k in keys]
 
     def _key_index(self):

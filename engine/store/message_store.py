@@ -300,7 +300,7 @@ class MessageStore(Queries, QueueKinds):
     def put_message(self, topic: str, body: bytes = b"", queue_id: int | None = None, tags: str | None = None,
                     keys=None, properties: dict | None = None, flag: int = 0, **kw):
         """Append one message (RocketMQ encoding, UNIQ_KEY generated unless given) and dispatch it."""
-        w = self._writer()
+        w = self.writer or self._writer()
         if _APPEND is not None and properties is None and not flag and not kw:
             out = (w._appender or _APPEND.appender(w)).put(topic, [body], queue_id, tags, keys)
             if out is not None:

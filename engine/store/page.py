@@ -50,7 +50,7 @@ _unpack_row = ROW_STRUCT.unpack_from
 
 KERNEL = accel.load("_page")
 if KERNEL is not None and (KERNEL.ROW_SIZE != ROW_SIZE or KERNEL.ROW_FORMAT != ROW_STRUCT.format
-                           or getattr(KERNEL, "API", 0) != 2):
+                           or getattr(KERNEL, "API", 0) != 3):
     KERNEL = None  # a stale build (another row layout or interface): not used
 
 WHY_FILLER = "filler unit"
@@ -59,7 +59,7 @@ WHY_INVALID = "no valid record of that size there"
 
 
 class _PageBase:
-    """MessagePage's storage and length (the compiled PageBase replaces it)."""
+    """MessagePage's storage, length and items (the compiled PageBase replaces it)."""
     __slots__ = ("_n", "_rows", "_views", "_cache", "_cols", "_fidx", "_froms")
 
     def __init__(self, n: int = 0, rows=None, views=(), cache=None):
@@ -76,6 +76,30 @@ class _PageBase:
 
     def __bool__(self) -> bool:
         return self._n > 0
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self._get(k) for k in range(*i.indices(self._n))]
+        n = self._n
+        if i < 0:
+            i += n
+        if not 0 <= i < n:
+            raise IndexError("page index out of range")
+        return self._get(i)
+
+    def _get(self, i: int) -> Message:
+        c = self._cache
+        if c is None:
+            c = self._cache = [None] * self._n
+        m = c[i]
+        if m is None:
+            m = c[i] = self._build(i)
+        return m
+
+    def __iter__(self):
+        get = self._get
+        for i in range(self._n):
+            yield get(i)
 
 
 class MessagePage(_PageBase if KERNEL is None else KERNEL.PageBase, Sequence):
@@ -100,29 +124,6 @@ class MessagePage(_PageBase if KERNEL is None else KERNEL.PageBase, Sequence):
         return p
 
     # ---- the list ------------------------------------------------------------------------
-    def __getitem__(self, i):
-        if isinstance(i, slice):
-            return [self._get(k) for k in range(*i.indices(self._n))]
-        n = self._n
-        if i < 0:
-            i += n
-        if not 0 <= i < n:
-            raise IndexError("page index out of range")
-        return self._get(i)
-
-    def _get(self, i: int) -> Message:
-        c = self._cache
-        if c is None:
-            c = self._cache = [None] * self._n
-        m = c[i]
-        if m is None:
-            m = c[i] = self._build(i)
-        return m
-
-    def __iter__(self):
-        get = self._get
-        for i in range(self._n):
-            yield get(i)
 
     def __reversed__(self):
         for i in range(self._n - 1, -1, -1):

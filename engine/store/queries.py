@@ -10,7 +10,7 @@ from engine.format.msgid import decode_offset_msg_id, looks_like_msg_id
 from engine.store.index_file import LONG_MAX
 
 
-@dataclass
+@dataclass(slots=True)
 class QueryResult:
     messages: list[Message]
     truncated: bool
@@ -38,9 +38,8 @@ class Queries:
         de-duplicated, newest first, `max_num` (0 = no cap) with a truncated flag."""
         idx = self.index
         if raw:
-            offs, lts, loff = idx.query_offset(topic, key, max_num, begin, end, cap=cap)
-            msgs = [m for m in (self.commitlog.get_message(o) for o in offs) if m is not None]
-            return QueryResult(msgs, False, offs, [], lts, loff)
+            offs, lts, loff = idx.query_offset(topic, key, max_num, begin, end, cap)
+            return QueryResult(self.commitlog.messages_at(offs), False, offs, [], lts, loff)
         offs, lts, loff = idx.query_offset(topic, key, LONG_MAX, max(0, begin - 1000), LONG_MAX, cap=0)
         seen, matched, false_hits = set(), [], []
         for o in offs:

@@ -449,6 +449,22 @@ def test_kernel_crc32_is_zlibs():
     assert KERNEL.crc32_of(prop_crc_tail(7)) == zlib.crc32(prop_crc_tail(7))
 
 
+@needs_kernel
+def test_kernel_crc32_folded_and_table_agree_with_zlib_at_every_length_and_alignment():
+    """The PCLMULQDQ folding (whole 16-byte blocks from 64 bytes on) and the table loop for
+    the rest: every length around the block edges, odd start addresses, big buffers."""
+    rnd = random.Random(2)
+    pool = rnd.randbytes(70000)
+    lengths = list(range(0, 200)) + [255, 256, 257, 1023, 1024, 1025, 4096 + 15, 65536 + 17]
+    for n in lengths:
+        for start in (0, 1, 3, 8, 13):
+            data = memoryview(pool)[start:start + n]
+            want = zlib.crc32(data)
+            assert KERNEL.crc32_of(data) == want, (n, start)
+            assert KERNEL.crc32_of(data, False) == want, (n, start)
+    assert KERNEL.crc32_of(b"\xff" * 4096) == zlib.crc32(b"\xff" * 4096)
+
+
 # ---- the lazy page as a list ---------------------------------------------------------------------
 def test_page_behaves_as_a_list():
     with MessageStore.open(unpack("small")) as s:
