@@ -515,12 +515,13 @@ cdef inline Py_ssize_t gallop(const int64_t* off, Py_ssize_t n, int64_t phy, Py_
 def cq_units(const uint8_t[::1] units, int64_t first, int32_t tid, int32_t qid, bint lmq, const int64_t[::1] off,
              const int32_t[::1] topic, const int32_t[::1] rqid, const int64_t[::1] qoff, const int32_t[::1] size,
              const int8_t[::1] tran, const int64_t[::1] tags, int64_t cl_min, int64_t cl_max, int8_t[::1] code,
-             int64_t[::1] rows, uint8_t[::1] found):
+             int64_t[::1] rows, uint8_t[::1] found, uint8_t[::1] ok):
     """check's rules for units first.. of queue (tid, qid) (`units`: their 20-byte records):
     code[i] as engine.analysis.check's _unit_codes (0 fine, 1 past the log, 2 no record there,
     3 LMQ unit against its record, 4 another record, 5 an undispatched transaction record,
     6 tagsCode), rows[i] the row it names (-1 none), found[i] a non-LMQ unit that reached a
-    record. Returns the number of units with a code."""
+    record; ok[row] set for a record a unit of its own queue offset reached. Returns the number
+    of units with a code."""
     cdef Py_ssize_t n = units.shape[0] // 20, nr = off.shape[0], i, hint = 0, r
     cdef const uint8_t* u
     cdef int64_t phy, utags, q
@@ -556,10 +557,12 @@ def cq_units(const uint8_t[::1] units, int64_t first, int32_t tid, int32_t qid, 
                 t = tran[r]
                 if topic[r] != tid or rqid[r] != qid or qoff[r] != q or size[r] != usize:
                     c = 4
-                elif t != 0 and t != 8:
-                    c = 5
-                elif tags[r] != utags:
-                    c = 6
+                else:
+                    ok[r] = 1
+                    if t != 0 and t != 8:
+                        c = 5
+                    elif tags[r] != utags:
+                        c = 6
             code[i] = c
             nbad += c != 0
     return nbad

@@ -173,6 +173,7 @@ def _consume_queues(store, rec: Records, out: Problems) -> int:
     cl = store.commitlog
     n_units = 0
     seen: dict[tuple[int, int], list] = {}   # (topic id, queue id) -> queue offsets with a unit
+    ok = np.zeros(rec.n, dtype=np.uint8)     # records a unit of their own queue offset reached
     for (topic, qid), cq in store.queues.items():
         tid = rec.topic_ids.get(topic, -1)
         for first, units, path in _unit_runs(cq):
@@ -191,7 +192,7 @@ def _consume_queues(store, rec: Records, out: Problems) -> int:
                 code, r, found = np.empty(n, np.int8), np.empty(n, np.int64), np.empty(n, np.uint8)
                 K.cq_units(np.ascontiguousarray(units).view(np.uint8).reshape(-1), first, tid, qid, cq.lmq, rec.off,
                            rec.topic, rec.qid, rec.qoff, rec.size, rec.tran, rec.tags, cl.min_offset, cl.max_offset,
-                           code, r, found)
+                           code, r, found, ok)
                 found = found.view(bool)
             else:
                 code, r, found = _unit_codes(rec, cl, tid, qid, cq.lmq, q, phy, size, tags, times)
@@ -205,7 +206,7 @@ def _consume_queues(store, rec: Records, out: Problems) -> int:
         out.add("batch-cq-unit", f"{p['topic']}/{p['queueId']} unit at base {p['queueOffset']}: {p['problem']}"
                 + (f" (expected {p['expected']}, found {p['actual']})" if p.get("expected") else ""),
                 store.root / p["file"], p["fileOffset"])
-    _missing_units(store, rec, seen, batch, out)
+    _missing_units(store, rec, seen, ok, batch, out)
     return n_units
 
 
@@ -236,12 +237,15 @@ def _unit_word(rec, cl, cq, topic, qid, first, phy, size, tags, times, code, r, 
     return word
 
 
-def _missing_units(store, rec: Records, seen: dict, batch, out: Problems) -> None:
-    """Every dispatchable record has its unit (queue by queue, as arrays: no set of the units)."""
+def _missing_units(store, rec: Records, seen: dict, ok: np.ndarray, batch, out: Problems) -> None:
+    """Every dispatchable record has its unit: a record is covered when a unit of its queue at
+    its queue offset reached a record (RocketMQ's "seen"). `ok` has the records a unit reached
+    directly; the others are looked up queue by queue in the units seen (as arrays)."""
     if not rec.n:
         return
-    ok = np.zeros(rec.n, dtype=bool)
-    group = (rec.topic.astype(np.int64) << 32) | (rec.qid.astype(np.int64) & 0xFFFFFFFF)
+    ok = ok.view(bool)
+    todo = np.flatnonzero(~ok)
+    group = (rec.topic[todo].astype(np.int64) << 32) | (rec.qid[todo].astype(np.int64) & 0xFFFFFFFF)
     order = np.argsort(group, kind="stable")
     sorted_group = group[order]
     for (tid, qid), qs in seen.items():
@@ -249,7 +253,7 @@ def _missing_units(store, rec: Records, seen: dict, batch, out: Problems) -> Non
         a, b = np.searchsorted(sorted_group, [g, g + 1])
         if a == b:
             continue
-        rows = order[a:b]
+        rows = todo[order[a:b]]
         have = np.concatenate(qs)
         if len(have) > 1 and (have[1:] < have[:-1]).any():
             have = np.sort(have)

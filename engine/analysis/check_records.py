@@ -126,8 +126,9 @@ class _Builder:
         if self.keys:
             kr = np.concatenate([k[0] for k in self.keys])
             kh = np.concatenate([k[1] for k in self.keys])
-            order = np.argsort(kr, kind="stable")
-            kr, kh = kr[order], kh[order]
+            if len(kr) > 1 and (kr[1:] < kr[:-1]).any():  # keys Python added after their chunk
+                order = np.argsort(kr, kind="stable")
+                kr, kh = kr[order], kh[order]
         else:
             kr = kh = np.empty(0, dtype=np.int64)
         names = self.topics.names if self.topics is not None else self.names
