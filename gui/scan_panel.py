@@ -5,19 +5,23 @@ where it fits, a plot (traffic over time, size distribution, messages per topic)
 The job is engine.scan's task (`scan_task`: progress, then the JobResult) run by the GUI's one
 runner through the session, in a lane of its own: a newer job replaces an older one, and the
 session's close cancels and waits for it. The SparkSession outlives each job (starting one
-takes seconds); it is (re)created on the worker thread when the master or memory changes."""
+takes seconds); it is (re)created on the worker thread when the master or memory changes.
+
+Progress arrives per slice (hundreds on a store of small files); the bar and the status line
+follow at most every PROGRESS_MS: a QProgressBar repaints on each new value, and every
+repaint is UI-thread time (holding the GIL) the scan's own thread waits for."""
 from __future__ import annotations
 
 import os
 
 import pyqtgraph as pg
-from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, Signal
+from PySide6.QtCore import QAbstractTableModel, QModelIndex, Qt, QTimer, Signal
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QFormLayout, QHBoxLayout, QHeaderView, QLabel,
-                               QLineEdit, QProgressBar, QPushButton, QSpinBox, QSplitter, QTableView, QVBoxLayout,
-                               QWidget)
+                               QLineEdit, QListWidget, QProgressBar, QPushButton, QSpinBox, QSplitter, QTableView,
+                               QVBoxLayout, QWidget)
 
-from engine.scan.api import (EXPORT_FORMATS, FILTER_TABLE_COLUMNS, JOBS, JobParams, MessageFilter, columns_of,
-                             format_cell, one_line, scan_task, validate)
+from engine.scan.api import (EXPORT_FORMATS, FILTER_TABLE_COLUMNS, JOBS, JobParams, MessageFilter, ScanStore,
+                             columns_of, format_cell, one_line, open_scan_store, resolve_stores, scan_task, validate)
 from engine.tasks import Progress
 
 from .views.scan_plot import CategoryAxis, plot_result  # noqa: F401  (CategoryAxis: the panel's axis)
@@ -35,7 +39,24 @@ JOB_FIELDS = {
     "consistency": set(),
     "export": {"body", "tags", "key", "prop", "format", "out", "overwrite"},
 }
-COMMON_FIELDS = {"topic", "queue"}
+COMMON_FIELDS = {"topic", "queue", "stores"}
+PROGRESS_MS = 100   # the progress shown at most this often
+
+
+def scan_many(store, extra: list[str], job: str, params: JobParams, engine: str, cancel=None, **kw):
+    """scan_task over the session's store and the `extra` store folders (opened read-only here,
+    on the worker, and closed at the end): rows carry `broker` (engine.scan's many-store rules)."""
+    opened = []
+    try:
+        members = [ScanStore(resolve_stores([str(store.root)])[0].broker, str(store.root), store)]
+        for ref in resolve_stores(extra):
+            if ref.path != members[0].path:
+                opened.append(open_scan_store(ref.path))
+                members.append(ScanStore(ref.broker, ref.path, opened[-1]))
+        return (yield from scan_task(members, job, params, engine, cancel, **kw))
+    finally:
+        for st in opened:
+            st.close()
 
 
 class RowsModel(QAbstractTableModel):
@@ -92,6 +113,12 @@ class ScanPanel(QWidget):
         self.split_bytes: int | None = None   # commitlog slice size (None = automatic)
         self._bucket_ms: int | None = None
         self.throttle_ms = 0                  # test hook: slows each block down
+        self._progress: Progress | None = None   # the newest report not shown yet
+        self._progress_timer = QTimer(self)
+        self._progress_timer.setSingleShot(True)
+        self._progress_timer.setInterval(PROGRESS_MS)
+        self._progress_timer.timeout.connect(self._show_progress)
+        self.progress_shown = 0                  # reports drawn (tests: fewer than received)
         self._build()
         self._job_changed()
         self._engine_changed()
@@ -162,6 +189,20 @@ class ScanPanel(QWidget):
         ol.addWidget(browse)
         add("out", "Output", out_row)
         self.overwrite = add("overwrite", "", QCheckBox("Overwrite"))
+        stores_row = QWidget()   # more stores in the same job: a `broker` column in the results
+        sl = QHBoxLayout(stores_row)
+        sl.setContentsMargins(0, 0, 0, 0)
+        self.stores_list = QListWidget()
+        self.stores_list.setMaximumHeight(64)
+        self.stores_list.setToolTip("Other stores scanned with this one (store folders or cluster layouts)")
+        add_store, remove_store = QPushButton("Add…"), QPushButton("Remove")
+        add_store.clicked.connect(self._add_store)
+        remove_store.clicked.connect(lambda: [self.stores_list.takeItem(self.stores_list.row(i))
+                                              for i in self.stores_list.selectedItems()])
+        sl.addWidget(self.stores_list, 1)
+        sl.addWidget(add_store)
+        sl.addWidget(remove_store)
+        add("stores", "More stores", stores_row)
 
         self.run_button = QPushButton("Run")
         self.run_button.clicked.connect(self.run)
@@ -211,6 +252,14 @@ class ScanPanel(QWidget):
         path, _ = QFileDialog.getSaveFileName(self, "Export to")
         if path:
             self.out_edit.setText(path)
+
+    def _add_store(self) -> None:
+        path = QFileDialog.getExistingDirectory(self, "Add a store (or a cluster layout)")
+        if path:
+            self.stores_list.addItem(path)
+
+    def extra_stores(self) -> list[str]:
+        return [self.stores_list.item(i).text() for i in range(self.stores_list.count())]
 
     def _job_changed(self, *_):
         used = JOB_FIELDS[self.job_box.currentText()] | COMMON_FIELDS
@@ -281,7 +330,9 @@ class ScanPanel(QWidget):
         # session's lock; the session's close still cancels and waits for it (_store_closing)
         target = self.master_edit.text().strip()
         remote = target if target.startswith("sc://") else None   # a running Spark, through Spark Connect
-        return self.session.submit(scan_task, job, params, self.engine_box.currentData(),
+        extra = self.extra_stores()
+        fn, args = (scan_many, (extra,)) if extra else (scan_task, ())
+        return self.session.submit(fn, *args, job, params, self.engine_box.currentData(),
                                    master=None if remote else target, remote=remote,
                                    memory=self.memory_edit.text().strip(),
                                    lane=self.lane, locked=False, pass_cancel=True,
@@ -297,11 +348,23 @@ class ScanPanel(QWidget):
         self.run_button.setEnabled(not running and self.session.is_open)
         self.cancel_button.setEnabled(running)
         if not running:
+            self._progress_timer.stop()
+            self._progress = None
             self.progress_bar.setRange(0, 1)
             self.progress_bar.setValue(1 if done else 0)
             self.progress_bar.setFormat("done" if done else "")
 
     def _on_progress(self, p: Progress) -> None:
+        self._progress = p
+        if not self._progress_timer.isActive():   # shown at once, then the newest every PROGRESS_MS
+            self._show_progress()
+            self._progress_timer.start()
+
+    def _show_progress(self) -> None:
+        p, self._progress = self._progress, None
+        if p is None:
+            return
+        self.progress_shown += 1
         if p.total:
             self.progress_bar.setRange(0, p.total)
             self.progress_bar.setValue(p.done)
@@ -317,6 +380,8 @@ class ScanPanel(QWidget):
         self._set_running(False, done=True)
         self.last_result = result
         cols = FILTER_TABLE_COLUMNS + ["msgId", "properties"] if result.job == "filter" else None
+        if cols and result.rows and "broker" in result.rows[0]:
+            cols = ["broker", "store"] + cols
         self.model.set_rows(result.rows, cols)
         self.table.resizeColumnsToContents()
         for c in range(self.model.columnCount()):

@@ -60,10 +60,80 @@ include "_append_results.pxi"
 
 
 
+@cython.final
+cdef class _Held:
+    """A writable buffer export of one file's map, kept while that file is the one appended
+    to (one GetBuffer per file instead of one per put), and what never changes about the file
+    (where it starts; an index file's geometry). Positions stay in the file's own object."""
+    cdef object owner               # the MappedFile / IndexFile held
+    cdef Py_buffer v
+    cdef bint held
+    cdef int64_t start              # file_from_offset (index files: unused)
+    cdef Py_buffer hv               # index files: the header's array('q')
+    cdef bint hv_held
+    cdef object file                # index files: their MappedFile (reserved_until)
+    cdef int64_t entry_base, slot_num, index_num
+
+    cdef int release(self) except -1:
+        if self.held:
+            PyBuffer_Release(&self.v)
+            self.held = False
+        if self.hv_held:
+            PyBuffer_Release(&self.hv)
+            self.hv_held = False
+        self.owner = self.file = None
+        return 0
+
+    def __dealloc__(self):
+        if self.held:
+            PyBuffer_Release(&self.v)
+        if self.hv_held:
+            PyBuffer_Release(&self.hv)
+
+
+cdef _Held hold_file(_Held h, f):
+    """h holding f (a commitlog or CQ MappedFile), re-held when f is another file."""
+    if h is None:
+        h = _Held.__new__(_Held)
+    if h.owner is not f:
+        h.release()
+        PyObject_GetBuffer(f.buf, &h.v, PyBUF_WRITABLE)
+        h.held = True
+        h.start = f.file_from_offset
+        h.owner = f
+    return h
+
+
+cdef _Held hold_index(_Held h, idx):
+    if h is None:
+        h = _Held.__new__(_Held)
+    if h.owner is not idx:
+        h.release()
+        h.file = idx.file
+        PyObject_GetBuffer(h.file.mm, &h.v, PyBUF_WRITABLE)
+        h.held = True
+        PyObject_GetBuffer(idx.header.values, &h.hv, PyBUF_WRITABLE)
+        h.hv_held = True
+        h.entry_base, h.slot_num, h.index_num = idx._entry_base, idx.slot_num, idx.index_num
+        h.owner = idx
+    return h
+
+
+@cython.final
+cdef class _Queue:
+    """One queue the appender writes: its key in the writer's offsets, its ConsumeQueue, the
+    held map of its last file."""
+    cdef object key, cq
+    cdef _Held last
+
+
 cdef class Appender:
     """StoreWriter.put for plain messages. One per writer; state stays in the writer's own
-    objects (positions, offsets, headers) so the Python path can take over at any put."""
+    objects (positions, offsets, headers) so the Python path can take over at any put. The
+    maps of the files appended to are held between puts (release() gives them back)."""
     cdef object w, store, lock, dirty, rr, queue_offsets, gen, cl_files, index, new_topics
+    cdef _Held cl_held, ix_held
+    cdef bint dirty_flag        # threading.Event keeps its state in `_flag`: read it, no call
     cdef dict topics
     cdef bytes born_host, store_host, tail, prefix_b
     cdef str prefix
@@ -95,6 +165,20 @@ cdef class Appender:
         self.prefix_b = self.prefix.encode("ascii")
         self.fixed = (RECORD_FIXED + len(self.born_host) + len(self.store_host) + 1 + 9 + len(self.prefix_b) + 12
                       + len(self.tail))
+        self.dirty_flag = type(getattr(self.dirty, "_flag", None)) is bool
+
+    def release(self):
+        """Give back the held maps (the writer stops; a file is closed or replaced)."""
+        cdef _Queue q
+        if self.cl_held is not None:
+            self.cl_held.release()
+        if self.ix_held is not None:
+            self.ix_held.release()
+        for t in self.topics.values():
+            if t is not False:
+                for q in (<_Topic>t).queues.values():
+                    if q.last is not None:
+                        q.last.release()
 
     cdef _Topic topic(self, str topic):
         t = self.topics.get(topic)
@@ -118,16 +202,18 @@ cdef class Appender:
             return None
         return <_Topic>t
 
-    cdef object queue(self, _Topic t, str topic, long qid):
-        """(key, ConsumeQueue) of an existing queue, or None (its first unit: Python path)."""
+    cdef _Queue queue(self, _Topic t, str topic, long qid):
+        """An existing queue, or None (its first unit: Python path)."""
         q = t.queues.get(qid)
         if q is None:
             key = (topic, qid)
             cq = self.store.queues.get(key)
             if cq is None:
                 return None
-            q = t.queues[qid] = (key, cq)
-        return q
+            q = _Queue.__new__(_Queue)
+            (<_Queue>q).key, (<_Queue>q).cq = key, cq
+            t.queues[qid] = q
+        return <_Queue>q
 
     cdef Py_ssize_t record(self, uint8_t* p, bint first, Py_ssize_t total, _Topic t, Parts* m, long qid,
                            int64_t qoff, int64_t phy, int64_t born_ts, int64_t store_ts, bytes body,
@@ -270,10 +356,10 @@ cdef class Appender:
             if type(queue_id) is not int or not 0 <= queue_id <= 0x7FFFFFFF:
                 return None
             qid = queue_id
-        q = self.queue(t, topic, qid)
+        cdef _Queue q = self.queue(t, topic, qid)
         if q is None:
             return None
-        key, cq = q
+        key, cq = q.key, q.cq
         # room: the commitlog file, the CQ's last file, the index's last file (no roll-over here)
         files = self.cl_files
         if not files:
@@ -289,25 +375,31 @@ cdef class Appender:
         cdef int64_t cq_pos = cqf.wrote_position
         if cq_pos + n * CQ_UNIT_SIZE > cqf.reserved_until:
             return None
-        cdef Py_buffer hb
         idx = None
+        cdef _Held ih = None
+        cdef int64_t count
         if self.index_enabled:
             ifiles = self.index.files
             if not ifiles:
                 return None
             idx = ifiles[len(ifiles) - 1]
-            hv = idx.header.values
-            if hv[5] + n * m.nkeys > idx.index_num or \
-                    idx._entry_base + (hv[5] + n * m.nkeys) * INDEX_ENTRY_SIZE > idx.file.reserved_until:
+            self.ix_held = hold_index(self.ix_held, idx)
+            ih = self.ix_held
+            count = (<int64_t*>ih.hv.buf)[5]
+            if count + n * m.nkeys > ih.index_num or \
+                    ih.entry_base + (count + n * m.nkeys) * INDEX_ENTRY_SIZE > ih.file.reserved_until:
                 return None
         # write: records, then the batch's first TOTALSIZE; CQ units; index entries
         clock = w.clock
         cdef bint wall = clock is wall_clock_ms
-        cdef int64_t store_ts, phy, rec_total, base = f.file_from_offset, start = pos
+        self.cl_held = hold_file(self.cl_held, f)
+        q.last = hold_file(q.last, cqf)
+        cdef _Held clh = self.cl_held
+        cdef _Held cqh = q.last
+        cdef int64_t store_ts, phy, rec_total, base = clh.start, start = pos
         cdef int64_t qoff = self.queue_offsets.get(key, 0), qoff0 = qoff
-        cdef int64_t cq_start = cqf.file_from_offset, max_phy = cq.max_physic_offset
+        cdef int64_t cq_start = cqh.start, max_phy = cq.max_physic_offset
         cdef bint wrote_unit = False
-        cdef Py_buffer clb, cqb, ixb
         cdef IndexState st
         cdef uint8_t* u
         cdef Py_ssize_t i
@@ -334,24 +426,20 @@ cdef class Appender:
                 store_ts = w.last_store_ts
             if _fault_hook is not None:
                 _fault_hook("before-write")
-            PyObject_GetBuffer(f.buf, &clb, PyBUF_WRITABLE)
-            try:
-                for i in range(n):
-                    if i == 1 and _fault_hook is not None:
-                        _fault_hook("batch-torn")
-                    body = <bytes>bodies[i]
-                    rec_total = self.fixed + len(t.name_b) + m.plen + len(body)
-                    phy = base + pos
-                    self.record(<uint8_t*>clb.buf + pos, i == 0, rec_total, t, m, qid, qoff, phy, born[i],
-                                store_ts, body, tails + 12 * i)
-                    if i == 0:
-                        first_total = rec_total
-                    res.phys[i], res.sizes[i] = phy, rec_total
-                    qoff += 1
-                    pos += rec_total
-                be32(<uint8_t*>clb.buf + start, first_total)   # the batch becomes visible
-            finally:
-                PyBuffer_Release(&clb)
+            for i in range(n):
+                if i == 1 and _fault_hook is not None:
+                    _fault_hook("batch-torn")
+                body = <bytes>bodies[i]
+                rec_total = self.fixed + len(t.name_b) + m.plen + len(body)
+                phy = base + pos
+                self.record(<uint8_t*>clh.v.buf + pos, i == 0, rec_total, t, m, qid, qoff, phy, born[i],
+                            store_ts, body, tails + 12 * i)
+                if i == 0:
+                    first_total = rec_total
+                res.phys[i], res.sizes[i] = phy, rec_total
+                qoff += 1
+                pos += rec_total
+            be32(<uint8_t*>clh.v.buf + start, first_total)   # the batch becomes visible
             f.wrote_position = pos
             w.last_store_ts = store_ts
             self.queue_offsets[key] = qoff
@@ -360,63 +448,51 @@ cdef class Appender:
             if _fault_hook is not None:
                 _fault_hook("undispatched")
             # dispatch: CQ units (§8.7), then the index (§9.8)
-            PyObject_GetBuffer(cqf.buf, &cqb, PyBUF_WRITABLE)
-            try:
-                for i in range(n):
-                    if res.phys[i] + res.sizes[i] <= max_phy:
-                        continue
-                    if qoff0 + i != 0 and (qoff0 + i) * CQ_UNIT_SIZE < cq_start + cq_pos:
-                        continue  # "build consume queue repeatedly"
-                    u = <uint8_t*>cqb.buf + cq_pos
-                    be64(u + OFF_UNIT_PHY, res.phys[i])
-                    be32(u + OFF_UNIT_SIZE, res.sizes[i])
-                    be64(u + OFF_UNIT_TAGS, m.tags_code)
-                    cq_pos += CQ_UNIT_SIZE
-                    max_phy = res.phys[i] + res.sizes[i]
-                    wrote_unit = True
-            finally:
-                PyBuffer_Release(&cqb)
+            for i in range(n):
+                if res.phys[i] + res.sizes[i] <= max_phy:
+                    continue
+                if qoff0 + i != 0 and (qoff0 + i) * CQ_UNIT_SIZE < cq_start + cq_pos:
+                    continue  # "build consume queue repeatedly"
+                u = <uint8_t*>cqh.v.buf + cq_pos
+                be64(u + OFF_UNIT_PHY, res.phys[i])
+                be32(u + OFF_UNIT_SIZE, res.sizes[i])
+                be64(u + OFF_UNIT_TAGS, m.tags_code)
+                cq_pos += CQ_UNIT_SIZE
+                max_phy = res.phys[i] + res.sizes[i]
+                wrote_unit = True
             cqf.wrote_position = cq_pos
             cq.max_physic_offset = max_phy
             if wrote_unit:
                 w.last_dispatched_ts = store_ts
                 if _fault_hook is not None:
                     _fault_hook("cq-unit")
-            if idx is not None:
-                PyObject_GetBuffer(idx.file.mm, &ixb, PyBUF_WRITABLE)
-                try:
-                    PyObject_GetBuffer(hv, &hb, PyBUF_WRITABLE)
-                    try:
-                        st.mm = <uint8_t*>ixb.buf
-                        st.entry_base = idx._entry_base
-                        st.slot_num = idx.slot_num
-                        st.h = <int64_t*>hb.buf
-                        # the UNIQ_KEYs' slots are random in a 20 MB table: hash them all first and
-                        # prefetch their slots, so the cache misses overlap instead of queueing
-                        if m.has_keys:
-                            token_hashes(t.hash, keys, tok_hashes)
-                        for i in range(n):
-                            hashes[i] = index_uniq(t.hash, self.prefix_b, tails + 12 * i)
-                            __builtin_prefetch(st.mm + INDEX_HEADER_SIZE + (hashes[i] % st.slot_num) * INDEX_SLOT_SIZE,
-                                               1, 1)
-                        for i in range(n):
-                            if res.phys[i] < st.h[3]:
-                                continue  # indexed already
-                            index_put(&st, hashes[i], res.phys[i], store_ts)
-                            if _fault_hook is not None:
-                                _fault_hook("index-key")
-                            for k in range(m.nkeys - 1):
-                                index_put(&st, tok_hashes[k], res.phys[i], store_ts)
-                    finally:
-                        PyBuffer_Release(&hb)
-                finally:
-                    PyBuffer_Release(&ixb)
+            if ih is not None:
+                st.mm = <uint8_t*>ih.v.buf
+                st.entry_base = ih.entry_base
+                st.slot_num = ih.slot_num
+                st.h = <int64_t*>ih.hv.buf
+                # the UNIQ_KEYs' slots are random in a 20 MB table: hash them all first and
+                # prefetch their slots, so the cache misses overlap instead of queueing
+                if m.has_keys:
+                    token_hashes(t.hash, keys, tok_hashes)
+                for i in range(n):
+                    hashes[i] = index_uniq(t.hash, self.prefix_b, tails + 12 * i)
+                    __builtin_prefetch(st.mm + INDEX_HEADER_SIZE + (hashes[i] % st.slot_num) * INDEX_SLOT_SIZE,
+                                       1, 1)
+                for i in range(n):
+                    if res.phys[i] < st.h[3]:
+                        continue  # indexed already
+                    index_put(&st, hashes[i], res.phys[i], store_ts)
+                    if _fault_hook is not None:
+                        _fault_hook("index-key")
+                    for k in range(m.nkeys - 1):
+                        index_put(&st, tok_hashes[k], res.phys[i], store_ts)
             if not t.in_table:
                 self.new_topics.add(topic)
             if self.sync_flush:
                 f.flush()
             dirty = self.dirty
-            if not dirty.is_set():
+            if not (dirty._flag if self.dirty_flag else dirty.is_set()):
                 dirty.set()
             res.n = n
             res.qoff0, res.store_ts, res.qid = qoff0, store_ts, qid

@@ -9,7 +9,8 @@ from .collisions import (COLLISION, MATCH, SAME_KEY, SHARES_SLOT, UNRESOLVED, Ch
                          resolve_chain)
 from .commitlog_fill import CommitLogFileFill, CommitLogFillCache, commitlog_fill, commitlog_fill_task
 from .diff import StoreDiff, compare_task, diff_task
-from .fill import IndexFill, QueueFileFill, StoreFill, index_fill, queue_file_fill, store_fill, store_fill_task
+from .fill import (FillProgress, IndexFill, QueueFileFill, StoreFill, index_fill, queue_file_fill, store_fill,
+                   store_fill_task)
 from .segments import (BLANK, CATEGORY_NAMES, DAMAGED, ENTRY_HEADER, FILLER, FREE, RESERVED, SLOTS, USED, Segments,
                        run_length)
 from .series import QueueSeries, queue_series, store_times
@@ -21,7 +22,7 @@ __all__ = [
     "COLLISION", "MATCH", "SAME_KEY", "SHARES_SLOT", "UNRESOLVED", "ChainResolution", "ResolvedEntry", "resolve_chain",
     "CommitLogFileFill", "CommitLogFillCache", "commitlog_fill", "commitlog_fill_task",
     "StoreDiff", "compare_task", "diff_task",
-    "IndexFill", "QueueFileFill", "StoreFill", "index_fill", "queue_file_fill", "store_fill", "store_fill_task",
+    "FillProgress", "IndexFill", "QueueFileFill", "StoreFill", "index_fill", "queue_file_fill", "store_fill", "store_fill_task",
     "BLANK", "CATEGORY_NAMES", "DAMAGED", "ENTRY_HEADER", "FILLER", "FREE", "RESERVED", "SLOTS", "USED", "Segments", "run_length",
     "QueueSeries", "queue_series", "store_times",
 ]

@@ -8,9 +8,9 @@ import numpy as np
 
 from engine.config import CQ_UNIT_SIZE
 from engine.store.consume_queue import FILLER_SIZE
-from engine.tasks import CancelToken, Task, run
+from engine.tasks import CancelToken, Progress, Task, run
 
-from .commitlog_fill import CommitLogFileFill, CommitLogFillCache, commitlog_fill_task
+from .commitlog_fill import CommitLogFileFill, CommitLogFillCache, QueueUnits, commitlog_fill_task
 from .segments import DAMAGED, FILLER, FREE, RESERVED, SLOTS, USED, Segments, run_length
 
 
@@ -35,22 +35,22 @@ class QueueFileFill:
         return self.written_units / self.units_per_file if self.units_per_file else 0.0
 
 
-def queue_file_fill(store) -> list[QueueFileFill]:
-    """Every ConsumeQueue file of every queue, queues in (topic, queueId) order."""
+def queue_file_fill(store, units: QueueUnits | None = None) -> list[QueueFileFill]:
+    """Every ConsumeQueue file of every queue, queues in (topic, queueId) order (from `units`
+    when the commitlog fill has read them already)."""
     out = []
-    for (topic, qid), cq in sorted(store.queues.items()):
-        for f in cq.queue.files:
-            u = cq.view(f)
-            n = min(f.wrote_position // CQ_UNIT_SIZE, len(u))
-            phy, size = u["commitLogOffset"][:n], u["size"][:n]
-            filler = (phy == 0) & (size == FILLER_SIZE)
-            valid = (phy >= 0) & (size > 0) & ~filler
-            cat = np.where(filler, FILLER, np.where(valid, 0, DAMAGED)).astype(np.int32)
-            runs = run_length(cat)
-            runs.append((n, cq.units_per_file, FREE))
-            out.append(QueueFileFill(topic, qid, f.path.name, f.file_from_offset, cq.units_per_file, n,
-                                     int(np.count_nonzero(valid)), int(np.count_nonzero(filler)),
-                                     Segments.from_runs(runs)))
+    for topic, qid, cq, f, phy, size, real in (units or QueueUnits(store)).files:
+        n = len(phy)
+        if real:     # every unit points at a record (the usual file): one run
+            runs, valid, filler = [(0, n, 0)], n, 0
+        else:
+            is_filler = (phy == 0) & (size == FILLER_SIZE)
+            is_valid = (phy >= 0) & (size > 0) & ~is_filler
+            runs = run_length(np.where(is_filler, FILLER, np.where(is_valid, 0, DAMAGED)).astype(np.int32))
+            valid, filler = int(np.count_nonzero(is_valid)), int(np.count_nonzero(is_filler))
+        runs.append((n, cq.units_per_file, FREE))
+        out.append(QueueFileFill(topic, qid, f.path.name, f.file_from_offset, cq.units_per_file, n, valid, filler,
+                                 Segments.from_runs(runs)))
     return out
 
 
@@ -102,14 +102,43 @@ class StoreFill:
     topics: list[str] = field(default_factory=list)   # every topic seen, sorted (colour order)
 
 
+@dataclass
+class FillProgress(Progress):
+    """A Progress carrying the fill so far (`fill`: every ConsumeQueue and index file, and the
+    commitlog files completed), so a view draws each file as it completes."""
+    fill: StoreFill | None = None
+
+
 def store_fill_task(store, cache: CommitLogFillCache | None = None,
                     cancel: CancelToken | None = None) -> Task[StoreFill]:
-    """The whole store's fill; Progress while the commitlog files are walked."""
-    cl = yield from commitlog_fill_task(store, cache, cancel)
-    qf = queue_file_fill(store)
+    """The whole store's fill. The ConsumeQueue and index files first (their units and
+    headers: quick), then the commitlog file by file; a FillProgress with the fill so far
+    after each file, plain Progress while a file's records are read one by one."""
+    units = QueueUnits(store)          # every CQ unit, read once: the queue fill and the commitlog's
+    qf = queue_file_fill(store, units)
     ix = [index_fill(f) for f in store.index.files]
-    topics = sorted({t for c in cl for t in c.topics} | {q.topic for q in qf})
-    return StoreFill(cl, qf, ix, topics)
+    if cancel is not None:
+        cancel.raise_if_cancelled()
+    known = {q.topic for q in qf}
+    total = sum(f.wrote_position for f in store.commitlog.files)
+    cl: list[CommitLogFileFill] = []
+
+    def so_far() -> StoreFill:
+        return StoreFill(list(cl), qf, ix, sorted(known | {t for c in cl for t in c.topics}))
+    yield FillProgress(0, total, "commitlog fill", "bytes", "ConsumeQueue and index files", fill=so_far())
+    walk = commitlog_fill_task(store, cache, cancel, done_files=cl, units=units)
+    seen = 0
+    while True:
+        try:
+            p = next(walk)
+        except StopIteration:
+            break
+        if len(cl) > seen:     # a file completed: hand out the fill so far
+            seen = len(cl)
+            yield FillProgress(p.done, p.total, p.phase, p.unit, p.message, fill=so_far())
+        else:
+            yield p
+    return so_far()
 
 
 def store_fill(store, cache: CommitLogFillCache | None = None, cancel: CancelToken | None = None) -> StoreFill:

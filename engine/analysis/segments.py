@@ -34,6 +34,16 @@ class Segments:
         a = np.array(runs, dtype=np.int64).reshape(-1, 3)
         return cls(a[:, 0].copy(), a[:, 1].copy(), a[:, 2].astype(np.int32))
 
+    @classmethod
+    def from_arrays(cls, *parts: tuple[np.ndarray, np.ndarray, np.ndarray]) -> "Segments":
+        """Runs given as (starts, ends, ids) arrays, in order; empty runs dropped (a file of a
+        million records builds its map without a Python tuple per run)."""
+        s = np.concatenate([np.asarray(p[0], dtype=np.int64) for p in parts]) if parts else np.empty(0, np.int64)
+        e = np.concatenate([np.asarray(p[1], dtype=np.int64) for p in parts]) if parts else np.empty(0, np.int64)
+        c = np.concatenate([np.asarray(p[2], dtype=np.int32) for p in parts]) if parts else np.empty(0, np.int32)
+        keep = e > s
+        return cls(s[keep], e[keep], c[keep])
+
     def __len__(self) -> int:
         return len(self.starts)
 
@@ -43,10 +53,16 @@ class Segments:
         return i if 0 <= i < len(self.starts) and pos < self.ends[i] else -1
 
     def bytes_by_id(self) -> dict[int, int]:
-        out: dict[int, int] = {}
-        for i, n in zip(self.ids.tolist(), (self.ends - self.starts).tolist()):
-            out[i] = out.get(i, 0) + n
-        return out
+        """Bytes (units, entries) per category, in order of first appearance."""
+        if len(self.ids) < 256:   # a few runs: a loop costs less than numpy's set-up
+            out: dict[int, int] = {}
+            for i, n in zip(self.ids.tolist(), (self.ends - self.starts).tolist()):
+                out[i] = out.get(i, 0) + n
+            return out
+        uniq, first, inv = np.unique(self.ids, return_index=True, return_inverse=True)
+        sums = np.bincount(inv.ravel(), weights=self.ends - self.starts, minlength=len(uniq))
+        order = np.argsort(first, kind="stable")
+        return {int(uniq[k]): int(sums[k]) for k in order}
 
     def sample(self, x0: float, x1: float, n: int) -> np.ndarray:
         """Category of each of `n` equal bins over [x0, x1): the one at the bin's centre,
@@ -99,12 +115,20 @@ def run_length(values: np.ndarray, offset: int = 0) -> list[tuple[int, int, int]
     return [(int(s) + offset, int(e) + offset, int(values[s])) for s, e in zip(starts, ends)]
 
 
-def record_runs(starts: np.ndarray, sizes: np.ndarray, cats: np.ndarray) -> list[tuple[int, int, int]]:
-    """Merge consecutive records of one category into (start, end, category) runs."""
+def record_run_arrays(starts: np.ndarray, sizes: np.ndarray,
+                      cats: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Consecutive records of one category merged into runs: (starts, ends, categories)."""
     if len(starts) == 0:
-        return []
+        return np.empty(0, np.int64), np.empty(0, np.int64), np.empty(0, np.int32)
+    starts = np.asarray(starts, dtype=np.int64)
     ends = starts + sizes
     brk = np.flatnonzero((cats[1:] != cats[:-1]) | (starts[1:] != ends[:-1])) + 1
     first = np.concatenate(([0], brk))
     last = np.concatenate((brk, [len(starts)])) - 1
-    return [(int(starts[a]), int(ends[b]), int(cats[a])) for a, b in zip(first, last)]
+    return starts[first], ends[last], np.asarray(cats, dtype=np.int32)[first]
+
+
+def record_runs(starts: np.ndarray, sizes: np.ndarray, cats: np.ndarray) -> list[tuple[int, int, int]]:
+    """Merge consecutive records of one category into (start, end, category) runs."""
+    a, b, c = record_run_arrays(starts, sizes, cats)
+    return list(zip(a.tolist(), b.tolist(), c.tolist()))

@@ -38,6 +38,9 @@ def add_scan_parser(subparsers) -> argparse.ArgumentParser:
     g.add_argument("--tags", metavar="EXPR", help="subscription expression, e.g. 'TagA || TagB'")
     g.add_argument("--key", metavar="K", help="a KEYS token or the UNIQ_KEY equals K")
     g.add_argument("--prop", metavar="NAME=REGEX", help="property NAME exists and matches REGEX")
+    g.add_argument("--via-consume-queue", action="store_true",
+                   help="with --topic/--queue: read only the records those queues' ConsumeQueue units name "
+                        "(a consumer's view: no PREPARED/ROLLBACK or undispatched records)")
     g = p.add_argument_group("job options")
     g.add_argument("--by-queue", action="store_true", help="topic-stats: one row per queue")
     g.add_argument("--bucket", default="1m", help="traffic: bucket length (1s, 1m, 5m, 1h, 1d; default 1m)")
@@ -69,7 +72,7 @@ def params_from_args(args) -> JobParams:
                               tags=args.tags, key=args.key, prop=args.prop)
     return JobParams(filter=flt, by_queue=args.by_queue, bucket=args.bucket, limit=args.limit,
                      per_topic=args.per_topic, format=args.format, out=args.out, overwrite=args.overwrite,
-                     split_bytes=args.split_bytes)
+                     split_bytes=args.split_bytes, via_consume_queue=args.via_consume_queue)
 
 
 def _pairs(items: list[str], what: str) -> dict[str, str]:

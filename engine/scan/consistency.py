@@ -30,6 +30,15 @@ def diff_row(**kw) -> dict:
     return {k: kw.get(k) for k in ROW_KEYS}
 
 
+def cq_file_size(store) -> int:
+    """The ConsumeQueue files' size (0: the queues are in RocksDB). A store on a filesystem
+    learns it from its listing of the queues, made here if not yet."""
+    if getattr(store, "rocksdb", None) is not None:
+        return 0
+    store.queues   # noqa: B018  (engine.scan.remote.RemoteStore lists them and sets the size)
+    return store.cfg.mappedFileSizeConsumeQueue
+
+
 def cq_location(topic: str, queue_id: int, queue_offset: int, file_size: int) -> tuple[str, int | None]:
     """(file relative to the store root, byte position) where a queue offset's unit lives;
     file_size 0: the queues are in RocksDB (the database folder, no position)."""
@@ -99,39 +108,55 @@ def index_chain_problems(store, min_offset: int) -> list[dict]:
     keyHash does not map to. Vectorised: all chains are walked in step."""
     rows = []
     for f in store.index.files:
-        count = min(f.header.indexCount, f.index_num)
-        if count <= 1:
-            continue
-        entries = f.entries[:count]
-        key_hash = entries["keyHash"].astype(np.int64)
-        prev = entries["prevIndex"].astype(np.int64)
-        phy = entries["commitLogOffset"].astype(np.int64)
-        seen = np.zeros(count, dtype=bool)
-        wrong_slot = np.zeros(count, dtype=bool)
-        slot_of_chain = np.arange(f.slot_num, dtype=np.int64)
-        cur = f.slots.astype(np.int64)
-        ok = (cur > 0) & (cur < count)
-        cur, slot_of_chain = cur[ok], slot_of_chain[ok]
-        steps = 0
-        while cur.size and steps < count:
-            fresh = ~seen[cur]
-            cur, slot_of_chain = cur[fresh], slot_of_chain[fresh]   # a cycle stops its chain
-            seen[cur] = True
-            wrong_slot[cur] |= (np.abs(key_hash[cur]) % f.slot_num) != slot_of_chain
-            nxt = prev[cur]
-            ok = (nxt > 0) & (nxt < count)
-            cur, slot_of_chain = nxt[ok], slot_of_chain[ok]
-            steps += 1
-        base = entry_pos(f.slot_num, 0)
-        rel = os.path.join("index", f.name)
-        for n in np.flatnonzero(~seen[1:] & (phy[1:] >= min_offset)) + 1:
-            rows.append(diff_row(structure="index", problem="entry unreachable from its slot", file=rel,
-                                 fileOffset=int(base + INDEX_ENTRY_SIZE * n), commitLogOffset=int(phy[n]),
-                                 actual={"keyHash": int(key_hash[n]), "commitLogOffset": int(phy[n]), "phyOffset": int(phy[n]), "index": int(n)}))
-        for n in np.flatnonzero(wrong_slot & (phy >= min_offset)):
-            rows.append(diff_row(structure="index", problem="entry chained from the wrong slot", file=rel,
-                                 fileOffset=int(base + INDEX_ENTRY_SIZE * n), commitLogOffset=int(phy[n]),
-                                 actual={"keyHash": int(key_hash[n]), "commitLogOffset": int(phy[n]), "phyOffset": int(phy[n]), "index": int(n)}))
+        rows += file_chain_problems(f, min_offset)
+    return rows
+
+
+def chain_problems_json(desc: str, min_offset: int) -> list[str]:
+    """file_chain_problems of a remote index file described by RemoteIndexFile.to_json (a task
+    reads its slot table and entries by byte ranges), as JSON rows."""
+    import json
+
+    from engine.scan.remote import RemoteIndexFile
+    return [json.dumps(r) for r in file_chain_problems(RemoteIndexFile.from_json(desc), min_offset)]
+
+
+def file_chain_problems(f, min_offset: int) -> list[dict]:
+    """index_chain_problems of one index file (IndexFile, or engine.scan.remote.RemoteIndexFile)."""
+    rows = []
+    count = min(f.header.indexCount, f.index_num)
+    if count <= 1:
+        return rows
+    entries = f.entries[:count]
+    key_hash = entries["keyHash"].astype(np.int64)
+    prev = entries["prevIndex"].astype(np.int64)
+    phy = entries["commitLogOffset"].astype(np.int64)
+    seen = np.zeros(count, dtype=bool)
+    wrong_slot = np.zeros(count, dtype=bool)
+    slot_of_chain = np.arange(f.slot_num, dtype=np.int64)
+    cur = f.slots.astype(np.int64)
+    ok = (cur > 0) & (cur < count)
+    cur, slot_of_chain = cur[ok], slot_of_chain[ok]
+    steps = 0
+    while cur.size and steps < count:
+        fresh = ~seen[cur]
+        cur, slot_of_chain = cur[fresh], slot_of_chain[fresh]   # a cycle stops its chain
+        seen[cur] = True
+        wrong_slot[cur] |= (np.abs(key_hash[cur]) % f.slot_num) != slot_of_chain
+        nxt = prev[cur]
+        ok = (nxt > 0) & (nxt < count)
+        cur, slot_of_chain = nxt[ok], slot_of_chain[ok]
+        steps += 1
+    base = entry_pos(f.slot_num, 0)
+    rel = os.path.join("index", f.name)
+    for n in np.flatnonzero(~seen[1:] & (phy[1:] >= min_offset)) + 1:
+        rows.append(diff_row(structure="index", problem="entry unreachable from its slot", file=rel,
+                             fileOffset=int(base + INDEX_ENTRY_SIZE * n), commitLogOffset=int(phy[n]),
+                             actual={"keyHash": int(key_hash[n]), "commitLogOffset": int(phy[n]), "phyOffset": int(phy[n]), "index": int(n)}))
+    for n in np.flatnonzero(wrong_slot & (phy >= min_offset)):
+        rows.append(diff_row(structure="index", problem="entry chained from the wrong slot", file=rel,
+                             fileOffset=int(base + INDEX_ENTRY_SIZE * n), commitLogOffset=int(phy[n]),
+                             actual={"keyHash": int(key_hash[n]), "commitLogOffset": int(phy[n]), "phyOffset": int(phy[n]), "index": int(n)}))
     return rows
 
 

@@ -80,6 +80,8 @@ class JobParams:
     split_bytes: int | None = None    # commitlog slice size (None = automatic)
     throttle_ms: int = 0              # test / benchmark hook: sleep per block read
     stats_dir: str | None = None      # test / benchmark hook: Spark readers write what they read here
+    via_consume_queue: bool = False   # read the selected queues' records through their CQ units (a
+                                      # consumer's view: engine.scan.queue_reader says what it leaves out)
 
     @property
     def bucket_ms(self) -> int:
@@ -118,6 +120,11 @@ def validate(job: str, params: JobParams) -> None:
             raise ValueError("export needs --out PATH")
     if params.limit is not None and params.limit < 0:
         raise ValueError("--limit must be >= 0")
+    if params.via_consume_queue:
+        if job == "consistency":
+            raise ValueError("consistency reads every record: --via-consume-queue does not apply")
+        if not (params.filter.topics or params.filter.queue_ids):
+            raise ValueError("--via-consume-queue needs --topic or --queue (the queues to read)")
 
 
 _URI = re.compile(r"[A-Za-z][A-Za-z0-9+.\-]+:/")

@@ -11,13 +11,14 @@ from collections import Counter, defaultdict
 import numpy as np
 
 from engine.scan.columns import MESSAGE_COLUMN_NAMES, RecordBlock
-from engine.scan.consistency import (MAX_REPORTED, cq_location, diff_row, index_chain_problems, index_file_for,
-                          index_file_ranges, merge_rows, pair_index_differences, unit_dict)
+from engine.scan.consistency import (MAX_REPORTED, cq_file_size, cq_location, diff_row, index_chain_problems,
+                                     index_file_for, index_file_ranges, merge_rows, pair_index_differences, unit_dict)
 from engine.scan.jobs import (CSV_COLUMNS, DEFAULT_FILTER_LIMIT, DEFAULT_TOP, PERCENTILES, JobParams, discard,
                               exact_percentile, is_uri, publish, temporary_sibling)
 from engine.scan.planning import plan_commitlog, plan_consume_queues, plan_index
 from engine.scan import consistency_5x as c5
 from engine.format.lmq import LMQ_PREFIX
+from engine.scan.queue_reader import QueueRead, queue_read, read_queue_records
 from engine.scan.reader import SliceStats, read_commitlog, read_cq, read_index
 from engine.scan.stores import ORIGIN_COLUMNS, by_broker, members_of
 from engine.tasks import CancelToken, Progress, ProgressFn
@@ -29,12 +30,18 @@ def iter_blocks(stores, params: JobParams, progress: ProgressFn | None, cancel: 
     `origin` is (broker, store path)."""
     members = members_of(stores)
     plans = [(m, plan_commitlog(m.store, params.split_bytes)) for m in members]
-    total = sum(len(p.commitlog) for _, p in plans)
     flt = params.filter
+    if params.via_consume_queue and apply_filter:   # the selected queues' records only
+        plans = [(m, [(queue_read(m.store, p, flt.topics, flt.queue_ids), p.delay_level_millis)]) for m, p in plans]
+    else:
+        plans = [(m, [(s, p.delay_level_millis) for s in p.commitlog]) for m, p in plans]
+    total = sum(len(p) for _, p in plans)
     i = 0
     for m, plan in plans:
-        for s in plan.commitlog:
-            for block in read_commitlog(s, plan.delay_level_millis, stats):
+        for s, delays in plan:
+            reads = (read_queue_records(s, delays, stats) if isinstance(s, QueueRead)
+                     else read_commitlog(s, delays, stats))
+            for block in reads:
                 cancel.raise_if_cancelled()
                 if params.throttle_ms:
                     time.sleep(params.throttle_ms / 1000)
@@ -234,7 +241,7 @@ def duplicates(store, params, progress, cancel):
 def consistency(members, params, progress, cancel):
     store = members_of(members)[0].store
     cl_min = store.min_offset
-    cq_size = 0 if getattr(store, "rocksdb", None) is not None else store.cfg.mappedFileSizeConsumeQueue
+    cq_size = cq_file_size(store)
     expected: dict[tuple, tuple] = {}
     rows: list[dict] = []
     idx_expected: Counter = Counter()

@@ -52,6 +52,9 @@ class CommitLogSlice:
     # DLedger data file: every record is the body of an entry with a header of this many
     # bytes; start/end are entry positions (engine.format.dledger_layout.hop_entries)
     entry_header: int = 0
+    # cut at a byte position without reading (a file on a remote filesystem): the slice's first
+    # record is the first one found at or after `start` (engine.scan.ranges.sync_start)
+    sync: bool = False
 
     @property
     def nbytes(self) -> int:
@@ -69,6 +72,7 @@ class CQSlice:
     unit_start: int   # unit numbers inside the file
     unit_end: int
     kind: str = "file"  # "rocksdb": queue offsets [file_from / 20 + unit_start, + unit_end) of a queue in RocksDB at `path`
+    probe_end: bool = False  # a remote file whose written end the reader finds (engine.scan.remote)
 
 
 @dataclass(frozen=True)
@@ -115,9 +119,13 @@ def plan_commitlog(store, split_bytes: int | None = None, min_partitions: int = 
     if min_partitions > 1 and total:
         split = min(split, max(MIN_SPLIT_BYTES if split_bytes is None else 1, math.ceil(total / min_partitions)))
     plan = Plan(str(store.root), [], cl.min_offset, max_off, list(store.cfg.delay_level_millis), split)
-    if getattr(store, "remote", False):  # engine.scan.remote: a listing only; a slice per file, paths URIs
-        plan.commitlog = [CommitLogSlice(f.path, f.file_from_offset, f.file_size, 0, limit, limit)
-                          for f, limit in regions]
+    if getattr(store, "remote", False):  # engine.scan.remote: a listing only, paths URIs; files cut
+        for f, limit in regions:         # at byte positions, each piece finds its first record itself
+            entry = ENTRY_BODY_OFFSET if getattr(cl, "is_dledger", False) and f.file_from_offset >= cl.divided else 0
+            n = max(1, math.ceil(limit / split))   # (DLedger: entries, each holding its own position)
+            cuts = [limit * k // n for k in range(n)] + [limit]
+            plan.commitlog += [CommitLogSlice(f.path, f.file_from_offset, f.file_size, a, b, limit, entry_header=entry,
+                                              sync=a > 0) for a, b in zip(cuts, cuts[1:]) if b > a]
         return plan
     if getattr(cl, "is_dledger", False):  # entries never span files: one slice per data file
         plan.commitlog = [CommitLogSlice(str(f.path), f.file_from_offset, f.file_size, 0, limit, limit,
@@ -224,11 +232,20 @@ def split_points(buf, file_from: int, limit: int, targets: list[int], hints: _CQ
 
 # ---- consume queues and index --------------------------------------------------------------
 ROCKSDB_SLICE_UNITS = 1 << 18  # units of a RocksDB queue per slice (one range read)
+CQ_PROBED_FILES = 3            # ConsumeQueue.recover starts at the third file from a queue's end
 
 
 def plan_consume_queues(store, topics: set[str] | None = None, queue_ids: set[int] | None = None) -> list[CQSlice]:
     """Every written unit of every ConsumeQueue file (up to the recovered write position)."""
     out = []
+    if getattr(store, "remote", False):   # listed, not recovered (engine.scan.remote): a slice a file,
+        for (topic, qid), files in sorted(store.queues.items()):   # the last three find their end
+            if topics and topic not in topics or queue_ids and qid not in queue_ids:
+                continue
+            out += [CQSlice(topic, qid, f.path, f.rel_path, f.file_from_offset, f.file_size, 0,
+                            f.file_size // CQ_UNIT_SIZE, probe_end=k >= len(files) - CQ_PROBED_FILES)
+                    for k, f in enumerate(files)]
+        return out
     for (topic, qid), cq in sorted(store.queues.items()):
         if topics and topic not in topics or queue_ids and qid not in queue_ids:
             continue
@@ -246,13 +263,16 @@ def plan_consume_queues(store, topics: set[str] | None = None, queue_ids: set[in
 
 
 def plan_index(store) -> list[IndexSlice]:
+    """Entries [1, indexCount) of every index file; a remote file's (engine.scan.remote: header
+    read, entries by ranges) in pieces of INDEX_ENTRIES_PER_PARTITION."""
     out = []
+    step = INDEX_ENTRIES_PER_PARTITION if getattr(store, "remote", False) else 1 << 62
     for f in store.index.files:
         count = f.header.indexCount
         last = min(max(count, 1), f.index_num)
-        if last > 1:
+        for a in range(1, last, step):
             out.append(IndexSlice(str(f.path), f.name, f.file.file_size, f.slot_num, f.index_num,
-                                  f.header.beginTimestamp, 1, last))
+                                  f.header.beginTimestamp, a, min(last, a + step)))
     return out
 
 

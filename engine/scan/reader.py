@@ -105,8 +105,12 @@ def read_cq(s: CQSlice) -> dict[str, np.ndarray]:
         phy = u["commitLogOffset"].astype(np.int64)
         return {"queueOffset": q, "commitLogOffset": phy, "phyOffset": phy, "size": u["size"].astype(np.int32),
                 "tagsCode": u["tagsCode"].astype(np.int64), "position": np.full(len(q), -1, np.int64)}
-    _, u8 = map_file(s.path)
-    u = np.frombuffer(u8, dtype=CQ_UNIT_DTYPE, count=s.unit_end, offset=0)[s.unit_start:s.unit_end]
+    if is_uri(s.path):   # a store on a filesystem: byte ranges
+        from engine.scan.remote import read_cq_units
+        u = read_cq_units(s)
+    else:
+        _, u8 = map_file(s.path)
+        u = np.frombuffer(u8, dtype=CQ_UNIT_DTYPE, count=s.unit_end, offset=0)[s.unit_start:s.unit_end]
     phy = u["commitLogOffset"].astype(np.int64)
     size = u["size"].astype(np.int64)
     keep = ~((phy == 0) & (size == FILLER_SIZE))
@@ -118,10 +122,14 @@ def read_cq(s: CQSlice) -> dict[str, np.ndarray]:
 
 def read_index(s: IndexSlice) -> dict[str, np.ndarray]:
     """Entries [first, last) of one index file with their slot, absolute time and position."""
-    _, u8 = map_file(s.path)
     base = index_entry_position(s, 0)
-    e = np.frombuffer(u8, dtype=INDEX_ENTRY_DTYPE, count=s.index_num, offset=base)[s.first:s.last]
-    n = np.arange(s.first, s.last, dtype=np.int64)
+    if is_uri(s.path):   # a store on a filesystem: byte ranges
+        from engine.scan.remote import read_index_entries
+        e = read_index_entries(s, base)
+    else:
+        _, u8 = map_file(s.path)
+        e = np.frombuffer(u8, dtype=INDEX_ENTRY_DTYPE, count=s.index_num, offset=base)[s.first:s.last]
+    n = np.arange(s.first, s.first + len(e), dtype=np.int64)
     key_hash = e["keyHash"].astype(np.int64)
     diff = e["timeDiff"].astype(np.int64)
     return {"index": n.astype(np.int32), "keyHash": key_hash.astype(np.int32),

@@ -1,35 +1,49 @@
 """Stores on a Hadoop-compatible filesystem (hdfs://, s3://, gs://, ... as pyarrow.fs opens
-them; fsspec's filesystems where fsspec is installed), scanned without a local copy.
+them; fsspec's filesystems where fsspec is installed), scanned without a local copy: planned
+here, on the driver, from listings and headers; read by byte ranges (engine.scan.ranges).
 
-A store given as a URI is never mapped or recovered: the driver plans from the listing of
-`commitlog/` alone (a file's first offset is its 20-digit name, its size the listing's), one
-slice per commitlog file, and reads a broker.conf beside the store for the broker name.
-Each reader (a Spark task, or the local engine) then reads its slice's bytes through the
-filesystem in windows growing from 1 MiB to WINDOW_BYTES (`read_at`), and decodes them exactly as a mapped file:
-a record is taken only when it lies whole in the window; one that runs past the window is
-read again at the start of the next one. The readable end of every file is found where the
-walk meets a BLANK, zeros or a header check_record refuses (the last file's written data ends
-there), as the mapped reader's hop does.
+A store given as a URI is never mapped or recovered. The commitlog is planned from the listing
+of `commitlog/` alone (a file's first offset is its 20-digit name, its size the listing's): a
+file is one slice, or pieces cut at byte positions (each finds its first record when read);
+a broker.conf beside the store gives the broker name. A DLedger store's log is the listing of
+`dledger-<selfId>/data/` (entries; a slice per file), after a mixed store's old commitlog files.
 
 Local stores (a path or a file:// URI) stay mapped, unless RMQSTORE_SCAN_FS_READER=1 asks for
 this path for them too (file:// URIs through pyarrow's LocalFileSystem): how the tests run the
-remote code for real. Only the commitlog is read remotely: jobs that read the ConsumeQueues or
-the index (consistency) refuse a remote store."""
+remote code for real.
+
+ConsumeQueues and index files (the consistency job, the rocketmq-cq / rocketmq-index sources),
+also planned from listings and headers only:
+- `consumequeue/<topic>/<queueId>/<name>`: one recursive listing; a file's first queue offset
+  is its name / 20, its units its size / 20. The written end of a queue is not known there: the
+  tasks reading the last three files of each queue cut them at the first unit that is not
+  (offset >= 0, size > 0), RocketMQ's ConsumeQueue.recover rule (STORE_FORMAT §8.9). There is
+  no recovery otherwise: units past the commitlog's data (a crashed store) are kept, not
+  truncated (§8.10), and are reported by the consistency job as units without a record.
+- `index/<timestamp>`: the 40-byte header of each file (one ranged read); its slot and entry
+  counts from maxHashSlotNum / maxIndexNum when they give the file's size, else from the size
+  with RocketMQ's ratio maxIndexNum = 4 x maxHashSlotNum.
+The tasks read units and entries by byte ranges (engine.scan.ranges.read_range). A store whose
+queues are in RocksDB or that has BatchConsumeQueues is refused by the jobs that need them."""
 from __future__ import annotations
 
 import os
-import struct
+from collections import Counter
 from dataclasses import dataclass, field
-from typing import Iterator
+from functools import cached_property
+from urllib.parse import quote
 
 import numpy as np
 
-from engine.format.record import BLANK_MAGIC, MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, hop
+from engine.format.dledger_layout import DATA_DIR as DLEDGER_DATA_DIR
+from engine.format.dledger_layout import FOLDER_PREFIX as DLEDGER_PREFIX
+from engine.format.cq_unit import CQ_UNIT_DTYPE, CQ_UNIT_SIZE
+from engine.format.index_layout import (INDEX_ENTRY_DTYPE, INDEX_ENTRY_SIZE, INDEX_HEADER_DTYPE, INDEX_HEADER_SIZE,
+                                        INDEX_SLOT_SIZE, index_file_size)
+from engine.scan.ranges import (FIRST_WINDOW_BYTES, WINDOW_BYTES, filesystem, join, read_commitlog_ranges,  # noqa: F401
+                                read_range, record_starts_in, redacted, sync_start)
 
 FORCE_ENV = "RMQSTORE_SCAN_FS_READER"
-WINDOW_BYTES = 32 << 20         # the largest read; the first of a slice is FIRST_WINDOW_BYTES,
-FIRST_WINDOW_BYTES = 1 << 20    # and each next one twice the last
-_TM = struct.Struct(">ii")
 _NAME_DIGITS = 20
 
 
@@ -54,42 +68,6 @@ def store_uri(spec: str) -> str:
     return "file://" + quote(os.path.abspath(local))   # pyarrow parses URIs: a space must be %20
 
 
-def filesystem(uri: str):
-    """(pyarrow FileSystem, path inside it) for `uri`: pyarrow's own (file, hdfs, s3 -- also
-    spelt s3a/s3n as Hadoop does --, gs, ...), else fsspec's through pyarrow's FSSpecHandler.
-    ValueError when neither can open it."""
-    import pyarrow.fs as pafs
-    scheme, sep, rest = uri.partition("://")
-    if sep and scheme.lower() in ("s3a", "s3n"):   # Hadoop's names for S3: pyarrow's s3://
-        uri = "s3://" + rest
-    try:
-        return pafs.FileSystem.from_uri(uri)
-    except Exception as first:   # ArrowInvalid / ArrowNotImplementedError / OSError
-        try:
-            import fsspec
-            fs, path = fsspec.core.url_to_fs(uri)
-        except Exception:
-            raise ValueError(f"{redacted(uri)}: no filesystem for this URI here ({str(first).splitlines()[0]})") from None
-        return pafs.PyFileSystem(pafs.FSSpecHandler(fs)), path
-
-
-def redacted(uri: str) -> str:
-    """`uri` without the secret of a user:secret@ part (for messages and the `store` column)."""
-    scheme, sep, rest = uri.partition("://")
-    if not sep:
-        return uri
-    auth, at, tail = rest.partition("@")
-    if not at or "/" in auth:
-        return uri
-    return f"{scheme}://{auth.partition(':')[0]}:***@{tail}" if ":" in auth else uri
-
-
-def join(uri: str, *parts: str) -> str:
-    """`uri`/parts, its query (s3's endpoint_override=..., region=...) kept at the end."""
-    base, sep, query = uri.partition("?")
-    return "/".join([base.rstrip("/"), *parts]) + sep + query
-
-
 # ---- the driver: a store from its listing --------------------------------------------------------
 @dataclass
 class RemoteFile:
@@ -106,6 +84,7 @@ class RemoteFile:
 class RemoteCommitLog:
     files: list[RemoteFile] = field(default_factory=list)
     is_dledger: bool = False
+    divided: int = 0      # DLedger: the first data file's offset (files below: an old commitlog's)
 
     @property
     def min_offset(self) -> int:
@@ -123,26 +102,59 @@ class RemoteStore:
         self.display_root = redacted(uri)
         self.cfg = cfg or StoreConfig()
         self.fs, self.path = filesystem(uri)
-        self.queues: dict = {}
         self.batch_topics: set = set()
-        self.commitlog = RemoteCommitLog(self._list_commitlog())
+        self.batch_queues: dict = {}
+        self.rocksdb = None
+        self.commitlog = self._list_commitlog()
         self.scan_broker = broker or remote_broker_name(uri, self.fs, self.path)
 
-    def _list_commitlog(self) -> list[RemoteFile]:
+    def _list_commitlog(self) -> RemoteCommitLog:
+        """commitlog/'s files; in a DLedger store (a dledger-<selfId>/ folder with data files, as
+        engine.store.dledger_commit_log.choose decides) the entries of dledger-<id>/data, after the
+        old commitlog's files below the first of them (a mixed store)."""
         import pyarrow.fs as pafs
         d = join(self.path, "commitlog")
-        info = self.fs.get_file_info(d)
-        if info.type != pafs.FileType.Directory:
-            what = "no such folder" if info.type == pafs.FileType.NotFound else "not a folder"
-            raise ValueError(f"{join(self.display_root, 'commitlog')}: {what} (a store URI names the store folder; "
-                             f"DLedger stores are read from local paths only)")
+        classic = self._list_files("commitlog") if _is_dir(self.fs, d) else None
+        ledgers = sorted(f.base_name for f in self.fs.get_file_info(pafs.FileSelector(self.path, allow_not_found=True))
+                         if f.type == pafs.FileType.Directory and f.base_name.startswith(DLEDGER_PREFIX))
+        sid = self.cfg.dLegerSelfId
+        if ledgers:
+            name = f"{DLEDGER_PREFIX}{sid}" if sid else ledgers[0]
+            if name not in ledgers or (not sid and len(ledgers) > 1):
+                what = f"no {name}/ folder" if sid else f"several DLedger folders ({', '.join(ledgers)}): set dLegerSelfId"
+                raise ValueError(f"{self.display_root}: {what}")
+            data = self._list_files(f"{name}/{DLEDGER_DATA_DIR}")
+            if data:
+                divided = data[0].file_from_offset   # dividedCommitlogOffset
+                old = [f for f in classic or () if f.file_from_offset + f.file_size <= divided]
+                return RemoteCommitLog(old + data, is_dledger=True, divided=divided)
+            if not classic:
+                raise ValueError(f"{self.display_root}: {name}/{DLEDGER_DATA_DIR} holds no data files (a DLedger store "
+                                 f"whose storePathDLedgerCommitLog is elsewhere is read from a local path only)")
+        if classic is None:
+            what = "no such folder" if self.fs.get_file_info(d).type == pafs.FileType.NotFound else "not a folder"
+            raise ValueError(f"{join(self.display_root, 'commitlog')}: {what} (a store URI names the store folder)")
+        return RemoteCommitLog(classic)
+
+    def _list_files(self, rel: str) -> list[RemoteFile]:
+        """The 20-digit-named files of the folder `rel`, by first offset."""
+        import pyarrow.fs as pafs
         files = []
-        for f in self.fs.get_file_info(pafs.FileSelector(d)):
+        for f in self.fs.get_file_info(pafs.FileSelector(join(self.path, *rel.split("/")))):
             name = f.base_name
             if f.type == pafs.FileType.File and len(name) == _NAME_DIGITS and name.isdigit() and f.size:
-                files.append(RemoteFile(join(self.root, "commitlog", name), int(name), int(f.size)))
-        files.sort(key=lambda f: f.file_from_offset)
-        return files
+                files.append(RemoteFile(join(self.root, *rel.split("/"), name), int(name), int(f.size)))
+        return sorted(files, key=lambda f: f.file_from_offset)
+
+    @cached_property
+    def queues(self) -> dict:
+        """{(topic, queueId): [RemoteCQFile]}: listed when a job first needs the queues."""
+        return list_consume_queues(self)
+
+    @cached_property
+    def index(self) -> "RemoteIndex":
+        """The index files with their headers: read when a job first needs the index."""
+        return list_index(self)
 
     @property
     def min_offset(self) -> int:
@@ -239,93 +251,168 @@ def open_scan_store(spec: str, cfg=None):
 
 
 def refuse_remote(stores, job: str) -> None:
-    """A job that reads ConsumeQueues or index files needs mapped stores: one line saying so."""
-    if any(getattr(getattr(m, "store", m), "remote", False) for m in stores):
-        raise ValueError(f"{job} reads the ConsumeQueues and the index, which are read from local stores only "
-                         f"(a path or a file:// URI on every node); commitlog jobs read stores on any filesystem")
-
-
-# ---- the readers: byte ranges in windows ---------------------------------------------------------
-_FILES: dict[str, tuple] = {}
-_FOLDERS: dict[str, tuple] = {}
-
-
-def _file_path(uri: str):
-    """(filesystem, path) of a file URI; one filesystem per folder (an S3 client costs)."""
-    base, sep, query = uri.partition("?")
-    folder, _, name = base.rpartition("/")
-    key = folder + sep + query
-    hit = _FOLDERS.get(key)
-    if hit is None:
-        if len(_FOLDERS) > 64:
-            _FOLDERS.clear()
-        hit = _FOLDERS[key] = filesystem(key)
-    return hit[0], hit[1].rstrip("/") + "/" + name
-
-
-def _open(uri: str):
-    """(input file, size) of `uri`, cached per process (a Spark worker reads many slices)."""
-    hit = _FILES.get(uri)
-    if hit is None:
-        fs, path = _file_path(uri)
-        fh = fs.open_input_file(path)
-        hit = _FILES[uri] = (fh, fh.size())
-        if len(_FILES) > 64:
-            old = next(iter(_FILES))
-            _FILES.pop(old)[0].close()
-    return hit
-
-
-def read_range(uri: str, pos: int, n: int) -> np.ndarray:
-    """Bytes [pos, pos + n) of `uri` (fewer at the end of the file) as a uint8 array."""
-    fh, size = _open(uri)
-    n = max(0, min(n, size - pos))
-    return np.frombuffer(fh.read_at(n, pos), dtype=np.uint8) if n else np.empty(0, np.uint8)
-
-
-def _cut_by_window(buf: np.ndarray, p: int, abs_p: int, limit: int, uri: str) -> int:
-    """When the walk stopped at window position `p` only because the window ends there, the
-    bytes the next window needs (>= 8); else 0 (a real stop: BLANK, zeros, bad header)."""
-    head = bytes(buf[p:p + 8]) if len(buf) - p >= 8 else bytes(read_range(uri, abs_p, 8))
-    if len(head) < 8:
-        return 0
-    total, magic = _TM.unpack(head)
-    if magic == BLANK_MAGIC or magic not in (MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2) or total <= 0:
-        return 0
-    if total <= len(buf) - p or total > limit - abs_p:
-        return 0     # the record fitted (so it was refused for itself), or runs past the file
-    return total
-
-
-def read_commitlog_ranges(s, delay_level_millis: list[int], stats=None, max_records: int = 1 << 16,
-                          max_bytes: int = 32 << 20, window: int = WINDOW_BYTES) -> Iterator:
-    """reader.read_commitlog for a slice whose path is a URI: the same blocks, from ranged reads."""
-    from engine.scan.columns import RecordBlock
-    pos, w, buf = s.start, s.start, np.empty(0, np.uint8)
-    size = min(window, FIRST_WINDOW_BYTES)   # windows grow: a file's data may end early (the last one)
-    while pos < s.end:
-        if pos < w or pos + 8 > w + len(buf):
-            w, buf = pos, read_range(s.path, pos, min(size, s.limit - pos))
-            size = min(window, size * 2)
-        h = hop(buf, pos - w, s.end - w, len(buf), max_records, max_bytes)
-        block, skipped, invalid_at = RecordBlock.decode(buf, s.file_from_offset + w, h.starts, delay_level_millis)
-        nxt = w + h.next_pos
-        need = (_cut_by_window(buf, h.next_pos, nxt, s.limit, s.path)
-                if h.stop == "invalid" and invalid_at is None and w + len(buf) < s.limit else 0)
-        if stats is not None:
-            stats.records += len(block)
-            stats.size_mismatch += skipped
-            if invalid_at is not None:
-                stats.stops.append((s.file_from_offset + w + int(h.starts[invalid_at]), "invalid topic length"))
-            elif h.stop == "invalid" and not need:
-                stats.stops.append((s.file_from_offset + nxt, "invalid record header"))
-        if len(block):
-            yield block
-        if need:   # the record runs past this window: read the next one from its start
-            w, buf = nxt, read_range(s.path, nxt, min(max(size, need), s.limit - nxt))
-            size = min(window, size * 2)
-            pos = nxt
+    """A job that reads the queues of a remote store reads ConsumeQueue files only: a store whose
+    queues are in RocksDB or that has BatchConsumeQueues is refused in one line."""
+    import pyarrow.fs as pafs
+    for m in stores:
+        store = getattr(m, "store", m)
+        if not getattr(store, "remote", False):
             continue
-        if invalid_at is not None or h.stop:
-            return
-        pos = nxt
+        for rel, kind, what in (("batchconsumequeue", pafs.FileType.Directory, "BatchConsumeQueues"),
+                                ("consumequeue/CURRENT", pafs.FileType.File, "RocksDB ConsumeQueues")):
+            if store.fs.get_file_info(join(store.path, rel)).type == kind:
+                raise ValueError(f"{store.display_root}: {job} reads {what} from local stores only "
+                                 f"(a path or a file:// URI on every node)")
+
+
+# ---- ConsumeQueues and index files: listings, headers, ranges -------------------------------------
+
+
+@dataclass
+class RemoteCQFile:
+    path: str         # URI
+    rel_path: str     # consumequeue/<topic>/<queueId>/<name>
+    file_from_offset: int
+    file_size: int
+
+
+def list_consume_queues(store) -> dict[tuple[str, int], list[RemoteCQFile]]:
+    """{(topic, queueId): files by first offset} from one recursive listing of consumequeue/."""
+    import pyarrow.fs as pafs
+    base = join(store.path, "consumequeue")
+    if store.fs.get_file_info(base).type != pafs.FileType.Directory:
+        return {}
+    out: dict[tuple[str, int], list[RemoteCQFile]] = {}
+    prefix = base.partition("?")[0].rstrip("/") + "/"
+    for f in store.fs.get_file_info(pafs.FileSelector(base, recursive=True)):
+        if f.type != pafs.FileType.File or not f.size:
+            continue
+        rel = f.path[len(prefix):] if f.path.startswith(prefix) else f.path.split("/consumequeue/", 1)[-1]
+        parts = rel.split("/")
+        if len(parts) != 3 or not parts[2].isdigit() or not parts[1].lstrip("-").isdigit():
+            continue
+        topic, qid, name = parts[0], int(parts[1]), parts[2]
+        out.setdefault((topic, qid), []).append(
+            RemoteCQFile(join(store.root, "consumequeue", quote(topic, safe=""), str(qid), name),   # %RETRY%...
+                         os.path.join("consumequeue", topic, str(qid), name), int(name), int(f.size)))
+    for files in out.values():
+        files.sort(key=lambda x: x.file_from_offset)
+    sizes = Counter(f.file_size for fs in out.values() for f in fs)   # files are made whole: the mapped size
+    if "mappedFileSizeConsumeQueue" not in store.cfg.explicit and sizes:
+        store.cfg.mappedFileSizeConsumeQueue = sizes.most_common(1)[0][0]
+        store.cfg.detected.add("mappedFileSizeConsumeQueue")
+    return out
+
+
+def read_cq_units(s) -> np.ndarray:
+    """The units of a remote slice (a numpy CQ_UNIT_DTYPE array), cut at the recovery end when
+    the slice is one of its queue's last files."""
+    raw = read_range(s.path, s.unit_start * CQ_UNIT_SIZE, (s.unit_end - s.unit_start) * CQ_UNIT_SIZE)
+    u = np.frombuffer(raw, dtype=CQ_UNIT_DTYPE, count=len(raw) // CQ_UNIT_SIZE)
+    if s.probe_end:
+        bad = np.flatnonzero((u["commitLogOffset"] < 0) | (u["size"] <= 0))
+        if bad.size:
+            u = u[:int(bad[0])]
+    return u
+
+
+# ---- index files ---------------------------------------------------------------------------------
+@dataclass
+class _Header:
+    beginTimestamp: int
+    endTimestamp: int
+    beginPhyOffset: int
+    endPhyOffset: int
+    hashSlotCount: int
+    indexCount: int
+
+
+@dataclass
+class _Size:
+    file_size: int
+
+
+@dataclass
+class RemoteIndexFile:
+    """An index file as the scans use IndexFile (header, slot_num, index_num, slots, entries),
+    its slots and entries read by byte ranges when asked for."""
+    path: str
+    name: str
+    header: _Header
+    slot_num: int
+    index_num: int
+    file: _Size = field(default_factory=lambda: _Size(0))
+
+    @cached_property
+    def slots(self) -> np.ndarray:
+        raw = read_range(self.path, INDEX_HEADER_SIZE, self.slot_num * INDEX_SLOT_SIZE)
+        return np.frombuffer(raw, dtype=">i4", count=len(raw) // INDEX_SLOT_SIZE)
+
+    @cached_property
+    def entries(self) -> np.ndarray:
+        """Entries 0 .. indexCount - 1 (those after are unused)."""
+        n = min(max(self.header.indexCount, 1), self.index_num)
+        raw = read_range(self.path, INDEX_HEADER_SIZE + self.slot_num * INDEX_SLOT_SIZE, n * INDEX_ENTRY_SIZE)
+        return np.frombuffer(raw, dtype=INDEX_ENTRY_DTYPE, count=len(raw) // INDEX_ENTRY_SIZE)
+
+    def to_json(self) -> str:
+        """What a task needs to read this file again (consistency's chain check on the executors)."""
+        import json
+        from dataclasses import asdict
+        return json.dumps({"path": self.path, "name": self.name, "header": asdict(self.header),
+                           "slot_num": self.slot_num, "index_num": self.index_num, "size": self.file.file_size})
+
+    @classmethod
+    def from_json(cls, text: str) -> "RemoteIndexFile":
+        import json
+        d = json.loads(text)
+        return cls(d["path"], d["name"], _Header(**d["header"]), d["slot_num"], d["index_num"], _Size(d["size"]))
+
+
+def index_geometry(cfg, size: int) -> tuple[int, int] | None:
+    """(slots, entries) of an index file of `size` bytes: the settings' when they fit, else
+    RocketMQ's ratio (entries = 4 x slots) when one pair fits; None when neither does."""
+    if index_file_size(cfg.maxHashSlotNum, cfg.maxIndexNum) == size:
+        return cfg.maxHashSlotNum, cfg.maxIndexNum
+    body = size - INDEX_HEADER_SIZE
+    per = INDEX_SLOT_SIZE + 4 * INDEX_ENTRY_SIZE
+    if body > 0 and body % per == 0:
+        return body // per, 4 * (body // per)
+    return None
+
+
+@dataclass
+class RemoteIndex:
+    files: list[RemoteIndexFile]
+
+
+def list_index(store) -> RemoteIndex:
+    """index/'s files with their headers (40 bytes read from each), oldest first."""
+    import pyarrow.fs as pafs
+    d = join(store.path, "index")
+    if store.fs.get_file_info(d).type != pafs.FileType.Directory:
+        return RemoteIndex([])
+    files = []
+    for f in sorted(store.fs.get_file_info(pafs.FileSelector(d)), key=lambda x: x.base_name):
+        if f.type != pafs.FileType.File or not f.base_name.isdigit() or not f.size:
+            continue
+        uri = join(store.root, "index", f.base_name)
+        geo = index_geometry(store.cfg, int(f.size))
+        if geo is None:
+            raise ValueError(f"{join(store.display_root, 'index', f.base_name)}: {f.size} bytes fit no index geometry; "
+                             f"set maxHashSlotNum and maxIndexNum (--set) to the broker's")
+        raw = read_range(uri, 0, INDEX_HEADER_SIZE)
+        if len(raw) < INDEX_HEADER_SIZE:
+            continue
+        h = np.frombuffer(raw, dtype=INDEX_HEADER_DTYPE, count=1)[0]
+        header = _Header(*(int(h[n]) for n in INDEX_HEADER_DTYPE.names))
+        if header.indexCount <= 0:
+            header.indexCount = 1   # a never-flushed header reads as zeros (as IndexFile does)
+        files.append(RemoteIndexFile(uri, f.base_name, header, geo[0], geo[1], _Size(int(f.size))))
+    return RemoteIndex(files)
+
+
+def read_index_entries(s, base: int) -> np.ndarray:
+    """Entries [first, last) of a remote index slice; `base` is entry 0's byte position."""
+    raw = read_range(s.path, base + s.first * INDEX_ENTRY_SIZE, (s.last - s.first) * INDEX_ENTRY_SIZE)
+    return np.frombuffer(raw, dtype=INDEX_ENTRY_DTYPE, count=len(raw) // INDEX_ENTRY_SIZE)

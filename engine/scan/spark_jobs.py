@@ -21,8 +21,8 @@ from pyspark.sql import Window
 from pyspark.sql import functions as F
 
 from engine.scan.columns import MESSAGE_COLUMN_NAMES, row_json
-from engine.scan.consistency import (MAX_REPORTED, cq_location, diff_row, index_chain_problems, index_file_for,
-                          index_file_ranges, merge_rows, pair_index_differences, unit_dict)
+from engine.scan.consistency import (MAX_REPORTED, chain_problems_json, cq_file_size, cq_location, diff_row, index_chain_problems,
+                                     index_file_for, index_file_ranges, merge_rows, pair_index_differences, unit_dict)
 from engine.scan.jobs import (CSV_COLUMNS, DEFAULT_FILTER_LIMIT, DEFAULT_TOP, JSON_COLUMNS, PERCENTILES, JobParams,
                               discard, is_uri, percentile_rank, percentile_value, publish, temporary_sibling)
 from engine.scan.planning import Plan, plan_commitlog, plan_consume_queues, plan_index, plan_to_json, plans_to_json
@@ -172,6 +172,8 @@ class Loader:
             r = r.option("throttleMs", str(self.params.throttle_ms))
         if self.params.stats_dir:
             r = r.option("statsDir", self.params.stats_dir)
+        if filtered and self.params.via_consume_queue:
+            r = r.option("useConsumeQueue", "true")
         return r.load(self.root)
 
     def consume_queues(self) -> DataFrame:
@@ -295,7 +297,7 @@ def consistency(ld: Loader, run: SparkRunner):
     the driver turns them into difference rows exactly as engine.scan.local does."""
     store = ld.store
     cl_min = store.min_offset
-    cq_size = 0 if getattr(store, "rocksdb", None) is not None else store.cfg.mappedFileSizeConsumeQueue
+    cq_size = cq_file_size(store)
     msgs = ld.messages(["topic", "queueId", "queueOffset", "physicalOffsetField", "storeSize", "tagsCode", "sysFlag",
                         "commitLogOffset", "indexKeys", "indexKeyHashes"], filtered=False)
     tt = F.col("sysFlag").bitwiseAND(0x0C)
@@ -385,7 +387,19 @@ def consistency(ld: Loader, run: SparkRunner):
                                   "position": e["position"], "index": e["index"]})
     rows += pair_index_differences(missing, extra)
     rows += c5.lmq_problems(lmq_exp, lmq_act, cq_size) + c5.batch_problems(store, cl_min)
-    return merge_rows(rows, index_chain_problems(store, cl_min)), False
+    return merge_rows(rows, _chain_problems(ld, run, store, cl_min)), False
+
+
+def _chain_problems(ld: Loader, run: SparkRunner, store, cl_min: int) -> list[dict]:
+    """index_chain_problems: on the driver for a mapped store; for a store on a filesystem each
+    index file's slot table and entries are read by a task (a Python UDF per file), not by the driver."""
+    files = store.index.files if getattr(store, "remote", False) else []
+    if not files:
+        return index_chain_problems(store, cl_min)
+    from pyspark.sql.types import ArrayType, StringType
+    check = F.udf(lambda d: chain_problems_json(d, cl_min), ArrayType(StringType()), useArrow=False)
+    df = ld.spark.createDataFrame([(f.to_json(),) for f in files], "d string")
+    return [json.loads(r.row) for r in run.collect(df.select(F.explode(check("d")).alias("row")))]
 
 
 def _lmq_differences(ld: Loader, simple: DataFrame, cqs: DataFrame) -> DataFrame:

@@ -17,6 +17,12 @@ Options (names are case-insensitive):
                                         many bytes, one slice per task
     minPartitions, maxPartitionBytes    rocketmq: otherwise slices are packed into about
                                         minPartitions tasks of at most maxPartitionBytes
+    useConsumeQueue=true                rocketmq: with a pushed topic / queueId filter, read only the
+                                        records the selected queues' CQ units name (a consumer's view:
+                                        engine.scan.queue_reader says what it leaves out);
+                                        queueReadGap: records closer than this many bytes are
+                                        fetched in one ranged read (64 KiB)
+    rangedReads=true                    read a local store by byte ranges as a remote one (bench, tests)
     plan=<json>                         a plan made by engine.scan.planning on an open store
                                         (then the store is not reopened to plan)
     any StoreConfig name                e.g. mappedFileSizeCommitLog=65536 (else detected)
@@ -42,7 +48,9 @@ from engine.scan.filters import Condition, MessageFilter, apply_conditions, offs
 from engine.scan.planning import (CQ_UNITS_PER_PARTITION, INDEX_ENTRIES_PER_PARTITION, MAX_PARTITION_BYTES, Plan,
                                   cq_weight, index_weight, pack, plan_commitlog, plan_consume_queues, plan_index,
                                   plans_from_json, slice_weight)
-from engine.scan.remote import open_scan_store, refuse_remote
+from engine.scan.queue_reader import GAP_BYTES, QueueRead, queue_read, queue_selection, read_queue_records
+from engine.scan.ranges import FETCHED
+from engine.scan.remote import RemoteStore, open_scan_store, refuse_remote, store_uri
 from engine.scan.stores import resolve_stores
 from engine.scan.reader import read_commitlog, read_cq, read_index
 
@@ -93,17 +101,26 @@ def _open_plans(options, what: str, min_parts: int = 1) -> list[tuple]:
     refs = resolve_stores(_store_specs(options))
     out = []
     for ref in refs:
-        with open_scan_store(ref.path, store_config(options)) as store:
+        with _open_store(ref.path, options) as store:
             split = _opt(options, "splitBytes")
             if what == "commitlog":
                 plan = plan_commitlog(store, int(split) if split else None, max(1, min_parts // len(refs)))
             else:
-                refuse_remote([store], f"the {RocketMQCQDataSource.name() if what == 'cq' else 'rocketmq-index'} source")
+                if what == "cq":
+                    refuse_remote([store], f"the {RocketMQCQDataSource.name()} source")
                 plan = Plan(ref.path)
             plan.root, plan.broker = ref.path, ref.broker
             out.append((plan, plan_consume_queues(store) if what == "cq" else None,
                         plan_index(store) if what == "index" else None))
     return out
+
+
+def _open_store(path: str, options):
+    """The store a read plans from; rangedReads=true: a local one too is listed and read by byte
+    ranges, as a store on HDFS / S3 is (RMQSTORE_SCAN_FS_READER for one read: the bench)."""
+    if _opt(options, "rangedReads", "false").lower() == "true":
+        return RemoteStore(store_uri(path), store_config(options))
+    return open_scan_store(path, store_config(options))
 
 
 def _given_plans(options) -> list[tuple] | None:
@@ -112,6 +129,7 @@ def _given_plans(options) -> list[tuple] | None:
 
 
 KINDS = {**COLUMN_KINDS, **ORIGIN_KINDS}
+QUEUE_UNITS_PER_PARTITION = 1 << 18   # useConsumeQueue: CQ units (records) per task, at most
 
 
 def _columns(options) -> list[str]:
@@ -180,6 +198,24 @@ class RocketMQReader(DataSourceReader):
             else:
                 self.conditions.append(cond)
 
+    def _queue_partitions(self, topics, qids, min_parts: int) -> list[InputPartition]:
+        """useConsumeQueue: the selected queues' CQ slices, packed; each task reads their records.
+        The stores are those of a given plan (rmqstore scan's), else the ones load() names."""
+        given = _given_plans(self.options)
+        refs = ([(p.root, p.broker) for p, _, _ in given] if given
+                else [(r.path, r.broker) for r in resolve_stores(_store_specs(self.options))])
+        gap = int(_opt(self.options, "queueReadGap", GAP_BYTES))
+        out = []
+        for path, broker in refs:
+            with _open_store(path, self.options) as store:
+                refuse_remote([store], "useConsumeQueue")
+                plan = plan_commitlog(store, None)
+                q = queue_read(store, plan, topics, qids, gap)
+            for g in pack(q.cq, cq_weight, QUEUE_UNITS_PER_PARTITION, min_parts):
+                out.append(InputPartition((QueueRead(g, q.files, q.min_offset, q.max_offset, gap),
+                                           plan.delay_level_millis, (broker, path))))
+        return out or [InputPartition(([], [], ("", "")))]
+
     def partitions(self) -> list[InputPartition]:
         """Commitlog slices, several per task: a Spark task costs tens of milliseconds of
         its own, so slices are packed into about `minPartitions` tasks of at most
@@ -187,6 +223,13 @@ class RocketMQReader(DataSourceReader):
         means one slice per task. Slices outside a pushed commitLogOffset range are skipped."""
         split = _opt(self.options, "splitBytes")
         min_parts = int(_opt(self.options, "minPartitions", self.default_partitions))
+        topics, qids = queue_selection(self.conditions)   # pushed, and the topic / queueId options
+        if self.filter.topics:
+            topics = set(self.filter.topics) if topics is None else topics & self.filter.topics
+        if self.filter.queue_ids:
+            qids = set(self.filter.queue_ids) if qids is None else qids & self.filter.queue_ids
+        if (topics or qids) and _opt(self.options, "useConsumeQueue", "false").lower() == "true":
+            return self._queue_partitions(topics, qids, min_parts)
         plans = _given_plans(self.options) or _open_plans(self.options, "commitlog", min_parts)
         lo, hi = offset_bounds(self.conditions)
         for plan, _, _ in plans:
@@ -209,15 +252,16 @@ class RocketMQReader(DataSourceReader):
         slices, delays, origin = partition.value
         pa_schema = to_arrow_schema(self.schema, timezone="UTC")
         stats = ReadStats(self.columns)
-        for s in slices:
-            for block in read_commitlog(s, delays):
-                stats.records += len(block)
-                if self.throttle:
-                    time.sleep(self.throttle / 1000)
-                block = apply_conditions(self.conditions, self.filter.apply(block))
-                if len(block):
-                    stats.add(block)
-                    yield block_to_arrow(block, self.columns, pa_schema, origin)
+        reads = (read_queue_records(slices, delays) if isinstance(slices, QueueRead)
+                 else (b for s in slices for b in read_commitlog(s, delays)))
+        for block in reads:
+            stats.records += len(block)
+            if self.throttle:
+                time.sleep(self.throttle / 1000)
+            block = apply_conditions(self.conditions, self.filter.apply(block))
+            if len(block):
+                stats.add(block)
+                yield block_to_arrow(block, self.columns, pa_schema, origin)
         if self.stats_dir:
             stats.write(self.stats_dir)
 
@@ -230,6 +274,7 @@ class ReadStats:
     def __init__(self, columns: list[str]):
         self.columns = columns
         self.records = self.rows = self.bytes = 0
+        self._fetched = FETCHED[0]
 
     def add(self, block) -> None:
         self.rows += len(block)
@@ -237,7 +282,8 @@ class ReadStats:
 
     def write(self, folder: str) -> None:
         import uuid
-        d = {"records": self.records, "rows": self.rows, "bytes": self.bytes, "columns": self.columns}
+        d = {"records": self.records, "rows": self.rows, "bytes": self.bytes, "columns": self.columns,
+             "fetched": FETCHED[0] - self._fetched}
         tmp = os.path.join(folder, f".{uuid.uuid4().hex}.tmp")
         with open(tmp, "w") as fh:
             json.dump(d, fh)
@@ -246,14 +292,14 @@ class ReadStats:
 
 def read_stats(folder: str) -> dict:
     """The sum of the ReadStats files in `folder`."""
-    out = {"tasks": 0, "records": 0, "rows": 0, "bytes": 0, "columns": None}
+    out = {"tasks": 0, "records": 0, "rows": 0, "bytes": 0, "fetched": 0, "columns": None}
     for name in sorted(os.listdir(folder)):
         if name.startswith("read-") and name.endswith(".json"):
             with open(os.path.join(folder, name)) as fh:
                 d = json.load(fh)
             out["tasks"] += 1
-            for k in ("records", "rows", "bytes"):
-                out[k] += d[k]
+            for k in ("records", "rows", "bytes", "fetched"):
+                out[k] += d.get(k, 0)
             out["columns"] = d["columns"]
     return out
 

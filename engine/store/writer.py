@@ -351,6 +351,8 @@ class StoreWriter:
         if self._flusher is not None:
             self._flusher.join()
             self._flusher = None
+        if self._appender is not None:
+            self._appender.release()  # the maps it held between puts, so closing unmaps them
         try:
             self.flush()
         except Exception as e:  # noqa: BLE001 - typed, naming the file

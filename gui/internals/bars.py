@@ -75,13 +75,21 @@ class BarChart:
         self.vb.sigResized.connect(lambda *_: self._timer.start())
         self.rendered = 0     # how many times the image was rebuilt (tests)
 
-    def set_rows(self, rows: list[BarRow], colors: dict[int, tuple[int, int, int]]) -> None:
+    def set_rows(self, rows: list[BarRow], colors: dict[int, tuple[int, int, int]], keep_view: bool = False) -> None:
+        """keep_view: rows arriving while a view fills in (more of them, or the same ones again)
+        leave the range the user is looking at alone once there were rows."""
+        had = bool(self.rows)
         self.rows = rows
         self.colors = colors
         n = max(1, len(rows))
         self.plot.getAxis("left").setTicks([[(i + 0.5, r.label) for i, r in enumerate(rows)], []])
         self.vb.setLimits(xMin=0, xMax=1, yMin=0, yMax=n, minXRange=1e-9, maxYRange=n)
-        self.vb.setRange(xRange=(0, self.initial_width()), yRange=(0, min(n, VISIBLE_ROWS)), padding=0)
+        if keep_view and had:
+            (_, _), (y0, y1) = self.vb.viewRange()
+            if y1 - y0 < min(n, VISIBLE_ROWS):   # rows came in under a view showing fewer
+                self.vb.setYRange(y0, y0 + min(n, VISIBLE_ROWS), padding=0)
+        else:
+            self.vb.setRange(xRange=(0, self.initial_width()), yRange=(0, min(n, VISIBLE_ROWS)), padding=0)
         self.render()
 
     def initial_width(self) -> float:

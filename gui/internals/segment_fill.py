@@ -1,9 +1,14 @@
 """SegmentFillView: every CommitLog, ConsumeQueue and index file as a bar.
 
-CommitLog bars are coloured by topic along the bytes (from one walk of each file, cached),
-with the END_OF_FILE blank tail dark and unwritten space light; ConsumeQueue bars show the
-units written of units per file; index files get two bars, entries used of maxIndexNum and
-slots used of maxHashSlotNum. Hover tells the numbers, a click opens the message there."""
+CommitLog bars are coloured by topic along the bytes (from the ConsumeQueue units, and one
+walk of what no queue names; cached per file), with the END_OF_FILE blank tail dark and
+unwritten space light; ConsumeQueue bars show the units written of units per file; index
+files get two bars, entries used of maxIndexNum and slots used of maxHashSlotNum. Hover
+tells the numbers, a click opens the message there.
+
+The fill comes in as it is computed (engine.analysis.FillProgress): the ConsumeQueue and
+index bars at once, then each commitlog file as it completes, redrawn at most every
+PARTIAL_MS, so a big store draws while it is read and Cancel keeps what was drawn."""
 from __future__ import annotations
 
 import html
@@ -11,7 +16,7 @@ from datetime import datetime, timezone
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import Qt, QTimer, Signal
 from PySide6.QtGui import QCursor
 from PySide6.QtWidgets import QLabel, QToolTip, QVBoxLayout, QWidget
 
@@ -25,6 +30,7 @@ from gui.views.progress import ProgressRow
 from gui.workers import Background, RefreshWhenShown
 
 pg.setConfigOptions(imageAxisOrder="row-major")
+PARTIAL_MS = 100   # the fill so far is redrawn at most this often while it is computed
 
 
 def fmt_time(ms: int) -> str:
@@ -44,6 +50,7 @@ def elide(s: str, n: int = 28) -> str:
 class SegmentFillView(RefreshWhenShown, QWidget):
     openRequested = Signal("qint64")   # commitlog offset of the message clicked
     updated = Signal()                 # numbers and bars are (re)built
+    partial = Signal()                 # the fill so far was drawn (files still being read)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -51,6 +58,16 @@ class SegmentFillView(RefreshWhenShown, QWidget):
         self._dirty = False
         self.fill: A.StoreFill | None = None
         self.cache = A.CommitLogFillCache()
+        self.partials = 0                  # partial fills drawn by the running computation
+        self._pending: A.StoreFill | None = None
+        self._partial_timer = QTimer(self)
+        self._partial_timer.setSingleShot(True)
+        self._partial_timer.setInterval(PARTIAL_MS)
+        self._partial_timer.timeout.connect(self._draw_pending)
+        self._rows: dict[tuple, BarRow] = {}   # (commitlog file fill, topics) -> its bar, while files come in
+        self._drawn: tuple | None = None       # what the queue and index charts show
+        self._pending_progress: Progress | None = None
+        self._entry_headers = False            # a DLedger file among the rows (its legend entry)
         self.background = Background(self)
         self.background.failed.connect(self._failed)
         self.summary = QLabel("No store open.")
@@ -84,10 +101,12 @@ class SegmentFillView(RefreshWhenShown, QWidget):
     def set_store(self, store) -> None:
         """Show `store` (None clears). The walk starts when the view is first shown."""
         self.background.cancel()
+        self._stop_partials()
         if store is not self._store:
             self.cache = A.CommitLogFillCache()
         self._store = store
         self.fill = None
+        self._drawn = None
         for ch in self.charts.values():
             ch.set_rows([], {})
         self.summary.setText("Computing segment fill…" if store is not None else "No store open.")
@@ -99,21 +118,52 @@ class SegmentFillView(RefreshWhenShown, QWidget):
             return
         self._dirty = False
         self._busy(True)
+        self._stop_partials()
         self.background.submit("fill", A.store_fill_task, self._store, self.cache, on_done=self._apply,
                                on_progress=self._progress, pass_cancel=True)
 
     def cancel(self) -> None:
         """Stop the walk; the view says so and computes again when asked (Refresh or a new store)."""
         self.background.cancel("fill")
+        self._stop_partials()
         self._busy(False)
-        self.summary.setText("Segment fill cancelled. Show the view again or refresh to compute it.")
+        shown = (f" The {len(self.charts['commitlog'].rows)} commitlog file(s) read so far stay drawn."
+                 if self.charts["commitlog"].rows else "")
+        self.summary.setText("Segment fill cancelled." + shown + " Show the view again or refresh to compute it.")
         self._dirty = self._store is not None
 
     def _busy(self, on: bool) -> None:
         self.busy_row.busy(on)
 
     def _progress(self, p: Progress) -> None:
-        self.busy_row.show_progress(p)
+        """Reports come per file (thousands on a store of small files): the bar and the bars
+        follow at most every PARTIAL_MS (a progress bar repaints on each new value)."""
+        self._pending_progress = p
+        if isinstance(p, A.FillProgress) and p.fill is not None:
+            self._pending = p.fill
+        if self.partials == 0 and self._pending is not None:   # the queue and index bars at once
+            self._draw_pending()
+        elif not self._partial_timer.isActive():
+            self._partial_timer.start()
+
+    def _draw_pending(self) -> None:
+        p, self._pending_progress = self._pending_progress, None
+        if p is not None:
+            self.busy_row.show_progress(p)
+        fill, self._pending = self._pending, None
+        if fill is None or self._store is None:
+            return
+        self._draw(fill, partial=True)
+        self.partials += 1
+        self.partial.emit()
+
+    def _stop_partials(self) -> None:
+        self._partial_timer.stop()
+        self._pending = None
+        self._pending_progress = None
+        self.partials = 0
+        self._rows = {}
+        self._entry_headers = False
 
     def _failed(self, channel: str, text: str) -> None:
         self._busy(False)
@@ -121,36 +171,74 @@ class SegmentFillView(RefreshWhenShown, QWidget):
 
     # ---- rows ---------------------------------------------------------------------------
     def _apply(self, fill: A.StoreFill) -> None:
+        keep = self.partials > 0
+        self._partial_timer.stop()
+        if self._pending_progress is not None:   # the bar ends where the work ended
+            self.busy_row.show_progress(self._pending_progress)
+        self._pending, self._pending_progress = None, None
         self._busy(False)
         self.fill = fill
+        self._draw(fill, partial=False, keep_view=keep)
+        self.partials = 0
+        self._rows = {}
+        self._entry_headers = False
+        self.updated.emit()
+
+    def _draw(self, fill: A.StoreFill, partial: bool, keep_view: bool = True) -> None:
         tcol = topic_colors(fill.topics)
         self.topic_colors = tcol
         # commitlog: per-file topic ids -> a global id so one colour table serves all rows
         gid = {t: i for i, t in enumerate(fill.topics)}
         colors = dict(CATEGORY_COLORS)
         colors.update({gid[t]: c for t, c in tcol.items()})
-        self.charts["commitlog"].set_rows([self._commitlog_row(c, gid) for c in fill.commitlog], colors)
+        keep_view = keep_view and self.partials > 0
+        topics = tuple(fill.topics)
+        rows = []
+        for c in fill.commitlog:
+            r = self._rows.get((id(c), topics))
+            if r is None:
+                r = self._rows[(id(c), topics)] = self._commitlog_row(c, gid)
+                self._entry_headers = self._entry_headers or bool((c.segments.ids == A.ENTRY_HEADER).any())
+            rows.append(r)
+        self.charts["commitlog"].set_rows(rows, colors, keep_view=keep_view)
+        drawn = (id(fill.queues), id(fill.index), topics)
+        if drawn != self._drawn or not partial:
+            self._draw_queues_and_index(fill, gid, tcol, keep_view)
+            self._drawn = drawn if partial else None
+        self._titles()
+        self._set_texts(fill)
+        if partial and self._store is not None:
+            n = len(self._store.commitlog.files)
+            self.summary.setText(f"Reading the commitlog: {len(fill.commitlog)} of {n} files drawn…\n"
+                                 + self.summary.text())
+
+    def _draw_queues_and_index(self, fill: A.StoreFill, gid: dict, tcol: dict, keep_view: bool) -> None:
         qcolors = dict(CATEGORY_COLORS)
         qrows = []
         for q in fill.queues:
             cid = gid[q.topic]
             qcolors[cid] = tcol[q.topic]
             qrows.append(self._queue_row(q, cid))
-        self.charts["queue"].set_rows(qrows, qcolors)
+        self.charts["queue"].set_rows(qrows, qcolors, keep_view=keep_view)
         irows = []
         for x in fill.index:
             irows += self._index_rows(x)
-        self.charts["index"].set_rows(irows, dict(CATEGORY_COLORS))
-        for i, ch in enumerate(self.charts.values()):
-            self.glw.ci.layout.setRowStretchFactor(i, min(len(ch.rows), 12) + 3)
+        self.charts["index"].set_rows(irows, dict(CATEGORY_COLORS), keep_view=keep_view)
+
+    def _titles(self) -> None:
+        lay = self.glw.ci.layout
+        files = len(self._store.commitlog.files) if self._store is not None else 0
+        for i, (kind, ch) in enumerate(self.charts.items()):
+            # the commitlog chart is sized for every file from its first drawing on, while
+            # its rows still come in (a layout keeps the stretch it was first laid out with)
+            n = max(len(ch.rows), files) if kind == "commitlog" else len(ch.rows)
+            lay.setRowStretchFactor(i, min(n, 12) + 3)
             if ch.zoomed:
                 w = ch.vb.viewRange()[0][1]
                 ch.plot.setTitle(f"{ch.title} — zoomed to the used {w * 100:.3g}% (double-click: whole files)",
                                  color="#202020", size="11pt")
             else:
                 ch.plot.setTitle(ch.title, color="#202020", size="11pt")
-        self._set_texts(fill)
-        self.updated.emit()
 
     def _commitlog_row(self, c: A.CommitLogFileFill, gid: dict[str, int]) -> BarRow:
         remap = np.array([gid[t] for t in c.topics] or [0], dtype=np.int32)
@@ -271,7 +359,7 @@ class SegmentFillView(RefreshWhenShown, QWidget):
                     for t, c in self.topic_colors.items()]
         swatches += [f'<span style="color:{hex_color(CATEGORY_COLORS[k])}">&#9632;</span>&nbsp;'
                      f'<i>{A.CATEGORY_NAMES[k]}</i>' for k in (A.BLANK, A.FREE, A.DAMAGED, A.FILLER, A.USED, A.SLOTS)
-                     + ((A.ENTRY_HEADER,) if any((c.segments.ids == A.ENTRY_HEADER).any() for c in cl) else ())]
+                     + ((A.ENTRY_HEADER,) if self._entry_headers else ())]
         self.legend.setText("&nbsp;&nbsp; ".join(swatches))
 
     # ---- interaction ----------------------------------------------------------------------
