@@ -6,7 +6,8 @@ read-only open), append, key-query, scaling (get-page mix, scan-local,
 scan-spark, memory and the curves), get-page, open (open, gui-first-page), heatmap, internals-scan,
 demo (`rmqstore demo` against single puts of its messages), big-store (a kept 10M-message
 store: GUI open + first page, segment fill, Scan tab against the CLI, open and key-query
-scaling; bench/big.py); with
+scaling; bench/big.py), check (the whole check of a >= 1 GiB store against a raw
+read of its commitlog); with
 --java-lib also java (the same workloads against RocketMQ's DefaultMessageStore, side by side)."""
 from __future__ import annotations
 
@@ -30,7 +31,7 @@ from .common import MB, Row, disk_free, log, machine, row, table
 
 HERE = Path(__file__).resolve().parent
 SECTIONS = ["baselines", "first-contact", "append", "key-query", "scaling", "get-page", "open", "heatmap", "internals-scan", "demo",
-            "big-store"]
+            "big-store", "check"]
 JAVA = "java"  # only with --java-lib (bench/java_side.py)
 
 
@@ -117,6 +118,7 @@ def main(argv=None) -> int:
         "internals-scan": lambda c: __import__("bench.internals_scan", fromlist=["run"]).run(c),
         "demo": lambda c: __import__("bench.demo_write", fromlist=["run"]).run(c),
         "big-store": lambda c: __import__("bench.big", fromlist=["run"]).run(c),
+        "check": lambda c: __import__("bench.check_speed", fromlist=["run"]).run(c),
         JAVA: lambda c: __import__("bench.java_side", fromlist=["run"]).run(c),
     }
     try:

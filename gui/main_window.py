@@ -306,7 +306,7 @@ class MainWindow(QMainWindow):
 
     def _set_open_state(self, is_open: bool) -> None:
         for a in (self.act_close, self.act_refresh, self.act_find, self.act_goto, self.act_gotime, self.act_rw,
-                  self.act_compare):
+                  self.act_compare, self.act_check):
             a.setEnabled(is_open)
         self.act_tail.setEnabled(is_open and self.session.can_refresh)
         self.act_send.setEnabled(is_open and not self.session.read_only)

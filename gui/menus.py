@@ -9,6 +9,7 @@ from PySide6.QtWidgets import QAbstractItemView, QDialog, QDialogButtonBox, QToo
 from engine import __version__
 
 from .views.new_demo import new_demo_store
+from .views.store_check import open_check_dialog
 from .views.store_compare import open_compare_dialog
 from .views.tables import fill_table, make_table
 
@@ -92,6 +93,8 @@ def make_actions(self) -> None:
                                 "remembered for the store")
     self.act_compare = A("&Compare with Store…", lambda: open_compare_dialog(self), None,
                          "Compare the open store with another store folder (both read, never written)")
+    self.act_check = A("C&heck Store…", lambda: open_check_dialog(self), None,
+                       "Verify the store (records, CRCs, ConsumeQueues, index, checkpoint) without writing a byte")
     self.act_help = A("&Keyboard Shortcuts", self.show_help, "F1")
     self.act_about = A("&About", self.show_about)
 
@@ -114,6 +117,7 @@ def make_actions(self) -> None:
     m.addAction(self.act_rw)
     m.addAction(self.act_send)
     m.addSeparator()
+    m.addAction(self.act_check)
     m.addAction(self.act_compare)
     m.addAction(self.act_store_settings)
     m = mb.addMenu("&Help")

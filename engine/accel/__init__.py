@@ -1,6 +1,6 @@
 """Compiled fast paths (Cython, built by `pip install` / `make`) for the loops CPython runs
 too slowly: the put loop (_append), getMessage pages (_page), ConsumeQueue recovery scans
-(_cq), index chain lengths (_index) and key queries (_query). Every one has a pure-Python
+(_cq), check's commitlog walk (_check), index chain lengths (_index) and key queries (_query). Every one has a pure-Python
 twin in the engine that stays the reference; the compiled one must give the same bytes and
 answers (tests compare them). RMQSTORE_PURE_PYTHON=1 turns them all off."""
 from __future__ import annotations
@@ -21,7 +21,7 @@ def load(name: str):
         return None
 
 
-MODULES = ("_append", "_cq", "_index", "_page", "_query")   # the .pyx files next to this one
+MODULES = ("_append", "_check", "_cq", "_index", "_page", "_query")   # the .pyx files next to this one
 
 
 def status() -> dict[str, bool]:

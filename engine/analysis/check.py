@@ -20,18 +20,17 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.format import properties as P
-from engine.config import CQ_UNIT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
+from engine.config import CQ_UNIT_SIZE
 from engine.store.consume_queue import FILLER_SIZE
 from engine.store.batch_consume_queue import unit_problems
 from engine.errors import StoreError
-from engine.store.index_file import time_diff
 from engine.tasks import Cancelled, Progress, Task, run
 
-from .chains import chain_cycles, valid_limit
-from engine.format.javahash import index_key, index_key_hash
-from engine.format.message import (TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE, RecordStatus,
-                      body_crc, verify_prop_crc)
+from engine.format.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE
+
+from . import check_records
+from .check_index import index_phase
+from .check_records import Records, walk_task
 
 DISPATCHED = (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
 
@@ -51,6 +50,14 @@ class Problems:
         if len(self.items) < self.limit:
             self.items.append({"kind": kind, "detail": detail, "file": str(file), "offset": offset})
 
+    def add_each(self, events, word) -> None:
+        """One problem per event, worded by word(event) -> (kind, detail, file, offset) while the
+        list has room; the rest only counted (a store with a million bad units words 1000)."""
+        room = max(0, self.limit - len(self.items))
+        for ev in events[:room]:
+            self.add(*word(ev))
+        self.count += max(0, len(events) - room)
+
 
 def check_store(store, max_problems: int = 1000, progress=None, cancel=None) -> dict:
     on_progress = None if progress is None else (lambda p: progress(p.done, p.total, p.phase))
@@ -60,16 +67,19 @@ def check_store(store, max_problems: int = 1000, progress=None, cancel=None) -> 
 def check_task(store, max_problems: int = 1000, cancel=None) -> Task[dict]:
     """The whole check; Progress in commitlog bytes, then one per later phase."""
     out = Problems(max_problems)
-    messages, n_messages, last_ts = yield from _commitlog(store, out, cancel)  # (DLedger: tail in dledger_check)
+    rec = yield from _commitlog(store, out, cancel)  # (DLedger: tail in dledger_check)
+    n_messages = len(rec)
+    last_ts = max(0, int(rec.ts.max())) if n_messages else 0
     _poll(store, cancel)
     extra = {}
     if getattr(store, "dledger", None) is not None:  # DLedger mode: the entries around the messages
         from .dledger_check import check_entries
         extra["dledgerEntries"] = check_entries(store, out)
-    n_units = _consume_queues(store, messages, out)
+    yield Progress(0, 3, "consume queues", "phases")  # (then one as each phase ends)
+    n_units = _consume_queues(store, rec, out)
     yield Progress(1, 3, "consume queues", "phases")
     _poll(store, cancel)
-    n_entries = _index(store, messages, out)
+    n_entries = index_phase(store, rec, out)
     yield Progress(2, 3, "index", "phases")
     _checkpoint(store, last_ts, out)
     _config_json(store, out)
@@ -92,7 +102,7 @@ def _poll(store, cancel) -> None:
 
 
 def _commitlog(store, out: Problems, cancel):
-    """Every record; returns {offset: (topic, qid, qoff, size, tranType, keys, tagsCode, storeTs)}."""
+    """The log's own problems, then every record (engine.analysis.check_records); returns Records."""
     cl = store.commitlog
     rec = store.recovery.commitlog
     last = cl.files[-1] if cl.files else None
@@ -108,55 +118,7 @@ def _commitlog(store, out: Problems, cancel):
         out.add("commitlog-gap", f"files missing between {a} and {b}", cl.queue.dirs[0], a)
     for why in store.refused_files:
         out.add("file", f"passed over: {why}", store.root, None)
-    messages: dict[int, tuple] = {}
-    crc_tails: dict = {}  # file -> [records whose __CRC32# checks out, offsets of records without one]
-    tails_rule = _verify_tails(store)
-    last_ts = 0
-    total = max(1, cl.max_offset - cl.min_offset)
-    step = max(1 << 16, total // 200)
-    next_report = cl.min_offset
-    for off, r in cl.walk():
-        if off >= next_report:
-            _poll(store, cancel)
-            yield Progress(off - cl.min_offset, total, "commitlog", "bytes")
-            next_report = off + step
-        if r.status is RecordStatus.MESSAGE:
-            m = r.message
-            f = cl.queue.find(off)
-            tt = m.sysFlag & 0x0C
-            messages[off] = (m.topic, m.queueId, m.queueOffset, m.storeSize, tt,
-                             [m.uniqKey] * bool(m.uniqKey) + m.key_list, m.tagsCode, m.storeTimestamp)
-            last_ts = max(last_ts, m.storeTimestamp)
-            if m.physicalOffsetField != off:
-                out.add("commitlog-record", f"stored PHYSICALOFFSET {m.physicalOffsetField}, expected {off}", f.path, off)
-            if m.sysFlag & 0x700 and not m.sysFlag & 0x1:
-                out.add("commitlog-record", f"SYSFLAG {m.sysFlag:#x} names a compression type for a body that is not "
-                        "compressed", f.path, off)
-            if m.sysFlag & 0xC0 and "INNER_NUM" not in m.properties:
-                out.add("commitlog-record", f"SYSFLAG {m.sysFlag:#x} marks an inner batch, but the record has no "
-                        "INNER_NUM property", f.path, off)
-            if body_crc(m.body) != m.bodyCRC:  # recovery checks CRCs in the last files only; empty = 0
-                out.add("commitlog-crc", f"body CRC {body_crc(m.body)} != stored {m.bodyCRC}", f.path, off)
-            if not tails_rule:
-                continue
-            tails = crc_tails.setdefault(f.path, [0, []])
-            if verify_prop_crc(f.buf, off - f.file_from_offset, m.storeSize):
-                tails[0] += 1
-            elif P.CRC32_PROP in m.propertiesRaw:
-                out.add("commitlog-crc", "whole-record __CRC32# does not match the record's bytes", f.path, off)
-            elif len(tails[1]) < 1000:
-                tails[1].append(off)
-        elif r.status is not RecordStatus.END_OF_FILE:
-            out.add("commitlog-record", f"{r.status.value}: {r.reason}", cl.queue.find(off).path, off)
-    for path, (good, without) in crc_tails.items():
-        # records of a file written with enabledAppendPropCRC all end in a __CRC32# tail: one
-        # without it had its tail (or the properties before it) damaged
-        if good and good >= 4 * len(without):
-            for off in without:
-                out.add("commitlog-crc", "no valid __CRC32# tail, unlike the other records of its file (the "
-                        "properties or the CRC were damaged)", path, off)
-    yield Progress(total, total, "commitlog", "bytes")
-    return messages, len(messages), last_ts
+    return (yield from walk_task(store, out, _verify_tails(store), lambda: _poll(store, cancel)))
 
 
 # ---- consume queues -------------------------------------------------------------------------
@@ -174,226 +136,149 @@ def _unit_runs(cq):
                 break  # a unit missing: the rest is reported as missing units
 
 
-def _consume_queues(store, messages: dict, out: Problems) -> int:
+# what is wrong with a unit, in the order the rules are tried
+_PAST, _NO_RECORD, _LMQ, _OTHER, _NOT_DISPATCHED, _TAGS, _TIME = range(1, 8)
+
+
+def _unit_codes(rec: Records, cl, tid: int, qid: int, lmq: bool, q, phy, size, tags, times):
+    """(code per unit, 0 = fine; row per unit, -1 = none; units that reached a record
+    outside an LMQ -- RocketMQ's "seen")."""
+    filler = (phy == 0) & (size == FILLER_SIZE)
+    r = rec.find(phy)
+    found = (r >= 0) & ~filler
+    code = np.zeros(len(phy), dtype=np.int8)
+    missing = (r < 0) & ~filler
+    code[missing & (phy >= cl.max_offset)] = _PAST
+    code[missing & (phy < cl.max_offset) & (phy >= cl.min_offset)] = _NO_RECORD
+    rr = np.where(found, r, 0)
+    if not rec.n:
+        return code, r, found
+    if lmq:  # 5.x LMQ: units of other topics' records (their queue offsets are the real topic's)
+        code[found & ((rec.size[rr] != size) | (rec.tags[rr] != tags))] = _LMQ
+        return code, r, np.zeros(len(phy), dtype=bool)
+    other = (rec.topic[rr] != tid) | (rec.qid[rr] != qid) | (rec.qoff[rr] != q) | (rec.size[rr] != size)
+    tran = rec.tran[rr]
+    undispatched = ~other & (tran != TRANSACTION_NOT_TYPE) & (tran != TRANSACTION_COMMIT_TYPE)
+    bad_tags = ~other & ~undispatched & (rec.tags[rr] != tags)
+    bad_time = ~other & ~undispatched & ~bad_tags & (times != rec.ts[rr]) if times is not None else None
+    code[found & other] = _OTHER
+    code[found & undispatched] = _NOT_DISPATCHED
+    code[found & bad_tags] = _TAGS
+    if bad_time is not None:
+        code[found & bad_time] = _TIME
+    return code, r, found
+
+
+def _consume_queues(store, rec: Records, out: Problems) -> int:
     cl = store.commitlog
     n_units = 0
-    seen = set()
+    seen: dict[tuple[int, int], list] = {}   # (topic id, queue id) -> queue offsets with a unit
+    ok = np.zeros(rec.n, dtype=np.uint8)     # records a unit of their own queue offset reached
     for (topic, qid), cq in store.queues.items():
-        lmq = cq.lmq  # 5.x LMQ: units of other topics' records (their queue offsets are the real topic's)
+        tid = rec.topic_ids.get(topic, -1)
         for first, units, path in _unit_runs(cq):
-            n_units += len(units)
-            for i, (phy, size, tags, *t) in enumerate(units.tolist()):
-                q = first + i
-                pos = q * CQ_UNIT_SIZE % cq.file_size if cq.file_size else q  # RocksDB: the queue offset
-                if phy == 0 and size == FILLER_SIZE:
-                    continue
-                m = messages.get(phy)
-                if m is None:
-                    if phy >= cl.max_offset:
-                        out.add("cq-unit", f"{topic}/{qid} unit {q} points at {phy}, past the end of the commitlog "
-                                f"({cl.max_offset})", path, pos)
-                    elif phy >= cl.min_offset:
-                        out.add("cq-unit", f"{topic}/{qid} unit {q} points at {phy}, where no record starts",
-                                path, pos)
-                    continue
-                if lmq:
-                    if (m[3], m[6]) != (size, tags):
-                        out.add("cq-unit", f"{topic}/{qid} unit {q} -> record {m[0]}/{m[1]}@{m[2]} size {m[3]} "
-                                f"tagsCode {m[6]} (unit size {size}, tagsCode {tags})", path, pos)
-                    continue
-                if (m[0], m[1], m[2], m[3]) != (topic, qid, q, size):
-                    out.add("cq-unit", f"{topic}/{qid} unit {q} -> record {m[0]}/{m[1]}@{m[2]} size {m[3]} "
-                            f"(unit size {size})", path, pos)
-                elif m[4] not in DISPATCHED:
-                    out.add("cq-unit", f"{topic}/{qid} unit {q} -> a {'prepared' if m[4] == 4 else 'rolled-back'} "
-                            "transaction record, which is never dispatched (its SYSFLAG?)", path, pos)
-                elif m[6] != tags:
-                    out.add("cq-tags", f"{topic}/{qid} unit {q}: tagsCode {tags}, expected {m[6]} from the record's "
-                            "TAGS (delivery time for delayed messages)", path, pos)
-                elif t and t[0] != m[7]:
-                    out.add("cq-time", f"{topic}/{qid} unit {q}: storeTimestamp {t[0]}, the record says {m[7]}",
-                            path, pos)
-                seen.add((topic, qid, q))
+            n = len(units)
+            n_units += n
+            if not n:
+                continue
+            names = units.dtype.names
+            phy = units[names[0]].astype(np.int64)
+            size = units[names[1]].astype(np.int64)
+            tags = units[names[2]].astype(np.int64)
+            times = units[names[3]].astype(np.int64) if len(names) > 3 else None
+            q = first + np.arange(n, dtype=np.int64)
+            K = check_records._K
+            if K is not None and times is None and units.dtype.itemsize == CQ_UNIT_SIZE:  # the rules in C
+                code, r, found = np.empty(n, np.int8), np.empty(n, np.int64), np.empty(n, np.uint8)
+                K.cq_units(np.ascontiguousarray(units).view(np.uint8).reshape(-1), first, tid, qid, cq.lmq, rec.off,
+                           rec.topic, rec.qid, rec.qoff, rec.size, rec.tran, rec.tags, cl.min_offset, cl.max_offset,
+                           code, r, found, ok)
+                found = found.view(bool)
+            else:
+                code, r, found = _unit_codes(rec, cl, tid, qid, cq.lmq, q, phy, size, tags, times)
+            if found.any():
+                seen.setdefault((tid, qid), []).append(q[found])  # (ascending: files in order)
+            bad = np.flatnonzero(code)
+            if len(bad):
+                out.add_each(bad, _unit_word(rec, cl, cq, topic, qid, first, phy, size, tags, times, code, r, path))
     batch = store.batch_topics
     for p in unit_problems(store, cl.min_offset):  # 5.x BatchCQ units against their records
         out.add("batch-cq-unit", f"{p['topic']}/{p['queueId']} unit at base {p['queueOffset']}: {p['problem']}"
                 + (f" (expected {p['expected']}, found {p['actual']})" if p.get("expected") else ""),
                 store.root / p["file"], p["fileOffset"])
-    for off, m in messages.items():
-        topic, qid, qoff, _size, tt = m[:5]
-        if tt not in DISPATCHED or (topic, qid, qoff) in seen or (batch and topic in batch):
-            continue
-        cq = store.find_queue(topic, qid)
-        if cq is None:
-            out.add("cq-missing", f"record {topic}/{qid}@{qoff}: no consume queue", cl.queue.find(off).path, off)
-        elif qoff >= cq.min_offset:
-            out.add("cq-missing", f"record {topic}/{qid}@{qoff} has no ConsumeQueue unit", cl.queue.find(off).path, off)
-        else:  # RocketMQ deletes a CQ file only once every record it points at has left the commitlog
-            out.add("cq-missing", f"record {topic}/{qid}@{qoff} is still in the commitlog but its queue starts at "
-                    f"{cq.min_offset} (a ConsumeQueue file deleted?)", cl.queue.find(off).path, off)
+    _missing_units(store, rec, seen, ok, batch, out)
     return n_units
 
 
-# ---- index ----------------------------------------------------------------------------------
-def _index(store, messages: dict, out: Problems) -> int:
-    cl = store.commitlog
-    files = store.index.files
-    n_entries = 0
-    actual: set[tuple[int, int]] = set()
-    for w in store.index.warnings:
-        out.add("index-file", w, store.index.directory, None)
-    for a, b in zip(files, files[1:]):
-        ha, hb = a.header, b.header
-        # (a begin of 0 is a header whose begin was never written: nothing reads it)
-        if hb.indexCount > 1 and ha.indexCount > 1 and 0 < hb.beginPhyOffset < ha.endPhyOffset:
-            out.add("index-file", f"{b.name} begins at commitlog offset {hb.beginPhyOffset}, before {a.name} ends "
-                    f"({ha.endPhyOffset}): overlapping index files", b.path, 16)
-    for f in files:
-        count = f.header.indexCount
-        if count > f.index_num:
-            out.add("index-header", f"indexCount {count} is beyond the file's {f.index_num} entries", f.path, 36)
-            count = f.index_num
-        e = f.entries[1:count]
-        n_entries += len(e)
-        hashes = e["keyHash"].astype(np.int64)
-        phys = e["commitLogOffset"].astype(np.int64)
-        actual.update(zip(hashes.tolist(), phys.tolist()))
-        _chains(f, count, hashes, e, out)
-        _header_against_entries(f, count, phys, messages, out)
-        base = INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * f.slot_num
-        begin = f.header.beginTimestamp
-        diffs = e["timeDiff"].tolist()
-        for i, (h, phy) in enumerate(zip(hashes.tolist(), phys.tolist()), start=1):
-            m = messages.get(phy)
-            pos = base + INDEX_ENTRY_SIZE * i
-            if m is None:
-                if cl.min_offset <= phy < cl.max_offset:
-                    out.add("index-entry", f"entry {i} points at {phy}, where no record starts", f.path, pos)
-                continue
-            if i > 1 and diffs[i - 1] != time_diff(m[7], begin):  # entry 1 is relative to the inherited begin
-                out.add("index-entry", f"entry {i} timeDiff {diffs[i - 1]}, expected {time_diff(m[7], begin)} "
-                        "from its record's store time (time-window queries miss it)", f.path, pos + 12)
-            if m[4] == TRANSACTION_ROLLBACK_TYPE or h not in {index_key_hash(index_key(m[0], k)) for k in m[5]}:
-                out.add("index-entry", f"entry {i} hash {h} matches no key of the record at {phy}", f.path, pos)
-    _index_completeness(store, messages, actual, out)
-    return n_entries
+def _unit_word(rec, cl, cq, topic, qid, first, phy, size, tags, times, code, r, path):
+    def word(i):
+        q = first + int(i)
+        pos = q * CQ_UNIT_SIZE % cq.file_size if cq.file_size else q  # RocksDB: the queue offset
+        c, p, s, t = int(code[i]), int(phy[i]), int(size[i]), int(tags[i])
+        if c == _PAST:
+            return "cq-unit", f"{topic}/{qid} unit {q} points at {p}, past the end of the commitlog " \
+                f"({cl.max_offset})", path, pos
+        if c == _NO_RECORD:
+            return "cq-unit", f"{topic}/{qid} unit {q} points at {p}, where no record starts", path, pos
+        m = rec.row(int(r[i]))
+        if c == _LMQ:
+            return "cq-unit", f"{topic}/{qid} unit {q} -> record {m[0]}/{m[1]}@{m[2]} size {m[3]} " \
+                f"tagsCode {m[5]} (unit size {s}, tagsCode {t})", path, pos
+        if c == _OTHER:
+            return "cq-unit", f"{topic}/{qid} unit {q} -> record {m[0]}/{m[1]}@{m[2]} size {m[3]} " \
+                f"(unit size {s})", path, pos
+        if c == _NOT_DISPATCHED:
+            return "cq-unit", f"{topic}/{qid} unit {q} -> a {'prepared' if m[4] == 4 else 'rolled-back'} " \
+                "transaction record, which is never dispatched (its SYSFLAG?)", path, pos
+        if c == _TAGS:
+            return "cq-tags", f"{topic}/{qid} unit {q}: tagsCode {t}, expected {m[5]} from the record's " \
+                "TAGS (delivery time for delayed messages)", path, pos
+        return "cq-time", f"{topic}/{qid} unit {q}: storeTimestamp {int(times[i])}, the record says {m[6]}", path, pos
+    return word
 
 
-def _chains(f, count: int, hashes: np.ndarray, e, out: Problems) -> None:
-    """Links, slot membership and time order of one file's chains, vectorized over entries."""
-    n = len(hashes)
-    s = f.slot_num
-    base = INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * s
-    idx = np.arange(1, n + 1)
-    prev = e["prevIndex"].astype(np.int64)
-    bad = (prev < 0) | (prev >= idx)
-    for i in np.flatnonzero(bad)[:20].tolist():
-        out.add("index-chain", f"entry {i + 1} links to entry {int(prev[i])}: not an older entry (a cycle or damage)",
-                f.path, base + INDEX_ENTRY_SIZE * (i + 1) + 16)
-    _cycles(f, out)
-    slots = f.slots.astype(np.int64)
-    over = np.flatnonzero((slots < 0) | (slots >= max(count, 1)))
-    for j in over[:20].tolist():
-        out.add("index-slot", f"slot {j} names entry {int(slots[j])}, beyond the entries (indexCount {count})",
-                f.path, INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * j)
-    if (hashes < 0).any():
-        for i in np.flatnonzero(hashes < 0)[:20].tolist():
-            out.add("index-entry", f"entry {i + 1} has a negative key hash", f.path, base + INDEX_ENTRY_SIZE * (i + 1))
-    slot_of = np.concatenate([[-1], hashes % s])          # slot_of[k] for entry number k
-    times = np.concatenate([[0], e["timeDiff"].astype(np.int64)])
-    linked = np.flatnonzero((prev > 0) & ~bad)
-    p = prev[linked]
-    wrong = linked[slot_of[p] != slot_of[linked + 1]]
-    for i in wrong[:20].tolist():
-        out.add("index-chain", f"entry {int(prev[i])} in the chain of slot {int(slot_of[i + 1])} hashes to slot "
-                f"{int(slot_of[prev[i]])}", f.path, base + INDEX_ENTRY_SIZE * (i + 1) + 16)
-    later = linked[(times[p] > times[linked + 1]) & (p > 1)]  # entry 1's timeDiff has RocketMQ's quirk (§9.4)
-    for i in later[:20].tolist():
-        out.add("index-time", f"entry {i + 1} links to entry {int(prev[i])}, which is newer "
-                f"(timeDiff {int(times[prev[i]])} > {int(times[i + 1])})", f.path, base + INDEX_ENTRY_SIZE * (i + 1))
-    heads = np.flatnonzero((slots > 0) & (slots < max(count, 1)))
-    reached = np.zeros(n + 1, dtype=bool)   # a key can be found only through its slot's chain
-    reached[slots[heads]] = True
-    reached[prev[linked]] = True
-    for k in np.flatnonzero(~reached[1:])[:20].tolist():
-        out.add("index-chain", f"entry {k + 1} is unreachable: neither its slot nor a newer entry links to it "
-                "(its key cannot be found)", f.path, base + INDEX_ENTRY_SIZE * (k + 1))
-    misplaced = heads[slot_of[slots[heads]] != heads]
-    for j in misplaced[:20].tolist():
-        out.add("index-slot", f"slot {j} names entry {int(slots[j])}, whose key hashes to slot "
-                f"{int(slot_of[slots[j]])}", f.path, INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * j)
-
-
-def _cycles(f, out: Problems) -> None:
-    """Every prevIndex cycle once, at the link that closes it, with the slots whose chains run
-    into it (select() would walk those until its step limit)."""
-    cycles = chain_cycles(f)
-    if not cycles:
+def _missing_units(store, rec: Records, seen: dict, ok: np.ndarray, batch, out: Problems) -> None:
+    """Every dispatchable record has its unit: a record is covered when a unit of its queue at
+    its queue offset reached a record (RocketMQ's "seen"). `ok` has the records a unit reached
+    directly; the others are looked up queue by queue in the units seen (as arrays)."""
+    if not rec.n:
         return
-    L = valid_limit(f)
-    prev = f.entries["prevIndex"][:L + 1].astype(np.int32)
-    jump = np.where((prev > 0) & (prev <= L), prev, 0).astype(np.int32)
-    jump[0] = 0
-    for _ in range(int(L).bit_length() + 1):     # 2^k steps ahead: past L steps, a walk is in its cycle
-        jump = jump[jump]
-    member = np.full(L + 1, -1, dtype=np.int32)
-    for i, cyc in enumerate(cycles):
-        member[cyc] = i
-    heads = f.slots.astype(np.int64)
-    live = np.flatnonzero((heads > 0) & (heads <= L))
-    into = member[jump[heads[live]]]
-    base = INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * f.slot_num
-    for i, cyc in enumerate(cycles[:20]):
-        slots = live[into == i].tolist()
-        named = ", ".join(map(str, slots[:5])) + (f" and {len(slots) - 5} more" if len(slots) > 5 else "")
-        walk = " -> ".join(map(str, cyc[:8])) + (" -> ..." if len(cyc) > 8 else "")
-        out.add("index-cycle", f"entries {walk} -> {cyc[0]} form a prevIndex cycle of {len(cyc)}: "
-                + (f"a query by a key of slot {named} loops until its step limit" if slots
-                   else "no slot's chain reaches it"), f.path, base + INDEX_ENTRY_SIZE * cyc[-1] + 16)
-
-
-def _header_against_entries(f, count: int, phys: np.ndarray, messages: dict, out: Problems) -> None:
-    """The header's begin/end offsets and times are those of the first and last entries'
-    records (putKey sets them; queries pick files and compute entry times from them)."""
-    if count <= 1:
-        return
-    h = f.header
-    first, last = messages.get(int(phys[0])), messages.get(int(phys[-1]))
-    want = [("beginPhyOffset", 16, int(phys[0]), True), ("endPhyOffset", 24, int(phys[-1]), True),
-            ("beginTimestamp", 0, first[7] if first else None, first is not None),
-            ("endTimestamp", 8, last[7] if last else None, last is not None)]
-    for name, pos, expected, known in want:
-        if known and getattr(h, name) != expected:
-            out.add("index-header", f"{name} {getattr(h, name)}, expected {expected} from the file's "
-                    f"{'first' if name.startswith('begin') else 'last'} entry", f.path, pos)
-
-
-def _index_completeness(store, messages: dict, actual: set, out: Problems) -> None:
-    """Every key RocketMQ indexes (UNIQ_KEY, each KEYS token; not ROLLBACK records) of every
-    record from the first index file's first entry to the last file's end has its entry.
-    After a clean shutdown every dispatched record is indexed, so the range runs to the log's end."""
-    if not store.cfg.messageIndexEnable or not store.index.files:
-        return
-    used = [f for f in store.index.files if f.header.indexCount > 1]
-    if not used:
-        return
-    lo = min(f.header.beginPhyOffset for f in used)
-    hi = max(f.header.endPhyOffset for f in used)
-    if not store.abort_present:
-        hi = max(hi, store.commitlog.max_offset)
-    cl = store.commitlog
-    missing = 0
-    for off, m in messages.items():
-        if not lo <= off <= hi or m[4] == TRANSACTION_ROLLBACK_TYPE:
+    ok = ok.view(bool)
+    todo = np.flatnonzero(~ok)
+    group = (rec.topic[todo].astype(np.int64) << 32) | (rec.qid[todo].astype(np.int64) & 0xFFFFFFFF)
+    order = np.argsort(group, kind="stable")
+    sorted_group = group[order]
+    for (tid, qid), qs in seen.items():
+        g = (tid << 32) | (qid & 0xFFFFFFFF)
+        a, b = np.searchsorted(sorted_group, [g, g + 1])
+        if a == b:
             continue
-        for k in m[5]:
-            if k and (index_key_hash(index_key(m[0], k)), off) not in actual:
-                missing += 1
-                if missing <= 100:
-                    out.add("index-missing", f"key {k!r} of record {m[0]}/{m[1]}@{m[2]} has no index entry "
-                            "(a query by it cannot find the message)", cl.queue.find(off).path, off)
-                else:
-                    out.count += 1
+        rows = todo[order[a:b]]
+        have = np.concatenate(qs)
+        if len(have) > 1 and (have[1:] < have[:-1]).any():
+            have = np.sort(have)
+        i = np.minimum(np.searchsorted(have, rec.qoff[rows]), len(have) - 1)
+        ok[rows[have[i] == rec.qoff[rows]]] = True
+    need = ~ok & ((rec.tran == TRANSACTION_NOT_TYPE) | (rec.tran == TRANSACTION_COMMIT_TYPE))
+    if batch:
+        for t in batch:
+            if t in rec.topic_ids:
+                need &= rec.topic != rec.topic_ids[t]
+    cl = store.commitlog
+
+    def word(i):
+        topic, qid, qoff = rec.row(int(i))[:3]
+        off = int(rec.off[i])
+        path = cl.queue.find(off).path
+        cq = store.find_queue(topic, qid)
+        if cq is None:
+            return "cq-missing", f"record {topic}/{qid}@{qoff}: no consume queue", path, off
+        if qoff >= cq.min_offset:
+            return "cq-missing", f"record {topic}/{qid}@{qoff} has no ConsumeQueue unit", path, off
+        # RocketMQ deletes a CQ file only once every record it points at has left the commitlog
+        return "cq-missing", f"record {topic}/{qid}@{qoff} is still in the commitlog but its queue starts at " \
+            f"{cq.min_offset} (a ConsumeQueue file deleted?)", path, off
+    out.add_each(np.flatnonzero(need), word)
 
 
 # ---- checkpoint and config ------------------------------------------------------------------

@@ -43,7 +43,9 @@ def register(add, commands: dict, write_commands: set, prepare: dict) -> None:
     sp = add("rebuild", "rebuild ConsumeQueue and index files from the commitlog")
     sp.add_argument("--yes", action="store_true", help="do not ask")
     commands["rebuild"] = None  # handled before opening
-    add("check", "verify a store without writing: torn tails, CRCs, CQ and index consistency")
+    sp = add("check", "verify a store without writing: torn tails, CRCs, CQ and index consistency")
+    sp.add_argument("--progress", action="store_true",
+                    help="progress on stderr (phase, percent, MB/s) even when stderr is not a terminal")
     commands["check"] = cmd_check
 
 
@@ -241,16 +243,42 @@ def rebuild(root: Path, cfg) -> dict:
         _clear_progress()
 
 
-def cmd_check(store, args) -> int:
-    from engine.analysis.check import check_store
-    show = sys.stderr.isatty()
+def check_progress(tty: bool, every: float = 1.0):
+    """check's progress on stderr: the phase, percent of the commitlog read and its MB/s; on a
+    terminal one line kept current, otherwise a line about every `every` seconds and one per
+    phase. Never on stdout (--json stays parseable)."""
+    import time
+    t0 = time.monotonic()
+    last = [0.0, ""]
 
-    def progress(done, total, phase):
-        if show:
-            print(f"\rcheck: {phase} {100 * done // max(1, total)}%", end="", file=sys.stderr, flush=True)
-    report = check_store(store, progress=progress)
-    if show:
-        print("\r" + " " * 40 + "\r", end="", file=sys.stderr, flush=True)
+    def show(p) -> None:
+        now = time.monotonic()
+        if p.unit == "bytes":
+            rate = p.done / max(now - t0, 1e-6) / 1e6
+            text = f"check: {p.phase} {int(100 * p.fraction)}% ({p.done / 1e6:,.0f} of {p.total / 1e6:,.0f} MB, " \
+                f"{rate:,.0f} MB/s)"
+        else:
+            text = f"check: {p.phase} {p.done}/{p.total}"
+        if not tty and p.phase == last[1] and now - last[0] < every:
+            return
+        last[:] = [now, p.phase]
+        sys.stderr.write(f"\r{text[:78]:<78}" if tty else text + "\n")
+        sys.stderr.flush()
+    return show
+
+
+def cmd_check(store, args) -> int:
+    import time
+    from engine.analysis.check import check_task
+    from engine.tasks import run
+    tty = sys.stderr.isatty()
+    show = tty or getattr(args, "progress", False)
+    t0 = time.monotonic()
+    report = run(check_task(store), check_progress(tty) if show else None)
+    if tty:
+        print("\r" + " " * 79 + "\r", end="", file=sys.stderr, flush=True)
+    elif show:
+        print(f"check: done in {time.monotonic() - t0:.2f} s", file=sys.stderr, flush=True)
     if args.json:
         print(json.dumps(report))
     else:
