@@ -107,13 +107,14 @@ PAGE_WALK = 50_000    # messages of one queue walked in 32-message pages (getMes
 
 def _page_rate(s) -> float:
     """Pages of one queue's last PAGE_WALK messages (the newest files, as a consumer near the
-    head reads), best of 3 walks: messages a second."""
+    head reads), best of 5 walks after an untimed one (the VM's page cache is small and
+    other sections' stores push these pages out): messages a second."""
     topic = TOPICS[0]
     cq = s.find_queue(topic, 0)
     start = max(cq.min_offset, cq.max_offset - PAGE_WALK)
     best = float("inf")
     n = 0
-    for _ in range(3):
+    for rep in range(6):
         off, n = start, 0
         t = time.perf_counter()
         while True:
@@ -122,7 +123,8 @@ def _page_rate(s) -> float:
                 break
             n += len(r.messages)
             off = r.nextBeginOffset
-        best = min(best, time.perf_counter() - t)
+        if rep:
+            best = min(best, time.perf_counter() - t)
     return round(n / best) if n else 0.0
 
 
