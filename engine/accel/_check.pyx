@@ -18,7 +18,8 @@ is handed to `use_crc`, else the slice-by-8 table CRC of _page_record.pxi."""
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytes cimport PyBytes_FromStringAndSize
 from libc.stdint cimport int8_t, int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t, uintptr_t
-from libc.string cimport memcmp, memcpy
+from libc.stdlib cimport calloc, free, realloc
+from libc.string cimport memchr, memcmp, memcpy
 
 from engine.format.layout cimport (BLANK_MAGIC, BORNHOST_V6_FLAG, HEAD_SIZE, MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2,
                                    OFF_BODY, OFF_BODYCRC, OFF_BODYLENGTH, OFF_BORNHOST, OFF_BORNTIMESTAMP, OFF_FLAG,
@@ -48,8 +49,17 @@ AT_RECORD = 1        # the record at pos is not a plain MESSAGE: Python reads it
 FULL = 2             # the columns (or key columns) are full
 
 cdef enum:
+    E_BAD_PHYS = 1
+    E_BAD_COMPRESSION = 2
+    E_INNER_BATCH = 4
     E_BAD_CRC = 8
     E_BAD_TAIL = 16
+    E_PY_KEYS = 32
+    CHECK_TAILS_F = 8
+    W_DONE = 0
+    W_AT_RECORD = 1
+    W_FULL = 2
+    NEW_TOPIC = 3    # (walk_core only: walk adds the topic and goes on)
     MAX_KEYS = 32    # key hashes of one record written by C; more: Python
 
 ctypedef uint32_t (*crc_fn)(uint32_t, const uint8_t*, uint32_t) noexcept nogil
@@ -105,13 +115,13 @@ cdef inline int64_t key_hash(uint32_t h) noexcept nogil:
     return -s if s < 0 else s
 
 
-cdef int keys_of(const uint8_t* b, Row* r, int64_t* out, int* n) noexcept nogil:
+cdef int keys_of(const uint8_t* b, Row* r, uint32_t ht, int ascii_topic, int64_t* out, int* n) noexcept nogil:
     """The index hashes of the record's keys in check's order (UNIQ_KEY, then each non-empty
-    KEYS token); 0 when Python must do it (non-ASCII topic or key, too many keys)."""
+    KEYS token); `ht` is the hash of `topic#`. 0 when Python must do it (non-ASCII topic or
+    key, too many keys)."""
     cdef Py_ssize_t p = r.propertiesPos, stop = r.propertiesPos + r.propertiesLength, q, seg
-    cdef Py_ssize_t u0 = -1, u1 = -1, k0 = -1, k1 = -1, i, j
-    cdef uint32_t ht = 0, h
-    cdef int tl = r.topicLength, ascii_topic = 1
+    cdef Py_ssize_t u0 = -1, u1 = -1, k0 = -1, k1 = -1, i
+    cdef uint32_t h
     n[0] = 0
     if r.propertiesLength <= 0:
         return 1
@@ -126,11 +136,8 @@ cdef int keys_of(const uint8_t* b, Row* r, int64_t* out, int* n) noexcept nogil:
         q += 1
     if u0 < 0 and k0 < 0:
         return 1
-    for i in range(r.topicPos, r.topicPos + tl):
-        if b[i] >= 0x80:
-            return 0
-        ht = ht * 31 + b[i]
-    ht = ht * 31 + 35  # '#'
+    if not ascii_topic:
+        return 0
     if u0 >= 0:
         h = ht
         for i in range(u0, u1):
@@ -159,17 +166,85 @@ cdef int keys_of(const uint8_t* b, Row* r, int64_t* out, int* n) noexcept nogil:
     return 1
 
 
+cdef struct TopicTable:
+    const uint8_t** ptr      # entry k: the topic's bytes (owned by Topics.raws), length, id
+    int32_t* len
+    int32_t* tid
+    int32_t* slot            # open addressing: entry index + 1, 0 empty
+    Py_ssize_t n, cap, mask
+
+
+cdef inline uint32_t bytes_hash(const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    cdef uint32_t h = 2166136261u
+    cdef Py_ssize_t i
+    for i in range(n):
+        h = (h ^ p[i]) * 16777619u
+    return h
+
+
+cdef inline int32_t table_find(TopicTable* t, const uint8_t* p, Py_ssize_t n) noexcept nogil:
+    cdef Py_ssize_t s
+    cdef int32_t e
+    if t.slot == NULL:
+        return -1
+    s = bytes_hash(p, n) & t.mask
+    while True:
+        e = t.slot[s]
+        if e == 0:
+            return -1
+        e -= 1
+        if t.len[e] == n and memcmp(t.ptr[e], p, n) == 0:
+            return t.tid[e]
+        s = (s + 1) & t.mask
+
+
 cdef class Topics:
-    """Topic names (decoded as check_record decodes them) and their ids, in first-seen order."""
+    """Topic names (decoded as check_record decodes them) and their ids, in first-seen order;
+    the raw names also in a C table the walk looks them up in without the GIL."""
     cdef public dict ids       # bytes -> id
     cdef public dict by_name   # str -> id
     cdef public list names     # id -> str
+    cdef list raws
+    cdef TopicTable t
+
+    def __cinit__(self):
+        self.t.n = self.t.cap = 0
+        self.t.mask = -1
+        self.t.ptr = NULL
+        self.t.len = self.t.tid = self.t.slot = NULL
 
     def __init__(self):
-        self.ids, self.by_name, self.names = {}, {}, []
+        self.ids, self.by_name, self.names, self.raws = {}, {}, [], []
+
+    def __dealloc__(self):
+        free(self.t.ptr)
+        free(self.t.len)
+        free(self.t.tid)
+        free(self.t.slot)
+
+    cdef void _grow(self) except *:
+        cdef Py_ssize_t cap = 64 if self.t.cap == 0 else 2 * self.t.cap, k, s
+        cdef TopicTable t = self.t
+        t.ptr = <const uint8_t**>realloc(t.ptr, cap * sizeof(uint8_t*))
+        t.len = <int32_t*>realloc(t.len, cap * sizeof(int32_t))
+        t.tid = <int32_t*>realloc(t.tid, cap * sizeof(int32_t))
+        if t.ptr == NULL or t.len == NULL or t.tid == NULL:
+            raise MemoryError()
+        free(t.slot)
+        t.slot = <int32_t*>calloc(2 * cap, sizeof(int32_t))
+        if t.slot == NULL:
+            raise MemoryError()
+        t.cap, t.mask = cap, 2 * cap - 1
+        for k in range(t.n):
+            s = bytes_hash(t.ptr[k], t.len[k]) & t.mask
+            while t.slot[s]:
+                s = (s + 1) & t.mask
+            t.slot[s] = <int32_t>(k + 1)
+        self.t = t
 
     cpdef int id_of(self, bytes raw):
         cdef object i = self.ids.get(raw)
+        cdef Py_ssize_t s, k
         if i is not None:
             return i
         name = str(raw, "utf-8", "replace")
@@ -179,112 +254,208 @@ cdef class Topics:
             self.names.append(name)
             self.by_name[name] = i
         self.ids[raw] = i
+        if self.t.n >= self.t.cap:
+            self._grow()
+        k = self.t.n
+        self.raws.append(raw)
+        self.t.ptr[k] = <const uint8_t*><const char*>raw
+        self.t.len[k] = <int32_t>len(raw)
+        self.t.tid[k] = <int32_t>i
+        s = bytes_hash(self.t.ptr[k], len(raw)) & self.t.mask
+        while self.t.slot[s]:
+            s = (s + 1) & self.t.mask
+        self.t.slot[s] = <int32_t>(k + 1)
+        self.t.n = k + 1
         return i
+
+
+cdef struct Cols:
+    int64_t* off
+    int32_t* topic
+    int32_t* qid
+    int64_t* qoff
+    int32_t* size
+    int8_t* tran
+    int64_t* tags
+    int64_t* ts
+    uint8_t* flag
+    int64_t* key_rec
+    int64_t* key_hash
+    Py_ssize_t cap, kcap
+
+
+cdef int walk_core(const uint8_t* b, Py_ssize_t L, Py_ssize_t* pos_io, Py_ssize_t stop, Py_ssize_t limit,
+                   int64_t file_from, int options, TopicTable* topics, Cols* c, Py_ssize_t* j_io,
+                   Py_ssize_t* nk_io) noexcept nogil:
+    """The walk's loop: one row per plain MESSAGE from *pos_io while it is < stop; the record
+    check, the rules, the body CRC and the key hashes of each record read in one pass over it
+    (the bytes come from memory once). Returns why it stopped (NEW_TOPIC: a topic not in the
+    table: the caller adds it and calls again)."""
+    cdef Py_ssize_t pos = pos_io[0], j = j_io[0], nk = nk_io[0], i
+    cdef const uint8_t* tp
+    cdef const uint8_t* last_tp = NULL
+    cdef int32_t rsize, last_tl = -1, tid = -1, last_id = -1
+    cdef uint32_t ht = 0, last_ht = 0
+    cdef Row r
+    cdef int st, why = W_DONE, nkeys, fl, ascii = 1, last_ascii = 1
+    cdef int flags = options & F_V2, tails = options & CHECK_TAILS_F
+    cdef int64_t o
+    cdef int64_t kbuf[MAX_KEYS]
+    while pos < stop:
+        if j >= c.cap or nk + MAX_KEYS > c.kcap:
+            why = W_FULL
+            break
+        st = check(b, L, pos, limit, flags, &r, &rsize)
+        if st != S_MESSAGE:
+            why = W_AT_RECORD
+            break
+        tp = b + r.topicPos
+        if r.topicLength == last_tl and memcmp(tp, last_tp, last_tl) == 0:
+            tid, ht, ascii = last_id, last_ht, last_ascii
+        else:
+            tid = table_find(topics, tp, r.topicLength)
+            if tid < 0:
+                why = NEW_TOPIC
+                break
+            ht = 0
+            ascii = 1
+            for i in range(r.topicLength):
+                if tp[i] >= 0x80:
+                    ascii = 0
+                ht = ht * 31 + tp[i]
+            ht = ht * 31 + 35  # '#'
+            last_tp, last_tl, last_id, last_ht, last_ascii = tp, r.topicLength, tid, ht, ascii
+        o = file_from + pos
+        fl = 0
+        if r.physicalOffsetField != o:
+            fl |= E_BAD_PHYS
+        if r.sysFlag & 0x700 and not r.sysFlag & 0x1:
+            fl |= E_BAD_COMPRESSION
+        if r.sysFlag & 0xC0:
+            fl |= E_INNER_BATCH
+        if r.bodyLength > 0:
+            if <int32_t>(crc_of(b + r.bodyPos, r.bodyLength) & 0x7FFFFFFF) != r.bodyCRC:
+                fl |= E_BAD_CRC
+        elif r.bodyCRC != 0:
+            fl |= E_BAD_CRC
+        if tails and not tail_ok(b, pos, rsize):
+            fl |= E_BAD_TAIL
+        nkeys = 0
+        if not fl and not keys_of(b, &r, ht, ascii, kbuf, &nkeys):
+            fl |= E_PY_KEYS
+        c.off[j] = o
+        c.topic[j] = tid
+        c.qid[j] = r.queueId
+        c.qoff[j] = r.queueOffset
+        c.size[j] = rsize
+        c.tran[j] = <int8_t>(r.sysFlag & 0x0C)
+        c.tags[j] = r.tagsCode
+        c.ts[j] = r.storeTimestamp
+        c.flag[j] = <uint8_t>fl
+        if not fl:
+            for i in range(nkeys):
+                c.key_rec[nk] = j
+                c.key_hash[nk] = kbuf[i]
+                nk += 1
+        j += 1
+        pos += rsize
+    pos_io[0], j_io[0], nk_io[0] = pos, j, nk
+    return why
 
 
 def walk(buf, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t limit, int64_t file_from, int options,
          Topics topics, int64_t[::1] off, int32_t[::1] topic, int32_t[::1] qid, int64_t[::1] qoff,
          int32_t[::1] size, int8_t[::1] tran, int64_t[::1] tags, int64_t[::1] ts, uint8_t[::1] flag,
-         Py_ssize_t j, int32_t[::1] key_rec, int64_t[::1] key_hash_out, Py_ssize_t nk,
-         int64_t[::1] body_pos, int32_t[::1] body_len, int32_t[::1] body_crc):
+         Py_ssize_t j, int64_t[::1] key_rec, int64_t[::1] key_hash_out, Py_ssize_t nk):
     """Records of one commitlog file (`buf`, written up to `limit`, starting at commitlog offset
-    `file_from`) from `pos` while pos < stop; rows from j, key rows from nk. The CRCs are left
-    to `crcs` (the body's position, length and stored CRC of each row go to body_*): the part
-    that costs most, and it can run on another core.
+    `file_from`) from `pos` while pos < stop; rows from j, key rows from nk. Without the GIL
+    (two threads can walk two parts of the log), but for a topic seen for the first time.
     Returns (pos, j, nk, why): why is DONE / AT_RECORD / FULL."""
     cdef Py_buffer v
-    cdef const uint8_t* b
-    cdef Py_ssize_t L, cap = off.shape[0], kcap = key_rec.shape[0], last_tp = -1
-    cdef int32_t rsize, last_tl = -1, last_id = -1, tid
+    cdef Cols c
+    cdef int why
+    cdef Py_ssize_t L
+    if off.shape[0] == 0 or key_rec.shape[0] == 0:
+        return pos, j, nk, FULL
+    c.off, c.topic, c.qid, c.qoff, c.size = &off[0], &topic[0], &qid[0], &qoff[0], &size[0]
+    c.tran, c.tags, c.ts, c.flag = &tran[0], &tags[0], &ts[0], &flag[0]
+    c.key_rec, c.key_hash = &key_rec[0], &key_hash_out[0]
+    c.cap = min(off.shape[0], topic.shape[0], qid.shape[0], qoff.shape[0], size.shape[0], tran.shape[0],
+                tags.shape[0], ts.shape[0], flag.shape[0])
+    c.kcap = min(key_rec.shape[0], key_hash_out.shape[0])
+    PyObject_GetBuffer(buf, &v, PyBUF_SIMPLE)
+    try:
+        L = v.len
+        if limit > L:
+            limit = L
+        while True:
+            with nogil:
+                why = walk_core(<const uint8_t*>v.buf, L, &pos, stop, limit, file_from, options, &topics.t, &c,
+                                &j, &nk)
+            if why != NEW_TOPIC:
+                break
+            raw = read_topic(<const uint8_t*>v.buf, L, pos, limit, options)
+            topics.id_of(raw)
+    finally:
+        PyBuffer_Release(&v)
+    return pos, j, nk, why
+
+
+cdef bytes read_topic(const uint8_t* b, Py_ssize_t L, Py_ssize_t pos, Py_ssize_t limit, int options):
     cdef Row r
-    cdef int st, why = DONE, nkeys, i, fl
-    cdef int flags = options & F_V2
-    cdef int64_t o
-    cdef int64_t kbuf[MAX_KEYS]
+    cdef int32_t rsize
+    check(b, L, pos, limit, options & F_V2, &r, &rsize)
+    return PyBytes_FromStringAndSize(<const char*>b + r.topicPos, r.topicLength)
+
+
+def boundary(buf, Py_ssize_t lo, Py_ssize_t hi, Py_ssize_t limit, int64_t file_from, int options):
+    """The first position in [lo, hi) of `buf` where a plain MESSAGE starts that stores its own
+    commitlog offset (PHYSICALOFFSET) and is followed by another such record (or by the end of
+    what was written, or a blank): a place to start a second walker. -1 if none. A wrong guess
+    costs time, never a different report: the first walker must arrive exactly there."""
+    cdef Py_buffer v
+    cdef const uint8_t* b
+    cdef const uint8_t* hit
+    cdef Py_ssize_t L, p, nxt, res = -1
+    cdef Row r
+    cdef int32_t rsize, rs2
+    cdef int st, flags = options & F_V2
     PyObject_GetBuffer(buf, &v, PyBUF_SIMPLE)
     try:
         b = <const uint8_t*>v.buf
         L = v.len
         if limit > L:
             limit = L
-        while pos < stop:
-            if j >= cap or nk + MAX_KEYS > kcap:
-                why = FULL
-                break
-            st = check(b, L, pos, limit, flags, &r, &rsize)
-            if st != S_MESSAGE:
-                why = AT_RECORD
-                break
-            o = file_from + pos
-            if r.topicLength == last_tl and memcmp(b + r.topicPos, b + last_tp, last_tl) == 0:
-                tid = last_id
-            else:
-                tid = topics.id_of(PyBytes_FromStringAndSize(<const char*>b + r.topicPos, r.topicLength))
-                last_tp, last_tl, last_id = r.topicPos, r.topicLength, tid
-            if True:  # (holding the GIL: a chunk of rows is a few ms)
-                fl = 0
-                if r.physicalOffsetField != o:
-                    fl |= BAD_PHYS
-                if r.sysFlag & 0x700 and not r.sysFlag & 0x1:
-                    fl |= BAD_COMPRESSION
-                if r.sysFlag & 0xC0:
-                    fl |= INNER_BATCH
-                body_pos[j] = r.bodyPos
-                body_len[j] = r.bodyLength
-                body_crc[j] = r.bodyCRC
-                nkeys = 0
-                if not fl and not keys_of(b, &r, kbuf, &nkeys):
-                    fl |= PY_KEYS
-                off[j] = o
-                topic[j] = tid
-                qid[j] = r.queueId
-                qoff[j] = r.queueOffset
-                size[j] = rsize
-                tran[j] = <int8_t>(r.sysFlag & 0x0C)
-                tags[j] = r.tagsCode
-                ts[j] = r.storeTimestamp
-                flag[j] = <uint8_t>fl
-                if not fl:
-                    for i in range(nkeys):
-                        key_rec[nk] = <int32_t>j
-                        key_hash_out[nk] = kbuf[i]
-                        nk += 1
-                j += 1
-                pos += rsize
-    finally:
-        PyBuffer_Release(&v)
-    return pos, j, nk, why
-
-
-def crcs(buf, Py_ssize_t lo, Py_ssize_t hi, int64_t file_from, int options, const int64_t[::1] off,
-         const int32_t[::1] size, const int64_t[::1] body_pos, const int32_t[::1] body_len,
-         const int32_t[::1] body_crc, uint8_t[::1] flag):
-    """Rows lo..hi-1 of a walk over `buf`: BAD_CRC where the body CRC is not the stored one (an
-    empty body's is 0), BAD_TAIL (with CHECK_TAILS) where no valid __CRC32# tail ends the record.
-    Runs without the GIL: two threads can take a chunk's halves."""
-    cdef Py_buffer v
-    cdef const uint8_t* b
-    cdef Py_ssize_t i, pos
-    cdef uint8_t fl
-    cdef int tails = options & 8  # CHECK_TAILS
-    PyObject_GetBuffer(buf, &v, PyBUF_SIMPLE)
-    try:
-        b = <const uint8_t*>v.buf
+        if hi > limit - 8:
+            hi = limit - 8
+        if lo < 0:
+            lo = 0
         with nogil:
-            for i in range(lo, hi):
-                fl = 0
-                if body_len[i] > 0:
-                    if <int32_t>(crc_of(b + body_pos[i], body_len[i]) & 0x7FFFFFFF) != body_crc[i]:
-                        fl = E_BAD_CRC
-                elif body_crc[i] != 0:
-                    fl = E_BAD_CRC
-                if tails:
-                    pos = <Py_ssize_t>(off[i] - file_from)
-                    if not tail_ok(b, pos, size[i]):
-                        fl |= E_BAD_TAIL
-                flag[i] |= fl
+            p = lo
+            while p < hi:
+                hit = <const uint8_t*>memchr(b + p + 4, 0xDA, hi - p)  # MESSAGE_MAGIC_V1/V2 start with 0xDA
+                if hit == NULL:
+                    break
+                p = hit - b - 4
+                if p >= hi:
+                    break
+                if be32(b + p + 4) != MESSAGE_MAGIC_V1 and (be32(b + p + 4) != MESSAGE_MAGIC_V2 or not flags):
+                    p += 1
+                    continue
+                st = check(b, L, p, limit, flags, &r, &rsize)
+                if st == S_MESSAGE and r.physicalOffsetField == file_from + p:
+                    nxt = p + rsize
+                    if nxt >= limit:
+                        res = p
+                        break
+                    st = check(b, L, nxt, limit, flags, &r, &rs2)
+                    if st == S_EOF or (st == S_MESSAGE and r.physicalOffsetField == file_from + nxt):
+                        res = p
+                        break
+                p += 1
     finally:
         PyBuffer_Release(&v)
+    return res
 
 
 # ---- index entries against the records ---------------------------------------------------------

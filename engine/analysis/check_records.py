@@ -11,7 +11,6 @@ from __future__ import annotations
 import ctypes
 import os
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import nullcontext
 
 import numpy as np
 
@@ -23,7 +22,6 @@ from engine.store.commit_log import read_record_at
 from engine.tasks import Progress
 
 _K = accel.load("_check")
-CHUNK = 1 << 16          # rows per kernel call (and per progress step at most)
 
 
 def _zlib_ng_crc() -> int:
@@ -72,15 +70,18 @@ class Records:
 
 
 class _Builder:
-    """Columns filled chunk by chunk (by the kernel, or a row at a time by Python)."""
+    """The columns, filled in place: by the kernel straight into them (grown when full), or a
+    row at a time by Python (buffered, written before the kernel's next call)."""
 
-    def __init__(self):
-        self.chunks: list[dict] = []
-        self.keys: list[tuple[np.ndarray, np.ndarray]] = []
-        self.n = 0
+    def __init__(self, rows: int = 1024, keys: int = 2048, topics=None):
+        self.cols = {name: np.empty(rows, dtype=t) for name, t in _COLS}
+        self.col_list = [self.cols[name] for name, _ in _COLS]
+        self.kr, self.kh = np.empty(keys, dtype=np.int64), np.empty(keys, dtype=np.int64)
+        self.n = self.nk = 0
         self.py_rows: list[tuple] = []
         self.py_keys: list[tuple[int, int]] = []
-        self.topics = _K.Topics() if _K is not None else None
+        self.extra: list[tuple[int, int]] = []   # keys of rows the kernel left to Python (after their chunk's)
+        self.topics = topics if topics is not None else (_K.Topics() if _K is not None else None)
         self.topic_ids: dict[str, int] = {}
         self.names: list[str] = []
 
@@ -94,6 +95,22 @@ class _Builder:
             self.names.append(name)
         return i
 
+    def reserve(self, rows: int, keys: int) -> None:
+        """Room for `rows` more rows and `keys` more keys (the columns copied once when grown)."""
+        if self.n + rows > len(self.col_list[0]):
+            cap = max(self.n + rows, len(self.col_list[0]) * 3 // 2)
+            for name, t in _COLS:
+                a = np.empty(cap, dtype=t)
+                a[:self.n] = self.cols[name][:self.n]
+                self.cols[name] = a
+            self.col_list = [self.cols[name] for name, _ in _COLS]
+        if self.nk + keys > len(self.kr):
+            cap = max(self.nk + keys, len(self.kr) * 3 // 2)
+            for name in ("kr", "kh"):
+                a = np.empty(cap, dtype=np.int64)
+                a[:self.nk] = getattr(self, name)[:self.nk]
+                setattr(self, name, a)
+
     def add_py(self, off: int, m, hashes: list[int]) -> None:
         row = self.n + len(self.py_rows)
         self.py_rows.append((off, self.topic_id(m.topic), m.queueId, m.queueOffset, m.storeSize, m.sysFlag & 0x0C,
@@ -102,35 +119,46 @@ class _Builder:
 
     def flush_py(self) -> None:
         if self.py_rows:
-            cols = list(zip(*self.py_rows))
-            self.chunks.append({name: np.array(c, dtype=t) for (name, t), c in zip(_COLS, cols)})
+            k = len(self.py_rows)
+            self.reserve(k, len(self.py_keys))
+            for a, c in zip(self.col_list, zip(*self.py_rows)):
+                a[self.n:self.n + k] = c
+            self.n += k
         if self.py_keys:
+            k = len(self.py_keys)
             r, h = zip(*self.py_keys)
-            self.keys.append((np.array(r, dtype=np.int64), np.array(h, dtype=np.int64)))
-        self.n += len(self.py_rows)
+            self.kr[self.nk:self.nk + k], self.kh[self.nk:self.nk + k] = r, h
+            self.nk += k
         self.py_rows, self.py_keys = [], []
 
-    def add_chunk(self, cols: dict, j: int, key_rec: np.ndarray, key_hash: np.ndarray) -> None:
-        self.flush_py()
-        self.chunks.append({k: v[:j].copy() for k, v in cols.items()})
-        self.keys.append((key_rec.astype(np.int64) + self.n, key_hash.copy()))
-        self.n += j
-
     def extra_keys(self, row: int, hashes: list[int]) -> None:
-        self.py_keys.extend((row, h) for h in hashes)
+        self.extra.extend((row, h) for h in hashes)
+
+    def append(self, o: "_Builder") -> None:
+        """o's rows after ours (o walked the part of the log after ours, with its own topic ids)."""
+        self.flush_py()
+        o.flush_py()
+        remap = np.array([self.topic_id(name) for name in (o.topics.names if o.topics is not None else o.names)]
+                         or [0], dtype=np.int32)
+        self.reserve(o.n, o.nk)
+        for name, _ in _COLS:
+            self.cols[name][self.n:self.n + o.n] = remap[o.cols["topic"][:o.n]] if name == "topic" \
+                else o.cols[name][:o.n]
+        self.kr[self.nk:self.nk + o.nk] = o.kr[:o.nk] + self.n
+        self.kh[self.nk:self.nk + o.nk] = o.kh[:o.nk]
+        self.extra.extend((r + self.n, h) for r, h in o.extra)
+        self.n += o.n
+        self.nk += o.nk
 
     def finish(self) -> Records:
         self.flush_py()
-        cols = {name: (np.concatenate([c[name] for c in self.chunks]) if self.chunks else np.empty(0, dtype=t))
-                for name, t in _COLS}
-        if self.keys:
-            kr = np.concatenate([k[0] for k in self.keys])
-            kh = np.concatenate([k[1] for k in self.keys])
-            if len(kr) > 1 and (kr[1:] < kr[:-1]).any():  # keys Python added after their chunk
-                order = np.argsort(kr, kind="stable")
-                kr, kh = kr[order], kh[order]
-        else:
-            kr = kh = np.empty(0, dtype=np.int64)
+        cols = {name: self.cols[name][:self.n] for name, _ in _COLS}
+        kr, kh = self.kr[:self.nk], self.kh[:self.nk]
+        if self.extra:  # keys Python added after their chunk
+            r, h = zip(*self.extra)
+            kr, kh = np.concatenate([kr, np.array(r, dtype=np.int64)]), np.concatenate([kh, np.array(h, dtype=np.int64)])
+            order = np.argsort(kr, kind="stable")
+            kr, kh = kr[order], kh[order]
         names = self.topics.names if self.topics is not None else self.names
         return Records(cols, list(names), kr, kh)
 
@@ -175,6 +203,13 @@ class _PyRules:
         elif len(tails[1]) < 1000:
             tails[1].append(off)
 
+    def merge(self, o: "_PyRules") -> None:
+        """o's tails after ours (o walked the part of the log after ours)."""
+        for path, (good, without) in o.crc_tails.items():
+            t = self.crc_tails.setdefault(path, [0, []])
+            t[0] += good
+            t[1] = (t[1] + without)[:1000]
+
     def good_tails(self, f, n: int) -> None:
         if n:
             self.crc_tails.setdefault(f.path, [0, []])[0] += n
@@ -193,8 +228,8 @@ def walk_task(store, out, tails_rule: bool, poll):
     """Every record of the commitlog (the check's first phase): Progress in bytes; returns Records."""
     cl = store.commitlog
     rules = _PyRules(out, tails_rule)
-    b = _Builder()
     total = max(1, cl.max_offset - cl.min_offset)
+    b = _Builder(max(1024, total // 512), max(2048, total // 256))
     plain = getattr(store, "dledger", None) is None and _K is not None
     yield from (_walk_compiled if plain else _walk_py)(store, cl, b, rules, total, poll)
     rules.finish()
@@ -222,55 +257,125 @@ def _one(cl, b: _Builder, rules: _PyRules, off: int, r) -> None:
         rules.out.add("commitlog-record", f"{r.status.value}: {r.reason}", cl.queue.find(off).path, off)
 
 
+class _Deferred(list):
+    """Problems of the second walker, told once the first one is known to have arrived where it
+    started (added in order after the first's, they make the one-walker report)."""
+
+    def add(self, *args) -> None:
+        self.append(args)
+
+
+SPLIT_MIN = 16 << 20     # below this many bytes of log, one walker
+CHUNK_BYTES = 64 << 20   # commitlog bytes per kernel call (and per progress step at most)
+
+
+def _cores() -> int:
+    try:
+        return len(os.sched_getaffinity(0))
+    except (AttributeError, OSError):
+        return os.cpu_count() or 1
+
+
+def split_point(cl, options: int) -> int | None:
+    """Where a second walker can start: a file start near the middle of the log, else the first
+    record boundary (engine.accel._check.boundary) after the middle of the file holding it;
+    None when there is none. Only a guess: the first walker must arrive exactly there."""
+    lo, hi = cl.min_offset, cl.max_offset
+    mid = lo + (hi - lo) // 2
+    starts = [g.file_from_offset for g in cl.files if lo < g.file_from_offset < hi]
+    near = min(starts, key=lambda s: abs(s - mid), default=None)
+    if near is not None and abs(near - mid) <= (hi - lo) // 8:
+        return near
+    f = cl.queue.find(mid)
+    if f is not None:
+        base = f.file_from_offset
+        limit = min(f.wrote_position, hi - base)
+        p = _K.boundary(f.buf, mid - base, min(limit, mid - base + (16 << 20)), limit, base, options)
+        if p > 0:
+            return base + p
+    return near
+
+
 def _walk_compiled(store, cl, b: _Builder, rules: _PyRules, total: int, poll):
-    """CommitLog.walk's course (a damaged record skips to the next file) with the kernel
-    taking the runs of ordinary messages; their CRCs in two halves, one on another core."""
-    with ThreadPoolExecutor(1) if (os.cpu_count() or 1) > 1 else nullcontext() as pool:
-        yield from _walk_files(cl, b, rules, total, poll, pool)
-
-
-def _walk_files(cl, b: _Builder, rules: _PyRules, total: int, poll, pool):
+    """CommitLog.walk's course (a damaged record skips to the next file) with the kernel taking
+    the runs of ordinary messages; on two cores, two walkers: the first from the log's start,
+    the second from a record boundary near the middle (split_point), merged as one walk's
+    result when the first arrives exactly there, else discarded and the first goes on."""
     opts = cl.read_opts
     options = (_K.ACCEPT_V2 if opts.accept_v2 else 0) | (_K.CHECK_TAILS if rules.tails_rule else 0)
-    cols = {name: np.empty(CHUNK, dtype=t) for name, t in _COLS}
-    key_rec = np.empty(CHUNK * 4, dtype=np.int32)
-    key_hash = np.empty(CHUNK * 4, dtype=np.int64)
-    body = (np.empty(CHUNK, dtype=np.int64), np.empty(CHUNK, dtype=np.int32), np.empty(CHUNK, dtype=np.int32))
-    c = [cols[name] for name, _ in _COLS]
-    flag = cols["flag"]
-    offset, end = cl.min_offset, cl.max_offset
+    lo, hi = cl.min_offset, cl.max_offset
+    split = split_point(cl, options) if hi - lo >= SPLIT_MIN and _cores() > 1 else None
+    shown = [0]
+
+    def done(v: int) -> int:   # progress never goes back (the fallback below restarts the count)
+        shown[0] = max(shown[0], v)
+        return shown[0]
+
+    if split is None or not lo < split < hi:
+        yield from _walk_part(cl, b, rules, options, lo, hi, poll, lambda off: done(off - lo), total)
+        return
+    second = _Builder(max(1024, (hi - split) // 512), max(2048, (hi - split) // 256), _K.Topics())
+    later = _PyRules(_Deferred(), rules.tails_rule)
+    state = {"at": split, "stop": False}
+
+    def work():
+        for off in _walk_part(cl, second, later, options, split, hi, None, None, 0):
+            state["at"] = off
+            if state["stop"]:
+                return False
+        return True
+
+    with ThreadPoolExecutor(1) as pool:
+        job = pool.submit(work)
+        try:
+            reached = yield from _walk_part(cl, b, rules, options, lo, split, poll,
+                                            lambda off: done(off - lo + state["at"] - split), total)
+        except BaseException:   # cancelled (or closed): the second walker stops at its next chunk
+            state["stop"] = True
+            raise
+        if reached == split:
+            job.result()
+            b.append(second)
+            for args in later.out:
+                rules.out.add(*args)
+            rules.merge(later)
+            return
+        state["stop"] = True   # the first walker did not arrive at the split: one walk from where it is
+        job.result()
+    yield from _walk_part(cl, b, rules, options, reached, hi, poll, lambda off: done(off - lo), total)
+
+
+def _walk_part(cl, b: _Builder, rules: _PyRules, options: int, offset: int, end: int, poll, done, total: int):
+    """The walk from `offset` while it is < end: yields Progress (done(offset) of total), or
+    the offset reached when `done` is None; returns the offset where it stopped."""
+    opts = cl.read_opts
     while offset < end:
         f = cl.queue.find(offset)
         if f is None:
             nxt = [g.file_from_offset for g in cl.files if g.file_from_offset > offset]
             if not nxt:
-                return
+                return offset
             offset = nxt[0]
             continue
-        poll()
+        if poll is not None:
+            poll()
         base = f.file_from_offset
-        pos, j, nk, why = _K.walk(f.buf, offset - base, min(end - base, f.file_size), f.wrote_position, base,
-                                  options, b.topics, *c, 0, key_rec, key_hash, 0, *body)
-        crc_args = (base, options, cols["off"], cols["size"], *body, flag)
-        if pool is not None and j >= 256:
-            half = pool.submit(_K.crcs, f.buf, j // 2, j, *crc_args)
-            _K.crcs(f.buf, 0, j // 2, *crc_args)
-            half.result()
-        else:
-            _K.crcs(f.buf, 0, j, *crc_args)
-        keep = flag[key_rec[:nk]] == 0   # a row that breaks a rule: Python hashes its keys
-        first = b.n + len(b.py_rows)
-        b.add_chunk(cols, j, key_rec[:nk][keep], key_hash[:nk][keep])
-        bad = np.flatnonzero(flag[:j])
+        stop = min(end - base, f.file_size, offset - base + CHUNK_BYTES)
+        b.flush_py()
+        first = b.n
+        pos, b.n, b.nk, why = _K.walk(f.buf, offset - base, stop, f.wrote_position, base, options, b.topics,
+                                      *b.col_list, b.n, b.kr, b.kh, b.nk)
+        flag = b.cols["flag"]
+        bad = np.flatnonzero(flag[first:b.n]) + first
         if rules.tails_rule:
-            rules.good_tails(f, j - len(bad))
+            rules.good_tails(f, b.n - first - len(bad))
         for i in bad.tolist():  # the rows that break a rule: Python says how
-            o = int(cols["off"][i])
+            o = int(b.cols["off"][i])
             m = read_record_at(f.buf, o - base, f.wrote_position, o, opts).message
             rules.message(o, m, f)
-            b.extra_keys(first + i, key_hashes(m))
+            b.extra_keys(i, key_hashes(m))
         offset = base + pos
-        yield Progress(offset - cl.min_offset, total, "commitlog", "bytes")
+        yield offset if done is None else Progress(done(offset), total, "commitlog", "bytes")
         if why == _K.AT_RECORD:
             r = read_record_at(f.buf, pos, f.wrote_position, offset, opts)
             _one(cl, b, rules, offset, r)
@@ -278,3 +383,6 @@ def _walk_files(cl, b: _Builder, rules: _PyRules, total: int, poll, pool):
                 offset += r.size
             else:
                 offset = f.end_offset
+        elif why == _K.FULL:   # the rows or the keys: half as many again
+            b.reserve(1024, 1024)
+    return offset
