@@ -62,6 +62,14 @@ cdef enum:
     NEW_TOPIC = 3    # (walk_core only: walk adds the topic and goes on)
     MAX_KEYS = 32    # key hashes of one record written by C; more: Python
 
+cdef Py_ssize_t PREFETCH = 8192   # bytes ahead the walk asks the cache for
+
+
+def set_prefetch(Py_ssize_t n):
+    global PREFETCH
+    PREFETCH = n
+
+
 ctypedef uint32_t (*crc_fn)(uint32_t, const uint8_t*, uint32_t) noexcept nogil
 cdef crc_fn FAST_CRC = NULL
 
@@ -115,13 +123,34 @@ cdef inline int64_t key_hash(uint32_t h) noexcept nogil:
     return -s if s < 0 else s
 
 
+cdef inline uint32_t java_hash(uint32_t h, const uint8_t* p, Py_ssize_t n, int* high) noexcept nogil:
+    """String.hashCode's h = 31 * h + c over n ASCII bytes, continued from h, four bytes a step
+    (h * 31^4 + c0 * 31^3 + c1 * 31^2 + c2 * 31 + c3: one multiply on the chain instead of
+    four); *high set when a byte is not ASCII."""
+    cdef Py_ssize_t i = 0
+    cdef uint32_t acc = 0
+    while i + 4 <= n:
+        h = (h * 923521u + <uint32_t>p[i] * 29791u + <uint32_t>p[i + 1] * 961u + <uint32_t>p[i + 2] * 31u
+             + <uint32_t>p[i + 3])
+        acc |= p[i] | p[i + 1] | p[i + 2] | p[i + 3]
+        i += 4
+    while i < n:
+        h = h * 31u + p[i]
+        acc |= p[i]
+        i += 1
+    high[0] |= (acc & 0x80) != 0
+    return h
+
+
 cdef int keys_of(const uint8_t* b, Row* r, uint32_t ht, int ascii_topic, int64_t* out, int* n) noexcept nogil:
     """The index hashes of the record's keys in check's order (UNIQ_KEY, then each non-empty
     KEYS token); `ht` is the hash of `topic#`. 0 when Python must do it (non-ASCII topic or
     key, too many keys)."""
     cdef Py_ssize_t p = r.propertiesPos, stop = r.propertiesPos + r.propertiesLength, q, seg
-    cdef Py_ssize_t u0 = -1, u1 = -1, k0 = -1, k1 = -1, i
+    cdef Py_ssize_t u0 = -1, u1 = -1, k0 = -1, k1 = -1, i, te
+    cdef const uint8_t* e
     cdef uint32_t h
+    cdef int high = 0
     n[0] = 0
     if r.propertiesLength <= 0:
         return 1
@@ -139,11 +168,9 @@ cdef int keys_of(const uint8_t* b, Row* r, uint32_t ht, int ascii_topic, int64_t
     if not ascii_topic:
         return 0
     if u0 >= 0:
-        h = ht
-        for i in range(u0, u1):
-            if b[i] >= 0x80:
-                return 0
-            h = h * 31 + b[i]
+        h = java_hash(ht, b + u0, u1 - u0, &high)
+        if high:
+            return 0
         out[0] = key_hash(h)
         n[0] = 1
     if k0 >= 0:
@@ -155,14 +182,14 @@ cdef int keys_of(const uint8_t* b, Row* r, uint32_t ht, int ascii_topic, int64_t
                 break
             if n[0] >= MAX_KEYS:
                 return 0
-            h = ht
-            while i < k1 and b[i] != 32:
-                if b[i] >= 0x80:
-                    return 0
-                h = h * 31 + b[i]
-                i += 1
+            e = <const uint8_t*>memchr(b + i, 32, k1 - i)
+            te = k1 if e == NULL else e - b
+            h = java_hash(ht, b + i, te - i, &high)
+            if high:
+                return 0
             out[n[0]] = key_hash(h)
             n[0] += 1
+            i = te
     return 1
 
 
@@ -291,7 +318,7 @@ cdef int walk_core(const uint8_t* b, Py_ssize_t L, Py_ssize_t* pos_io, Py_ssize_
     check, the rules, the body CRC and the key hashes of each record read in one pass over it
     (the bytes come from memory once). Returns why it stopped (NEW_TOPIC: a topic not in the
     table: the caller adds it and calls again)."""
-    cdef Py_ssize_t pos = pos_io[0], j = j_io[0], nk = nk_io[0], i
+    cdef Py_ssize_t pos = pos_io[0], j = j_io[0], nk = nk_io[0], i, pf
     cdef const uint8_t* tp
     cdef const uint8_t* last_tp = NULL
     cdef int32_t rsize, last_tl = -1, tid = -1, last_id = -1
@@ -309,6 +336,12 @@ cdef int walk_core(const uint8_t* b, Py_ssize_t L, Py_ssize_t* pos_io, Py_ssize_
         if st != S_MESSAGE:
             why = W_AT_RECORD
             break
+        # the bytes PREFETCH ahead, as many as this record has: the next records arrive while
+        # this one is checked (a record at a time, the hardware's stream restarts at each)
+        pf = pos + PREFETCH
+        while pf < pos + PREFETCH + rsize and pf < limit:
+            rmq_prefetch(b + pf)
+            pf += 64
         tp = b + r.topicPos
         if r.topicLength == last_tl and memcmp(tp, last_tp, last_tl) == 0:
             tid, ht, ascii = last_id, last_ht, last_ascii
