@@ -60,6 +60,8 @@ cdef enum:
     W_AT_RECORD = 1
     W_FULL = 2
     NEW_TOPIC = 3    # (walk_core only: walk adds the topic and goes on)
+    AHEAD_SLOTS = 64 # chains: slots ahead whose entry is prefetched (most slots are empty)
+    AHEAD = 16       # chains: entries ahead whose linked entry is prefetched
     MAX_KEYS = 32    # key hashes of one record written by C; more: Python
 
 cdef Py_ssize_t PREFETCH = 8192   # bytes ahead the walk asks the cache for
@@ -577,9 +579,35 @@ cdef inline void note(int64_t[::1] out, Py_ssize_t* n, int64_t v) noexcept nogil
         n[0] += 1
 
 
+cdef extern from *:
+    """
+    /* a % d for 32-bit a by a multiplication (Lemire's fastmod): the division was most of
+       the chains pass */
+    static inline uint64_t rmq_fastmod_m(uint32_t d) { return UINT64_C(0xFFFFFFFFFFFFFFFF) / d + 1; }
+    #if defined(__SIZEOF_INT128__)
+    static inline uint32_t rmq_fastmod(uint32_t a, uint64_t m, uint32_t d) {
+        return (uint32_t)(((__uint128_t)(m * a) * d) >> 64);
+    }
+    #else
+    static inline uint32_t rmq_fastmod(uint32_t a, uint64_t m, uint32_t d) { (void)m; return a % d; }
+    #endif
+    """
+    uint64_t rmq_fastmod_m(uint32_t d) noexcept nogil
+    uint32_t rmq_fastmod(uint32_t a, uint64_t m, uint32_t d) noexcept nogil
+
+
+cdef inline int64_t slot_of(int64_t h, uint64_t M, int64_t slot_num) noexcept nogil:
+    """h mod slot_num, as Python's % (a negative hash: a non-negative remainder)."""
+    cdef int64_t r
+    if h >= 0:
+        return rmq_fastmod(<uint32_t>h, M, <uint32_t>slot_num)
+    r = h % slot_num
+    return r + slot_num if r < 0 else r
+
+
 def chains(const uint8_t[::1] ent, const uint8_t[::1] slots, int64_t count, int64_t slot_num, int64_t[:, ::1] out):
-    """check_index._chains' findings for one index file, in one pass over the entries (`ent`:
-    entries 1..n, 20 bytes each) and one over the slots: row k of `out` gets the first
+    """check_index._chains' findings for one index file, in one pass over the slots and one
+    over the entries (`ent`: entries 1..n, 20 bytes each): row k of `out` gets the first
     out.shape[1] indexes of finding k (0 links to no older entry, 1 slots beyond the entries,
     2 negative hashes, 3 links into another slot's chain, 4 links to a newer entry, 5
     unreachable entries, 6 slots naming an entry of another slot). Returns the count per row,
@@ -587,14 +615,20 @@ def chains(const uint8_t[::1] ent, const uint8_t[::1] slots, int64_t count, int6
     cdef Py_ssize_t n = ent.shape[0] // 20, s = slots.shape[0] // 4, i, j, k
     cdef Py_ssize_t c[7]
     cdef int64_t lim = count if count > 1 else 1, p, v, h, so_i, so_p
+    cdef uint64_t M
     cdef bytearray reached_b = bytearray(n + 1)
     cdef uint8_t* reached = <uint8_t*>(<char*>reached_b)
     for k in range(7):
         c[k] = 0
-    if slot_num <= 0:
+    if slot_num <= 0 or slot_num > 0x7FFFFFFF:
         return None
+    M = rmq_fastmod_m(<uint32_t>slot_num)
     with nogil:
-        for j in range(s):
+        for j in range(s):   # slots: beyond the entries, the entries they name, and in the right slot
+            if j + AHEAD_SLOTS < s:
+                v = be32(&slots[4 * (j + AHEAD_SLOTS)])
+                if 0 < v <= n:
+                    rmq_prefetch(&ent[20 * (v - 1)])
             v = be32(&slots[4 * j])
             if v != 0 and (v < 0 or v >= lim):
                 note(out[1], &c[1], j)
@@ -602,42 +636,36 @@ def chains(const uint8_t[::1] ent, const uint8_t[::1] slots, int64_t count, int6
                 if v > n:
                     break
                 reached[v] = 1
+                if slot_of(be32(&ent[20 * (v - 1)]), M, slot_num) != j:
+                    note(out[6], &c[6], j)
         else:
             j = -1
     if j >= 0:
         return None
     with nogil:
-        for i in range(n):
+        for i in range(n):   # entries: hashes, links
+            if i + AHEAD < n:   # the older entry this one links to, asked for a few entries ahead
+                p = be32(&ent[20 * (i + AHEAD) + 16])
+                if 0 < p <= i + AHEAD:
+                    rmq_prefetch(&ent[20 * (p - 1)])
             h = be32(&ent[20 * i])
             p = be32(&ent[20 * i + 16])
+            if h < 0:
+                note(out[2], &c[2], i)
             if p < 0 or p >= i + 1:
                 note(out[0], &c[0], i)
                 continue
             if p > 0:
                 reached[p] = 1
-                so_i = h % slot_num
-                if so_i < 0:
-                    so_i += slot_num
-                so_p = (<int64_t>be32(&ent[20 * (p - 1)])) % slot_num
-                if so_p < 0:
-                    so_p += slot_num
+                so_i = slot_of(h, M, slot_num)
+                so_p = slot_of(be32(&ent[20 * (p - 1)]), M, slot_num)
                 if so_p != so_i:
                     note(out[3], &c[3], i)
                 if p > 1 and be32(&ent[20 * (p - 1) + 12]) > be32(&ent[20 * i + 12]):
                     note(out[4], &c[4], i)
         for i in range(n):
-            if be32(&ent[20 * i]) < 0:
-                note(out[2], &c[2], i)
             if not reached[i + 1]:
                 note(out[5], &c[5], i)
-        for j in range(s):
-            v = be32(&slots[4 * j])
-            if 0 < v < lim:
-                h = (<int64_t>be32(&ent[20 * (v - 1)])) % slot_num
-                if h < 0:
-                    h += slot_num
-                if h != j:
-                    note(out[6], &c[6], j)
     return [c[k] for k in range(7)]
 
 
@@ -716,3 +744,36 @@ def cq_units(const uint8_t[::1] units, int64_t first, int32_t tid, int32_t qid, 
             code[i] = c
             nbad += c != 0
     return nbad
+
+
+# ---- keys per row, keys without an entry -----------------------------------------------------
+def key_starts(const int64_t[::1] key_rec, int64_t[::1] out):
+    """out[r] = the first key of row r (key_rec ascending), out[n] = the number of keys."""
+    cdef Py_ssize_t nk = key_rec.shape[0], n = out.shape[0] - 1, k, cur = 0
+    with nogil:
+        for k in range(nk):
+            while cur <= key_rec[k] and cur <= n:
+                out[cur] = k
+                cur += 1
+        while cur <= n:
+            out[cur] = nk
+            cur += 1
+
+
+def keys_missing(const int64_t[::1] key_rec, const int64_t[::1] off, const int8_t[::1] tran,
+                 const uint8_t[::1] key_found, int64_t lo, int64_t hi, int64_t[::1] first):
+    """Keys of the records in [lo, hi] (not ROLLBACK) without an entry: how many, the first
+    len(first) of them (key indexes) in `first`."""
+    cdef Py_ssize_t nk = key_rec.shape[0], k, c = 0, room = first.shape[0]
+    cdef int64_t r, o
+    with nogil:
+        for k in range(nk):
+            if key_found[k]:
+                continue
+            r = key_rec[k]
+            o = off[r]
+            if lo <= o <= hi and tran[r] != 0x0C:
+                if c < room:
+                    first[c] = k
+                c += 1
+    return c

@@ -182,22 +182,23 @@ def _consume_queues(store, rec: Records, out: Problems) -> int:
             if not n:
                 continue
             names = units.dtype.names
-            phy = units[names[0]].astype(np.int64)
-            size = units[names[1]].astype(np.int64)
-            tags = units[names[2]].astype(np.int64)
-            times = units[names[3]].astype(np.int64) if len(names) > 3 else None
-            q = first + np.arange(n, dtype=np.int64)
             K = check_records._K
-            if K is not None and times is None and units.dtype.itemsize == CQ_UNIT_SIZE:  # the rules in C
+            if K is not None and len(names) == 3 and units.dtype.itemsize == CQ_UNIT_SIZE:  # the rules in C
+                phy, size, tags, times = units[names[0]], units[names[1]], units[names[2]], None  # (for the words)
                 code, r, found = np.empty(n, np.int8), np.empty(n, np.int64), np.empty(n, np.uint8)
                 K.cq_units(np.ascontiguousarray(units).view(np.uint8).reshape(-1), first, tid, qid, cq.lmq, rec.off,
                            rec.topic, rec.qid, rec.qoff, rec.size, rec.tran, rec.tags, cl.min_offset, cl.max_offset,
                            code, r, found, ok)
                 found = found.view(bool)
             else:
-                code, r, found = _unit_codes(rec, cl, tid, qid, cq.lmq, q, phy, size, tags, times)
+                phy = units[names[0]].astype(np.int64)
+                size = units[names[1]].astype(np.int64)
+                tags = units[names[2]].astype(np.int64)
+                times = units[names[3]].astype(np.int64) if len(names) > 3 else None
+                code, r, found = _unit_codes(rec, cl, tid, qid, cq.lmq, first + np.arange(n, dtype=np.int64), phy,
+                                             size, tags, times)
             if found.any():
-                seen.setdefault((tid, qid), []).append(q[found])  # (ascending: files in order)
+                seen.setdefault((tid, qid), []).append(first + np.flatnonzero(found))  # (ascending: files in order)
             bad = np.flatnonzero(code)
             if len(bad):
                 out.add_each(bad, _unit_word(rec, cl, cq, topic, qid, first, phy, size, tags, times, code, r, path))
