@@ -1,0 +1,182 @@
+"""check's commitlog walk on two cores (engine.analysis.check_records: a second walker from a
+record boundary near the middle): the report -- problems, their order, the counts -- is the
+one-walker report, with the split at a file start, inside a file, at a damaged record, at a
+place that is no record boundary, with damage in either half, and on a tiny store that must
+not split. Progress stays monotonic and Cancel stops both walkers."""
+import threading
+from pathlib import Path
+
+import pytest
+
+from engine import MessageStore, StoreConfig
+from engine.analysis import check_records as CR
+from engine.analysis.check import CheckCancelled, check_store, check_task
+
+K = CR._K
+pytestmark = pytest.mark.skipif(K is None, reason="engine.accel._check not built (or RMQSTORE_PURE_PYTHON=1)")
+
+SMALL = {"mappedFileSizeCommitLog": 1 << 20, "mappedFileSizeConsumeQueue": 6000, "maxHashSlotNum": 1000,
+         "maxIndexNum": 40000}
+
+
+def make_store(root: Path, n: int = 6000) -> list[int]:
+    """~4.5 files of 1 MiB; returns each message's commitlog offset."""
+    s = MessageStore.create(root, StoreConfig.from_mapping(SMALL))
+    offs = []
+    for i in range(n):
+        offs.append(s.max_offset)
+        s.put_message(f"T{i % 3}", bytes([i % 251]) * (500 + i % 400), i % 4, f"Tag{i % 5}", [f"k{i}", f"u{i % 70}"])
+    s.close()
+    return offs
+
+
+def at(root: Path, off: int) -> tuple[Path, int]:
+    files = sorted((root / "commitlog").iterdir())
+    f = [p for p in files if int(p.name) <= off][-1]
+    return f, off - int(f.name)
+
+
+def patch(root: Path, off: int, data: bytes) -> None:
+    f, pos = at(root, off)
+    with open(f, "r+b") as fh:
+        fh.seek(pos)
+        fh.write(data)
+
+
+def flip(root: Path, off: int) -> None:
+    f, pos = at(root, off)
+    b = f.read_bytes()[pos]
+    patch(root, off, bytes([b ^ 0xFF]))
+
+
+def reports(root: Path, monkeypatch, split) -> tuple[dict, dict, int]:
+    """(two-walker report with the split at `split` -- an offset, or None for split_point's
+    own choice --, the one-walker report, how many times a second walker's rows were merged)."""
+    merged = []
+    real_append = CR._Builder.append
+
+    def append(self, o):
+        merged.append(o.n)
+        return real_append(self, o)
+
+    with monkeypatch.context() as m:
+        m.setattr(CR, "SPLIT_MIN", 0)
+        m.setattr(CR, "_cores", lambda: 2)
+        m.setattr(CR._Builder, "append", append)
+        if split is not None:
+            m.setattr(CR, "split_point", lambda cl, options: split)
+        with MessageStore.open(root, read_only=True) as st:
+            two = check_store(st)
+    with monkeypatch.context() as m:
+        m.setattr(CR, "split_point", lambda cl, options: None)
+        with MessageStore.open(root, read_only=True) as st:
+            one = check_store(st)
+    return two, one, len(merged)
+
+
+def test_split_at_a_file_start_and_inside_a_file(tmp_path, monkeypatch):
+    root = tmp_path / "s"
+    offs = make_store(root)
+    assert len(list((root / "commitlog").iterdir())) >= 4
+    for split in (1 << 20, 2 << 20, offs[len(offs) // 2], offs[len(offs) // 2 + 1], None):
+        two, one, merged = reports(root, monkeypatch, split)
+        assert two == one and two["ok"] and two["messages"] == len(offs)
+        assert merged == 1, split   # the second walker's rows were used
+
+
+def test_split_point_finds_a_record_near_the_middle(tmp_path):
+    root = tmp_path / "s"
+    offs = make_store(root, 1500)   # one file and a half: the middle is inside the first
+    with MessageStore.open(root, read_only=True) as st:
+        cl = st.commitlog
+        s = CR.split_point(cl, 0)
+    mid = cl.min_offset + (cl.max_offset - cl.min_offset) // 2
+    assert s in offs and mid <= s < mid + 2000
+
+
+def test_a_split_that_is_no_record_boundary_falls_back_to_one_walker(tmp_path, monkeypatch):
+    root = tmp_path / "s"
+    offs = make_store(root)
+    two, one, merged = reports(root, monkeypatch, offs[3000] + 7)
+    assert two == one and two["ok"] and merged == 0
+
+
+@pytest.mark.parametrize("damage", ["body", "size", "magic", "physical", "key"])
+def test_damage_at_the_split_and_in_each_half(tmp_path, monkeypatch, damage):
+    root = tmp_path / "s"
+    offs = make_store(root)
+    split = offs[3000]
+    for k in (1000, 2999, 3000, 3001, 5000):   # first half, the record before, at, after the split, second half
+        o = offs[k]
+        if damage == "body":
+            flip(root, o + 200)
+        elif damage == "size":
+            patch(root, o, (123456).to_bytes(4, "big"))
+        elif damage == "magic":
+            patch(root, o + 4, b"\x00\x00\x00\x01")
+        elif damage == "physical":
+            patch(root, o + 28, (42).to_bytes(8, "big"))
+        else:
+            f, pos = at(root, o)
+            patch(root, o + f.read_bytes().index(b"k%d" % k, pos) - pos + 1, b"#")
+    two, one, merged = reports(root, monkeypatch, split)
+    assert two == one and not two["ok"]
+    assert len(two["problems"]) >= 3
+    assert [p["offset"] for p in two["problems"] if p["kind"].startswith("commitlog")] == \
+        sorted(p["offset"] for p in two["problems"] if p["kind"].startswith("commitlog"))
+
+
+def test_damage_that_skips_the_first_walker_past_the_split(tmp_path, monkeypatch):
+    """A bad magic code before the split, in the same file: the walk goes on at the next file,
+    never at the split; the second walker's part is thrown away."""
+    root = tmp_path / "s"
+    offs = make_store(root)
+    split = offs[3000]
+    f, pos = at(root, split)
+    before = [o for o in offs if int(f.name) < o < split][10]
+    patch(root, before + 4, b"\x00\x00\x00\x01")
+    two, one, merged = reports(root, monkeypatch, split)
+    assert two == one and merged == 0
+    assert any(p["offset"] == before for p in two["problems"])
+
+
+def test_a_tiny_store_is_walked_by_one_walker(tmp_path, monkeypatch):
+    root = tmp_path / "s"
+    make_store(root, 200)
+
+    def no(cl, options):
+        raise AssertionError("split asked for on a tiny store")
+
+    monkeypatch.setattr(CR, "split_point", no)
+    with MessageStore.open(root, read_only=True) as st:
+        assert check_store(st)["ok"]
+
+
+def test_progress_is_monotonic_and_cancel_stops_both_walkers(tmp_path, monkeypatch):
+    root = tmp_path / "s"
+    offs = make_store(root)
+    monkeypatch.setattr(CR, "SPLIT_MIN", 0)
+    monkeypatch.setattr(CR, "_cores", lambda: 2)
+    monkeypatch.setattr(CR, "CHUNK_BYTES", 1 << 16)
+    monkeypatch.setattr(CR, "split_point", lambda cl, options: offs[3000])
+    threads = threading.active_count()
+    with MessageStore.open(root, read_only=True) as st:
+        done = [p.done for p in _progress(check_task(st)) if p.phase == "commitlog"]
+        assert len(done) > 10 and done == sorted(done) and done[-1] == st.commitlog.max_offset - st.commitlog.min_offset
+        token = threading.Event()
+        task = check_task(st, cancel=token)
+        next(task)
+        next(task)
+        token.set()
+        with pytest.raises(CheckCancelled):
+            for _ in task:
+                pass
+    assert threading.active_count() == threads   # the second walker has stopped
+
+
+def _progress(task):
+    while True:
+        try:
+            yield next(task)
+        except StopIteration:
+            return
