@@ -61,7 +61,7 @@ def reports(root: Path, monkeypatch, split) -> tuple[dict, dict, int]:
 
     with monkeypatch.context() as m:
         m.setattr(CR, "SPLIT_MIN", 0)
-        m.setattr(CR, "_cores", lambda: 2)
+        m.setattr(CR, "cores", lambda: 2)
         m.setattr(CR._Builder, "append", append)
         if split is not None:
             m.setattr(CR, "split_point", lambda cl, options: split)
@@ -156,7 +156,7 @@ def test_progress_is_monotonic_and_cancel_stops_both_walkers(tmp_path, monkeypat
     root = tmp_path / "s"
     offs = make_store(root)
     monkeypatch.setattr(CR, "SPLIT_MIN", 0)
-    monkeypatch.setattr(CR, "_cores", lambda: 2)
+    monkeypatch.setattr(CR, "cores", lambda: 2)
     monkeypatch.setattr(CR, "CHUNK_BYTES", 1 << 16)
     monkeypatch.setattr(CR, "split_point", lambda cl, options: offs[3000])
     threads = threading.active_count()

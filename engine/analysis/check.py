@@ -18,6 +18,8 @@ CancelToken, or anything with is_set, and stops with CheckCancelled); `check_sto
 for callers that want the answer, with the older `progress(done, total, phase)` callback."""
 from __future__ import annotations
 
+from concurrent.futures import ThreadPoolExecutor
+
 import numpy as np
 
 from engine.config import CQ_UNIT_SIZE
@@ -29,7 +31,7 @@ from engine.tasks import Cancelled, Progress, Task, run
 from engine.format.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE
 
 from . import check_records
-from .check_index import index_phase
+from .check_index import chain_findings, index_phase
 from .check_records import Records, walk_task
 
 DISPATCHED = (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
@@ -66,8 +68,27 @@ def check_store(store, max_problems: int = 1000, progress=None, cancel=None) -> 
 
 def check_task(store, max_problems: int = 1000, cancel=None) -> Task[dict]:
     """The whole check; Progress in commitlog bytes, then one per later phase."""
+    helper = ThreadPoolExecutor(1) if check_records.cores() > 1 else None   # the second core
+    try:
+        return (yield from _check(store, max_problems, cancel, helper))
+    finally:
+        if helper is not None:
+            helper.shutdown(wait=True, cancel_futures=True)
+
+
+def _check(store, max_problems: int, cancel, helper):
     out = Problems(max_problems)
-    rec = yield from _commitlog(store, out, cancel)  # (DLedger: tail in dledger_check)
+    chains = None
+    walk = _commitlog(store, out, cancel, helper)  # (DLedger: tail in dledger_check)
+    while True:
+        try:
+            p = next(walk)
+        except StopIteration as stop:
+            rec = stop.value
+            break
+        if chains is None and helper is not None:  # the index chains need no record: the helper
+            chains = helper.submit(chain_findings, store)  # takes them once its part of the walk is done
+        yield p
     n_messages = len(rec)
     last_ts = max(0, int(rec.ts.max())) if n_messages else 0
     _poll(store, cancel)
@@ -79,7 +100,7 @@ def check_task(store, max_problems: int = 1000, cancel=None) -> Task[dict]:
     n_units = _consume_queues(store, rec, out)
     yield Progress(1, 3, "consume queues", "phases")
     _poll(store, cancel)
-    n_entries = index_phase(store, rec, out)
+    n_entries = index_phase(store, rec, out, chains.result() if chains is not None else None)
     yield Progress(2, 3, "index", "phases")
     _checkpoint(store, last_ts, out)
     _config_json(store, out)
@@ -101,7 +122,7 @@ def _poll(store, cancel) -> None:
         raise CheckCancelled("check cancelled", path=str(store.root))
 
 
-def _commitlog(store, out: Problems, cancel):
+def _commitlog(store, out: Problems, cancel, helper=None):
     """The log's own problems, then every record (engine.analysis.check_records); returns Records."""
     cl = store.commitlog
     rec = store.recovery.commitlog
@@ -118,7 +139,7 @@ def _commitlog(store, out: Problems, cancel):
         out.add("commitlog-gap", f"files missing between {a} and {b}", cl.queue.dirs[0], a)
     for why in store.refused_files:
         out.add("file", f"passed over: {why}", store.root, None)
-    return (yield from walk_task(store, out, _verify_tails(store), lambda: _poll(store, cancel)))
+    return (yield from walk_task(store, out, _verify_tails(store), lambda: _poll(store, cancel), helper))
 
 
 # ---- consume queues -------------------------------------------------------------------------

@@ -37,7 +37,27 @@ def _member(needles: np.ndarray, sorted_hay: np.ndarray) -> np.ndarray:
     return sorted_hay[i] == needles
 
 
-def index_phase(store, rec, out) -> int:
+def _used(f) -> int:
+    """The entries the check reads of an index file: indexCount, at most the file's."""
+    return min(f.header.indexCount, f.index_num)
+
+
+def chain_findings(store) -> dict:
+    """The chains kernel's findings per index file (path -> (found, counts); counts None: the
+    numpy twin decides): they need no record, so they can run beside the commitlog walk."""
+    res = {}
+    if _K is None:
+        return res
+    for f in store.index.files:
+        count = _used(f)
+        found = np.empty((7, 20), dtype=np.int64)
+        e = f.entries[1:count]
+        res[f.path] = found, _K.chains(np.ascontiguousarray(e).view(np.uint8).reshape(-1), f.slots.view(np.uint8),
+                                       count, f.slot_num, found)
+    return res
+
+
+def index_phase(store, rec, out, chains: dict | None = None) -> int:
     cl = store.commitlog
     files = store.index.files
     n_entries = 0
@@ -63,7 +83,7 @@ def index_phase(store, rec, out) -> int:
             count = f.index_num
         e = f.entries[1:count]
         n_entries += len(e)
-        _chains(f, count, e, out)
+        _chains(f, count, e, out, (chains or {}).get(f.path))
         if _K is not None:
             rows = np.empty(len(e), dtype=np.int64)
             bad = np.zeros(len(e), dtype=np.uint8)
@@ -133,13 +153,16 @@ def _entry_problems(f, rec, e, rows, bad, out) -> None:
     out.add_each(events, word)
 
 
-def _chains(f, count: int, e, out) -> None:
+def _chains(f, count: int, e, out, pre=None) -> None:
     """Links, slot membership and time order of one file's chains: in one pass in C
-    (engine.accel._check.chains), or vectorized over the entries (the twin)."""
+    (engine.accel._check.chains; `pre` its findings from chain_findings), or vectorized over
+    the entries (the twin)."""
     if _K is not None:
-        found = np.empty((7, 20), dtype=np.int64)
-        counts = _K.chains(np.ascontiguousarray(e).view(np.uint8).reshape(-1), f.slots.view(np.uint8), count,
-                           f.slot_num, found)
+        if pre is None:
+            found = np.empty((7, 20), dtype=np.int64)
+            pre = found, _K.chains(np.ascontiguousarray(e).view(np.uint8).reshape(-1), f.slots.view(np.uint8), count,
+                                   f.slot_num, found)
+        found, counts = pre
         if counts is not None:
             _chain_words(f, count, e, [found[k, :c].tolist() for k, c in enumerate(counts)], out)
             return

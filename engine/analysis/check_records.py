@@ -11,6 +11,7 @@ from __future__ import annotations
 import ctypes
 import os
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import nullcontext
 
 import numpy as np
 
@@ -224,14 +225,18 @@ class _PyRules:
                                  "properties or the CRC were damaged)", path, off)
 
 
-def walk_task(store, out, tails_rule: bool, poll):
-    """Every record of the commitlog (the check's first phase): Progress in bytes; returns Records."""
+def walk_task(store, out, tails_rule: bool, poll, helper=None):
+    """Every record of the commitlog (the check's first phase): Progress in bytes; returns Records.
+    `helper`: a one-thread executor for the second walker (else one of its own)."""
     cl = store.commitlog
     rules = _PyRules(out, tails_rule)
     total = max(1, cl.max_offset - cl.min_offset)
     b = _Builder(max(1024, total // 512), max(2048, total // 256))
     plain = getattr(store, "dledger", None) is None and _K is not None
-    yield from (_walk_compiled if plain else _walk_py)(store, cl, b, rules, total, poll)
+    if plain:
+        yield from _walk_compiled(store, cl, b, rules, total, poll, helper)
+    else:
+        yield from _walk_py(store, cl, b, rules, total, poll)
     rules.finish()
     yield Progress(total, total, "commitlog", "bytes")
     return b.finish()
@@ -269,7 +274,8 @@ SPLIT_MIN = 16 << 20     # below this many bytes of log, one walker
 CHUNK_BYTES = 64 << 20   # commitlog bytes per kernel call (and per progress step at most)
 
 
-def _cores() -> int:
+def cores() -> int:
+    """The cores this process may run on."""
     try:
         return len(os.sched_getaffinity(0))
     except (AttributeError, OSError):
@@ -296,7 +302,7 @@ def split_point(cl, options: int) -> int | None:
     return near
 
 
-def _walk_compiled(store, cl, b: _Builder, rules: _PyRules, total: int, poll):
+def _walk_compiled(store, cl, b: _Builder, rules: _PyRules, total: int, poll, helper=None):
     """CommitLog.walk's course (a damaged record skips to the next file) with the kernel taking
     the runs of ordinary messages; on two cores, two walkers: the first from the log's start,
     the second from a record boundary near the middle (split_point), merged as one walk's
@@ -304,7 +310,7 @@ def _walk_compiled(store, cl, b: _Builder, rules: _PyRules, total: int, poll):
     opts = cl.read_opts
     options = (_K.ACCEPT_V2 if opts.accept_v2 else 0) | (_K.CHECK_TAILS if rules.tails_rule else 0)
     lo, hi = cl.min_offset, cl.max_offset
-    split = split_point(cl, options) if hi - lo >= SPLIT_MIN and _cores() > 1 else None
+    split = split_point(cl, options) if hi - lo >= SPLIT_MIN and cores() > 1 else None
     shown = [0]
 
     def done(v: int) -> int:   # progress never goes back (the fallback below restarts the count)
@@ -325,7 +331,7 @@ def _walk_compiled(store, cl, b: _Builder, rules: _PyRules, total: int, poll):
                 return False
         return True
 
-    with ThreadPoolExecutor(1) as pool:
+    with nullcontext(helper) if helper is not None else ThreadPoolExecutor(1) as pool:
         job = pool.submit(work)
         try:
             reached = yield from _walk_part(cl, b, rules, options, lo, split, poll,
