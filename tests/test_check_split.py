@@ -180,3 +180,31 @@ def _progress(task):
             yield next(task)
         except StopIteration:
             return
+
+
+@pytest.mark.parametrize("sizes,more_keys,in_place", [((1000, 1000), False, True), ((3000, 200), False, False),
+                                                      ((200, 3000), False, True), ((1000, 1000), True, False)])
+def test_second_walkers_rows_joined_in_place_or_copied(tmp_path, monkeypatch, sizes, more_keys, in_place):
+    """The second walker writes into the same columns after room guessed from the first MiB's
+    rows: rows bigger later (room to spare: moved down), smaller later (the first walker or the
+    second outgrows its room: copied). Either way, the one-walker report."""
+    root = tmp_path / "s"
+    s = MessageStore.create(root, StoreConfig.from_mapping(SMALL))
+    offs = []
+    for i in range(8000):
+        offs.append(s.max_offset)
+        body = sizes[0] if i < 1000 else sizes[1]
+        s.put_message(f"T{i % 5}", bytes([i % 251]) * body, i % 4, "TagA", [f"k{i}"] + [f"x{i}"] * (i > 1000 or not more_keys))
+    s.close()
+    monkeypatch.setattr(CR, "PROBE", 1 << 18)
+    joined = []
+    real = CR._Builder._join_in_place
+
+    def spy(self, o):
+        joined.append(real(self, o))
+        return joined[-1]
+
+    monkeypatch.setattr(CR._Builder, "_join_in_place", spy)
+    two, one, merged = reports(root, monkeypatch, offs[len(offs) // 2])
+    assert two == one and two["ok"] and merged == 1
+    assert joined == [in_place]

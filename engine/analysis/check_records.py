@@ -83,6 +83,8 @@ class _Builder:
         self.py_keys: list[tuple[int, int]] = []
         self.extra: list[tuple[int, int]] = []   # keys of rows the kernel left to Python (after their chunk's)
         self.topics = topics if topics is not None else (_K.Topics() if _K is not None else None)
+        self.moved = False      # the columns were copied to bigger ones (see split_off)
+        self.shared = None      # (columns, keys, where the second walker's rows start) while split
         self.topic_ids: dict[str, int] = {}
         self.names: list[str] = []
 
@@ -98,6 +100,8 @@ class _Builder:
 
     def reserve(self, rows: int, keys: int) -> None:
         """Room for `rows` more rows and `keys` more keys (the columns copied once when grown)."""
+        if self.n + rows > len(self.col_list[0]) or self.nk + keys > len(self.kr):
+            self.moved = True
         if self.n + rows > len(self.col_list[0]):
             cap = max(self.n + rows, len(self.col_list[0]) * 3 // 2)
             for name, t in _COLS:
@@ -135,10 +139,63 @@ class _Builder:
     def extra_keys(self, row: int, hashes: list[int]) -> None:
         self.extra.extend((row, h) for h in hashes)
 
+    def split_off(self, rows_at: int, keys_at: int, topics) -> "_Builder":
+        """A builder for the second walker writing into our columns from row rows_at (keys from
+        keys_at); ours end there until join (or join_back)."""
+        cols, kr, kh = self.cols, self.kr, self.kh
+        o = _Builder(0, 0, topics)
+        o.cols = {name: a[rows_at:] for name, a in cols.items()}
+        o.col_list = [o.cols[name] for name, _ in _COLS]
+        o.kr, o.kh = kr[keys_at:], kh[keys_at:]
+        self.cols = {name: a[:rows_at] for name, a in cols.items()}
+        self.col_list = [self.cols[name] for name, _ in _COLS]
+        self.kr, self.kh = kr[:keys_at], kh[:keys_at]
+        self.shared = (cols, kr, kh, rows_at, keys_at)
+        self.moved = False
+        return o
+
+    def join_back(self) -> None:
+        """Our columns whole again (the second walker's rows are dropped)."""
+        if self.shared is not None and not self.moved:
+            cols, kr, kh = self.shared[:3]
+            self.cols, self.kr, self.kh = cols, kr, kh
+            self.col_list = [self.cols[name] for name, _ in _COLS]
+        self.shared = None
+
+    def _join_in_place(self, o: "_Builder") -> bool:
+        """append without copying the second walker's rows when they are still where split_off
+        put them: moved down to follow ours (one memmove per column when our part was smaller
+        than guessed)."""
+        if self.shared is None or self.moved or o.moved:
+            return False
+        cols, kr, kh, rows_at, keys_at = self.shared
+        n, nk = self.n, self.nk
+        for name, a in cols.items():
+            if rows_at != n:
+                ctypes.memmove(a.ctypes.data + n * a.itemsize, a.ctypes.data + rows_at * a.itemsize, o.n * a.itemsize)
+        for a in (kr, kh):
+            if keys_at != nk:
+                ctypes.memmove(a.ctypes.data + nk * a.itemsize, a.ctypes.data + keys_at * a.itemsize, o.nk * a.itemsize)
+        remap = np.array([self.topic_id(name) for name in o.topics.names] or [0], dtype=np.int32)
+        if (remap != np.arange(len(remap))).any():
+            t = cols["topic"][n:n + o.n]
+            t[:] = remap[t]
+        kr[nk:nk + o.nk] += n
+        self.cols, self.kr, self.kh = cols, kr, kh
+        self.col_list = [self.cols[name] for name, _ in _COLS]
+        self.shared = None
+        self.extra.extend((r + n, h) for r, h in o.extra)
+        self.n += o.n
+        self.nk += o.nk
+        return True
+
     def append(self, o: "_Builder") -> None:
         """o's rows after ours (o walked the part of the log after ours, with its own topic ids)."""
         self.flush_py()
         o.flush_py()
+        if self._join_in_place(o):
+            return
+        self.join_back()
         remap = np.array([self.topic_id(name) for name in (o.topics.names if o.topics is not None else o.names)]
                          or [0], dtype=np.int32)
         self.reserve(o.n, o.nk)
@@ -271,6 +328,7 @@ class _Deferred(list):
 
 
 SPLIT_MIN = 16 << 20     # below this many bytes of log, one walker
+PROBE = 1 << 20          # bytes the first walker reads alone, to see how big rows are
 CHUNK_BYTES = 64 << 20   # commitlog bytes per kernel call (and per progress step at most)
 
 
@@ -320,7 +378,21 @@ def _walk_compiled(store, cl, b: _Builder, rules: _PyRules, total: int, poll, he
     if split is None or not lo < split < hi:
         yield from _walk_part(cl, b, rules, options, lo, hi, poll, lambda off: done(off - lo), total)
         return
-    second = _Builder(max(1024, (hi - split) // 512), max(2048, (hi - split) // 256), _K.Topics())
+    # the first MiB alone: its rows and keys per byte say where the second walker's rows go --
+    # into the same columns, after room for the first's, so that joining them moves little
+    at = yield from _walk_part(cl, b, rules, options, lo, lo + min(PROBE, (split - lo) // 8), poll, lambda off: done(off - lo),
+                               total)
+    if at >= split:
+        yield from _walk_part(cl, b, rules, options, at, hi, poll, lambda off: done(off - lo), total)
+        return
+    rows, keys = b.n + len(b.py_rows), b.nk + len(b.py_keys)
+    if rows >= 16:
+        per_row, per_key = (at - lo) / rows * 0.97, (at - lo) / max(1, keys) * 0.97
+        b.reserve(int((hi - at) / per_row) + 4096, int((hi - at) / per_key) + 8192)
+        second = b.split_off(rows + int((split - at) / per_row) + 1024, keys + int((split - at) / per_key) + 2048,
+                             _K.Topics())
+    else:
+        second = _Builder(max(1024, (hi - split) // 512), max(2048, (hi - split) // 256), _K.Topics())
     later = _PyRules(_Deferred(), rules.tails_rule)
     state = {"at": split, "stop": False}
 
@@ -334,7 +406,7 @@ def _walk_compiled(store, cl, b: _Builder, rules: _PyRules, total: int, poll, he
     with nullcontext(helper) if helper is not None else ThreadPoolExecutor(1) as pool:
         job = pool.submit(work)
         try:
-            reached = yield from _walk_part(cl, b, rules, options, lo, split, poll,
+            reached = yield from _walk_part(cl, b, rules, options, at, split, poll,
                                             lambda off: done(off - lo + state["at"] - split), total)
         except BaseException:   # cancelled (or closed): the second walker stops at its next chunk
             state["stop"] = True
@@ -348,6 +420,7 @@ def _walk_compiled(store, cl, b: _Builder, rules: _PyRules, total: int, poll, he
             return
         state["stop"] = True   # the first walker did not arrive at the split: one walk from where it is
         job.result()
+        b.join_back()
     yield from _walk_part(cl, b, rules, options, reached, hi, poll, lambda off: done(off - lo), total)
 
 
