@@ -525,10 +525,11 @@ def index_entries(const uint8_t[::1] ent, const int64_t[::1] off, const int64_t[
                   const int64_t[::1] key_start, const int64_t[::1] key_hash, uint8_t[::1] key_found,
                   int64_t begin, int64_t cl_min, int64_t cl_max, int64_t[::1] rows, uint8_t[::1] bad):
     """Entries 1..n of one index file (`ent`: their 20-byte records) against the commitlog's
-    rows: rows[i] the row entry i+1 names (-1: none), bad[i] its NO_RECORD / BAD_TIME / BAD_HASH
-    bits; key_found[k] set for each key whose (hash, offset) has an entry. Returns the number
-    of entries with a bad bit."""
-    cdef Py_ssize_t n = ent.shape[0] // 20, nr = off.shape[0], i, r = -1, k
+    rows: bad[i] its NO_RECORD / BAD_TIME / BAD_HASH bits, rows[i] the row entry i+1 names (-1:
+    none) where bad[i] is set and for the first and last entries (the others are not written:
+    pages of a fresh array nobody touches cost nothing); key_found[k] set for each key whose
+    (hash, offset) has an entry. Returns the number of entries with a bad bit."""
+    cdef Py_ssize_t n = ent.shape[0] // 20, nr = off.shape[0], i, r = -1, k, res, prev_res = -1
     cdef const uint8_t* p
     cdef int64_t phy, h, d, want
     cdef int32_t td
@@ -539,16 +540,19 @@ def index_entries(const uint8_t[::1] ent, const int64_t[::1] off, const int64_t[
             h = be32(p)
             phy = be64(p + 4)
             td = be32(p + 12)
-            r = find_row(&off[0], nr, phy, r) if nr else -1
-            rows[i] = r
+            res = find_row(&off[0], nr, phy, r) if nr else -1
             b = 0
-            if r < 0:
+            if res < 0:
                 if cl_min <= phy < cl_max:
                     b = E_NO_RECORD
-                r = rows[i - 1] if i else -1
+                r = prev_res   # (the search starts after the last entry's row)
+                prev_res = res
                 bad[i] = b
                 nbad += b != 0
+                if b or i == 0 or i == n - 1:
+                    rows[i] = res
                 continue
+            r = prev_res = res
             if i > 0:  # entry 1 is relative to the inherited begin
                 want = 0
                 if begin > 0:
@@ -569,6 +573,8 @@ def index_entries(const uint8_t[::1] ent, const int64_t[::1] off, const int64_t[
                 b |= E_BAD_HASH
             bad[i] = b
             nbad += b != 0
+            if b or i == 0 or i == n - 1:
+                rows[i] = res
     return nbad
 
 
@@ -697,9 +703,9 @@ def cq_units(const uint8_t[::1] units, int64_t first, int32_t tid, int32_t qid, 
     """check's rules for units first.. of queue (tid, qid) (`units`: their 20-byte records):
     code[i] as engine.analysis.check's _unit_codes (0 fine, 1 past the log, 2 no record there,
     3 LMQ unit against its record, 4 another record, 5 an undispatched transaction record,
-    6 tagsCode), rows[i] the row it names (-1 none), found[i] a non-LMQ unit that reached a
-    record; ok[row] set for a record a unit of its own queue offset reached. Returns the number
-    of units with a code."""
+    6 tagsCode), rows[i] the row it names (-1 none) where code[i] is set (elsewhere not
+    written), found[i] a non-LMQ unit that reached a record; ok[row] set for a record a unit of
+    its own queue offset reached. Returns the number of units with a code."""
     cdef Py_ssize_t n = units.shape[0] // 20, nr = off.shape[0], i, hint = 0, r
     cdef const uint8_t* u
     cdef int64_t phy, utags, q
@@ -717,11 +723,9 @@ def cq_units(const uint8_t[::1] units, int64_t first, int32_t tid, int32_t qid, 
             found[i] = 0
             c = 0
             if phy == 0 and usize == 0x7FFFFFFF:   # a filler
-                rows[i] = -1
                 code[i] = 0
                 continue
             r = gallop(&off[0], nr, phy, &hint) if nr else -1
-            rows[i] = r
             if r < 0:
                 if phy >= cl_max:
                     c = 1
@@ -742,7 +746,9 @@ def cq_units(const uint8_t[::1] units, int64_t first, int32_t tid, int32_t qid, 
                     elif tags[r] != utags:
                         c = 6
             code[i] = c
-            nbad += c != 0
+            if c:
+                rows[i] = r
+                nbad += 1
     return nbad
 
 
