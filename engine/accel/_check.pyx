@@ -144,27 +144,15 @@ cdef inline uint32_t java_hash(uint32_t h, const uint8_t* p, Py_ssize_t n, int* 
     return h
 
 
-cdef int keys_of(const uint8_t* b, Row* r, uint32_t ht, int ascii_topic, int64_t* out, int* n) noexcept nogil:
+cdef int keys_of(const uint8_t* b, KeySpans* ks, uint32_t ht, int ascii_topic, int64_t* out, int* n) noexcept nogil:
     """The index hashes of the record's keys in check's order (UNIQ_KEY, then each non-empty
-    KEYS token); `ht` is the hash of `topic#`. 0 when Python must do it (non-ASCII topic or
-    key, too many keys)."""
-    cdef Py_ssize_t p = r.propertiesPos, stop = r.propertiesPos + r.propertiesLength, q, seg
-    cdef Py_ssize_t u0 = -1, u1 = -1, k0 = -1, k1 = -1, i, te
+    KEYS token; `ks`: where check_keys found them); `ht` is the hash of `topic#`. 0 when Python
+    must do it (non-ASCII topic or key, too many keys)."""
+    cdef Py_ssize_t u0 = ks.u0, u1 = ks.u1, k0 = ks.k0, k1 = ks.k1, i, te
     cdef const uint8_t* e
     cdef uint32_t h
     cdef int high = 0
     n[0] = 0
-    if r.propertiesLength <= 0:
-        return 1
-    q = p
-    while q <= stop:  # parse_properties: later duplicates win; empty names or values are dropped
-        seg = q
-        q = find_sep(b, q, stop)
-        if q - seg >= 10 and b[seg + 8] == 1 and memcmp(b + seg, b"UNIQ_KEY", 8) == 0:
-            u0, u1 = seg + 9, q
-        elif q - seg >= 6 and b[seg + 4] == 1 and memcmp(b + seg, b"KEYS", 4) == 0:
-            k0, k1 = seg + 5, q
-        q += 1
     if u0 < 0 and k0 < 0:
         return 1
     if not ascii_topic:
@@ -326,6 +314,7 @@ cdef int walk_core(const uint8_t* b, Py_ssize_t L, Py_ssize_t* pos_io, Py_ssize_
     cdef int32_t rsize, last_tl = -1, tid = -1, last_id = -1
     cdef uint32_t ht = 0, last_ht = 0
     cdef Row r
+    cdef KeySpans ks
     cdef int st, why = W_DONE, nkeys, fl, ascii = 1, last_ascii = 1
     cdef int flags = options & F_V2, tails = options & CHECK_TAILS_F
     cdef int64_t o
@@ -334,7 +323,7 @@ cdef int walk_core(const uint8_t* b, Py_ssize_t L, Py_ssize_t* pos_io, Py_ssize_
         if j >= c.cap or nk + MAX_KEYS > c.kcap:
             why = W_FULL
             break
-        st = check(b, L, pos, limit, flags, &r, &rsize)
+        st = check_keys(b, L, pos, limit, flags, &r, &rsize, &ks)
         if st != S_MESSAGE:
             why = W_AT_RECORD
             break
@@ -376,7 +365,7 @@ cdef int walk_core(const uint8_t* b, Py_ssize_t L, Py_ssize_t* pos_io, Py_ssize_
         if tails and not tail_ok(b, pos, rsize):
             fl |= E_BAD_TAIL
         nkeys = 0
-        if not fl and not keys_of(b, &r, ht, ascii, kbuf, &nkeys):
+        if not fl and not keys_of(b, &ks, ht, ascii, kbuf, &nkeys):
             fl |= E_PY_KEYS
         c.off[j] = o
         c.topic[j] = tid

@@ -194,17 +194,31 @@ cdef int verify_prop_crc(const uint8_t* b, Py_ssize_t pos, int32_t total) noexce
     return (crc32(b + pos, total - PROP_CRC_TAIL_SIZE) & 0x7FFFFFFF) == value
 
 
-cdef int check(const uint8_t* b, Py_ssize_t L, Py_ssize_t pos, Py_ssize_t limit, int flags,
-               Row* r, int32_t* size) noexcept nogil:
+cdef struct KeySpans:
+    # where the properties' UNIQ_KEY and KEYS values are ([u0, u1), [k0, k1); -1: absent), noted
+    # by check_keys as it parses the properties (check's walk hashes the keys without a second parse)
+    Py_ssize_t u0, u1, k0, k1
+
+
+cdef inline int check(const uint8_t* b, Py_ssize_t L, Py_ssize_t pos, Py_ssize_t limit, int flags,
+                      Row* r, int32_t* size) noexcept nogil:
     """check_record(buf, pos, limit, ...) for buf of length L: the status, *size as
     RecordResult.size; for MESSAGE / NEEDS_PY the fixed fields in *r (commitLogOffset, file
     and queue offset left to the caller)."""
+    return check_keys(b, L, pos, limit, flags, r, size, NULL)
+
+
+cdef inline int check_keys(const uint8_t* b, Py_ssize_t L, Py_ssize_t pos, Py_ssize_t limit, int flags,
+                           Row* r, int32_t* size, KeySpans* keys) noexcept nogil:
+    """check, and with `keys` the spans of UNIQ_KEY and KEYS."""
     cdef Py_ssize_t rem = limit - pos, end, p, bh, sh, body_pos, topic_pos, props_pos, q, stop, seg, k
     cdef int32_t total, magic = 0, body_len, crc, sysflag
     cdef int has_magic = 1, tls, tl, pl, needs_py = 0, tags_found = 0, delay_found = 0, ascii
     cdef uint32_t h
     cdef int64_t tcode = 0
     size[0] = -1
+    if keys != NULL:
+        keys.u0 = keys.u1 = keys.k0 = keys.k1 = -1
     if rem >= HEAD_SIZE:
         total = be32(b + pos)
         magic = be32(b + pos + OFF_MAGICCODE)
@@ -295,6 +309,11 @@ cdef int check(const uint8_t* b, Py_ssize_t L, Py_ssize_t pos, Py_ssize_t limit,
                         tags_found = 2
                 elif b[seg + 5] == 1 and q - seg >= 7 and memcmp(b + seg, b"DELAY", 5) == 0:
                     delay_found = 1
+            if keys != NULL:  # (later duplicates win, as in parse_properties)
+                if q - seg >= 10 and b[seg + 8] == 1 and memcmp(b + seg, b"UNIQ_KEY", 8) == 0:
+                    keys.u0, keys.u1 = seg + 9, q
+                elif q - seg >= 6 and b[seg + 4] == 1 and memcmp(b + seg, b"KEYS", 4) == 0:
+                    keys.k0, keys.k1 = seg + 5, q
             q += 1
         if tags_found == 2:
             needs_py = 1
