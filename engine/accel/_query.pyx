@@ -10,6 +10,8 @@ array('q') (the writer updates it in place; reload_header copies into it), never
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memcpy
+from libc.stdint cimport uint8_t
+from cpython.unicode cimport PyUnicode_1BYTE_KIND, PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND
 
 from engine.format.layout cimport (INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, OFF_ENTRY_HASH,
                                    OFF_ENTRY_PHY, OFF_ENTRY_PREV, OFF_ENTRY_TIMEDIFF)
@@ -52,14 +54,35 @@ def key_hash(str topic, str key):
     return _key_hash(topic, key)
 
 
-cdef int32_t _key_hash(str topic, str key):
-    cdef uint32_t h = 0
+cdef uint32_t _feed_str(uint32_t h, str s):
+    """_feed over every code point of s; 1-byte strings (ASCII/Latin-1 topics and keys, the
+    usual case) without the per-character kind dispatch."""
+    cdef Py_ssize_t i, n = PyUnicode_GET_LENGTH(s)
+    cdef const uint8_t* p
     cdef Py_UCS4 c
-    for c in topic:
+    if PyUnicode_KIND(s) == PyUnicode_1BYTE_KIND:
+        p = <const uint8_t*>PyUnicode_DATA(s)
+        for i in range(n):
+            h = h * 31 + p[i]
+        return h
+    for c in s:
         h = _feed(h, <uint32_t>c)
-    h = _feed(h, 35)  # '#'
-    for c in key:
-        h = _feed(h, <uint32_t>c)
+    return h
+
+
+cdef object _last_topic = None   # the topic whose "topic#" hash state _last_prefix holds
+cdef uint32_t _last_prefix = 0
+
+
+cdef int32_t _key_hash(str topic, str key):
+    global _last_topic, _last_prefix
+    cdef uint32_t h
+    if topic is _last_topic:      # a run of queries on one topic: "topic#" hashed once
+        h = _last_prefix
+    else:
+        h = _feed(_feed_str(0, topic), 35)  # '#'
+        _last_topic, _last_prefix = topic, h
+    h = _feed_str(h, key)
     cdef int32_t s = <int32_t>h
     if s == INT_MIN32:
         return 0
