@@ -87,3 +87,28 @@ def test_cancel_button_stops_a_slow_spark_job(qtbot, panel, spark):
     with qtbot.waitSignal(panel.finished, timeout=60_000) as blocker:
         qtbot.mouseClick(panel.run_button, Qt.LeftButton)
     assert len(blocker.args[0].rows) == 20 and panel.model.rowCount() == 20
+
+
+def test_via_consume_queue_checkbox(qtbot, panel):
+    """The checkbox reads the chosen queues through their ConsumeQueue units: the rows are
+    what the real store dispatched (no PREPARED/ROLLBACK or undispatched records); it is
+    offered only with a topic or queue ids, and not for consistency."""
+    panel.engine_box.setCurrentIndex(panel.engine_box.findData("local"))
+    panel.job_box.setCurrentText("topic-stats")
+    assert panel.via_cq.isVisible() and not panel.via_cq.isEnabled()
+    panel.queue_edit.setText("1")
+    assert panel.via_cq.isEnabled()
+    want, everything = {}, {}
+    for m in manifest("small")["messages"]:
+        if m["queueId"] == 1:
+            everything[m["topic"]] = everything.get(m["topic"], 0) + 1
+            if m["consumeQueueEntries"]:
+                want[m["topic"]] = want.get(m["topic"], 0) + 1
+    assert want != everything   # the fixture has records in queue 1 no ConsumeQueue names
+    for checked, expected in ((True, want), (False, everything)):
+        panel.via_cq.setChecked(checked)
+        with qtbot.waitSignal(panel.finished, timeout=30_000):
+            qtbot.mouseClick(panel.run_button, Qt.LeftButton)
+        assert {r["topic"]: r["messages"] for r in panel.model.rows} == expected, checked
+    panel.job_box.setCurrentText("consistency")
+    assert not panel.via_cq.isVisible() and not panel.params().via_consume_queue
