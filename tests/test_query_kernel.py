@@ -208,3 +208,19 @@ def test_compiled_query_message_equals_the_reference(tmp_path):
         got = store.query_message(topic="T1", key="shared1", raw=True)
         assert got.messages and got == ref_fn(store, "T1", "shared1", raw=True)
         assert {m.commitLogOffset for m in got.messages} <= set(got.offsets)
+
+
+@pytest.mark.parametrize("name", CLEAN + CRASHED)
+def test_compiled_query_message_on_real_stores(name):
+    """The compiled query_message front against the reference on stores the real RocketMQ
+    wrote (crashed ones too): raw and exact, whole range and a window."""
+    from engine.store.queries import Queries
+    ref_fn = Queries._query_message_py
+    with MessageStore.open(unpack(name)) as store:
+        ws = windows(store)
+        for i, (topic, key) in enumerate(all_pairs(name)[:150]):
+            b, e = ws[i % len(ws)]
+            for raw in (True, False):
+                for args in ((0, LONG_MAX, 64), (b, e, 3)):
+                    assert store.query_message(topic, key, *args, raw=raw) == ref_fn(store, topic, key, *args, raw), \
+                        (topic, key, args, raw)
