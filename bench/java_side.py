@@ -4,8 +4,9 @@ Only with `--java-lib DIR` (`make bench JAVA_LIB=DIR`): DIR holds RocketMQ's jar
 folder of a binary distribution). bench/java/StoreBench.java is compiled against them into
 build/javabench and run with `java -cp`; it prints one JSON object per line. Both sides write
 the same message shape (1 KiB body, tag, key, UNIQ_KEY, CLUSTER, 4 queues, default file sizes)
-and run in turns, ours then Java's, SETS times (A, B, A, B: both see the same machine drift);
-each row's value is ours, baselineValue Java's (best set each), ratio rmqstore / Java."""
+and run in turns SETS times, who goes first alternating (A B, B A, A B: both see the same
+machine drift, neither always runs after the other); each row's value is ours, baselineValue
+Java's (best set each), ratio rmqstore / Java."""
 from __future__ import annotations
 
 import json
@@ -24,7 +25,7 @@ HERE = Path(__file__).resolve().parent
 SOURCE = HERE / "java" / "StoreBench.java"
 BUILD = HERE.parent / "build" / "javabench"
 TOPIC, TAG, QUEUES, BODY, BATCH = "BenchTopic", "TagA", 4, 1024, 32
-SETS = 2
+SETS = 3
 LOADS = (0.5, 2, 4)
 QUERY_MESSAGES = 4096          # the messages the index entries point at (entry i -> message i % this)
 BASELINE = "RocketMQ DefaultMessageStore"
@@ -96,6 +97,11 @@ def run_java(cmd: list[str], *args, timeout: float = 600) -> dict[str, dict]:
 
 
 # ---- ratios -----------------------------------------------------------------------------
+
+def turns(s: int) -> tuple[str, str]:
+    """Who runs first in set s: ours in even sets, Java's in odd ones."""
+    return ("rmqstore", "java") if s % 2 == 0 else ("java", "rmqstore")
+
 
 def rate(m: dict) -> float:
     """Messages (or queries) per second of one measurement."""
@@ -274,7 +280,7 @@ def _run(ctx) -> list[Row]:
     for label, batch in (("one message per call", 1), ("batches of 32", BATCH)):
         ours, java = [], []
         for s in range(SETS):
-            for side in ("rmqstore", "java"):
+            for side in turns(s):
                 root = base / f"append-{batch}-{side}-{s}"
                 log(f"java side: append {label}, set {s + 1}/{SETS}, {side}: {n} messages")
                 if side == "rmqstore":
@@ -297,10 +303,13 @@ def _run(ctx) -> list[Row]:
     walks: dict[str, list] = {"page": [[], []], "decode": [[], []]}
     for s in range(SETS):
         log(f"java side: get-page and decode, set {s + 1}/{SETS}")
-        for k, v in ours_walk(walk_roots["rmqstore"], ctx.reps).items():
-            walks[k][0].append(v)
-        for k, v in run_java(cmd, "walk", walk_roots["java"], ctx.reps).items():
-            walks[k][1].append(v)
+        for side in turns(s):
+            if side == "rmqstore":
+                for k, v in ours_walk(walk_roots["rmqstore"], ctx.reps).items():
+                    walks[k][0].append(v)
+            else:
+                for k, v in run_java(cmd, "walk", walk_roots["java"], ctx.reps).items():
+                    walks[k][1].append(v)
     rows.append(pair_row("java-side get-page 1KiB (32-message pages)", *walks["page"], "msg/s",
                          ourCall="get_message(broker=True)", javaCall="getMessage (buffers)"))
     rows.append(pair_row("java-side decode 1KiB (pages + an object per message)", *walks["decode"], "msg/s",
@@ -323,10 +332,10 @@ def _run(ctx) -> list[Row]:
         res = {"query-offsets": ([], []), "query-messages": ([], [])}
         for s in range(SETS):
             log(f"java side: key-query load {load}, set {s + 1}/{SETS}: {nq} keys")
-            for k, v in ours_query(root, keys).items():
-                res[k][0].append(v)
-            for k, v in run_java(cmd, "query", root, key_file).items():
-                res[k][1].append(v)
+            for side in turns(s):
+                answers = ours_query(root, keys) if side == "rmqstore" else run_java(cmd, "query", root, key_file)
+                for k, v in answers.items():
+                    res[k][side == "java"].append(v)
         rows.append(pair_row(f"java-side key-query offsets load {load:g}", *res["query-offsets"], "queries/s",
                              ourCall="IndexService.query_offset", javaCall="IndexService.queryOffset", queries=nq))
         rows.append(pair_row(f"java-side key-query messages load {load:g}", *res["query-messages"], "queries/s",
