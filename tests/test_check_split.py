@@ -208,3 +208,30 @@ def test_second_walkers_rows_joined_in_place_or_copied(tmp_path, monkeypatch, si
     two, one, merged = reports(root, monkeypatch, offs[len(offs) // 2])
     assert two == one and two["ok"] and merged == 1
     assert joined == [in_place]
+
+
+def test_crc_tails_of_both_walkers_are_counted_as_one(tmp_path, monkeypatch):
+    """A 5.x store writing `__CRC32#` tails (enabledAppendPropCRC): a record whose tail was
+    damaged and records whose tail marker is gone, in each half; the "unlike the other records
+    of its file" rule counts both walkers' records of the file the split is in."""
+    root = tmp_path / "s"
+    s = MessageStore.create(root, StoreConfig.from_mapping({**SMALL, "enabledAppendPropCRC": True}))
+    offs = []
+    for i in range(3000):
+        offs.append(s.max_offset)
+        s.put_message(f"T{i % 3}", bytes([i % 251]) * 700, i % 4, "TagA", [f"k{i}"])
+    s.close()
+    split = offs[1500]
+    f, pos = at(root, split)
+    in_file = [k for k, o in enumerate(offs) if int(f.name) <= o < int(f.name) + (1 << 20)]
+    for k in (in_file[5], in_file[-5]):                 # the tail's CRC digits
+        end = offs[k] + int.from_bytes(at(root, offs[k])[0].read_bytes()[at(root, offs[k])[1]:][:4], "big")
+        patch(root, end - 3, b"0")
+    for k in (in_file[8], in_file[-8], 1400, 1600):     # the tail's marker
+        f2, p2 = at(root, offs[k])
+        data = f2.read_bytes()
+        patch(root, offs[k] + data.index(b"__CRC32#", p2) - p2, b"__XRC32#")
+    two, one, merged = reports(root, monkeypatch, split)
+    assert two == one and merged == 1 and two["crcRule"].startswith("body CRC and __CRC32#")
+    crc = [p["detail"] for p in two["problems"] if p["kind"] == "commitlog-crc"]
+    assert sum("unlike the other records" in d for d in crc) == 4 and len(crc) >= 5, crc
