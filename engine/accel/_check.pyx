@@ -296,8 +296,8 @@ cdef struct Cols:
     int64_t* tags
     int64_t* ts
     uint8_t* flag
-    int64_t* key_rec
-    int64_t* key_hash
+    int32_t* key_rec
+    int32_t* key_hash
     Py_ssize_t cap, kcap
 
 
@@ -378,8 +378,8 @@ cdef int walk_core(const uint8_t* b, Py_ssize_t L, Py_ssize_t* pos_io, Py_ssize_
         c.flag[j] = <uint8_t>fl
         if not fl:
             for i in range(nkeys):
-                c.key_rec[nk] = j
-                c.key_hash[nk] = kbuf[i]
+                c.key_rec[nk] = <int32_t>j
+                c.key_hash[nk] = <int32_t>kbuf[i]
                 nk += 1
         j += 1
         pos += rsize
@@ -390,7 +390,7 @@ cdef int walk_core(const uint8_t* b, Py_ssize_t L, Py_ssize_t* pos_io, Py_ssize_
 def walk(buf, Py_ssize_t pos, Py_ssize_t stop, Py_ssize_t limit, int64_t file_from, int options,
          Topics topics, int64_t[::1] off, int32_t[::1] topic, int32_t[::1] qid, int64_t[::1] qoff,
          int32_t[::1] size, int8_t[::1] tran, int64_t[::1] tags, int64_t[::1] ts, uint8_t[::1] flag,
-         Py_ssize_t j, int64_t[::1] key_rec, int64_t[::1] key_hash_out, Py_ssize_t nk):
+         Py_ssize_t j, int32_t[::1] key_rec, int32_t[::1] key_hash_out, Py_ssize_t nk):
     """Records of one commitlog file (`buf`, written up to `limit`, starting at commitlog offset
     `file_from`) from `pos` while pos < stop; rows from j, key rows from nk. Without the GIL
     (two threads can walk two parts of the log), but for a topic seen for the first time.
@@ -511,7 +511,7 @@ cdef inline Py_ssize_t find_row(const int64_t* off, Py_ssize_t n, int64_t phy, P
 
 
 def index_entries(const uint8_t[::1] ent, const int64_t[::1] off, const int64_t[::1] ts, const int8_t[::1] tran,
-                  const int64_t[::1] key_start, const int64_t[::1] key_hash, uint8_t[::1] key_found,
+                  const int64_t[::1] key_start, const int32_t[::1] key_hash, uint8_t[::1] key_found,
                   int64_t begin, int64_t cl_min, int64_t cl_max, int64_t[::1] rows, uint8_t[::1] bad):
     """Entries 1..n of one index file (`ent`: their 20-byte records) against the commitlog's
     rows: bad[i] its NO_RECORD / BAD_TIME / BAD_HASH bits, rows[i] the row entry i+1 names (-1:
@@ -742,7 +742,7 @@ def cq_units(const uint8_t[::1] units, int64_t first, int32_t tid, int32_t qid, 
 
 
 # ---- keys per row, keys without an entry -----------------------------------------------------
-def key_starts(const int64_t[::1] key_rec, int64_t[::1] out):
+def key_starts(const int32_t[::1] key_rec, int64_t[::1] out):
     """out[r] = the first key of row r (key_rec ascending), out[n] = the number of keys."""
     cdef Py_ssize_t nk = key_rec.shape[0], n = out.shape[0] - 1, k, cur = 0
     with nogil:
@@ -755,7 +755,7 @@ def key_starts(const int64_t[::1] key_rec, int64_t[::1] out):
             cur += 1
 
 
-def keys_missing(const int64_t[::1] key_rec, const int64_t[::1] off, const int8_t[::1] tran,
+def keys_missing(const int32_t[::1] key_rec, const int64_t[::1] off, const int8_t[::1] tran,
                  const uint8_t[::1] key_found, int64_t lo, int64_t hi, int64_t[::1] first):
     """Keys of the records in [lo, hi] (not ROLLBACK) without an entry: how many, the first
     len(first) of them (key indexes) in `first`."""

@@ -44,7 +44,8 @@ _COLS = (("off", np.int64), ("topic", np.int32), ("qid", np.int32), ("qoff", np.
 class Records:
     """The commitlog's messages in commitlog order, as columns: off (commitlog offset), topic
     (an id into `topics`), qid, qoff, size, tran (SYSFLAG & 0x0C), tags (tagsCode), ts (store
-    time); and their keys' index hashes, key_rec (row) / key_hash, by row then key order."""
+    time); and their keys' index hashes, key_rec (row) / key_hash (int32 both), by row then key
+    order."""
 
     def __init__(self, cols: dict, topics: list[str], key_rec: np.ndarray, key_hash: np.ndarray):
         self.__dict__.update(cols)
@@ -77,7 +78,7 @@ class _Builder:
     def __init__(self, rows: int = 1024, keys: int = 2048, topics=None):
         self.cols = {name: np.empty(rows, dtype=t) for name, t in _COLS}
         self.col_list = [self.cols[name] for name, _ in _COLS]
-        self.kr, self.kh = np.empty(keys, dtype=np.int64), np.empty(keys, dtype=np.int64)
+        self.kr, self.kh = np.empty(keys, dtype=np.int32), np.empty(keys, dtype=np.int32)  # (rows, hashes < 2^31)
         self.n = self.nk = 0
         self.py_rows: list[tuple] = []
         self.py_keys: list[tuple[int, int]] = []
@@ -112,7 +113,7 @@ class _Builder:
         if self.nk + keys > len(self.kr):
             cap = max(self.nk + keys, len(self.kr) * 3 // 2)
             for name in ("kr", "kh"):
-                a = np.empty(cap, dtype=np.int64)
+                a = np.empty(cap, dtype=np.int32)
                 a[:self.nk] = getattr(self, name)[:self.nk]
                 setattr(self, name, a)
 
@@ -214,7 +215,7 @@ class _Builder:
         kr, kh = self.kr[:self.nk], self.kh[:self.nk]
         if self.extra:  # keys Python added after their chunk
             r, h = zip(*self.extra)
-            kr, kh = np.concatenate([kr, np.array(r, dtype=np.int64)]), np.concatenate([kh, np.array(h, dtype=np.int64)])
+            kr, kh = np.concatenate([kr, np.array(r, dtype=np.int32)]), np.concatenate([kh, np.array(h, dtype=np.int32)])
             order = np.argsort(kr, kind="stable")
             kr, kh = kr[order], kh[order]
         names = self.topics.names if self.topics is not None else self.names
