@@ -194,7 +194,8 @@ def test_second_walkers_rows_joined_in_place_or_copied(tmp_path, monkeypatch, si
     for i in range(8000):
         offs.append(s.max_offset)
         body = sizes[0] if i < 1000 else sizes[1]
-        s.put_message(f"T{i % 5}", bytes([i % 251]) * body, i % 4, "TagA", [f"k{i}"] + [f"x{i}"] * (i > 1000 or not more_keys))
+        keys = [f"k{i}"] + [f"x{i}"] * (i > 1000 or not more_keys)
+        s.put_message(f"T{i % 5}", bytes([i % 251]) * body, i % 4, "TagA", keys)
     s.close()
     monkeypatch.setattr(CR, "PROBE", 1 << 18)
     joined = []
@@ -225,7 +226,8 @@ def test_crc_tails_of_both_walkers_are_counted_as_one(tmp_path, monkeypatch):
     f, pos = at(root, split)
     in_file = [k for k, o in enumerate(offs) if int(f.name) <= o < int(f.name) + (1 << 20)]
     for k in (in_file[5], in_file[-5]):                 # the tail's CRC digits
-        end = offs[k] + int.from_bytes(at(root, offs[k])[0].read_bytes()[at(root, offs[k])[1]:][:4], "big")
+        f2, p2 = at(root, offs[k])
+        end = offs[k] + int.from_bytes(f2.read_bytes()[p2:p2 + 4], "big")
         patch(root, end - 3, b"0")
     for k in (in_file[8], in_file[-8], 1400, 1600):     # the tail's marker
         f2, p2 = at(root, offs[k])

@@ -215,7 +215,8 @@ class _Builder:
         kr, kh = self.kr[:self.nk], self.kh[:self.nk]
         if self.extra:  # keys Python added after their chunk
             r, h = zip(*self.extra)
-            kr, kh = np.concatenate([kr, np.array(r, dtype=np.int32)]), np.concatenate([kh, np.array(h, dtype=np.int32)])
+            kr = np.concatenate([kr, np.array(r, dtype=np.int32)])
+            kh = np.concatenate([kh, np.array(h, dtype=np.int32)])
             order = np.argsort(kr, kind="stable")
             kr, kh = kr[order], kh[order]
         names = self.topics.names if self.topics is not None else self.names
@@ -381,8 +382,8 @@ def _walk_compiled(store, cl, b: _Builder, rules: _PyRules, total: int, poll, he
         return
     # the first MiB alone: its rows and keys per byte say where the second walker's rows go --
     # into the same columns, after room for the first's, so that joining them moves little
-    at = yield from _walk_part(cl, b, rules, options, lo, lo + min(PROBE, (split - lo) // 8), poll, lambda off: done(off - lo),
-                               total)
+    probe = lo + min(PROBE, (split - lo) // 8)
+    at = yield from _walk_part(cl, b, rules, options, lo, probe, poll, lambda off: done(off - lo), total)
     if at >= split:
         yield from _walk_part(cl, b, rules, options, at, hi, poll, lambda off: done(off - lo), total)
         return
