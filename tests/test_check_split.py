@@ -50,8 +50,8 @@ def flip(root: Path, off: int) -> None:
 
 
 def reports(root: Path, monkeypatch, split) -> tuple[dict, dict, int]:
-    """(two-walker report with the split at `split` -- an offset, or None for split_point's
-    own choice --, the one-walker report, how many times a second walker's rows were merged)."""
+    """(two-walker report with the log cut at `split` -- an offset, a list of them, or None for
+    split_points' own choice --, the one-walker report, how many pieces' rows were joined)."""
     merged = []
     real_append = CR._Builder.append
 
@@ -64,11 +64,12 @@ def reports(root: Path, monkeypatch, split) -> tuple[dict, dict, int]:
         m.setattr(CR, "cores", lambda: 2)
         m.setattr(CR._Builder, "append", append)
         if split is not None:
-            m.setattr(CR, "split_point", lambda cl, options: split)
+            cuts = [split] if isinstance(split, int) else list(split)
+            m.setattr(CR, "split_points", lambda cl, options, pieces: cuts)
         with MessageStore.open(root, read_only=True) as st:
             two = check_store(st)
     with monkeypatch.context() as m:
-        m.setattr(CR, "split_point", lambda cl, options: None)
+        m.setattr(CR, "split_points", lambda cl, options, pieces: [])
         with MessageStore.open(root, read_only=True) as st:
             one = check_store(st)
     return two, one, len(merged)
@@ -89,7 +90,7 @@ def test_split_point_finds_a_record_near_the_middle(tmp_path):
     offs = make_store(root, 1500)   # one file and a half: the middle is inside the first
     with MessageStore.open(root, read_only=True) as st:
         cl = st.commitlog
-        s = CR.split_point(cl, 0)
+        s, = CR.split_points(cl, 0, 2)
     mid = cl.min_offset + (cl.max_offset - cl.min_offset) // 2
     assert s in offs and mid <= s < mid + 2000
 
@@ -144,10 +145,10 @@ def test_a_tiny_store_is_walked_by_one_walker(tmp_path, monkeypatch):
     root = tmp_path / "s"
     make_store(root, 200)
 
-    def no(cl, options):
+    def no(cl, options, pieces):
         raise AssertionError("split asked for on a tiny store")
 
-    monkeypatch.setattr(CR, "split_point", no)
+    monkeypatch.setattr(CR, "split_points", no)
     with MessageStore.open(root, read_only=True) as st:
         assert check_store(st)["ok"]
 
@@ -158,7 +159,7 @@ def test_progress_is_monotonic_and_cancel_stops_both_walkers(tmp_path, monkeypat
     monkeypatch.setattr(CR, "SPLIT_MIN", 0)
     monkeypatch.setattr(CR, "cores", lambda: 2)
     monkeypatch.setattr(CR, "CHUNK_BYTES", 1 << 16)
-    monkeypatch.setattr(CR, "split_point", lambda cl, options: offs[3000])
+    monkeypatch.setattr(CR, "split_points", lambda cl, options, pieces: [offs[3000]])
     threads = threading.active_count()
     with MessageStore.open(root, read_only=True) as st:
         done = [p.done for p in _progress(check_task(st)) if p.phase == "commitlog"]
@@ -237,3 +238,28 @@ def test_crc_tails_of_both_walkers_are_counted_as_one(tmp_path, monkeypatch):
     assert two == one and merged == 1 and two["crcRule"].startswith("body CRC and __CRC32#")
     crc = [p["detail"] for p in two["problems"] if p["kind"] == "commitlog-crc"]
     assert sum("unlike the other records" in d for d in crc) == 4 and len(crc) >= 5, crc
+
+
+def test_many_pieces_taken_by_both_threads(tmp_path, monkeypatch):
+    """The log cut into pieces of ~1 MiB (split_points' own cuts: file starts and record
+    boundaries), damage in several of them: the one-walker report, every piece joined."""
+    root = tmp_path / "s"
+    offs = make_store(root)
+    monkeypatch.setattr(CR, "PIECE", 1 << 20)
+    two, one, merged = reports(root, monkeypatch, None)
+    assert two == one and two["ok"] and merged >= 4
+    for k in (10, 1500, 2200, 3100, 4400, 5900):
+        flip(root, offs[k] + 300)
+    patch(root, offs[2600] + 28, (7).to_bytes(8, "big"))
+    two, one, merged = reports(root, monkeypatch, None)
+    assert two == one and merged >= 4
+    assert [p["offset"] for p in two["problems"] if p["kind"].startswith("commitlog")] == \
+        [offs[k] for k in (10, 1500, 2200, 2600, 3100, 4400, 5900)]
+
+
+def test_a_bad_cut_drops_the_pieces_after_it(tmp_path, monkeypatch):
+    root = tmp_path / "s"
+    offs = make_store(root)
+    flip(root, offs[5000] + 300)
+    two, one, merged = reports(root, monkeypatch, [offs[1000], offs[2500] + 7, offs[4000]])
+    assert two == one and merged == 1 and two["problemCount"] == 1

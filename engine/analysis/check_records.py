@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import threading
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import nullcontext
 
@@ -85,7 +86,8 @@ class _Builder:
         self.extra: list[tuple[int, int]] = []   # keys of rows the kernel left to Python (after their chunk's)
         self.topics = topics if topics is not None else (_K.Topics() if _K is not None else None)
         self.moved = False      # the columns were copied to bigger ones (see split_off)
-        self.shared = None      # (columns, keys, where the second walker's rows start) while split
+        self.shared = None      # (columns, key rows, key hashes) shared with later pieces (split_off)
+        self.origin = None      # (row, key) where a later piece's region starts in the shared columns
         self.topic_ids: dict[str, int] = {}
         self.names: list[str] = []
 
@@ -140,36 +142,52 @@ class _Builder:
     def extra_keys(self, row: int, hashes: list[int]) -> None:
         self.extra.extend((row, h) for h in hashes)
 
-    def split_off(self, rows_at: int, keys_at: int, topics) -> "_Builder":
-        """A builder for the second walker writing into our columns from row rows_at (keys from
-        keys_at); ours end there until join (or join_back)."""
+    def split_off(self, regions: list[tuple[int, int]]) -> list["_Builder"]:
+        """Builders for the later pieces of the walk writing into our columns: piece i's rows
+        from regions[i][0] (its keys from regions[i][1]) to the next piece's; ours end at the
+        first region until joined (append, join_back)."""
         cols, kr, kh = self.cols, self.kr, self.kh
-        o = _Builder(0, 0, topics)
-        o.cols = {name: a[rows_at:] for name, a in cols.items()}
-        o.col_list = [o.cols[name] for name, _ in _COLS]
-        o.kr, o.kh = kr[keys_at:], kh[keys_at:]
-        self.cols = {name: a[:rows_at] for name, a in cols.items()}
+        ends = regions[1:] + [(len(cols["off"]), len(kr))]
+        out = []
+        for (r0, k0), (r1, k1) in zip(regions, ends):
+            o = _Builder(0, 0, _K.Topics())
+            o.cols = {name: a[r0:r1] for name, a in cols.items()}
+            o.col_list = [o.cols[name] for name, _ in _COLS]
+            o.kr, o.kh = kr[k0:k1], kh[k0:k1]
+            o.origin = (r0, k0)
+            out.append(o)
+        self.cols = {name: a[:regions[0][0]] for name, a in cols.items()}
         self.col_list = [self.cols[name] for name, _ in _COLS]
-        self.kr, self.kh = kr[:keys_at], kh[:keys_at]
-        self.shared = (cols, kr, kh, rows_at, keys_at)
+        self.kr, self.kh = kr[:regions[0][1]], kh[:regions[0][1]]
+        self.shared = (cols, kr, kh)
         self.moved = False
-        return o
+        return out
 
     def join_back(self) -> None:
-        """Our columns whole again (the second walker's rows are dropped)."""
+        """Our columns whole again (the later pieces' rows not joined are dropped)."""
         if self.shared is not None and not self.moved:
-            cols, kr, kh = self.shared[:3]
-            self.cols, self.kr, self.kh = cols, kr, kh
+            self.cols, self.kr, self.kh = self.shared
             self.col_list = [self.cols[name] for name, _ in _COLS]
         self.shared = None
 
+    def _unshare(self) -> None:
+        """Our rows into columns of our own (the later pieces' regions stay as they are)."""
+        if self.shared is not None and not self.moved:
+            n, nk = self.n, self.nk
+            self.cols = {name: a[:max(n, 1)].copy() for name, a in self.shared[0].items()}
+            self.col_list = [self.cols[name] for name, _ in _COLS]
+            self.kr, self.kh = self.kr[:max(nk, 1)].copy(), self.kh[:max(nk, 1)].copy()
+        self.shared = None
+        self.moved = True
+
     def _join_in_place(self, o: "_Builder") -> bool:
-        """append without copying the second walker's rows when they are still where split_off
-        put them: moved down to follow ours (one memmove per column when our part was smaller
-        than guessed)."""
-        if self.shared is None or self.moved or o.moved:
+        """append without copying a piece's rows when they are still where split_off put them:
+        moved down to follow ours (one memmove per column when our part was smaller than
+        guessed)."""
+        if self.shared is None or self.moved or o.moved or o.origin is None:
             return False
-        cols, kr, kh, rows_at, keys_at = self.shared
+        cols, kr, kh = self.shared
+        rows_at, keys_at = o.origin
         n, nk = self.n, self.nk
         for name, a in cols.items():
             if rows_at != n:
@@ -184,7 +202,6 @@ class _Builder:
         kr[nk:nk + o.nk] += n
         self.cols, self.kr, self.kh = cols, kr, kh
         self.col_list = [self.cols[name] for name, _ in _COLS]
-        self.shared = None
         self.extra.extend((r + n, h) for r, h in o.extra)
         self.n += o.n
         self.nk += o.nk
@@ -196,7 +213,7 @@ class _Builder:
         o.flush_py()
         if self._join_in_place(o):
             return
-        self.join_back()
+        self._unshare()   # (our rows could run into a later piece's region)
         remap = np.array([self.topic_id(name) for name in (o.topics.names if o.topics is not None else o.names)]
                          or [0], dtype=np.int32)
         self.reserve(o.n, o.nk)
@@ -330,6 +347,8 @@ class _Deferred(list):
 
 
 SPLIT_MIN = 16 << 20     # below this many bytes of log, one walker
+PIECE = 64 << 20         # about this many bytes a piece of the walk (at most MAX_PIECES pieces)
+MAX_PIECES = 16
 PROBE = 1 << 20          # bytes the first walker reads alone, to see how big rows are
 CHUNK_BYTES = 64 << 20   # commitlog bytes per kernel call (and per progress step at most)
 
@@ -342,87 +361,127 @@ def cores() -> int:
         return os.cpu_count() or 1
 
 
-def split_point(cl, options: int) -> int | None:
-    """Where a second walker can start: a file start near the middle of the log, else the first
-    record boundary (engine.accel._check.boundary) after the middle of the file holding it;
-    None when there is none. Only a guess: the first walker must arrive exactly there."""
+def split_points(cl, options: int, pieces: int) -> list[int]:
+    """Where walkers can start, to cut the log into about `pieces` pieces: for each cut, a file
+    start near it, else the first record boundary after it (engine.accel._check.boundary:
+    a record that stores its own offset, followed by another). Only guesses: a piece's walk
+    is used when the walk of the piece before arrived exactly at its start."""
     lo, hi = cl.min_offset, cl.max_offset
-    mid = lo + (hi - lo) // 2
+    step = (hi - lo) // pieces
     starts = [g.file_from_offset for g in cl.files if lo < g.file_from_offset < hi]
-    near = min(starts, key=lambda s: abs(s - mid), default=None)
-    if near is not None and abs(near - mid) <= (hi - lo) // 8:
-        return near
-    f = cl.queue.find(mid)
-    if f is not None:
-        base = f.file_from_offset
-        limit = min(f.wrote_position, hi - base)
-        p = _K.boundary(f.buf, mid - base, min(limit, mid - base + (16 << 20)), limit, base, options)
-        if p > 0:
-            return base + p
-    return near
+    out = []
+    for k in range(1, pieces):
+        cut = lo + k * step
+        near = min(starts, key=lambda s: abs(s - cut), default=None)
+        if near is not None and abs(near - cut) <= step // 4:
+            out.append(near)
+            continue
+        f = cl.queue.find(cut)
+        if f is not None:
+            base = f.file_from_offset
+            limit = min(f.wrote_position, hi - base)
+            p = _K.boundary(f.buf, cut - base, min(limit, cut - base + min(step, 16 << 20)), limit, base, options)
+            if p > 0:
+                out.append(base + p)
+    return sorted(set(o for o in out if lo < o < hi))
+
+
+class _Piece:
+    """A piece of the walk after the first: its builder, its rules (problems kept to be told
+    in order), where it starts and ends, how far it got and where it stopped."""
+
+    def __init__(self, b: _Builder, tails_rule: bool, start: int, end: int):
+        self.b, self.rules = b, _PyRules(_Deferred(), tails_rule)
+        self.start, self.end, self.at, self.reached = start, end, start, None
 
 
 def _walk_compiled(store, cl, b: _Builder, rules: _PyRules, total: int, poll, helper=None):
     """CommitLog.walk's course (a damaged record skips to the next file) with the kernel taking
-    the runs of ordinary messages; on two cores, two walkers: the first from the log's start,
-    the second from a record boundary near the middle (split_point), merged as one walk's
-    result when the first arrives exactly there, else discarded and the first goes on."""
+    the runs of ordinary messages. On two cores the log is cut into pieces at record boundaries
+    (split_points) that the two threads take in turn as they get free; each piece's rows,
+    keys, topics, problems and `__CRC32#` counts join the ones before it when the walk of the
+    piece before arrived exactly at its start -- the one-walker result -- and from the first
+    piece where that fails the pieces are dropped and the walk goes on from where it is."""
     opts = cl.read_opts
     options = (_K.ACCEPT_V2 if opts.accept_v2 else 0) | (_K.CHECK_TAILS if rules.tails_rule else 0)
     lo, hi = cl.min_offset, cl.max_offset
-    split = split_point(cl, options) if hi - lo >= SPLIT_MIN and cores() > 1 else None
+    splits = split_points(cl, options, max(2, min(MAX_PIECES, (hi - lo) // PIECE))) \
+        if hi - lo >= SPLIT_MIN and cores() > 1 else []
     shown = [0]
 
     def done(v: int) -> int:   # progress never goes back (the fallback below restarts the count)
         shown[0] = max(shown[0], v)
         return shown[0]
 
-    if split is None or not lo < split < hi:
+    if not splits:
+        b.reserve(total // 512, total // 256)
         yield from _walk_part(cl, b, rules, options, lo, hi, poll, lambda off: done(off - lo), total)
         return
-    # the first MiB alone: its rows and keys per byte say where the second walker's rows go --
-    # into the same columns, after room for the first's, so that joining them moves little
-    probe = lo + min(PROBE, (split - lo) // 8)
+    # the first MiB alone: its rows and keys per byte say where each piece's rows go -- into
+    # the same columns, after room for the ones before, so that joining them moves little
+    probe = lo + min(PROBE, (splits[0] - lo) // 8)
     at = yield from _walk_part(cl, b, rules, options, lo, probe, poll, lambda off: done(off - lo), total)
-    if at >= split:
+    splits = [s for s in splits if s > at]
+    if not splits:
+        b.reserve(total // 512, total // 256)
         yield from _walk_part(cl, b, rules, options, at, hi, poll, lambda off: done(off - lo), total)
         return
+    bounds = [at] + splits + [hi]
     rows, keys = b.n + len(b.py_rows), b.nk + len(b.py_keys)
-    if rows >= 16:
-        per_row, per_key = (at - lo) / rows * 0.97, (at - lo) / max(1, keys) * 0.97
-        b.reserve(int((hi - at) / per_row) + 4096, int((hi - at) / per_key) + 8192)
-        second = b.split_off(rows + int((split - at) / per_row) + 1024, keys + int((split - at) / per_key) + 2048,
-                             _K.Topics())
-    else:
-        second = _Builder(max(1024, (hi - split) // 512), max(2048, (hi - split) // 256), _K.Topics())
-    later = _PyRules(_Deferred(), rules.tails_rule)
-    state = {"at": split, "stop": False}
+    per_row = (at - lo) / rows * 0.97 if rows >= 16 else 512
+    per_key = (at - lo) / keys * 0.97 if rows >= 16 and keys else 256
+    regions, r, k = [], rows, keys
+    for a, z in zip(bounds, bounds[1:]):
+        r, k = r + int((z - a) / per_row) + 1024, k + int((z - a) / per_key) + 2048
+        regions.append((r, k))
+    b.reserve(r - b.n, k - b.nk)
+    pieces = [_Piece(o, rules.tails_rule, a, z) for o, a, z in zip(b.split_off(regions[:-1]), splits, bounds[2:])]
+    queue = {"next": 0, "stop": False}
+    lock = threading.Lock()
+
+    def claim():
+        with lock:
+            i = queue["next"]
+            if queue["stop"] or i >= len(pieces):
+                return None
+            queue["next"] = i + 1
+            return pieces[i]
+
+    def walk(p: _Piece):   # a piece: yields the offset reached; p.reached at the end
+        p.reached = yield from _walk_part(cl, p.b, p.rules, options, p.start, p.end, None, None, 0)
 
     def work():
-        for off in _walk_part(cl, second, later, options, split, hi, None, None, 0):
-            state["at"] = off
-            if state["stop"]:
-                return False
-        return True
+        while (p := claim()) is not None:
+            for p.at in walk(p):
+                if queue["stop"]:
+                    return
+
+    def counted(off: int) -> int:   # bytes walked: the first piece to off, the others so far
+        return done(min(total, off - lo + sum(p.at - p.start for p in pieces)))
 
     with nullcontext(helper) if helper is not None else ThreadPoolExecutor(1) as pool:
         job = pool.submit(work)
         try:
-            reached = yield from _walk_part(cl, b, rules, options, at, split, poll,
-                                            lambda off: done(off - lo + state["at"] - split), total)
-        except BaseException:   # cancelled (or closed): the second walker stops at its next chunk
-            state["stop"] = True
+            reached = yield from _walk_part(cl, b, rules, options, at, splits[0], poll, counted, total)
+            while (p := claim()) is not None:
+                for p.at in walk(p):
+                    poll()
+                    yield Progress(counted(reached), total, "commitlog", "bytes")
+        except BaseException:   # cancelled (or closed): the helper stops at its next chunk
+            queue["stop"] = True
             raise
-        if reached == split:
-            job.result()
-            b.append(second)
-            for args in later.out:
-                rules.out.add(*args)
-            rules.merge(later)
-            return
-        state["stop"] = True   # the first walker did not arrive at the split: one walk from where it is
         job.result()
-        b.join_back()
+    for p in pieces:
+        if reached != p.start:   # the walk before did not arrive here: one walk from where it is
+            break
+        b.append(p.b)
+        for args in p.rules.out:
+            rules.out.add(*args)
+        rules.merge(p.rules)
+        reached = p.reached
+    else:
+        return
+    b.join_back()
     yield from _walk_part(cl, b, rules, options, reached, hi, poll, lambda off: done(off - lo), total)
 
 
