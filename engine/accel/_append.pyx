@@ -124,6 +124,7 @@ cdef class _Queue:
     """One queue the appender writes: its key in the writer's offsets, its ConsumeQueue, the
     held map of its last file."""
     cdef object key, cq
+    cdef list files                 # cq.queue.files (the list object never changes)
     cdef _Held last
 
 
@@ -132,6 +133,7 @@ cdef class Appender:
     objects (positions, offsets, headers) so the Python path can take over at any put. The
     maps of the files appended to are held between puts (release() gives them back)."""
     cdef object w, store, lock, dirty, rr, queue_offsets, gen, cl_files, index, new_topics
+    cdef object lock_acquire, lock_release   # the writer's RLock's bound methods (no lookup a put)
     cdef _Held cl_held, ix_held
     cdef bint dirty_flag        # threading.Event keeps its state in `_flag`: read it, no call
     cdef dict topics
@@ -144,6 +146,7 @@ cdef class Appender:
     def __init__(self, w):
         cfg = w.cfg
         self.w, self.store, self.lock, self.dirty = w, w.store, w.lock, w._dirty
+        self.lock_acquire, self.lock_release = w.lock.acquire, w.lock.release
         self.rr, self.queue_offsets, self.gen, self.new_topics = w._rr, w.queue_offsets, w.uniq, w.new_topics
         self.cl_files = w.store.commitlog.queue.files
         self.index = w.store.index
@@ -212,6 +215,7 @@ cdef class Appender:
                 return None
             q = _Queue.__new__(_Queue)
             (<_Queue>q).key, (<_Queue>q).cq = key, cq
+            (<_Queue>q).files = cq.queue.files
             t.queues[qid] = q
         return <_Queue>q
 
@@ -292,61 +296,91 @@ cdef class Appender:
         gen.counter = counter
         return 0
 
-    def put(self, str topic, list bodies, queue_id, tags, keys):
-        """PutResults of `bodies` (one topic, one queue, same tags and keys: one message or
-        a put_messages batch), or None for the Python path, with nothing written."""
-        w = self.w
-        if not bodies or not self.usable or w.broken is not None:
-            return None
-        cdef _Topic t = self.topic(topic)
-        if t is None:
-            return None
-        cdef Parts m
+    cdef object parts(self, Parts* m, tags, keys):
+        """m filled from tags and keys; the KEYS string (None: no keys), or False when the
+        message is not a plain one (the Python path takes it)."""
         m.has_tags = m.has_keys = False
         m.tags_len = m.keys_len = 0
         m.tags_code = 0
         if tags is not None:
             if type(tags) is not str or "\x02" in tags:
-                return None
+                return False
             if tags:
                 if not utf8(tags, &m.tags, &m.tags_len):
-                    return None
+                    return False
                 m.has_tags = True
                 m.tags_code = <int32_t>jhash_more(0, tags)
         if keys is not None:
             if type(keys) is not str:
-                if type(keys) is not list and type(keys) is not tuple:
-                    return None
-                for k in keys:
-                    if type(k) is not str:
-                        return None
-                keys = " ".join(keys)
+                if type(keys) is list and len(<list>keys) == 1 and type((<list>keys)[0]) is str:
+                    keys = (<list>keys)[0]      # one key: the string itself, no join
+                else:
+                    if type(keys) is not list and type(keys) is not tuple:
+                        return False
+                    for k in keys:
+                        if type(k) is not str:
+                            return False
+                    keys = " ".join(keys)
             if "\x02" in keys:
-                return None
+                return False
             if keys:
                 if not utf8(keys, &m.keys, &m.keys_len):
-                    return None
+                    return False
                 m.has_keys = True
             else:
                 keys = None
         m.nkeys = 1 + (count_tokens(keys) if m.has_keys else 0)
         m.plen = (6 + m.tags_len if m.has_tags else 0) + (6 + m.keys_len if m.has_keys else 0)
         if m.plen + 9 + len(self.prefix_b) + 12 + len(self.tail) > 32767:
+            return False
+        return keys
+
+    def put(self, str topic, list bodies, queue_id, tags, keys):
+        """PutResults of `bodies` (one topic, one queue, same tags and keys: one message or
+        a put_messages batch), or None for the Python path, with nothing written."""
+        if not bodies or not self.usable or self.w.broken is not None:
+            return None
+        cdef _Topic t = self.topic(topic)
+        if t is None:
+            return None
+        cdef Parts m
+        keys = self.parts(&m, tags, keys)
+        if keys is False:
             return None
         cdef Py_ssize_t n = len(bodies), total = 0, per = self.fixed + len(t.name_b) + m.plen
         for b in bodies:
             if type(b) is not bytes or len(<bytes>b) > self.max_size:
                 return None
             total += per + len(<bytes>b)
-        lock = self.lock
-        lock.acquire()
+        self.lock_acquire()
         try:
-            return self._put(t, &m, topic, keys, bodies, n, total, queue_id)
+            return self._put(t, &m, topic, keys, bodies, False, n, total, queue_id)
         finally:
-            lock.release()
+            self.lock_release()
 
-    cdef object _put(self, _Topic t, Parts* m, str topic, keys, list bodies, Py_ssize_t n, Py_ssize_t total,
-                     queue_id):
+    def put1(self, str topic, body, queue_id, tags, keys):
+        """put_message's PutResult of one message (no list in, no PutResults out), or None
+        for the Python path, with nothing written."""
+        if type(body) is not bytes or not self.usable or self.w.broken is not None:
+            return None
+        cdef _Topic t = self.topic(topic)
+        if t is None:
+            return None
+        cdef Parts m
+        keys = self.parts(&m, tags, keys)
+        if keys is False or len(<bytes>body) > self.max_size:
+            return None
+        self.lock_acquire()
+        try:
+            return self._put(t, &m, topic, keys, body, True, 1,
+                             self.fixed + len(t.name_b) + m.plen + len(<bytes>body), queue_id)
+        finally:
+            self.lock_release()
+
+    cdef object _put(self, _Topic t, Parts* m, str topic, keys, object bodies, bint single, Py_ssize_t n,
+                     Py_ssize_t total, queue_id):
+        """The put under the writer's lock: `bodies` is a list, or one bytes when `single`
+        (the answer is then that message's PutResult, else PutResults)."""
         cdef long qid, rr_next = -1
         w = self.w
         if queue_id is None:
@@ -368,7 +402,7 @@ cdef class Appender:
         cdef int64_t pos = f.wrote_position
         if pos + total + BLANK_RECORD_MIN > f.reserved_until:   # blocks reserved (and within the file)
             return None
-        cq_files = cq.queue.files
+        cq_files = q.files
         if not cq_files:
             return None
         cqf = cq_files[len(cq_files) - 1]
@@ -404,16 +438,24 @@ cdef class Appender:
         cdef uint8_t* u
         cdef Py_ssize_t i
         cdef int32_t first_total = 0
-        cdef PutResults res = PutResults.__new__(PutResults)
-        res.phys = <int64_t*>PyMem_Malloc(n * sizeof(int64_t) * 3)
-        if res.phys == NULL:
-            raise MemoryError()
-        res.sizes = res.phys + n
-        cdef int64_t* born = res.phys + 2 * n
+        cdef PutResults res = None
+        cdef int64_t one[3]                 # a single put: phys, size, born on the stack
+        cdef int64_t* phys = one
+        if not single:
+            res = PutResults.__new__(PutResults)
+            res.phys = phys = <int64_t*>PyMem_Malloc(n * sizeof(int64_t) * 3)
+            if phys == NULL:
+                raise MemoryError()
+            res.sizes = phys + n
+        cdef int64_t* sizes = phys + n
+        cdef int64_t* born = phys + 2 * n
         # 12 UNIQ_KEY characters + its int32 hash per message, then the KEYS tokens' hashes
-        cdef char* tails = <char*>PyMem_Malloc(16 * n + 4 * m.nkeys)
-        if tails == NULL:
-            raise MemoryError()
+        cdef char small[16 + 4 * 16]
+        cdef char* tails = small
+        if 16 * n + 4 * m.nkeys > <Py_ssize_t>sizeof(small):
+            tails = <char*>PyMem_Malloc(16 * n + 4 * m.nkeys)
+            if tails == NULL:
+                raise MemoryError()
         cdef int32_t* hashes = <int32_t*>(tails + 12 * n)
         cdef int32_t* tok_hashes = hashes + n
         cdef int k
@@ -429,14 +471,14 @@ cdef class Appender:
             for i in range(n):
                 if i == 1 and _fault_hook is not None:
                     _fault_hook("batch-torn")
-                body = <bytes>bodies[i]
+                body = <bytes>bodies if single else <bytes>(<list>bodies)[i]
                 rec_total = self.fixed + len(t.name_b) + m.plen + len(body)
                 phy = base + pos
                 self.record(<uint8_t*>clh.v.buf + pos, i == 0, rec_total, t, m, qid, qoff, phy, born[i],
                             store_ts, body, tails + 12 * i)
                 if i == 0:
                     first_total = rec_total
-                res.phys[i], res.sizes[i] = phy, rec_total
+                phys[i], sizes[i] = phy, rec_total
                 qoff += 1
                 pos += rec_total
             be32(<uint8_t*>clh.v.buf + start, first_total)   # the batch becomes visible
@@ -449,16 +491,16 @@ cdef class Appender:
                 _fault_hook("undispatched")
             # dispatch: CQ units (§8.7), then the index (§9.8)
             for i in range(n):
-                if res.phys[i] + res.sizes[i] <= max_phy:
+                if phys[i] + sizes[i] <= max_phy:
                     continue
                 if qoff0 + i != 0 and (qoff0 + i) * CQ_UNIT_SIZE < cq_start + cq_pos:
                     continue  # "build consume queue repeatedly"
                 u = <uint8_t*>cqh.v.buf + cq_pos
-                be64(u + OFF_UNIT_PHY, res.phys[i])
-                be32(u + OFF_UNIT_SIZE, res.sizes[i])
+                be64(u + OFF_UNIT_PHY, phys[i])
+                be32(u + OFF_UNIT_SIZE, sizes[i])
                 be64(u + OFF_UNIT_TAGS, m.tags_code)
                 cq_pos += CQ_UNIT_SIZE
-                max_phy = res.phys[i] + res.sizes[i]
+                max_phy = phys[i] + sizes[i]
                 wrote_unit = True
             cqf.wrote_position = cq_pos
             cq.max_physic_offset = max_phy
@@ -480,13 +522,13 @@ cdef class Appender:
                     __builtin_prefetch(st.mm + INDEX_HEADER_SIZE + (hashes[i] % st.slot_num) * INDEX_SLOT_SIZE,
                                        1, 1)
                 for i in range(n):
-                    if res.phys[i] < st.h[3]:
+                    if phys[i] < st.h[3]:
                         continue  # indexed already
-                    index_put(&st, hashes[i], res.phys[i], store_ts)
+                    index_put(&st, hashes[i], phys[i], store_ts)
                     if _fault_hook is not None:
                         _fault_hook("index-key")
                     for k in range(m.nkeys - 1):
-                        index_put(&st, tok_hashes[k], res.phys[i], store_ts)
+                        index_put(&st, tok_hashes[k], phys[i], store_ts)
             if not t.in_table:
                 self.new_topics.add(topic)
             if self.sync_flush:
@@ -494,13 +536,17 @@ cdef class Appender:
             dirty = self.dirty
             if not (dirty._flag if self.dirty_flag else dirty.is_set()):
                 dirty.set()
+            if single:
+                return put_result(topic, qid, phys[0], qoff0, store_ts, sizes[0], self.store_host,
+                                  self.prefix_b, tails)
             res.n = n
             res.qoff0, res.store_ts, res.qid = qoff0, store_ts, qid
-            res.topic, res.prefix, res.store_host = topic, self.prefix, self.store_host
+            res.topic, res.prefix_b, res.store_host = topic, self.prefix_b, self.store_host
             res.tails = tails[:12 * n]
             return res
         finally:
-            PyMem_Free(tails)
+            if tails != small:
+                PyMem_Free(tails)
 
 
 

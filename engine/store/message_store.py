@@ -302,9 +302,9 @@ class MessageStore(Queries, QueueKinds):
         """Append one message (RocketMQ encoding, UNIQ_KEY generated unless given) and dispatch it."""
         w = self.writer or self._writer()
         if _APPEND is not None and properties is None and not flag and not kw:
-            out = (w._appender or _APPEND.appender(w)).put(topic, [body], queue_id, tags, keys)
+            out = (w._appender or _APPEND.appender(w)).put1(topic, body, queue_id, tags, keys)
             if out is not None:
-                return out[0]
+                return out
         return w.put([w.draft(topic, body, queue_id, tags, keys, properties, flag, **kw)])[0]
 
     def put_messages(self, topic: str, bodies: list[bytes], queue_id: int | None = None, tags: str | None = None,
