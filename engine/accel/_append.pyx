@@ -28,6 +28,7 @@ cdef extern from "<time.h>" nogil:
     int CLOCK_REALTIME
 
 from engine.format.crc import crc32 as _crc32
+from engine.accel._state cimport FileState, QueueState, UniqState, WriterState
 
 from engine.format.message import SCHEDULE_TOPIC
 from engine.store.writer import PutResult, wall_clock_ms
@@ -71,7 +72,7 @@ cdef class _Held:
     cdef int64_t start              # file_from_offset (index files: unused)
     cdef Py_buffer hv               # index files: the header's array('q')
     cdef bint hv_held
-    cdef object file                # index files: their MappedFile (reserved_until)
+    cdef FileState file             # index files: their MappedFile (reserved_until)
     cdef int64_t entry_base, slot_num, index_num
 
     cdef int release(self) except -1:
@@ -132,7 +133,10 @@ cdef class Appender:
     """StoreWriter.put for plain messages. One per writer; state stays in the writer's own
     objects (positions, offsets, headers) so the Python path can take over at any put. The
     maps of the files appended to are held between puts (release() gives them back)."""
-    cdef object w, store, lock, dirty, rr, queue_offsets, gen, cl_files, index, new_topics
+    cdef object w, store, lock, dirty, rr, queue_offsets, cl_files, index, new_topics
+    cdef WriterState ws             # w itself: its timestamps, `broken` and `clock` as C fields
+    cdef UniqState gen
+    cdef list ifiles                # index.files (the list object never changes)
     cdef object lock_acquire, lock_release   # the writer's RLock's bound methods (no lookup a put)
     cdef _Held cl_held, ix_held
     cdef bint dirty_flag        # threading.Event keeps its state in `_flag`: read it, no call
@@ -150,6 +154,8 @@ cdef class Appender:
         self.rr, self.queue_offsets, self.gen, self.new_topics = w._rr, w.queue_offsets, w.uniq, w.new_topics
         self.cl_files = w.store.commitlog.queue.files
         self.index = w.store.index
+        self.ifiles = self.index.files
+        self.ws = w
         self.topics = {}
         self.born_host, self.store_host = w.default_born_host, w.store_host
         self.crc_tail = cfg.enabledAppendPropCRC
@@ -270,22 +276,24 @@ cdef class Appender:
         """n UNIQ_KEYs (UniqKeyGenerator.next: its own call outside the cached month), the 12
         characters after the prefix of each. `nows`: the wall-clock times already read for the
         messages' born timestamps (NULL: read the clock here)."""
-        gen = self.gen
-        cdef int64_t start = gen._month_start_cached, end = gen._month_end_cached, now
-        cdef uint32_t span, counter = gen.counter
+        cdef UniqState gen = self.gen
+        cdef int64_t start = gen.month_start, end = gen.month_end, now     # int64s: _put checked
+        cdef uint32_t span, counter = <uint32_t>gen.count
         cdef Py_ssize_t i, pl = len(self.prefix_b)
         cdef int k
         for i in range(n):
             now = nows[i] if nows != NULL else now_ms()
             if now < start or now >= end:
-                gen.counter = counter
+                gen.count = counter                 # an int64 (_put checked)
                 s = gen.next()
                 b = (<str>s).encode("ascii")
                 if len(b) != pl + 12:
                     raise ValueError("unexpected UNIQ_KEY shape")
                 memcpy(out + 12 * i, (<const char*>b) + pl, 12)
-                counter = gen.counter
-                start, end = gen._month_start_cached, gen._month_end_cached
+                if gen.count_py or gen.month_start_py or gen.month_end_py:
+                    raise ValueError("unexpected UniqKeyGenerator state")
+                counter = <uint32_t>gen.count
+                start, end = gen.month_start, gen.month_end
                 continue
             span = <uint32_t>((now - start) & 0xFFFFFFFF)
             counter = (counter + 1) & 0xFFFF
@@ -293,7 +301,7 @@ cdef class Appender:
                 out[12 * i + k] = HEX[(span >> (28 - 4 * k)) & 0xF]
             for k in range(4):
                 out[12 * i + 8 + k] = HEX[(counter >> (12 - 4 * k)) & 0xF]
-        gen.counter = counter
+        gen.count = counter                 # an int64 (_put checked)
         return 0
 
     cdef object parts(self, Parts* m, tags, keys):
@@ -338,7 +346,7 @@ cdef class Appender:
     def put(self, str topic, list bodies, queue_id, tags, keys):
         """PutResults of `bodies` (one topic, one queue, same tags and keys: one message or
         a put_messages batch), or None for the Python path, with nothing written."""
-        if not bodies or not self.usable or self.w.broken is not None:
+        if not bodies or not self.usable or self.ws.broken is not None:
             return None
         cdef _Topic t = self.topic(topic)
         if t is None:
@@ -361,7 +369,7 @@ cdef class Appender:
     def put1(self, str topic, body, queue_id, tags, keys):
         """put_message's PutResult of one message (no list in, no PutResults out), or None
         for the Python path, with nothing written."""
-        if type(body) is not bytes or not self.usable or self.w.broken is not None:
+        if type(body) is not bytes or not self.usable or self.ws.broken is not None:
             return None
         cdef _Topic t = self.topic(topic)
         if t is None:
@@ -383,6 +391,10 @@ cdef class Appender:
         (the answer is then that message's PutResult, else PutResults)."""
         cdef long qid, rr_next = -1
         w = self.w
+        cdef WriterState ws = self.ws
+        cdef UniqState g = self.gen
+        if ws.store_ts_py or g.count_py or g.month_start_py or g.month_end_py:
+            return None     # state that is not int64s (_state.pxd): Python's
         if queue_id is None:
             rr_next = self.rr.get(topic, -1) + 1
             qid = rr_next % (t.qcount or w._queue_count(topic))
@@ -393,27 +405,32 @@ cdef class Appender:
         cdef _Queue q = self.queue(t, topic, qid)
         if q is None:
             return None
-        key, cq = q.key, q.cq
+        key = q.key
+        cdef QueueState cq = q.cq
         # room: the commitlog file, the CQ's last file, the index's last file (no roll-over here)
         files = self.cl_files
         if not files:
             return None
-        f = files[len(files) - 1]
-        cdef int64_t pos = f.wrote_position
-        if pos + total + BLANK_RECORD_MIN > f.reserved_until:   # blocks reserved (and within the file)
+        cdef FileState f = files[len(files) - 1]
+        if f.wrote_py or f.reserved_py:
+            return None     # positions that are not int64s (_state.pxd): Python's
+        cdef int64_t pos = f.wrote
+        if pos + total + BLANK_RECORD_MIN > f.reserved:   # blocks reserved (and within the file)
             return None
         cq_files = q.files
         if not cq_files:
             return None
-        cqf = cq_files[len(cq_files) - 1]
-        cdef int64_t cq_pos = cqf.wrote_position
-        if cq_pos + n * CQ_UNIT_SIZE > cqf.reserved_until:
+        cdef FileState cqf = cq_files[len(cq_files) - 1]
+        if cqf.wrote_py or cqf.reserved_py or cq.max_phy_py:
+            return None
+        cdef int64_t cq_pos = cqf.wrote
+        if cq_pos + n * CQ_UNIT_SIZE > cqf.reserved:
             return None
         idx = None
         cdef _Held ih = None
         cdef int64_t count
         if self.index_enabled:
-            ifiles = self.index.files
+            ifiles = self.ifiles
             if not ifiles:
                 return None
             idx = ifiles[len(ifiles) - 1]
@@ -421,10 +438,11 @@ cdef class Appender:
             ih = self.ix_held
             count = (<int64_t*>ih.hv.buf)[5]
             if count + n * m.nkeys > ih.index_num or \
-                    ih.entry_base + (count + n * m.nkeys) * INDEX_ENTRY_SIZE > ih.file.reserved_until:
+                    ih.file.reserved_py or \
+                    ih.entry_base + (count + n * m.nkeys) * INDEX_ENTRY_SIZE > ih.file.reserved:
                 return None
         # write: records, then the batch's first TOTALSIZE; CQ units; index entries
-        clock = w.clock
+        clock = ws.clock
         cdef bint wall = clock is wall_clock_ms
         self.cl_held = hold_file(self.cl_held, f)
         q.last = hold_file(q.last, cqf)
@@ -432,7 +450,7 @@ cdef class Appender:
         cdef _Held cqh = q.last
         cdef int64_t store_ts, phy, rec_total, base = clh.start, start = pos
         cdef int64_t qoff = self.queue_offsets.get(key, 0), qoff0 = qoff
-        cdef int64_t cq_start = cqh.start, max_phy = cq.max_physic_offset
+        cdef int64_t cq_start = cqh.start, max_phy = cq.max_phy
         cdef bint wrote_unit = False
         cdef IndexState st
         cdef uint8_t* u
@@ -464,8 +482,8 @@ cdef class Appender:
                 born[i] = now_ms() if wall else clock()   # one per draft, as draft() does
             self.uniq_tails(tails, n, born if wall else NULL)
             store_ts = now_ms() if wall else clock()
-            if store_ts < w.last_store_ts:
-                store_ts = w.last_store_ts
+            if store_ts < ws.store_ts:
+                store_ts = ws.store_ts
             if _fault_hook is not None:
                 _fault_hook("before-write")
             for i in range(n):
@@ -482,8 +500,8 @@ cdef class Appender:
                 qoff += 1
                 pos += rec_total
             be32(<uint8_t*>clh.v.buf + start, first_total)   # the batch becomes visible
-            f.wrote_position = pos
-            w.last_store_ts = store_ts
+            f.wrote = pos
+            ws.store_ts = store_ts
             self.queue_offsets[key] = qoff
             if rr_next >= 0:
                 self.rr[topic] = rr_next
@@ -502,10 +520,11 @@ cdef class Appender:
                 cq_pos += CQ_UNIT_SIZE
                 max_phy = phys[i] + sizes[i]
                 wrote_unit = True
-            cqf.wrote_position = cq_pos
-            cq.max_physic_offset = max_phy
+            cqf.wrote = cq_pos
+            cq.max_phy = max_phy
             if wrote_unit:
-                w.last_dispatched_ts = store_ts
+                ws.dispatched_ts_py, ws.dispatched_ts_o = False, None
+                ws.dispatched_ts = store_ts
                 if _fault_hook is not None:
                     _fault_hook("cq-unit")
             if ih is not None:

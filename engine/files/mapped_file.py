@@ -17,7 +17,10 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.accel import load as _load_accel
 from engine.errors import ConfigError, StoreError, StoreFullError
+
+_STATE = _load_accel("_state")  # the positions as C fields for the compiled put (None: plain attributes)
 
 NAME_DIGITS = 20
 
@@ -256,7 +259,7 @@ def refuse_full_tmpfs(path) -> None:
         os.close(fd)
 
 
-class MappedFile:
+class MappedFile(_STATE.FileState if _STATE is not None else object):
     def __init__(self, path: Path, file_size: int, writable: bool = False, create: bool = False,
                  reserve_step: int = DEFAULT_RESERVE_STEP, reserve_from_start: bool = False,
                  populate: bool = False):
