@@ -17,7 +17,7 @@ from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.unicode cimport PyUnicode_DecodeASCII
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
-from libc.string cimport memcpy, memset
+from libc.string cimport memchr, memcpy, memset
 
 cdef extern from "<time.h>" nogil:
     ctypedef long time_t
@@ -232,7 +232,7 @@ cdef class Appender:
         cdef Py_ssize_t blen = len(body), tlen = len(t.name_b)
         cdef Py_ssize_t plen = m.plen + 9 + len(self.prefix_b) + 12 + len(self.tail)
         cdef Py_ssize_t bh = len(self.born_host), sh = len(self.store_host)
-        cdef int64_t crc = (_crc32(body) & 0x7FFFFFFF) if blen else 0
+        cdef int64_t crc = (<uint32_t>_crc32(body) & 0x7FFFFFFF) if blen else 0   # C ints: no Python `&`
         cdef uint8_t* q = p
         if not first:
             be32(q, total)
@@ -311,10 +311,11 @@ cdef class Appender:
         m.tags_len = m.keys_len = 0
         m.tags_code = 0
         if tags is not None:
-            if type(tags) is not str or "\x02" in tags:
+            if type(tags) is not str:
                 return False
             if tags:
-                if not utf8(tags, &m.tags, &m.tags_len):
+                # 0x02 ends a property: in UTF-8 that byte is the character and nothing else
+                if not utf8(tags, &m.tags, &m.tags_len) or memchr(m.tags, 2, m.tags_len) != NULL:
                     return False
                 m.has_tags = True
                 m.tags_code = <int32_t>jhash_more(0, tags)
@@ -329,10 +330,8 @@ cdef class Appender:
                         if type(k) is not str:
                             return False
                     keys = " ".join(keys)
-            if "\x02" in keys:
-                return False
             if keys:
-                if not utf8(keys, &m.keys, &m.keys_len):
+                if not utf8(keys, &m.keys, &m.keys_len) or memchr(m.keys, 2, m.keys_len) != NULL:
                     return False
                 m.has_keys = True
             else:
@@ -481,7 +480,7 @@ cdef class Appender:
             for i in range(n):
                 born[i] = now_ms() if wall else clock()   # one per draft, as draft() does
             self.uniq_tails(tails, n, born if wall else NULL)
-            store_ts = now_ms() if wall else clock()
+            store_ts = born[n - 1] if wall else clock()   # wall clock: the last born time is now
             if store_ts < ws.store_ts:
                 store_ts = ws.store_ts
             if _fault_hook is not None:
