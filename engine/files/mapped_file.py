@@ -298,7 +298,7 @@ class MappedFile(_STATE.FileState if _STATE is not None else object):
             self.mm = mmap.mmap(fd, file_size, access=mmap.ACCESS_WRITE) if writable else \
                 map_for_reading(fd, file_size)
             if create and self.populate:
-                self._warmer = warm_pages(self.mm, 0, self.reserved_until)
+                self.warm(0, self.reserved_until)
         finally:
             os.close(fd)
         self.buf = memoryview(self.mm)
@@ -345,8 +345,12 @@ class MappedFile(_STATE.FileState if _STATE is not None else object):
         self.reserved_until = stop
         mm = getattr(self, "mm", None)  # a new file is mapped after its first reservation
         if self.populate and mm is not None and stop > start:
-            self.join_warmer()
-            self._warmer = warm_pages(mm, start, stop - start)
+            self.warm(start, stop - start)
+
+    def warm(self, start: int, length: int) -> None:
+        """Fault [start, start + length) in on a thread of its own (`warm_pages`)."""
+        self.join_warmer()
+        self._warmer = warm_pages(self.mm, start, length)
 
     def join_warmer(self) -> None:
         """Wait for the background populate (before the map is closed or resized)."""
