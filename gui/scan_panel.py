@@ -40,6 +40,7 @@ JOB_FIELDS = {
     "export": {"body", "tags", "key", "prop", "format", "out", "overwrite"},
 }
 COMMON_FIELDS = {"topic", "queue", "stores"}
+VIA_CQ_JOBS = set(JOB_FIELDS) - {"consistency"}   # consistency reads every record
 PROGRESS_MS = 100   # the progress shown at most this often
 
 
@@ -162,6 +163,12 @@ class ScanPanel(QWidget):
         self.topic_edit.setPlaceholderText("all (or comma-separated names)")
         self.queue_edit = add("queue", "Queue ids", QLineEdit())
         self.queue_edit.setPlaceholderText("all (or e.g. 0,3)")
+        self.via_cq = add("via_cq", "", QCheckBox("Only the records these queues' ConsumeQueue units name"))
+        self.via_cq.setToolTip("A consumer's view, reading only those queues' bytes: PREPARED/ROLLBACK and "
+                               "undispatched records are in no queue (the CLI's --via-consume-queue)")
+        self.topic_edit.textChanged.connect(self._filter_changed)
+        self.queue_edit.textChanged.connect(self._filter_changed)
+        self._filter_changed()
         self.by_queue = add("by_queue", "", QCheckBox("One row per queue"))
         self.bucket_box = add("bucket", "Bucket", QComboBox())
         self.bucket_box.setEditable(True)
@@ -261,8 +268,13 @@ class ScanPanel(QWidget):
     def extra_stores(self) -> list[str]:
         return [self.stores_list.item(i).text() for i in range(self.stores_list.count())]
 
+    def _filter_changed(self, *_):
+        """Reading through the ConsumeQueue needs the queues to read: a topic or queue ids."""
+        self.via_cq.setEnabled(bool(self.topic_edit.text().strip() or self.queue_edit.text().strip()))
+
     def _job_changed(self, *_):
-        used = JOB_FIELDS[self.job_box.currentText()] | COMMON_FIELDS
+        job = self.job_box.currentText()
+        used = JOB_FIELDS[job] | COMMON_FIELDS | ({"via_cq"} if job in VIA_CQ_JOBS else set())
         for key, (lab, w) in self.fields.items():
             lab.setVisible(key in used)
             w.setVisible(key in used)
@@ -304,6 +316,8 @@ class ScanPanel(QWidget):
                          limit=self.limit_spin.value() or None, per_topic=self.per_topic.isChecked(),
                          format=self.format_box.currentText(), out=self.out_edit.text() or None,
                          overwrite=self.overwrite.isChecked(), split_bytes=self.split_bytes,
+                         via_consume_queue=self.via_cq.isChecked() and self.via_cq.isEnabled()
+                         and self.job_box.currentText() in VIA_CQ_JOBS,
                          throttle_ms=self.throttle_ms)
 
     def run(self):

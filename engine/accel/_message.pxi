@@ -178,7 +178,7 @@ cdef object lazy_message(const uint8_t* b, Py_ssize_t start, const Row* r, int64
     With `src` (an Anchor on b's map) the lazy parts are read from the map (a page's messages:
     the bulk path); without, from a copy of the record made here, so the message is a snapshot
     (single reads and key queries: what check, recovery and tools compare against later)."""
-    cdef MessageBase m = MessageBase.__new__(_LazyMessage)
+    cdef MessageBase m = <MessageBase>rmq_new_instance(_LazyMessage)
     cdef Py_ssize_t bh = HOST_V6 if r.sysFlag & BORNHOST_V6_FLAG else HOST_V4
     cdef Py_ssize_t sh = HOST_V6 if r.sysFlag & STOREHOST_V6_FLAG else HOST_V4
     if src is not None:

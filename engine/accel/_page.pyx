@@ -31,6 +31,7 @@ from engine.format.layout cimport (BLANK_MAGIC, BORNHOST_V6_FLAG, CQ_UNIT_SIZE, 
                                    PROP_CRC_TAIL_SIZE, RECORD_FIXED, STOREHOST_V6_FLAG)
 
 include "_record_decls.pxi"
+include "_fast_objects.pxi"
 
 # why scan stopped (the unit at the returned index is not consumed)
 STOP_END = 0       # no more units

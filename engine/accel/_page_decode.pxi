@@ -63,21 +63,38 @@ def messages_at(cl, offsets):
     """CommitLog.messages_at: lookMessageByOffset for each offset of a key query's answer, in
     one call (bound to the CommitLog, no Python frame): the records the compiled check decides
     become Messages here; any other answer is cl.get_message's (a Message or None). Offsets
-    with no message are left out."""
-    q, opts, fallback = cl.queue, cl.read_opts, cl.get_message
+    with no message are left out. The queue's file list is read once per call, not per offset
+    (a key query's hits are a few offsets: the lookups were most of its cost)."""
+    q, opts = cl.queue, cl.read_opts
     cdef Row r
     cdef int32_t size
     cdef int st, flags
-    cdef int64_t o, start, wp
+    cdef int64_t o, start, wp, base = 0, fsize = 0
+    cdef Py_ssize_t n, i
     cdef Py_buffer v
     cdef list out = []
+    cdef list files = q.files
     flags = (F_CRC if opts.check_crc else 0) | (F_FORCE if opts.force_verify_prop_crc else 0) | (F_V2 if opts.accept_v2 else 0)
+    n = len(files)
+    if n:
+        fsize = q.file_size
+        base = files[0].file_from_offset
     for off in offsets:
         o = off
-        f = find_file(q, o)
+        f = None
+        if n and o >= base and fsize > 0:
+            i = (o - base) // fsize
+            if i < n:
+                f = files[i]
+        if f is not None:
+            start = f.file_from_offset
+            if not start <= o < start + fsize:
+                f = None
         if f is None:
-            continue
-        start = f.file_from_offset
+            f = q.find(o)
+            if f is None:
+                continue
+            start = f.file_from_offset
         wp = f.wrote_position
         if o - start >= wp or o < start:
             continue
@@ -89,7 +106,58 @@ def messages_at(cl, offsets):
         finally:
             PyBuffer_Release(&v)
         if st != S_MESSAGE:
-            m = fallback(o)
+            m = cl.get_message(o)
             if m is not None:
                 out.append(m)
     return out
+
+
+cdef object _QueryResult = None
+cdef Py_ssize_t _qr_off[6]
+cdef bint _qr_direct = False
+QUERY_RESULT_FIELDS = ("messages", "truncated", "offsets", "false_hits", "indexLastUpdateTimestamp",
+                       "indexLastUpdatePhyoffset")
+
+
+def bind_query_result(result_cls):
+    """engine.store.queries.QueryResult (a slots dataclass). Its six slots are filled here
+    straight from their member descriptors' offsets (the dataclass __init__ is a Python frame,
+    a third of a raw key query's overhead); any other shape falls back to setattr."""
+    global _QueryResult, _qr_direct
+    _QueryResult = result_cls
+    _qr_direct = False
+    for i, name in enumerate(QUERY_RESULT_FIELDS):
+        _qr_off[i] = rmq_slot_offset(result_cls.__dict__.get(name))
+        if _qr_off[i] < 0:
+            return
+    _qr_direct = True
+
+
+def query_result_direct():
+    """Are QueryResults filled through their slots (the bound class has the expected shape)?"""
+    return _qr_direct
+
+
+cdef object new_query_result(messages, truncated, offsets, false_hits, lts, loff):
+    cdef object r = rmq_new_instance(_QueryResult)
+    if _qr_direct:
+        rmq_slot_set(r, _qr_off[0], messages)
+        rmq_slot_set(r, _qr_off[1], truncated)
+        rmq_slot_set(r, _qr_off[2], offsets)
+        rmq_slot_set(r, _qr_off[3], false_hits)
+        rmq_slot_set(r, _qr_off[4], lts)
+        rmq_slot_set(r, _qr_off[5], loff)
+        return r
+    for name, v in zip(QUERY_RESULT_FIELDS, (messages, truncated, offsets, false_hits, lts, loff)):
+        setattr(r, name, v)
+    return r
+
+
+def query_message(self, topic, key, begin=0, end=0x7FFFFFFFFFFFFFFF, max_num=64, raw=False, cap=None):
+    """Queries.query_message (the reference, and its docstring, is engine/store/queries.py): the
+    raw answer -- IndexService.query_offset, then lookMessageByOffset for every hit -- with no
+    Python frame; the default (exact) answer is Queries._query_exact's."""
+    if not raw:
+        return self._query_exact(topic, key, begin, end, max_num, cap)
+    offs, lts, loff = self.index.query_offset(topic, key, max_num, begin, end, cap)
+    return new_query_result(self.commitlog.messages_at(offs), False, offs, [], lts, loff)

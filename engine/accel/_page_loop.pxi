@@ -66,7 +66,7 @@ cdef class PageBase:
 
 
 cdef inline object new_page(Py_ssize_t n, rows, views, cache):
-    cdef PageBase p = PageBase.__new__(_Page)
+    cdef PageBase p = <PageBase>rmq_new_instance(_Page)
     p._n = n
     p._rows = rows
     p._views = views
@@ -331,7 +331,7 @@ cdef int64_t queue_max(q):
 
 
 cdef object _result(status, nxt, mn, mx, messages, total, skipped):
-    r = _Result.__new__(_Result)
+    r = rmq_new_instance(_Result)
     r.status, r.nextBeginOffset, r.minOffset, r.maxOffset = status, nxt, mn, mx
     r.messages, r.bufferTotalSize, r.skipped = messages, total, skipped
     return r

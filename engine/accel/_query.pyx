@@ -10,6 +10,9 @@ array('q') (the writer updates it in place; reload_header copies into it), never
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memcpy
+from libc.stdint cimport uint8_t
+from cpython.long cimport PyLong_AsLongLongAndOverflow
+from cpython.unicode cimport PyUnicode_1BYTE_KIND, PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND
 
 from engine.format.layout cimport (INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, OFF_ENTRY_HASH,
                                    OFF_ENTRY_PHY, OFF_ENTRY_PREV, OFF_ENTRY_TIMEDIFF)
@@ -52,14 +55,35 @@ def key_hash(str topic, str key):
     return _key_hash(topic, key)
 
 
-cdef int32_t _key_hash(str topic, str key):
-    cdef uint32_t h = 0
+cdef uint32_t _feed_str(uint32_t h, str s):
+    """_feed over every code point of s; 1-byte strings (ASCII/Latin-1 topics and keys, the
+    usual case) without the per-character kind dispatch."""
+    cdef Py_ssize_t i, n = PyUnicode_GET_LENGTH(s)
+    cdef const uint8_t* p
     cdef Py_UCS4 c
-    for c in topic:
+    if PyUnicode_KIND(s) == PyUnicode_1BYTE_KIND:
+        p = <const uint8_t*>PyUnicode_DATA(s)
+        for i in range(n):
+            h = h * 31 + p[i]
+        return h
+    for c in s:
         h = _feed(h, <uint32_t>c)
-    h = _feed(h, 35)  # '#'
-    for c in key:
-        h = _feed(h, <uint32_t>c)
+    return h
+
+
+cdef object _last_topic = None   # the topic whose "topic#" hash state _last_prefix holds
+cdef uint32_t _last_prefix = 0
+
+
+cdef int32_t _key_hash(str topic, str key):
+    global _last_topic, _last_prefix
+    cdef uint32_t h
+    if topic is _last_topic:      # a run of queries on one topic: "topic#" hashed once
+        h = _last_prefix
+    else:
+        h = _feed(_feed_str(0, topic), 35)  # '#'
+        _last_topic, _last_prefix = topic, h
+    h = _feed_str(h, key)
     cdef int32_t s = <int32_t>h
     if s == INT_MIN32:
         return 0
@@ -77,6 +101,8 @@ cdef class KeyIndex:
     cdef int64_t **hdrs
     cdef int64_t *slot_nums
     cdef int64_t *index_nums
+    cdef object _ts_obj, _phy_obj   # the last file's endTimestamp / endPhyOffset as ints, reused
+    cdef int64_t _ts, _phy          # while the header still holds these values
 
     def __cinit__(self, list files):
         cdef Py_ssize_t i, n = len(files)
@@ -122,6 +148,17 @@ cdef class KeyIndex:
             return True
         return files[0] is self.first and files[n - 1] is self.last
 
+    cdef inline object _end_ts(self, int64_t v):
+        """The answer's lastUpdateTimestamp: one int object while the header keeps the value."""
+        if self._ts_obj is None or v != self._ts:
+            self._ts_obj, self._ts = v, v
+        return self._ts_obj
+
+    cdef inline object _end_phy(self, int64_t v):
+        if self._phy_obj is None or v != self._phy:
+            self._phy_obj, self._phy = v, v
+        return self._phy_obj
+
     cdef Py_ssize_t _select(self, Py_ssize_t i, int32_t key_hash, Py_ssize_t max_num, int64_t begin,
                             int64_t end, list out) except -1:
         """IndexFile.select: the newest entry first, hash and time tested, at most min(indexCount,
@@ -136,9 +173,10 @@ cdef class KeyIndex:
         cdef int32_t e_hash, diff, prev
         cdef const unsigned char *e
         cdef Py_ssize_t got = len(out)
-        if buf == NULL or entry_base + index_num * INDEX_ENTRY_SIZE > self.buf_len[i]:
+        if buf == NULL or entry_base + index_num * INDEX_ENTRY_SIZE > self.buf_len[i] \
+                or not 0 < slot_num <= 0x7FFFFFFF:   # an int in RocketMQ: the 32-bit modulo below
             return got
-        n = rmq_q_be32(buf + INDEX_HEADER_SIZE + (key_hash % slot_num) * INDEX_SLOT_SIZE)
+        n = rmq_q_be32(buf + INDEX_HEADER_SIZE + <int64_t>(<uint32_t>key_hash % <uint32_t>slot_num) * INDEX_SLOT_SIZE)
         if n <= 0 or n > count or count <= 1:
             return got
         while got < max_num and steps < max_steps:
@@ -189,7 +227,7 @@ cdef class KeyIndex:
         if self.n == 0:
             return out, 0, 0
         cdef int64_t *h = self.hdrs[self.n - 1]
-        return out, h[H_END_TS], h[H_END_PHY]
+        return out, self._end_ts(h[H_END_TS]), self._end_phy(h[H_END_PHY])
 
     def query_many(self, str topic, keys, Py_ssize_t max_num, int64_t begin, int64_t end):
         """query() for every key of `keys`: one list of offsets per key, in order."""
@@ -214,7 +252,8 @@ cdef class IndexServiceBase:
                      bint accel=True):
         """IndexService.query_offset (its docstring says what it answers)."""
         cdef KeyIndex ki
-        cdef int64_t b, e
+        cdef int64_t b, e = 0
+        cdef int ovf = 0
         cdef Py_ssize_t c, n
         cdef list files
         if accel and type(self._kidx) is KeyIndex and type(begin) is int and type(end) is int \
@@ -223,9 +262,10 @@ cdef class IndexServiceBase:
             files = <list>self.files
             n = len(files)
             if files is ki.files and n == ki.n and (n == 0 or (files[0] is ki.first and files[n - 1] is ki.last)):
-                try:
-                    b, e = begin, end
-                except OverflowError:
+                b = PyLong_AsLongLongAndOverflow(begin, &ovf)
+                if ovf == 0:
+                    e = PyLong_AsLongLongAndOverflow(end, &ovf)
+                if ovf != 0:  # beyond int64: the reference clamps
                     return self._query_offset_py(topic, key, max_num, begin, end, cap, accel)
                 c = self.cfg.maxMsgsNumBatch if cap is None else cap
                 if c != 0 and c < max_num:
@@ -233,5 +273,5 @@ cdef class IndexServiceBase:
                 out = ki._query(_key_hash(topic, key), max_num, b, e)
                 if n == 0:
                     return out, 0, 0
-                return out, ki.hdrs[n - 1][H_END_TS], ki.hdrs[n - 1][H_END_PHY]
+                return out, ki._end_ts(ki.hdrs[n - 1][H_END_TS]), ki._end_phy(ki.hdrs[n - 1][H_END_PHY])
         return self._query_offset_py(topic, key, max_num, begin, end, cap, accel)

@@ -67,9 +67,11 @@ def plot_result(p: pg.PlotWidget, result, bucket_ms: int | None) -> bool:
     shown = True
     headroom = 0.0
     if result.job == "traffic" and rows:
+        several = len(_brokers(rows)) > 1   # one line per broker and topic: never merged points
         by_topic: dict[str, list[tuple[int, int]]] = {}
         for r in rows:
-            by_topic.setdefault(r["topic"], []).append((r["bucketStart"], r["messages"]))
+            series = f"{r['broker']}: {r['topic']}" if several else r["topic"]
+            by_topic.setdefault(series, []).append((r["bucketStart"], r["messages"]))
         p.setAxisItems({"bottom": pg.DateAxisItem(utcOffset=0)})
         top = sorted(by_topic, key=lambda t: -sum(m for _, m in by_topic[t]))[:len(PLOT_PEN_COLORS)]
         lo, hi = min(r["bucketStart"] for r in rows), max(r["bucketStart"] for r in rows)
@@ -96,27 +98,55 @@ def plot_result(p: pg.PlotWidget, result, bucket_ms: int | None) -> bool:
         p.setLabel("left", "messages per bucket")
         p.setLabel("bottom", "store time (UTC)")
     elif result.job == "size-histogram" and rows:
-        p.setAxisItems({"bottom": CategoryAxis([_size_label(r["sizeFrom"]) for r in rows])})
-        x = np.arange(len(rows), dtype=np.float64)
-        y = np.array([r["messages"] for r in rows], dtype=np.float64)
-        p.addItem(pg.BarGraphItem(x=x, height=y, width=0.8, brush="#1f77b4"))
+        sizes = sorted({r["sizeFrom"] for r in rows})
+        p.setAxisItems({"bottom": CategoryAxis([_size_label(v) for v in sizes])})
+        _grouped_bars(p, rows, "sizeFrom", sizes, "#1f77b4")
         p.setLabel("left", "messages")
         p.setLabel("bottom", "record size (from)")
     elif result.job == "topic-stats" and rows and not any("queueId" in r for r in rows):
-        p.setAxisItems({"bottom": CategoryAxis([r["topic"] for r in rows])})
-        x = np.arange(len(rows), dtype=np.float64)
-        y = np.array([r["messages"] for r in rows], dtype=np.float64)
-        p.addItem(pg.BarGraphItem(x=x, height=y, width=0.8, brush="#2ca02c"))
+        totals: dict[str, int] = {}
+        for r in rows:
+            totals[r["topic"]] = totals.get(r["topic"], 0) + r["messages"]
+        topics = list(totals) if len(_brokers(rows)) == 1 else sorted(totals)
+        p.setAxisItems({"bottom": CategoryAxis(topics)})
+        _grouped_bars(p, rows, "topic", topics, "#2ca02c")
         p.setLabel("left", "messages")
         p.setLabel("bottom", "topic")
     else:
         shown = False
+    legend = p.plotItem.legend
+    if legend is not None:   # an empty legend still draws its frame
+        legend.setVisible(bool(legend.items))
     p.setVisible(shown)
     if shown:
         p.autoRange()
         if result.job == "traffic" and headroom > 0:
             p.setYRange(0, headroom, padding=0)
     return shown
+
+
+def _brokers(rows: list[dict]) -> list:
+    """The brokers of a many-store result in row order ([None] for one store)."""
+    return list(dict.fromkeys(r.get("broker") for r in rows)) or [None]
+
+
+def _grouped_bars(p: pg.PlotWidget, rows: list[dict], key: str, categories: list, color: str) -> None:
+    """Messages per category: one bar each, or with several brokers a group per category,
+    a bar (and a legend entry) per broker side by side."""
+    brokers = _brokers(rows)
+    index = {c: i for i, c in enumerate(categories)}
+    width = 0.8 / len(brokers)
+    for b_i, broker in enumerate(brokers):
+        y = np.zeros(len(categories), dtype=np.float64)
+        for r in rows:
+            if r.get("broker") == broker:
+                y[index[r[key]]] += r["messages"]
+        x = np.arange(len(categories), dtype=np.float64) - 0.4 + (b_i + 0.5) * width
+        brush = color if len(brokers) == 1 else PLOT_PEN_COLORS[b_i % len(PLOT_PEN_COLORS)]
+        bars = pg.BarGraphItem(x=x, height=y, width=width, brush=brush)
+        p.addItem(bars)
+        if len(brokers) > 1 and p.plotItem.legend is not None:
+            p.plotItem.legend.addItem(bars, str(broker))
 
 
 def _size_label(n: int) -> str:

@@ -226,28 +226,3 @@ def test_f1_lists_the_shortcuts_in_a_table(qtbot, window):
     assert t.columnWidth(0) >= t.fontMetrics().horizontalAdvance("Ctrl+Home / Ctrl+End") and \
         not t.horizontalScrollBar().isVisible()
     screenshot(dlg, "browser-shortcuts.png")
-
-
-def test_scan_panel_topic_bars_are_named_without_overlap(qtbot):
-    from gui.scan_panel import CategoryAxis, ScanPanel
-    from gui.session import StoreSession
-    session = StoreSession()
-    session.open_blocking(unpack("small"))
-    p = ScanPanel(session)
-    qtbot.addWidget(p)
-    p.resize(1280, 800)
-    p.show()
-    try:
-        p.engine_box.setCurrentIndex(p.engine_box.findData("local"))
-        p.job_box.setCurrentText("topic-stats")
-        with qtbot.waitSignal(p.finished, timeout=30_000) as blocker:
-            qtbot.mouseClick(p.run_button, Qt.LeftButton)
-        rows = blocker.args[0].rows
-        axis = p.plot.getAxis("bottom")
-        assert isinstance(axis, CategoryAxis) and axis.labels == [r["topic"] for r in rows]
-        qtbot.wait(50)
-        shown = axis.tickStrings(axis.tickValues(*p.plot.viewRange()[0], axis.geometry().width())[0][1], 1, 1)
-        assert len(shown) == len(rows) and any("…" in t for t in shown)   # every bar named, long ones elided
-        screenshot(p, "scan-panel-topics.png")
-    finally:
-        session.close()

@@ -134,3 +134,22 @@ def make_cluster(root) -> dict[str, str]:
 def cluster(tmp_path_factory):
     root = tmp_path_factory.mktemp("cluster")
     return root, make_cluster(root)
+
+
+@pytest.fixture
+def panel(qtbot):
+    """The Scan tab over the small fixture, shown at 1280x800, its master the test session's
+    (no second JVM); the store is closed after the test, which cancels and waits for a job."""
+    from gui.scan_panel import ScanPanel
+    from gui.session import StoreSession
+    session = StoreSession()
+    session.open_blocking(unpack("small"))
+    p = ScanPanel(session)
+    qtbot.addWidget(p)
+    p.resize(1280, 800)
+    p.show()
+    p.master_edit.setText(SPARK_MASTER)
+    yield p
+    p.cancel()
+    session.close()
+    assert not p.lane.busy

@@ -6,24 +6,8 @@ pytest.importorskip("PySide6")
 from PySide6.QtCore import Qt  # noqa: E402
 
 from conftest import manifest, unpack  # noqa: E402
-from gui.scan_panel import ScanPanel  # noqa: E402
-from gui.session import StoreSession  # noqa: E402
-from scan_support import SHOTS, SPARK_MASTER, spark  # noqa: E402,F401
-
-
-@pytest.fixture
-def panel(qtbot):
-    session = StoreSession()
-    session.open_blocking(unpack("small"))
-    p = ScanPanel(session)
-    qtbot.addWidget(p)
-    p.resize(1280, 800)
-    p.show()
-    p.master_edit.setText(SPARK_MASTER)   # the test session's master: no second JVM
-    yield p
-    p.cancel()
-    session.close()   # cancels a running scan and waits for it (aboutToClose)
-    assert not p.lane.busy
+from gui.scan_panel import CategoryAxis  # noqa: E402
+from scan_support import SHOTS, SPARK_MASTER, panel, spark  # noqa: E402,F401
 
 
 def test_local_job_without_spark(qtbot, panel):
@@ -87,3 +71,43 @@ def test_cancel_button_stops_a_slow_spark_job(qtbot, panel, spark):
     with qtbot.waitSignal(panel.finished, timeout=60_000) as blocker:
         qtbot.mouseClick(panel.run_button, Qt.LeftButton)
     assert len(blocker.args[0].rows) == 20 and panel.model.rowCount() == 20
+
+
+def test_via_consume_queue_checkbox(qtbot, panel):
+    """The checkbox reads the chosen queues through their ConsumeQueue units: the rows are
+    what the real store dispatched (no PREPARED/ROLLBACK or undispatched records); it is
+    offered only with a topic or queue ids, and not for consistency."""
+    panel.engine_box.setCurrentIndex(panel.engine_box.findData("local"))
+    panel.job_box.setCurrentText("topic-stats")
+    assert panel.via_cq.isVisible() and not panel.via_cq.isEnabled()
+    panel.queue_edit.setText("1")
+    assert panel.via_cq.isEnabled()
+    want, everything = {}, {}
+    for m in manifest("small")["messages"]:
+        if m["queueId"] == 1:
+            everything[m["topic"]] = everything.get(m["topic"], 0) + 1
+            if m["consumeQueueEntries"]:
+                want[m["topic"]] = want.get(m["topic"], 0) + 1
+    assert want != everything   # the fixture has records in queue 1 no ConsumeQueue names
+    for checked, expected in ((True, want), (False, everything)):
+        panel.via_cq.setChecked(checked)
+        with qtbot.waitSignal(panel.finished, timeout=30_000):
+            qtbot.mouseClick(panel.run_button, Qt.LeftButton)
+        assert {r["topic"]: r["messages"] for r in panel.model.rows} == expected, checked
+    panel.job_box.setCurrentText("consistency")
+    assert not panel.via_cq.isVisible() and not panel.params().via_consume_queue
+
+
+def test_topic_bars_are_named_without_overlap(qtbot, panel):
+    panel.engine_box.setCurrentIndex(panel.engine_box.findData("local"))
+    panel.job_box.setCurrentText("topic-stats")
+    with qtbot.waitSignal(panel.finished, timeout=30_000) as blocker:
+        qtbot.mouseClick(panel.run_button, Qt.LeftButton)
+    rows = blocker.args[0].rows
+    axis = panel.plot.getAxis("bottom")
+    assert isinstance(axis, CategoryAxis) and axis.labels == [r["topic"] for r in rows]
+    qtbot.wait(50)
+    shown = axis.tickStrings(axis.tickValues(*panel.plot.viewRange()[0], axis.geometry().width())[0][1], 1, 1)
+    assert len(shown) == len(rows) and any("…" in t for t in shown)   # every bar named, long ones elided
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    assert panel.grab().save(str(SHOTS / "scan-panel-topics.png"))
