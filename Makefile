@@ -22,7 +22,7 @@ compiler:
 	  else echo "WARNING: no C compiler (cc/gcc): the engine will run its pure-Python code"; fi; \
 	fi
 
-$(STAMP): pyproject.toml setup.py $(wildcard engine/accel/*.pyx engine/accel/*.pxi engine/format/*.pxd) | compiler
+$(STAMP): pyproject.toml setup.py $(wildcard engine/accel/*.pyx engine/accel/*.pxi engine/accel/*.pxd engine/format/*.pxd) | compiler
 	@test -x $(PY) || $(PYTHON) -m venv $(VENV)
 	$(PY) -m pip install -q --upgrade pip
 	$(PY) -m pip install -q -e '.[test]'

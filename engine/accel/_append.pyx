@@ -9,15 +9,16 @@ its slot then the header. Anything else (roll-over to a new commitlog, CQ or ind
 queue's first unit, user properties, SCHEDULE_TOPIC, a broken writer) returns None before
 any state is touched and the caller takes the Python path.
 
-Split in three: this file (declarations, the Appender), _append_codec.pxi (bytes, Java's
-String.hashCode, the index put, the record's parts) and _append_results.pxi (PutResults). The
-byte layouts are engine/format/layout.pxd's."""
+Split in four: this file (declarations, the Appender), _append_codec.pxi (bytes, Java's
+String.hashCode, the index put, the record's parts), _append_results.pxi (PutResult,
+PutResults) and _append_front.pxi (MessageStore.put_message). The byte layouts are
+engine/format/layout.pxd's."""
 cimport cython
 from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.unicode cimport PyUnicode_DecodeASCII
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
-from libc.string cimport memcpy, memset
+from libc.string cimport memchr, memcpy, memset
 
 cdef extern from "<time.h>" nogil:
     ctypedef long time_t
@@ -28,6 +29,7 @@ cdef extern from "<time.h>" nogil:
     int CLOCK_REALTIME
 
 from engine.format.crc import crc32 as _crc32
+from engine.accel._state cimport FileState, QueueState, UniqState, WriterState
 
 from engine.format.message import SCHEDULE_TOPIC
 from engine.store.writer import PutResult, wall_clock_ms
@@ -71,7 +73,7 @@ cdef class _Held:
     cdef int64_t start              # file_from_offset (index files: unused)
     cdef Py_buffer hv               # index files: the header's array('q')
     cdef bint hv_held
-    cdef object file                # index files: their MappedFile (reserved_until)
+    cdef FileState file             # index files: their MappedFile (reserved_until)
     cdef int64_t entry_base, slot_num, index_num
 
     cdef int release(self) except -1:
@@ -124,6 +126,7 @@ cdef class _Queue:
     """One queue the appender writes: its key in the writer's offsets, its ConsumeQueue, the
     held map of its last file."""
     cdef object key, cq
+    cdef list files                 # cq.queue.files (the list object never changes)
     cdef _Held last
 
 
@@ -131,7 +134,11 @@ cdef class Appender:
     """StoreWriter.put for plain messages. One per writer; state stays in the writer's own
     objects (positions, offsets, headers) so the Python path can take over at any put. The
     maps of the files appended to are held between puts (release() gives them back)."""
-    cdef object w, store, lock, dirty, rr, queue_offsets, gen, cl_files, index, new_topics
+    cdef object w, store, lock, dirty, rr, queue_offsets, cl_files, index, new_topics
+    cdef WriterState ws             # w itself: its timestamps, `broken` and `clock` as C fields
+    cdef UniqState gen
+    cdef list ifiles                # index.files (the list object never changes)
+    cdef object lock_acquire, lock_release   # the writer's RLock's bound methods (no lookup a put)
     cdef _Held cl_held, ix_held
     cdef bint dirty_flag        # threading.Event keeps its state in `_flag`: read it, no call
     cdef dict topics
@@ -144,9 +151,12 @@ cdef class Appender:
     def __init__(self, w):
         cfg = w.cfg
         self.w, self.store, self.lock, self.dirty = w, w.store, w.lock, w._dirty
+        self.lock_acquire, self.lock_release = w.lock.acquire, w.lock.release
         self.rr, self.queue_offsets, self.gen, self.new_topics = w._rr, w.queue_offsets, w.uniq, w.new_topics
         self.cl_files = w.store.commitlog.queue.files
         self.index = w.store.index
+        self.ifiles = self.index.files
+        self.ws = w
         self.topics = {}
         self.born_host, self.store_host = w.default_born_host, w.store_host
         self.crc_tail = cfg.enabledAppendPropCRC
@@ -212,6 +222,7 @@ cdef class Appender:
                 return None
             q = _Queue.__new__(_Queue)
             (<_Queue>q).key, (<_Queue>q).cq = key, cq
+            (<_Queue>q).files = cq.queue.files
             t.queues[qid] = q
         return <_Queue>q
 
@@ -222,7 +233,7 @@ cdef class Appender:
         cdef Py_ssize_t blen = len(body), tlen = len(t.name_b)
         cdef Py_ssize_t plen = m.plen + 9 + len(self.prefix_b) + 12 + len(self.tail)
         cdef Py_ssize_t bh = len(self.born_host), sh = len(self.store_host)
-        cdef int64_t crc = (_crc32(body) & 0x7FFFFFFF) if blen else 0
+        cdef int64_t crc = (<uint32_t>_crc32(body) & 0x7FFFFFFF) if blen else 0   # C ints: no Python `&`
         cdef uint8_t* q = p
         if not first:
             be32(q, total)
@@ -266,22 +277,24 @@ cdef class Appender:
         """n UNIQ_KEYs (UniqKeyGenerator.next: its own call outside the cached month), the 12
         characters after the prefix of each. `nows`: the wall-clock times already read for the
         messages' born timestamps (NULL: read the clock here)."""
-        gen = self.gen
-        cdef int64_t start = gen._month_start_cached, end = gen._month_end_cached, now
-        cdef uint32_t span, counter = gen.counter
+        cdef UniqState gen = self.gen
+        cdef int64_t start = gen.month_start, end = gen.month_end, now     # int64s: _put checked
+        cdef uint32_t span, counter = <uint32_t>gen.count
         cdef Py_ssize_t i, pl = len(self.prefix_b)
         cdef int k
         for i in range(n):
             now = nows[i] if nows != NULL else now_ms()
             if now < start or now >= end:
-                gen.counter = counter
+                gen.count = counter                 # an int64 (_put checked)
                 s = gen.next()
                 b = (<str>s).encode("ascii")
                 if len(b) != pl + 12:
                     raise ValueError("unexpected UNIQ_KEY shape")
                 memcpy(out + 12 * i, (<const char*>b) + pl, 12)
-                counter = gen.counter
-                start, end = gen._month_start_cached, gen._month_end_cached
+                if gen.count_py or gen.month_start_py or gen.month_end_py:
+                    raise ValueError("unexpected UniqKeyGenerator state")
+                counter = <uint32_t>gen.count
+                start, end = gen.month_start, gen.month_end
                 continue
             span = <uint32_t>((now - start) & 0xFFFFFFFF)
             counter = (counter + 1) & 0xFFFF
@@ -289,66 +302,102 @@ cdef class Appender:
                 out[12 * i + k] = HEX[(span >> (28 - 4 * k)) & 0xF]
             for k in range(4):
                 out[12 * i + 8 + k] = HEX[(counter >> (12 - 4 * k)) & 0xF]
-        gen.counter = counter
+        gen.count = counter                 # an int64 (_put checked)
         return 0
 
-    def put(self, str topic, list bodies, queue_id, tags, keys):
-        """PutResults of `bodies` (one topic, one queue, same tags and keys: one message or
-        a put_messages batch), or None for the Python path, with nothing written."""
-        w = self.w
-        if not bodies or not self.usable or w.broken is not None:
-            return None
-        cdef _Topic t = self.topic(topic)
-        if t is None:
-            return None
-        cdef Parts m
+    cdef object parts(self, Parts* m, tags, keys):
+        """m filled from tags and keys; the KEYS string (None: no keys), or False when the
+        message is not a plain one (the Python path takes it)."""
         m.has_tags = m.has_keys = False
         m.tags_len = m.keys_len = 0
         m.tags_code = 0
         if tags is not None:
-            if type(tags) is not str or "\x02" in tags:
-                return None
+            if type(tags) is not str:
+                return False
             if tags:
-                if not utf8(tags, &m.tags, &m.tags_len):
-                    return None
+                # 0x02 ends a property: in UTF-8 that byte is the character and nothing else
+                if not utf8(tags, &m.tags, &m.tags_len) or memchr(m.tags, 2, m.tags_len) != NULL:
+                    return False
                 m.has_tags = True
                 m.tags_code = <int32_t>jhash_more(0, tags)
         if keys is not None:
             if type(keys) is not str:
-                if type(keys) is not list and type(keys) is not tuple:
-                    return None
-                for k in keys:
-                    if type(k) is not str:
-                        return None
-                keys = " ".join(keys)
-            if "\x02" in keys:
-                return None
+                if type(keys) is list and len(<list>keys) == 1 and type((<list>keys)[0]) is str:
+                    keys = (<list>keys)[0]      # one key: the string itself, no join
+                else:
+                    if type(keys) is not list and type(keys) is not tuple:
+                        return False
+                    for k in keys:
+                        if type(k) is not str:
+                            return False
+                    keys = " ".join(keys)
             if keys:
-                if not utf8(keys, &m.keys, &m.keys_len):
-                    return None
+                if not utf8(keys, &m.keys, &m.keys_len) or memchr(m.keys, 2, m.keys_len) != NULL:
+                    return False
                 m.has_keys = True
             else:
                 keys = None
         m.nkeys = 1 + (count_tokens(keys) if m.has_keys else 0)
         m.plen = (6 + m.tags_len if m.has_tags else 0) + (6 + m.keys_len if m.has_keys else 0)
         if m.plen + 9 + len(self.prefix_b) + 12 + len(self.tail) > 32767:
+            return False
+        return keys
+
+    def put(self, str topic, list bodies, queue_id, tags, keys):
+        """PutResults of `bodies` (one topic, one queue, same tags and keys: one message or
+        a put_messages batch), or None for the Python path, with nothing written."""
+        if not bodies or not self.usable or self.ws.broken is not None:
+            return None
+        cdef _Topic t = self.topic(topic)
+        if t is None:
+            return None
+        cdef Parts m
+        keys = self.parts(&m, tags, keys)
+        if keys is False:
             return None
         cdef Py_ssize_t n = len(bodies), total = 0, per = self.fixed + len(t.name_b) + m.plen
         for b in bodies:
             if type(b) is not bytes or len(<bytes>b) > self.max_size:
                 return None
             total += per + len(<bytes>b)
-        lock = self.lock
-        lock.acquire()
+        self.lock_acquire()
         try:
-            return self._put(t, &m, topic, keys, bodies, n, total, queue_id)
+            return self._put(t, &m, topic, keys, bodies, False, n, total, queue_id)
         finally:
-            lock.release()
+            self.lock_release()
 
-    cdef object _put(self, _Topic t, Parts* m, str topic, keys, list bodies, Py_ssize_t n, Py_ssize_t total,
-                     queue_id):
+    def put1(self, str topic, body, queue_id, tags, keys):
+        """put_message's PutResult of one message (no list in, no PutResults out), or None
+        for the Python path, with nothing written."""
+        return self._put1(topic, body, queue_id, tags, keys)
+
+    cdef object _put1(self, str topic, body, queue_id, tags, keys):
+        if type(body) is not bytes or not self.usable or self.ws.broken is not None:
+            return None
+        cdef _Topic t = self.topic(topic)
+        if t is None:
+            return None
+        cdef Parts m
+        keys = self.parts(&m, tags, keys)
+        if keys is False or len(<bytes>body) > self.max_size:
+            return None
+        self.lock_acquire()
+        try:
+            return self._put(t, &m, topic, keys, body, True, 1,
+                             self.fixed + len(t.name_b) + m.plen + len(<bytes>body), queue_id)
+        finally:
+            self.lock_release()
+
+    cdef object _put(self, _Topic t, Parts* m, str topic, keys, object bodies, bint single, Py_ssize_t n,
+                     Py_ssize_t total, queue_id):
+        """The put under the writer's lock: `bodies` is a list, or one bytes when `single`
+        (the answer is then that message's PutResult, else PutResults)."""
         cdef long qid, rr_next = -1
         w = self.w
+        cdef WriterState ws = self.ws
+        cdef UniqState g = self.gen
+        if ws.store_ts_py or g.count_py or g.month_start_py or g.month_end_py:
+            return None     # state that is not int64s (_state.pxd): Python's
         if queue_id is None:
             rr_next = self.rr.get(topic, -1) + 1
             qid = rr_next % (t.qcount or w._queue_count(topic))
@@ -359,27 +408,32 @@ cdef class Appender:
         cdef _Queue q = self.queue(t, topic, qid)
         if q is None:
             return None
-        key, cq = q.key, q.cq
+        key = q.key
+        cdef QueueState cq = q.cq
         # room: the commitlog file, the CQ's last file, the index's last file (no roll-over here)
         files = self.cl_files
         if not files:
             return None
-        f = files[len(files) - 1]
-        cdef int64_t pos = f.wrote_position
-        if pos + total + BLANK_RECORD_MIN > f.reserved_until:   # blocks reserved (and within the file)
+        cdef FileState f = files[len(files) - 1]
+        if f.wrote_py or f.reserved_py:
+            return None     # positions that are not int64s (_state.pxd): Python's
+        cdef int64_t pos = f.wrote
+        if pos + total + BLANK_RECORD_MIN > f.reserved:   # blocks reserved (and within the file)
             return None
-        cq_files = cq.queue.files
+        cq_files = q.files
         if not cq_files:
             return None
-        cqf = cq_files[len(cq_files) - 1]
-        cdef int64_t cq_pos = cqf.wrote_position
-        if cq_pos + n * CQ_UNIT_SIZE > cqf.reserved_until:
+        cdef FileState cqf = cq_files[len(cq_files) - 1]
+        if cqf.wrote_py or cqf.reserved_py or cq.max_phy_py:
+            return None
+        cdef int64_t cq_pos = cqf.wrote
+        if cq_pos + n * CQ_UNIT_SIZE > cqf.reserved:
             return None
         idx = None
         cdef _Held ih = None
         cdef int64_t count
         if self.index_enabled:
-            ifiles = self.index.files
+            ifiles = self.ifiles
             if not ifiles:
                 return None
             idx = ifiles[len(ifiles) - 1]
@@ -387,10 +441,11 @@ cdef class Appender:
             ih = self.ix_held
             count = (<int64_t*>ih.hv.buf)[5]
             if count + n * m.nkeys > ih.index_num or \
-                    ih.entry_base + (count + n * m.nkeys) * INDEX_ENTRY_SIZE > ih.file.reserved_until:
+                    ih.file.reserved_py or \
+                    ih.entry_base + (count + n * m.nkeys) * INDEX_ENTRY_SIZE > ih.file.reserved:
                 return None
         # write: records, then the batch's first TOTALSIZE; CQ units; index entries
-        clock = w.clock
+        clock = ws.clock
         cdef bint wall = clock is wall_clock_ms
         self.cl_held = hold_file(self.cl_held, f)
         q.last = hold_file(q.last, cqf)
@@ -398,22 +453,30 @@ cdef class Appender:
         cdef _Held cqh = q.last
         cdef int64_t store_ts, phy, rec_total, base = clh.start, start = pos
         cdef int64_t qoff = self.queue_offsets.get(key, 0), qoff0 = qoff
-        cdef int64_t cq_start = cqh.start, max_phy = cq.max_physic_offset
+        cdef int64_t cq_start = cqh.start, max_phy = cq.max_phy
         cdef bint wrote_unit = False
         cdef IndexState st
         cdef uint8_t* u
         cdef Py_ssize_t i
         cdef int32_t first_total = 0
-        cdef PutResults res = PutResults.__new__(PutResults)
-        res.phys = <int64_t*>PyMem_Malloc(n * sizeof(int64_t) * 3)
-        if res.phys == NULL:
-            raise MemoryError()
-        res.sizes = res.phys + n
-        cdef int64_t* born = res.phys + 2 * n
+        cdef PutResults res = None
+        cdef int64_t one[3]                 # a single put: phys, size, born on the stack
+        cdef int64_t* phys = one
+        if not single:
+            res = PutResults.__new__(PutResults)
+            res.phys = phys = <int64_t*>PyMem_Malloc(n * sizeof(int64_t) * 3)
+            if phys == NULL:
+                raise MemoryError()
+            res.sizes = phys + n
+        cdef int64_t* sizes = phys + n
+        cdef int64_t* born = phys + 2 * n
         # 12 UNIQ_KEY characters + its int32 hash per message, then the KEYS tokens' hashes
-        cdef char* tails = <char*>PyMem_Malloc(16 * n + 4 * m.nkeys)
-        if tails == NULL:
-            raise MemoryError()
+        cdef char small[16 + 4 * 16]
+        cdef char* tails = small
+        if 16 * n + 4 * m.nkeys > <Py_ssize_t>sizeof(small):
+            tails = <char*>PyMem_Malloc(16 * n + 4 * m.nkeys)
+            if tails == NULL:
+                raise MemoryError()
         cdef int32_t* hashes = <int32_t*>(tails + 12 * n)
         cdef int32_t* tok_hashes = hashes + n
         cdef int k
@@ -421,27 +484,27 @@ cdef class Appender:
             for i in range(n):
                 born[i] = now_ms() if wall else clock()   # one per draft, as draft() does
             self.uniq_tails(tails, n, born if wall else NULL)
-            store_ts = now_ms() if wall else clock()
-            if store_ts < w.last_store_ts:
-                store_ts = w.last_store_ts
+            store_ts = born[n - 1] if wall else clock()   # wall clock: the last born time is now
+            if store_ts < ws.store_ts:
+                store_ts = ws.store_ts
             if _fault_hook is not None:
                 _fault_hook("before-write")
             for i in range(n):
                 if i == 1 and _fault_hook is not None:
                     _fault_hook("batch-torn")
-                body = <bytes>bodies[i]
+                body = <bytes>bodies if single else <bytes>(<list>bodies)[i]
                 rec_total = self.fixed + len(t.name_b) + m.plen + len(body)
                 phy = base + pos
                 self.record(<uint8_t*>clh.v.buf + pos, i == 0, rec_total, t, m, qid, qoff, phy, born[i],
                             store_ts, body, tails + 12 * i)
                 if i == 0:
                     first_total = rec_total
-                res.phys[i], res.sizes[i] = phy, rec_total
+                phys[i], sizes[i] = phy, rec_total
                 qoff += 1
                 pos += rec_total
             be32(<uint8_t*>clh.v.buf + start, first_total)   # the batch becomes visible
-            f.wrote_position = pos
-            w.last_store_ts = store_ts
+            f.wrote = pos
+            ws.store_ts = store_ts
             self.queue_offsets[key] = qoff
             if rr_next >= 0:
                 self.rr[topic] = rr_next
@@ -449,21 +512,22 @@ cdef class Appender:
                 _fault_hook("undispatched")
             # dispatch: CQ units (§8.7), then the index (§9.8)
             for i in range(n):
-                if res.phys[i] + res.sizes[i] <= max_phy:
+                if phys[i] + sizes[i] <= max_phy:
                     continue
                 if qoff0 + i != 0 and (qoff0 + i) * CQ_UNIT_SIZE < cq_start + cq_pos:
                     continue  # "build consume queue repeatedly"
                 u = <uint8_t*>cqh.v.buf + cq_pos
-                be64(u + OFF_UNIT_PHY, res.phys[i])
-                be32(u + OFF_UNIT_SIZE, res.sizes[i])
+                be64(u + OFF_UNIT_PHY, phys[i])
+                be32(u + OFF_UNIT_SIZE, sizes[i])
                 be64(u + OFF_UNIT_TAGS, m.tags_code)
                 cq_pos += CQ_UNIT_SIZE
-                max_phy = res.phys[i] + res.sizes[i]
+                max_phy = phys[i] + sizes[i]
                 wrote_unit = True
-            cqf.wrote_position = cq_pos
-            cq.max_physic_offset = max_phy
+            cqf.wrote = cq_pos
+            cq.max_phy = max_phy
             if wrote_unit:
-                w.last_dispatched_ts = store_ts
+                ws.dispatched_ts_py, ws.dispatched_ts_o = False, None
+                ws.dispatched_ts = store_ts
                 if _fault_hook is not None:
                     _fault_hook("cq-unit")
             if ih is not None:
@@ -480,13 +544,13 @@ cdef class Appender:
                     __builtin_prefetch(st.mm + INDEX_HEADER_SIZE + (hashes[i] % st.slot_num) * INDEX_SLOT_SIZE,
                                        1, 1)
                 for i in range(n):
-                    if res.phys[i] < st.h[3]:
+                    if phys[i] < st.h[3]:
                         continue  # indexed already
-                    index_put(&st, hashes[i], res.phys[i], store_ts)
+                    index_put(&st, hashes[i], phys[i], store_ts)
                     if _fault_hook is not None:
                         _fault_hook("index-key")
                     for k in range(m.nkeys - 1):
-                        index_put(&st, tok_hashes[k], res.phys[i], store_ts)
+                        index_put(&st, tok_hashes[k], phys[i], store_ts)
             if not t.in_table:
                 self.new_topics.add(topic)
             if self.sync_flush:
@@ -494,19 +558,17 @@ cdef class Appender:
             dirty = self.dirty
             if not (dirty._flag if self.dirty_flag else dirty.is_set()):
                 dirty.set()
+            if single:
+                return put_result(topic, qid, phys[0], qoff0, store_ts, sizes[0], self.store_host,
+                                  self.prefix_b, tails)
             res.n = n
             res.qoff0, res.store_ts, res.qid = qoff0, store_ts, qid
-            res.topic, res.prefix, res.store_host = topic, self.prefix, self.store_host
+            res.topic, res.prefix_b, res.store_host = topic, self.prefix_b, self.store_host
             res.tails = tails[:12 * n]
             return res
         finally:
-            PyMem_Free(tails)
+            if tails != small:
+                PyMem_Free(tails)
 
 
-
-def appender(w):
-    """The writer's Appender (made on first use)."""
-    a = w._appender
-    if a is None:
-        a = w._appender = Appender(w)
-    return a
+include "_append_front.pxi"

@@ -7,22 +7,26 @@ from operator import mul
 
 INT_MIN = -(1 << 31)
 _UTF16_NATIVE = "utf-16-le" if sys.byteorder == "little" else "utf-16-be"
-_POWERS: list[tuple[int, ...]] = [()]   # _POWERS[n][i] = 31**(n-1-i) mod 2**32
 _POWERS_CACHED = 1024
+_RISING = [1]                              # _RISING[i] = 31**i mod 2**32, i < _POWERS_CACHED
+_POWERS: dict[int, tuple[int, ...]] = {0: ()}   # _POWERS[n][i] = 31**(n-1-i) mod 2**32
 
 
 def _powers(n: int) -> tuple[int, ...]:
-    if n < len(_POWERS):
-        return _POWERS[n]
-    rising = [1]
-    for _ in range(max(n, _POWERS_CACHED) - 1):
-        rising.append(rising[-1] * 31 & 0xFFFFFFFF)
+    """The powers for a string of n code units, made when first asked for (making all 1,024
+    lengths at once took 16 ms, which the first put of a process paid)."""
+    p = _POWERS.get(n)
+    if p is not None:
+        return p
+    rising = _RISING
     if n > _POWERS_CACHED:
-        return tuple(rising[n - 1::-1])
-    while len(_POWERS) <= _POWERS_CACHED:
-        k = len(_POWERS)
-        _POWERS.append(tuple(rising[k - 1::-1]))
-    return _POWERS[n]
+        rising = list(_RISING)
+    while len(rising) < n:
+        rising.append(rising[-1] * 31 & 0xFFFFFFFF)
+    p = tuple(rising[n - 1::-1])
+    if n <= _POWERS_CACHED:
+        _POWERS[n] = p
+    return p
 
 
 def java_hash(s: str) -> int:

@@ -7,6 +7,10 @@ import re
 import struct
 import time
 
+from engine.accel import load as _load_accel
+
+_STATE = _load_accel("_state")  # counter and month as C fields for the compiled put
+
 _HEX = re.compile(r"[0-9A-Fa-f]+\Z")
 
 
@@ -41,7 +45,7 @@ def decode_uniq_key(uniq: str, now_ms: int | None = None) -> dict:
     return {"ip": ip_text, "pid": pid, "counter": counter, "approxTimestamp": month_start + span}
 
 
-class UniqKeyGenerator:
+class UniqKeyGenerator(_STATE.UniqState if _STATE is not None else object):
     """MessageClientIDSetter: IP(4|16) pid(2) classLoaderHash(4) | msInMonth(4) counter(2), upper hex."""
 
     def __init__(self, ip: bytes = b"\x7f\x00\x00\x01", pid: int | None = None, loader_hash: int | None = None):

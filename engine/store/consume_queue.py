@@ -19,6 +19,8 @@ from engine.files.mapped_file import MappedFile
 from engine.files.mapped_file_queue import MappedFileQueue
 from engine.accel import load as _load_accel
 
+_STATE = _load_accel("_state")  # max_physic_offset as a C field for the compiled put
+
 _CQ = _load_accel("_cq")  # the compiled first-invalid-unit scan (None: numpy's)
 
 CQ_RESERVE_STEP = 64 << 10  # 3,276 units reserved at a time: a queue of a few messages stays small
@@ -29,7 +31,7 @@ def units_of(f: MappedFile) -> np.ndarray:
     return np.frombuffer(f.mm, dtype=CQ_UNIT_DTYPE, count=f.file_size // CQ_UNIT_SIZE)
 
 
-class ConsumeQueue:
+class ConsumeQueue(_STATE.QueueState if _STATE is not None else object):
     kind = "file"  # engine.store.consume_queue_interface.ConsumeQueueInterface
 
     def __init__(self, topic: str, queue_id: int, directory: Path, file_size: int, writable: bool = False,

@@ -23,7 +23,6 @@ from engine.format.index_layout import (ENTRY as _ENTRY, HEADER as _HEADER, HEAD
 from engine.format.javahash import index_key_hash
 from engine.files.mapped_file import MappedFile
 
-MADV_POPULATE_WRITE = 23  # <linux/mman.h>; Python's mmap module does not name it yet
 INDEX_RESERVE_STEP = 1 << 20  # entries reserved 52,428 at a time, after the whole slot table
 
 LONG_MAX = (1 << 63) - 1
@@ -126,12 +125,11 @@ class IndexFile:
     def _populate_slots(self) -> None:
         """Fault the header and slot table of a new file in at once (MADV_POPULATE_WRITE,
         Linux 5.14+): puts write slots at random, and 5,000 first-touch faults scattered over
-        the writer's puts cost several times one sequential populate. Zeros stay zeros; a
-        kernel without the advice just faults them in later."""
-        try:
-            self.file.mm.madvise(MADV_POPULATE_WRITE, 0, self._entry_base)
-        except (OSError, ValueError, AttributeError):
-            pass
+        the writer's puts cost several times one sequential populate. On a thread of its own
+        (MappedFile.warm; ~20 ms of zeroing a default file on a VM, which the put that made
+        the file paid): a put that gets to a slot page first faults it in itself. Zeros stay
+        zeros; a kernel without the advice just faults them in later."""
+        self.file.warm(0, self._entry_base)
 
     # ---- facts -----------------------------------------------------------------------
     @property

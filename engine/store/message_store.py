@@ -35,6 +35,8 @@ from engine.store.queue_kinds import QueueKinds
 from engine.accel import load as _load_accel
 
 _APPEND = _load_accel("_append")  # the compiled put loop for plain messages (None: Python's own)
+if _APPEND is not None:
+    _APPEND.bind_store_module(globals())  # its put_message reads _APPEND here at every call
 
 
 @dataclass  # no slots: the compiled getMessage builds it with __new__, the later fields keep their defaults
@@ -297,15 +299,18 @@ class MessageStore(Queries, QueueKinds):
             raise ReadOnlyStoreError("store is open read-only; open it read-write to write", path=str(self.root))
         return self.writer
 
-    def put_message(self, topic: str, body: bytes = b"", queue_id: int | None = None, tags: str | None = None,
-                    keys=None, properties: dict | None = None, flag: int = 0, **kw):
-        """Append one message (RocketMQ encoding, UNIQ_KEY generated unless given) and dispatch it."""
+    def _put_message_py(self, topic: str, body: bytes = b"", queue_id: int | None = None, tags: str | None = None,
+                        keys=None, properties: dict | None = None, flag: int = 0, **kw):
+        """Append one message (RocketMQ encoding, UNIQ_KEY generated unless given) and dispatch it.
+        (Compiled: put_message is engine.accel._append.put_message, which calls this.)"""
         w = self.writer or self._writer()
         if _APPEND is not None and properties is None and not flag and not kw:
-            out = (w._appender or _APPEND.appender(w)).put(topic, [body], queue_id, tags, keys)
+            out = (w._appender or _APPEND.appender(w)).put1(topic, body, queue_id, tags, keys)
             if out is not None:
-                return out[0]
+                return out
         return w.put([w.draft(topic, body, queue_id, tags, keys, properties, flag, **kw)])[0]
+
+    put_message = _APPEND.put_message if _APPEND is not None else _put_message_py
 
     def put_messages(self, topic: str, bodies: list[bytes], queue_id: int | None = None, tags: str | None = None,
                      keys=None, properties: dict | None = None):

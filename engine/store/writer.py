@@ -22,6 +22,9 @@ from engine.store import lmq as _lmq, put_assign as _assign
 from engine.format.javahash import tags_code
 from engine.format.topic import needs_v2, topic_problem
 from engine.format.msgid import UniqKeyGenerator
+from engine.accel import load as _load_accel
+
+_STATE = _load_accel("_state")  # the timestamps, `broken` and `clock` as C fields for the compiled put
 
 import struct
 _BLANK = struct.Struct(">ii")
@@ -102,7 +105,7 @@ def _integer(v, what: str) -> int:
         raise MessageRejectedError(f"{what} {v!r} is not an integer") from None
 
 
-class StoreWriter:
+class StoreWriter(_STATE.WriterState if _STATE is not None else object):
     def __init__(self, store):
         self.store = store
         self.cfg = store.cfg

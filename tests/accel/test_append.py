@@ -241,3 +241,98 @@ def test_pure_python_switch_turns_the_compiled_modules_off():
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
                          env={**os.environ, "RMQSTORE_PURE_PYTHON": "1"}).stdout.split()
     assert out == ["True", "False"]
+
+
+# ---- the write path's state as C fields (engine/accel/_state.pyx) -----------------------------
+STATE_ATTRS = [("file", "wrote_position"), ("file", "reserved_until"), ("cq", "max_physic_offset"),
+               ("writer", "last_store_ts"), ("writer", "last_dispatched_ts"), ("uniq", "counter"),
+               ("uniq", "_month_start_cached"), ("uniq", "_month_end_cached")]
+
+
+@pytest.mark.parametrize("owner, attr", STATE_ATTRS)
+def test_state_attributes_keep_any_value(tmp_path, owner, attr):
+    """The positions and timestamps behave as plain attributes whatever is set (an int past
+    int64 from a hostile store, a bool, None): read back unchanged, same type. Compiled or not."""
+    s = MessageStore.create(tmp_path / "s", StoreConfig.from_mapping(SMALL))
+    try:
+        s.put_message("Orders", b"x", 0)
+        obj = {"file": s.commitlog.queue.files[-1], "cq": s.find_queue("Orders", 0), "writer": s.writer,
+               "uniq": s.writer.uniq}[owner]
+        for v in (0, 7, -1, (1 << 63) - 1, -(1 << 63), 1 << 63, -(1 << 70), True, None, 12345):
+            setattr(obj, attr, v)
+            got = getattr(obj, attr)
+            assert got == v and type(got) is type(v), (attr, v, got)
+    finally:
+        s.writer.last_store_ts = s.writer.last_dispatched_ts = 0
+        s.commitlog.queue.files[-1].wrote_position = s.commitlog.queue.files[-1].reserved_until = 0
+        s.close()
+
+
+@needs_accel
+@pytest.mark.parametrize("owner, attr, value, read", [
+    ("cq", "max_physic_offset", 1 << 64, True),       # a hostile CQ's last unit ends past int64
+    ("writer", "last_store_ts", True, True),
+    ("writer", "last_dispatched_ts", -(1 << 70), False),   # only written by a put: overwritten
+    ("uniq", "counter", 1 << 64, True),
+], ids=["cq-max-phy", "store-ts", "dispatched-ts", "uniq-counter"])
+def test_state_that_is_not_int64_is_left_to_python(tmp_path, owner, attr, value, read):
+    """A put meets state the C fields cannot hold: the compiled put hands it to Python, which
+    does what it always did (same bytes, same answers or the same refusal)."""
+    stores = [make_store(tmp_path / "fast", True, **SMALL), make_store(tmp_path / "pure", False, **SMALL)]
+    ops = [("one", "Orders", [b"x" * (9 + i)], 0, "T", f"k{i}", None) for i in range(3)]
+    later = ops + [("batch", "Orders", [b"b1", b"b2"], 0, "T", ["k"], None)]
+    try:
+        res = []
+        for s, fast in zip(stores, (True, False)):
+            r = run_ops(s, ops, fast)
+            obj = {"cq": s.find_queue("Orders", 0), "writer": s.writer, "uniq": s.writer.uniq}[owner]
+            setattr(obj, attr, value)
+            if fast and read:
+                assert s.writer._appender.put1("Orders", b"z", 0, "T", "k") is None   # handed over
+            res.append(r + run_ops(s, later, fast))
+        assert res[0] == res[1]
+        da, db = store_files(stores[0]), store_files(stores[1])
+        assert sorted(da) == sorted(db)
+        for k in da:
+            if k.endswith("/header"):
+                assert da[k] == db[k], k
+            else:
+                assert_same_bytes(k, da[k], db[k])
+    finally:
+        for s in stores:
+            s.writer.last_store_ts = s.writer.last_dispatched_ts = 0
+            s.writer.uniq.counter = 0
+            s.close()
+
+
+@needs_accel
+def test_single_put_returns_a_put_result(tmp_path):
+    """put_message's compiled answer is a PutResult (the NamedTuple), not a look-alike."""
+    from engine.store.writer import PutResult
+    s = make_store(tmp_path / "s", True)
+    try:
+        s.put_message("Orders", b"first", 0)                  # the queue's first unit: Python path
+        r = s.put_message("Orders", b"second", 0, "T", ["one key"])
+        assert type(r) is PutResult and isinstance(r, tuple) and len(r) == 9
+        assert r == PutResult(*r) and hash(r) == hash(tuple(r))
+        assert r._asdict() == r.to_json() and r.status == "PUT_OK" and r.queueOffset == 1
+        m = s.get_message("Orders", 0, 1, 1).messages[0]
+        assert (m.uniqKey, m.commitLogOffset, m.storeSize, m.msgId) == (r.uniqKey, r.commitLogOffset,
+                                                                         r.storeSize, r.msgId)
+    finally:
+        s.close()
+
+
+def test_a_file_closed_while_warming_waits_and_unmaps(tmp_path):
+    """The commitlog's pages are populated on a thread of its own (MappedFile.warm): a file
+    closed straight after it was made waits for that thread, then unmaps (a map left behind
+    would keep the file's memory); what was written before is on disk. Compiled or not."""
+    from engine.files.mapped_file import MappedFile
+    path = tmp_path / "00000000000000000000"
+    f = MappedFile(path, 64 << 20, writable=True, create=True, reserve_step=64 << 20, populate=True)
+    f.write_at(0, b"first")
+    f.flush(5)
+    f.close()
+    assert f.mm.closed
+    with open(path, "rb") as fh:
+        assert fh.read(6) == b"first\x00"

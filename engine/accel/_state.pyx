@@ -1,0 +1,111 @@
+# cython: language_level=3
+"""The write path's hot state as C fields: the base classes of MappedFile, ConsumeQueue,
+StoreWriter and UniqKeyGenerator when the kernels are built (each falls back to `object`).
+
+The compiled put (_append.pyx) reads and writes these positions and timestamps as struct
+fields, where plain attributes cost a dict lookup and a new int each; Python code keeps
+reading and writing the same attribute names (properties over the same fields), so the
+Python path takes over at any put and sees what the compiled one left. Any value can still
+be set, as on a plain attribute: one that is not an int64 (a hostile store's offset past
+2**63, a bool) is kept as it was given and read back unchanged. Nothing here imports the
+engine: every layer may derive from it."""
+from libc.stdint cimport int64_t
+
+
+cdef inline bint as_int64(object v, int64_t* out):
+    """v as an int64 when it is an exact int that fits."""
+    if type(v) is not int:
+        return False
+    try:
+        out[0] = v
+    except OverflowError:
+        return False
+    return True
+
+
+cdef class FileState:
+    """MappedFile's positions: written up to, blocks reserved up to."""
+
+    @property
+    def wrote_position(self):
+        return self.wrote_o if self.wrote_py else self.wrote
+
+    @wrote_position.setter
+    def wrote_position(self, v):
+        self.wrote_py = not as_int64(v, &self.wrote)
+        self.wrote_o = v if self.wrote_py else None
+
+    @property
+    def reserved_until(self):
+        return self.reserved_o if self.reserved_py else self.reserved
+
+    @reserved_until.setter
+    def reserved_until(self, v):
+        self.reserved_py = not as_int64(v, &self.reserved)
+        self.reserved_o = v if self.reserved_py else None
+
+
+cdef class QueueState:
+    """ConsumeQueue.max_physic_offset: the end of its last unit's record (-1: none)."""
+
+    @property
+    def max_physic_offset(self):
+        return self.max_phy_o if self.max_phy_py else self.max_phy
+
+    @max_physic_offset.setter
+    def max_physic_offset(self, v):
+        self.max_phy_py = not as_int64(v, &self.max_phy)
+        self.max_phy_o = v if self.max_phy_py else None
+
+
+cdef class WriterState:
+    """StoreWriter's store and dispatch timestamps, its failure and its time source."""
+
+    @property
+    def last_store_ts(self):
+        return self.store_ts_o if self.store_ts_py else self.store_ts
+
+    @last_store_ts.setter
+    def last_store_ts(self, v):
+        self.store_ts_py = not as_int64(v, &self.store_ts)
+        self.store_ts_o = v if self.store_ts_py else None
+
+    @property
+    def last_dispatched_ts(self):
+        return self.dispatched_ts_o if self.dispatched_ts_py else self.dispatched_ts
+
+    @last_dispatched_ts.setter
+    def last_dispatched_ts(self, v):
+        self.dispatched_ts_py = not as_int64(v, &self.dispatched_ts)
+        self.dispatched_ts_o = v if self.dispatched_ts_py else None
+
+
+cdef class UniqState:
+    """UniqKeyGenerator's counter and the cached [start, end) of the current month."""
+
+    @property
+    def counter(self):
+        return self.count_o if self.count_py else self.count
+
+    @counter.setter
+    def counter(self, v):
+        self.count_py = not as_int64(v, &self.count)
+        self.count_o = v if self.count_py else None
+
+    @property
+    def _month_start_cached(self):
+        return self.month_start_o if self.month_start_py else self.month_start
+
+    @_month_start_cached.setter
+    def _month_start_cached(self, v):
+        self.month_start_py = not as_int64(v, &self.month_start)
+        self.month_start_o = v if self.month_start_py else None
+
+    @property
+    def _month_end_cached(self):
+        return self.month_end_o if self.month_end_py else self.month_end
+
+    @_month_end_cached.setter
+    def _month_end_cached(self, v):
+        self.month_end_py = not as_int64(v, &self.month_end)
+        self.month_end_o = v if self.month_end_py else None
