@@ -246,17 +246,20 @@ public class StoreBench {
         List<String> keys = Files.readAllLines(Paths.get(keyFile), StandardCharsets.UTF_8);
         for (String mode : new String[] {"offsets", "messages"}) {
             for (long warmed = 0; warmed < WARM_CALLS; warmed += keys.size()) timeQueries(s, idx, keys, mode);  // warm
-            long[] lat = new long[keys.size()];
-            long hits = 0;
+            // throughput: one clock read around the whole pass (a clock read per query would be
+            // counted as query time); latencies: a second pass with a clock read around each query
             long t = System.nanoTime();
+            long hits = timeQueries(s, idx, keys, mode);
+            long ns = System.nanoTime() - t;
+            long[] lat = new long[keys.size()];
+            long latHits = 0;   // used (emitted), so the JIT keeps every call
             for (int i = 0; i < lat.length; i++) {
                 long a = System.nanoTime();
-                hits += one(s, idx, keys.get(i), mode);
+                latHits += one(s, idx, keys.get(i), mode);
                 lat[i] = System.nanoTime() - a;
             }
-            long ns = System.nanoTime() - t;
             Arrays.sort(lat);
-            emit("query-" + mode, "seconds", ns / 1e9, "queries", lat.length, "hits", hits,
+            emit("query-" + mode, "seconds", ns / 1e9, "queries", lat.length, "hits", hits, "latencyPassHits", latHits,
                 "p50Us", lat[lat.length / 2] / 1e3, "p99Us", lat[(int) (lat.length * 0.99)] / 1e3);
         }
     }
