@@ -143,19 +143,11 @@ def test_damaged_records_agree_and_are_found(tmp_path):
 
 def test_progress_in_commitlog_bytes_then_phases():
     with MessageStore.open(unpack("small"), read_only=True) as s:
-        seen = list(_progress(check_task(s)))
+        seen = list(check_task(s))
     cl = [p for p in seen if p.phase == "commitlog"]
     assert cl and all(p.unit == "bytes" for p in cl)
     assert [p.done for p in cl] == sorted(p.done for p in cl) and cl[-1].done == cl[-1].total
     assert [p.phase for p in seen[len(cl):]] == ["consume queues", "consume queues", "index", "checkpoint and config"]
-
-
-def _progress(task):
-    while True:
-        try:
-            yield next(task)
-        except StopIteration:
-            return
 
 
 def test_cli_progress_goes_to_stderr_only():

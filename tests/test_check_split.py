@@ -162,7 +162,7 @@ def test_progress_is_monotonic_and_cancel_stops_both_walkers(tmp_path, monkeypat
     monkeypatch.setattr(CR, "split_points", lambda cl, options, pieces: [offs[3000]])
     threads = threading.active_count()
     with MessageStore.open(root, read_only=True) as st:
-        done = [p.done for p in _progress(check_task(st)) if p.phase == "commitlog"]
+        done = [p.done for p in check_task(st) if p.phase == "commitlog"]
         assert len(done) > 10 and done == sorted(done) and done[-1] == st.commitlog.max_offset - st.commitlog.min_offset
         token = threading.Event()
         task = check_task(st, cancel=token)
@@ -173,14 +173,6 @@ def test_progress_is_monotonic_and_cancel_stops_both_walkers(tmp_path, monkeypat
             for _ in task:
                 pass
     assert threading.active_count() == threads   # the second walker has stopped
-
-
-def _progress(task):
-    while True:
-        try:
-            yield next(task)
-        except StopIteration:
-            return
 
 
 @pytest.mark.parametrize("sizes,more_keys,in_place", [((1000, 1000), False, True), ((3000, 200), False, False),

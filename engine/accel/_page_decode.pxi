@@ -69,8 +69,8 @@ def messages_at(cl, offsets):
     cdef Row r
     cdef int32_t size
     cdef int st, flags
-    cdef int64_t o, start, wp, base = 0, fsize = 0
-    cdef Py_ssize_t n, i
+    cdef int64_t o, start = 0, wp, base = 0, fsize = 0
+    cdef Py_ssize_t n
     cdef Py_buffer v
     cdef list out = []
     cdef list files = q.files
@@ -81,15 +81,7 @@ def messages_at(cl, offsets):
         base = files[0].file_from_offset
     for off in offsets:
         o = off
-        f = None
-        if n and o >= base and fsize > 0:
-            i = (o - base) // fsize
-            if i < n:
-                f = files[i]
-        if f is not None:
-            start = f.file_from_offset
-            if not start <= o < start + fsize:
-                f = None
+        f = file_at(files, n, base, fsize, o, &start)
         if f is None:
             f = q.find(o)
             if f is None:

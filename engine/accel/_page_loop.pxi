@@ -87,24 +87,30 @@ def bind_result(result_cls):
     _Result = result_cls
 
 
+cdef object file_at(files, Py_ssize_t n, int64_t base, int64_t size, int64_t offset, int64_t* start):
+    """The file holding `offset` when the files are `size` apart from `base` (the first's
+    offset), its start in *start; None when it is not where that puts it."""
+    cdef Py_ssize_t i
+    if n and offset >= base and size > 0:
+        i = (offset - base) // size
+        if i < n:
+            f = files[i]
+            start[0] = f.file_from_offset
+            if start[0] <= offset < start[0] + size:
+                return f
+    return None
+
+
 cdef object find_file(q, int64_t offset):
     """MappedFileQueue.find(offset): files are `file_size` apart, so straight to the index
     (the bisect when they are not)."""
     files = q.files
-    cdef Py_ssize_t n = len(files), i
-    cdef int64_t base, size, start
+    cdef Py_ssize_t n = len(files)
+    cdef int64_t start
     if n == 0:
         return None
-    size = q.file_size
-    base = files[0].file_from_offset
-    if offset >= base and size > 0:
-        i = (offset - base) // size
-        if i < n:
-            f = files[i]
-            start = f.file_from_offset
-            if start <= offset < start + size:
-                return f
-    return q.find(offset)
+    f = file_at(files, n, files[0].file_from_offset, q.file_size, offset, &start)
+    return f if f is not None else q.find(offset)
 
 
 cdef const uint8_t* take_units(cqmm, Py_buffer* qv, Py_ssize_t* u_end) except NULL:
