@@ -285,11 +285,15 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 _text = st.text(alphabet=st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00\x01\x02 "),
                 min_size=1, max_size=12)
+# names the store sets or judges itself (hypothesis draws the project's own string constants,
+# so it does find them): a user property of that name is refused or rewritten, not round-tripped
+_STORE_NAMES = {"TAGS", "KEYS", "UNIQ_KEY", "DELAY", "INNER_NUM", "INNER_BASE", "INNER_MULTI_DISPATCH",
+                "INNER_MULTI_QUEUE_OFFSET", "__CRC32#"}
 
 
 @settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(st.tuples(st.binary(max_size=3000), st.one_of(st.none(), _text), st.lists(_text, max_size=3),
-                          st.dictionaries(_text.filter(lambda k: k not in ("TAGS", "KEYS", "UNIQ_KEY", "DELAY")),
+                          st.dictionaries(_text.filter(lambda k: k not in _STORE_NAMES),
                                           _text, max_size=3),
                           st.integers(0, 3), st.integers(-2**31, 2**31 - 1)),
                 min_size=1, max_size=25))

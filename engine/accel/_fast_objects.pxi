@@ -17,6 +17,11 @@ cdef extern from *:
         PyMemberDef *m = ((PyMemberDescrObject *)descr)->d_member;
         return (m->type == T_OBJECT_EX && !(m->flags & READONLY)) ? m->offset : -1;
     }
+    /* the truth of a __slots__ member's value (an unset member: false), -1 on error */
+    static inline int rmq_slot_truth(PyObject *o, Py_ssize_t off) {
+        PyObject *v = *(PyObject **)((char *)o + off);
+        return v ? PyObject_IsTrue(v) : 0;
+    }
     static inline void rmq_slot_set(PyObject *o, Py_ssize_t off, PyObject *v) {
         PyObject **p = (PyObject **)((char *)o + off);
         Py_INCREF(v);
@@ -26,3 +31,4 @@ cdef extern from *:
     object rmq_new_instance(object t)
     Py_ssize_t rmq_slot_offset(object descr)
     void rmq_slot_set(object o, Py_ssize_t off, object v)
+    int rmq_slot_truth(object o, Py_ssize_t off) except -1

@@ -6,10 +6,26 @@ cdef object _RecordResult = None
 cdef object _MESSAGE_STATUS = None
 
 
-def bind_message(message_cls, result_cls, message_status):
-    """engine.format.message's Message, RecordResult and RecordStatus.MESSAGE."""
-    global _Message, _RecordResult, _MESSAGE_STATUS
-    _Message, _RecordResult, _MESSAGE_STATUS = message_cls, result_cls, message_status
+cdef object _Options = None      # engine.format.message.DecodeOptions (a slots dataclass)
+cdef Py_ssize_t _opt_off[3]     # its check_crc, force_verify_prop_crc and accept_v2 slots (-1: not one)
+OPTION_FLAGS = ("check_crc", "force_verify_prop_crc", "accept_v2")
+
+
+def bind_message(message_cls, result_cls, message_status, options_cls=None):
+    """engine.format.message's Message, RecordResult, RecordStatus.MESSAGE and DecodeOptions."""
+    global _Message, _RecordResult, _MESSAGE_STATUS, _Options
+    _Message, _RecordResult, _MESSAGE_STATUS, _Options = message_cls, result_cls, message_status, options_cls
+    for i, name in enumerate(OPTION_FLAGS):
+        _opt_off[i] = rmq_slot_offset(options_cls.__dict__.get(name)) if options_cls is not None else -1
+
+
+cdef int read_flags(opts) except -1:
+    """check's F_* flags from a DecodeOptions: its slots read in place (three attribute lookups
+    were a tenth of a key query's record read), any other object by attribute."""
+    if type(opts) is _Options and _opt_off[0] >= 0 and _opt_off[1] >= 0 and _opt_off[2] >= 0:
+        return ((F_CRC if rmq_slot_truth(opts, _opt_off[0]) else 0) | (F_FORCE if rmq_slot_truth(opts, _opt_off[1]) else 0)
+                | (F_V2 if rmq_slot_truth(opts, _opt_off[2]) else 0))
+    return (F_CRC if opts.check_crc else 0) | (F_FORCE if opts.force_verify_prop_crc else 0) | (F_V2 if opts.accept_v2 else 0)
 
 
 cdef inline str utf8(const uint8_t* b, Py_ssize_t n):
@@ -43,7 +59,7 @@ def decode(buf, Py_ssize_t pos, Py_ssize_t limit, int64_t offset, opts):
     cdef int32_t size
     cdef int st, flags
     cdef const uint8_t* b
-    flags = (F_CRC if opts.check_crc else 0) | (F_FORCE if opts.force_verify_prop_crc else 0) | (F_V2 if opts.accept_v2 else 0)
+    flags = read_flags(opts)
     PyObject_GetBuffer(buf, &v, PyBUF_SIMPLE)
     try:
         if limit > v.len:
@@ -59,13 +75,34 @@ def decode(buf, Py_ssize_t pos, Py_ssize_t limit, int64_t offset, opts):
         PyBuffer_Release(&v)
 
 
+cdef inline void prefetch_whole(const uint8_t* b, Py_ssize_t L, Py_ssize_t pos) noexcept nogil:
+    """Ask for every line of the record at pos (its size from its first field) before check
+    reads it: check jumps from the head past the body to the topic and properties, and the
+    copy that follows reads the rest; requested together, the misses overlap."""
+    cdef int32_t size
+    cdef Py_ssize_t k, end
+    if pos < 0 or pos + 4 > L:
+        return
+    size = be32(b + pos)
+    if size <= 0:
+        return
+    end = pos + size if pos + size < L else L
+    k = (pos & ~63) + 64
+    while k < end:
+        rmq_prefetch(b + k)
+        k += 64
+
+
 def messages_at(cl, offsets):
     """CommitLog.messages_at: lookMessageByOffset for each offset of a key query's answer, in
     one call (bound to the CommitLog, no Python frame): the records the compiled check decides
     become Messages here; any other answer is cl.get_message's (a Message or None). Offsets
     with no message are left out. The queue's file list is read once per call, not per offset
     (a key query's hits are a few offsets: the lookups were most of its cost)."""
-    q, opts = cl.queue, cl.read_opts
+    if isinstance(cl, LogState):
+        q, opts = (<LogState>cl).queue, (<LogState>cl).read_opts
+    else:
+        q, opts = cl.queue, cl.read_opts
     cdef Row r
     cdef int32_t size
     cdef int st, flags
@@ -73,12 +110,15 @@ def messages_at(cl, offsets):
     cdef Py_ssize_t n
     cdef Py_buffer v
     cdef list out = []
-    cdef list files = q.files
-    flags = (F_CRC if opts.check_crc else 0) | (F_FORCE if opts.force_verify_prop_crc else 0) | (F_V2 if opts.accept_v2 else 0)
+    cdef list files
+    if isinstance(q, FilesState):
+        files, fsize = (<FilesState>q).files, (<FilesState>q).file_size
+    else:
+        files, fsize = q.files, q.file_size
+    flags = read_flags(opts)
     n = len(files)
     if n:
-        fsize = q.file_size
-        base = files[0].file_from_offset
+        base = file_start(files[0])
     for off in offsets:
         o = off
         f = file_at(files, n, base, fsize, o, &start)
@@ -86,12 +126,16 @@ def messages_at(cl, offsets):
             f = q.find(o)
             if f is None:
                 continue
-            start = f.file_from_offset
-        wp = f.wrote_position
+            start = file_start(f)
+        if isinstance(f, FileState) and not (<FileState>f).wrote_py:
+            wp, buf = (<FileState>f).wrote, (<FileState>f).buf
+        else:
+            wp, buf = f.wrote_position, f.buf
         if o - start >= wp or o < start:
             continue
-        PyObject_GetBuffer(f.buf, &v, PyBUF_SIMPLE)
+        PyObject_GetBuffer(buf, &v, PyBUF_SIMPLE)
         try:
+            prefetch_whole(<const uint8_t*>v.buf, v.len, o - start)
             st = check(<const uint8_t*>v.buf, v.len, o - start, min(wp, v.len), flags, &r, &size)
             if st == S_MESSAGE:
                 out.append(lazy_message(<const uint8_t*>v.buf, o - start, &r, o, None))

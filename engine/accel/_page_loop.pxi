@@ -87,6 +87,13 @@ def bind_result(result_cls):
     _Result = result_cls
 
 
+cdef inline int64_t file_start(f) except? -1:
+    """f.file_from_offset: the C field of a MappedFile (a FileState), else the attribute."""
+    if isinstance(f, FileState) and not (<FileState>f).start_py:
+        return (<FileState>f).start
+    return f.file_from_offset
+
+
 cdef object file_at(files, Py_ssize_t n, int64_t base, int64_t size, int64_t offset, int64_t* start):
     """The file holding `offset` when the files are `size` apart from `base` (the first's
     offset), its start in *start; None when it is not where that puts it."""
@@ -95,7 +102,7 @@ cdef object file_at(files, Py_ssize_t n, int64_t base, int64_t size, int64_t off
         i = (offset - base) // size
         if i < n:
             f = files[i]
-            start[0] = f.file_from_offset
+            start[0] = file_start(f)
             if start[0] <= offset < start[0] + size:
                 return f
     return None
@@ -109,7 +116,7 @@ cdef object find_file(q, int64_t offset):
     cdef int64_t start
     if n == 0:
         return None
-    f = file_at(files, n, files[0].file_from_offset, q.file_size, offset, &start)
+    f = file_at(files, n, file_start(files[0]), q.file_size, offset, &start)
     return f if f is not None else q.find(offset)
 
 
@@ -169,7 +176,7 @@ cdef tuple _read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
     cdef const uint8_t* cqp
     cdef int flags
     opts = cl.read_opts
-    flags = (F_CRC if opts.check_crc else 0) | (F_FORCE if opts.force_verify_prop_crc else 0) | (F_V2 if opts.accept_v2 else 0)
+    flags = read_flags(opts)
     clq = cl.queue
     fq = find_file(cqq, offset * CQ_UNIT_SIZE)
     if fq is None:

@@ -5,6 +5,10 @@ from libc.stdint cimport int64_t
 
 
 cdef class FileState:
+    cdef public object buf          # MappedFile.buf, the map's memoryview (the compiled reads take it)
+    cdef int64_t start              # file_from_offset
+    cdef bint start_py
+    cdef object start_o
     cdef int64_t wrote
     cdef bint wrote_py
     cdef object wrote_o
@@ -39,3 +43,11 @@ cdef class UniqState:
     cdef int64_t month_end
     cdef bint month_end_py
     cdef object month_end_o
+
+
+cdef class FilesState:
+    cdef public object files, file_size
+
+
+cdef class LogState:
+    cdef public object queue, read_opts

@@ -1,6 +1,7 @@
 # cython: language_level=3
-"""The write path's hot state as C fields: the base classes of MappedFile, ConsumeQueue,
-StoreWriter and UniqKeyGenerator when the kernels are built (each falls back to `object`).
+"""The hot state of writes and reads as C fields: the base classes of MappedFile,
+MappedFileQueue, CommitLog, ConsumeQueue, StoreWriter and UniqKeyGenerator when the kernels are
+built (each falls back to `object`).
 
 The compiled put (_append.pyx) reads and writes these positions and timestamps as struct
 fields, where plain attributes cost a dict lookup and a new int each; Python code keeps
@@ -24,7 +25,17 @@ cdef inline bint as_int64(object v, int64_t* out):
 
 
 cdef class FileState:
-    """MappedFile's positions: written up to, blocks reserved up to."""
+    """MappedFile's offset in its queue and positions: written up to, blocks reserved up to;
+    and its map's view (the compiled reads take it without an attribute lookup)."""
+
+    @property
+    def file_from_offset(self):
+        return self.start_o if self.start_py else self.start
+
+    @file_from_offset.setter
+    def file_from_offset(self, v):
+        self.start_py = not as_int64(v, &self.start)
+        self.start_o = v if self.start_py else None
 
     @property
     def wrote_position(self):
@@ -109,3 +120,11 @@ cdef class UniqState:
     def _month_end_cached(self, v):
         self.month_end_py = not as_int64(v, &self.month_end)
         self.month_end_o = v if self.month_end_py else None
+
+
+cdef class FilesState:
+    """MappedFileQueue's files and their size, which every compiled read looks up."""
+
+
+cdef class LogState:
+    """CommitLog's file queue and read options, which a key query's record reads look up."""

@@ -193,7 +193,7 @@ def _invalid(reason: str) -> RecordResult:
     return r
 
 
-@dataclass
+@dataclass(slots=True)
 class DecodeOptions:
     """What the parser checks; mirrors the recovery/dispatch switches of MessageStoreConfig."""
     check_crc: bool = False

@@ -26,7 +26,7 @@ _I32 = struct.Struct(">i")
 
 _PAGE = accel.load("_page")
 if _PAGE is not None and hasattr(_PAGE, "bind_message"):
-    _PAGE.bind_message(Message, RecordResult, RecordStatus.MESSAGE)
+    _PAGE.bind_message(Message, RecordResult, RecordStatus.MESSAGE, DecodeOptions)
     _decode, _messages_at = _PAGE.decode, _PAGE.messages_at
 else:
     _decode = _messages_at = None
@@ -56,7 +56,10 @@ class ScanResult:
     deleted_files: list[str] = field(default_factory=list)
 
 
-class CommitLog:
+_STATE = accel.load("_state")  # queue and read_opts as C fields for the compiled reads
+
+
+class CommitLog(_STATE.LogState if _STATE is not None else object):
     def __init__(self, cfg: StoreConfig, writable: bool = False):
         self.cfg = cfg
         self.queue = MappedFileQueue(cfg.commitlog_dirs, cfg.mappedFileSizeCommitLog, writable,
