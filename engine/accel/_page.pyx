@@ -23,7 +23,8 @@ from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 from operator import index
 
-from engine.accel._state cimport FileState, FilesState, LogState
+from engine.accel._query cimport IndexServiceBase
+from engine.accel._state cimport FileState, FilesState, LogState, StoreState
 from engine.format.layout cimport (BLANK_MAGIC, BORNHOST_V6_FLAG, CQ_UNIT_SIZE, FILLER_SIZE, HEAD_SIZE,
                                    MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, OFF_BODY, OFF_BODYCRC, OFF_BODYLENGTH,
                                    OFF_BORNHOST, OFF_BORNTIMESTAMP, OFF_FLAG, OFF_MAGICCODE, OFF_PHYSICALOFFSET,

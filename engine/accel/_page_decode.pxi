@@ -6,6 +6,7 @@ cdef object _RecordResult = None
 cdef object _MESSAGE_STATUS = None
 
 
+cdef object _CommitLog = None    # engine.store.commit_log.CommitLog (its messages_at is this module's)
 cdef object _Options = None      # engine.format.message.DecodeOptions (a slots dataclass)
 cdef Py_ssize_t _opt_off[3]     # its check_crc, force_verify_prop_crc and accept_v2 slots (-1: not one)
 OPTION_FLAGS = ("check_crc", "force_verify_prop_crc", "accept_v2")
@@ -17,6 +18,13 @@ def bind_message(message_cls, result_cls, message_status, options_cls=None):
     _Message, _RecordResult, _MESSAGE_STATUS, _Options = message_cls, result_cls, message_status, options_cls
     for i, name in enumerate(OPTION_FLAGS):
         _opt_off[i] = rmq_slot_offset(options_cls.__dict__.get(name)) if options_cls is not None else -1
+
+
+def bind_commit_log(cls):
+    """engine.store.commit_log.CommitLog, whose messages_at is this module's: a key query of
+    one calls _messages_at straight (a subclass may have its own, called by name)."""
+    global _CommitLog
+    _CommitLog = cls
 
 
 cdef int read_flags(opts) except -1:
@@ -94,6 +102,11 @@ cdef inline void prefetch_whole(const uint8_t* b, Py_ssize_t L, Py_ssize_t pos) 
 
 
 def messages_at(cl, offsets):
+    """CommitLog.messages_at (query_message calls _messages_at straight)."""
+    return _messages_at(cl, offsets)
+
+
+cdef list _messages_at(cl, offsets):
     """CommitLog.messages_at: lookMessageByOffset for each offset of a key query's answer, in
     one call (bound to the CommitLog, no Python frame): the records the compiled check decides
     become Messages here; any other answer is cl.get_message's (a Message or None). Offsets
@@ -195,5 +208,13 @@ def query_message(self, topic, key, begin=0, end=0x7FFFFFFFFFFFFFFF, max_num=64,
     Python frame; the default (exact) answer is Queries._query_exact's."""
     if not raw:
         return self._query_exact(topic, key, begin, end, max_num, cap)
-    offs, lts, loff = self.index.query_offset(topic, key, max_num, begin, end, cap)
-    return new_query_result(self.commitlog.messages_at(offs), False, offs, [], lts, loff)
+    if isinstance(self, StoreState):
+        idx, cl = (<StoreState>self).index, (<StoreState>self).commitlog
+    else:
+        idx, cl = self.index, self.commitlog
+    r = None
+    if isinstance(idx, IndexServiceBase) and type(topic) is str and type(key) is str and type(max_num) is int:
+        r = (<IndexServiceBase>idx).fast(topic, key, max_num, begin, end, cap)
+    offs, lts, loff = r if r is not None else idx.query_offset(topic, key, max_num, begin, end, cap)
+    msgs = _messages_at(cl, offs) if type(cl) is _CommitLog else cl.messages_at(offs)
+    return new_query_result(msgs, False, offs, [], lts, loff)

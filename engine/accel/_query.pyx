@@ -245,33 +245,42 @@ cdef class IndexServiceBase:
     """engine.store.index_service.IndexService's query front (IndexService subclasses it):
     query_offset's common case -- the compiled walker built over the current files, plain
     int64 times -- answered without a Python frame, which was a third of a query's time. Every
-    other case goes to IndexService._query_offset_py, the reference."""
-    cdef public object files, cfg, _kidx
+    other case goes to IndexService._query_offset_py, the reference. (Attributes: _query.pxd.)"""
 
-    def query_offset(self, str topic, str key, Py_ssize_t max_num, begin=0, end=LONG_MAX, cap=None,
-                     bint accel=True):
-        """IndexService.query_offset (its docstring says what it answers)."""
+    cdef object fast(self, str topic, str key, Py_ssize_t max_num, begin, end, cap):
+        """query_offset's answer in the common case (a key query of engine.accel._page calls
+        it straight), None for every other case (the reference answers those)."""
         cdef KeyIndex ki
         cdef int64_t b, e = 0
         cdef int ovf = 0
         cdef Py_ssize_t c, n
         cdef list files
-        if accel and type(self._kidx) is KeyIndex and type(begin) is int and type(end) is int \
-                and type(self.files) is list:
-            ki = <KeyIndex>self._kidx
-            files = <list>self.files
-            n = len(files)
-            if files is ki.files and n == ki.n and (n == 0 or (files[0] is ki.first and files[n - 1] is ki.last)):
-                b = PyLong_AsLongLongAndOverflow(begin, &ovf)
-                if ovf == 0:
-                    e = PyLong_AsLongLongAndOverflow(end, &ovf)
-                if ovf != 0:  # beyond int64: the reference clamps
-                    return self._query_offset_py(topic, key, max_num, begin, end, cap, accel)
-                c = self.cfg.maxMsgsNumBatch if cap is None else cap
-                if c != 0 and c < max_num:
-                    max_num = c
-                out = ki._query(_key_hash(topic, key), max_num, b, e)
-                if n == 0:
-                    return out, 0, 0
-                return out, ki._end_ts(ki.hdrs[n - 1][H_END_TS]), ki._end_phy(ki.hdrs[n - 1][H_END_PHY])
+        if not (type(self._kidx) is KeyIndex and type(begin) is int and type(end) is int
+                and type(self.files) is list):
+            return None
+        ki = <KeyIndex>self._kidx
+        files = <list>self.files
+        n = len(files)
+        if not (files is ki.files and n == ki.n and (n == 0 or (files[0] is ki.first and files[n - 1] is ki.last))):
+            return None
+        b = PyLong_AsLongLongAndOverflow(begin, &ovf)
+        if ovf == 0:
+            e = PyLong_AsLongLongAndOverflow(end, &ovf)
+        if ovf != 0:  # beyond int64: the reference clamps
+            return None
+        c = self.cfg.maxMsgsNumBatch if cap is None else cap
+        if c != 0 and c < max_num:
+            max_num = c
+        out = ki._query(_key_hash(topic, key), max_num, b, e)
+        if n == 0:
+            return out, 0, 0
+        return out, ki._end_ts(ki.hdrs[n - 1][H_END_TS]), ki._end_phy(ki.hdrs[n - 1][H_END_PHY])
+
+    def query_offset(self, str topic, str key, Py_ssize_t max_num, begin=0, end=LONG_MAX, cap=None,
+                     bint accel=True):
+        """IndexService.query_offset (its docstring says what it answers)."""
+        if accel:
+            r = self.fast(topic, key, max_num, begin, end, cap)
+            if r is not None:
+                return r
         return self._query_offset_py(topic, key, max_num, begin, end, cap, accel)

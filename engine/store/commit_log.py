@@ -229,3 +229,7 @@ class CommitLog(_STATE.LogState if _STATE is not None else object):
 
     def close(self) -> None:
         self.queue.close()
+
+
+if _messages_at is not None:
+    _PAGE.bind_commit_log(CommitLog)

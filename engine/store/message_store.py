@@ -76,7 +76,10 @@ if _page.KERNEL is not None:
     _page.KERNEL.bind_result(GetMessageResult)
 
 
-class MessageStore(Queries, QueueKinds):
+_STATE = _load_accel("_state")  # commitlog and index as C fields for the compiled key query
+
+
+class MessageStore(Queries, QueueKinds, *((_STATE.StoreState,) if _STATE is not None else ())):
     """Open with MessageStore.open(root); close() (or use as a context manager) when done."""
 
     def __init__(self, root: Path, cfg: StoreConfig, read_only: bool):
