@@ -26,7 +26,7 @@ SIZE_SETTINGS = ("mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "maxHa
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 
 
-@dataclass
+@dataclass(slots=True)  # slots: the compiled key query reads maxMsgsNumBatch in place
 class StoreConfig:
     storePathRootDir: str = ""
     storePathCommitLog: str = ""  # derived from the root when empty

@@ -2,6 +2,8 @@
 # `Cls.__new__(Sub)` compiles to a method call through the type (a lookup, an argument tuple,
 # tp_new_wrapper's checks): for a page's messages that was most of building each one.
 
+from cpython.object cimport PyObject
+
 cdef extern from *:
     """
     #include <structmember.h>
@@ -22,6 +24,10 @@ cdef extern from *:
         PyObject *v = *(PyObject **)((char *)o + off);
         return v ? PyObject_IsTrue(v) : 0;
     }
+    /* the object in a __slots__ member, borrowed (NULL: unset) */
+    static inline PyObject *rmq_slot_peek(PyObject *o, Py_ssize_t off) {
+        return *(PyObject **)((char *)o + off);
+    }
     static inline void rmq_slot_set(PyObject *o, Py_ssize_t off, PyObject *v) {
         PyObject **p = (PyObject **)((char *)o + off);
         Py_INCREF(v);
@@ -32,3 +38,4 @@ cdef extern from *:
     Py_ssize_t rmq_slot_offset(object descr)
     void rmq_slot_set(object o, Py_ssize_t off, object v)
     int rmq_slot_truth(object o, Py_ssize_t off) except -1
+    PyObject* rmq_slot_peek(object o, Py_ssize_t off)

@@ -15,6 +15,8 @@ from engine.format.properties import split_keys
 
 _query = accel.load("_query")
 _FRONT = getattr(_query, "IndexServiceBase", None)
+if _FRONT is not None:
+    _query.bind_config(StoreConfig)
 
 
 def _int64(t: int) -> int:
