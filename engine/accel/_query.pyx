@@ -6,7 +6,11 @@ the reference; tests/test_query_kernel.py compares the two answer for answer.
 A KeyIndex is built over IndexService.files once and checks on every call that the list still
 holds the same files (same length, same first and last object), so a roll, a deletion or a
 reload makes the service build a new one. Each file's header is read from its IndexHeader's
-array('q') (the writer updates it in place; reload_header copies into it), never cached."""
+array('q') (the writer updates it in place; reload_header copies into it), never cached.
+
+Every walk is one Walk state moved by the same steps (_open, _slot, _step; the file loop's
+_file_from, _stops_after): a single query runs them to the end; query_many interleaves many
+keys' walks so their cache misses overlap (each step is a dependent miss in a large index)."""
 from cpython.mem cimport PyMem_Free, PyMem_Malloc
 from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memcpy
