@@ -338,45 +338,38 @@ cdef class KeyIndex:
         are walked at once, each lane's next slot or entry prefetched while the other lanes
         read theirs; a lane whose answer is complete takes the next key."""
         cdef list ks = keys if type(keys) is list else list(keys)
-        cdef Py_ssize_t nk = len(ks), next_key = 0, live = 0, l
+        cdef Py_ssize_t nk = len(ks), next_key = 0, l, idle = 0
         cdef list answers = [None] * nk
         cdef list outs = [None] * BATCH_LANES   # each lane's answer list
         cdef Walk lanes[BATCH_LANES]
-        cdef const unsigned char *at[BATCH_LANES]
+        cdef const unsigned char *at[BATCH_LANES]   # each lane's next read, prefetched; NULL: idle
         cdef const unsigned char *p
         cdef Walk *w
         cdef str k
-        cdef int32_t kh
         cdef list out
         for l in range(BATCH_LANES):
             at[l] = NULL
-        l = 0
-        while True:
-            w = &lanes[l]
-            p = at[l]
-            if p != NULL:
-                p = self._advance(w, p, begin, end)
-                if w.hit:
-                    (<list>outs[l]).append(w.phy)
-            while p == NULL and next_key < nk:   # the lane is free: it takes the next key
-                k = ks[next_key]
-                kh = _key_hash(topic, k)
-                out = []
-                answers[next_key] = outs[l] = out
-                next_key += 1
-                w.key_hash, w.max_num, w.got = kh, max_num, 0
-                p = self._walk_from(w, self._file_from(self.n - 1, 0, max_num, begin, end), begin, end)
-            if p != NULL:
-                rmq_q_prefetch(p, INDEX_ENTRY_SIZE if not w.at_slot else INDEX_SLOT_SIZE)
-                live += at[l] == NULL
-            else:
-                live -= at[l] != NULL
-            at[l] = p
-            l += 1
-            if l == BATCH_LANES:
-                l = 0
-                if live == 0 and next_key >= nk:
-                    break
+        while idle < BATCH_LANES:   # rounds over the lanes until a round finds them all idle
+            idle = 0
+            for l in range(BATCH_LANES):
+                w = &lanes[l]
+                p = at[l]
+                if p != NULL:
+                    p = self._advance(w, p, begin, end)
+                    if w.hit:
+                        (<list>outs[l]).append(w.phy)
+                while p == NULL and next_key < nk:   # the lane is free: it takes the next key
+                    k = ks[next_key]
+                    w.key_hash, w.max_num, w.got = _key_hash(topic, k), max_num, 0
+                    out = []
+                    answers[next_key] = outs[l] = out
+                    next_key += 1
+                    p = self._walk_from(w, self._file_from(self.n - 1, 0, max_num, begin, end), begin, end)
+                if p != NULL:
+                    rmq_q_prefetch(p, INDEX_SLOT_SIZE if w.at_slot else INDEX_ENTRY_SIZE)
+                else:
+                    idle += 1
+                at[l] = p
         return answers
 
 
