@@ -234,3 +234,25 @@ def test_query_many_is_query_key_by_key(tmp_path):
     assert empty.query_many(TOPIC, ["a", "b"], 64, 0, LONG_MAX) == [[], []]
     with pytest.raises(TypeError):
         empty.query_many(TOPIC, ["a", 5], 64, 0, LONG_MAX)
+
+
+@pytest.mark.skipif(KERNEL is None, reason="compiled module not built or turned off")
+def test_batch_answers_are_ordinary_collected_lists(tmp_path):
+    """query_many keeps its answer lists away from the cycle collector while it fills them;
+    what it returns is tracked again: a cycle made through an answer is collected."""
+    import gc
+    import weakref
+    root = gen_store(tmp_path / "s", [500], SLOTS, INDEX_NUM, 1000)
+    with MessageStore.open(root, StoreConfig(maxHashSlotNum=SLOTS, maxIndexNum=INDEX_NUM)) as store:
+        got = store.index.query_offsets(TOPIC, [index_gen.key_of(i) for i in range(40)] + ["absent"], 64)
+    assert gc.is_tracked(got) and all(gc.is_tracked(a) for a in got)
+
+    class Marker:
+        pass
+    m = Marker()
+    got[0].append(got)   # answer -> answers -> answer
+    got[-1].append(m)
+    ref = weakref.ref(m)
+    del m, got
+    gc.collect()
+    assert ref() is None

@@ -16,6 +16,7 @@ from libc.stdint cimport int32_t, int64_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 from libc.stdint cimport uint8_t
 from cpython.long cimport PyLong_AsLongLongAndOverflow
+from cpython.object cimport PyObject
 from cpython.unicode cimport PyUnicode_1BYTE_KIND, PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND
 
 from engine.format.layout cimport (INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, OFF_ENTRY_HASH,
@@ -38,6 +39,10 @@ cdef extern from *:
     int32_t rmq_q_be32(const unsigned char *p) nogil
     int64_t rmq_q_be64(const unsigned char *p) nogil
     void rmq_q_prefetch(const unsigned char *p, int64_t len) nogil
+
+cdef extern from "Python.h":
+    void PyObject_GC_Track(PyObject *op)
+    void PyObject_GC_UnTrack(PyObject *op)
 
 # IndexHeader.values order (engine/store/index_file.py _HEADER_FIELDS)
 cdef enum:
@@ -336,10 +341,13 @@ cdef class KeyIndex:
         """query() for every key of `keys`: one list of offsets per key, in order, each exactly
         query()'s. The walks overlap their cache misses (group prefetching): BATCH_LANES keys
         are walked at once, each lane's next slot or entry prefetched while the other lanes
-        read theirs; a lane whose answer is complete takes the next key."""
+        read theirs; a lane whose answer is complete takes the next key. The answer lists (ints
+        only) are kept from the cycle collector until they are filled: the collections a
+        batch's own allocations set off did not need to traverse and age them (~1/4 of it)."""
         cdef list ks = keys if type(keys) is list else list(keys)
         cdef Py_ssize_t nk = len(ks), next_key = 0, l, idle = 0
         cdef list answers = [None] * nk
+        PyObject_GC_UnTrack(<PyObject *>answers)   # tracked again, with every answer, at the end
         cdef list outs = [None] * BATCH_LANES   # each lane's answer list
         cdef Walk lanes[BATCH_LANES]
         cdef const unsigned char *at[BATCH_LANES]   # each lane's next read, prefetched; NULL: idle
@@ -362,6 +370,7 @@ cdef class KeyIndex:
                     k = ks[next_key]
                     w.key_hash, w.max_num, w.got = _key_hash(topic, k), max_num, 0
                     out = []
+                    PyObject_GC_UnTrack(<PyObject *>out)
                     answers[next_key] = outs[l] = out
                     next_key += 1
                     p = self._walk_from(w, self._file_from(self.n - 1, 0, max_num, begin, end), begin, end)
@@ -370,6 +379,9 @@ cdef class KeyIndex:
                 else:
                     idle += 1
                 at[l] = p
+        for out in answers:
+            PyObject_GC_Track(<PyObject *>out)
+        PyObject_GC_Track(<PyObject *>answers)
         return answers
 
 
