@@ -1,7 +1,8 @@
 # cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
 """Key queries in one call: the "topic#key" hash, the slot walk of every index file and the
 time test, in C. The pure-Python twin (IndexService.query_offset over IndexFile.select) stays
-the reference; tests/test_query_kernel.py compares the two answer for answer.
+the reference; tests/test_query_kernel.py compares the two answer for answer, and
+tests/test_query_batch.py every batched answer with the key's single query.
 
 A KeyIndex is built over IndexService.files once and checks on every call that the list still
 holds the same files (same length, same first and last object), so a roll, a deletion or a
