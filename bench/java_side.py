@@ -218,6 +218,24 @@ def _lat(store, keys: list[str], messages: bool) -> dict:
             "p50Us": lat[len(lat) // 2] / 1000, "p99Us": lat[int(len(lat) * 0.99)] / 1000}
 
 
+BATCH_KEYS = 1000   # keys per query_offsets call in the batched figure (as bench/query.py's)
+
+
+def _batched(store, keys: list[str], per: int = BATCH_KEYS) -> dict:
+    """The same keys through the batched API (IndexService.query_offsets, `per` keys a call,
+    their cache misses overlapped) as one timed pass. Java has no batched call: this figure
+    is set against its single-query rate."""
+    from engine.store.index_file import LONG_MAX
+    qb = store.index.query_offsets
+    topic, hi = TOPIC, LONG_MAX
+    hits = 0
+    t = time.perf_counter()
+    for i in range(0, len(keys), per):
+        for offs in qb(topic, keys[i:i + per], 64, 0, hi):
+            hits += len(offs)
+    return {"seconds": time.perf_counter() - t, "queries": len(keys), "hits": hits}
+
+
 def ours_query(root: Path, keys: list[str]) -> dict[str, dict]:
     from engine import MessageStore
     out = {}
@@ -225,7 +243,18 @@ def ours_query(root: Path, keys: list[str]) -> dict[str, dict]:
         for name, messages in (("query-offsets", False), ("query-messages", True)):
             _lat(store, keys, messages)  # warm
             out[name] = _lat(store, keys, messages)
+        _batched(store, keys)  # warm
+        out["query-offsets-batch"] = _batched(store, keys)
     return out
+
+
+def batch_fields(batch: list[dict], java: list[dict]) -> dict:
+    """The batched figure's fields on the key-query offsets row: its best set, and its ratio
+    to Java's best single-query set (the row's baseline)."""
+    b, j = max(rate(m) for m in batch), max(rate(m) for m in java)
+    return {"batchQueriesPerSecond": round(b), "batchRatio": round(b / j, 3) if j else None,
+            "batchSets": [round(rate(m), 1) for m in batch],
+            "batchCall": f"IndexService.query_offsets, {BATCH_KEYS} keys a call"}
 
 
 def build_query_store(root: Path, load: float) -> int:
@@ -337,7 +366,7 @@ def _run(ctx) -> list[Row]:
         keys = [index_gen.key_of(rnd.randrange(n_keys)) for _ in range(nq)]
         key_file = base / "keys.txt"
         key_file.write_text("\n".join(keys) + "\n")
-        res = {"query-offsets": ([], []), "query-messages": ([], [])}
+        res = {"query-offsets": ([], []), "query-messages": ([], []), "query-offsets-batch": ([], [])}
         for s in range(SETS):
             log(f"java side: key-query load {load}, set {s + 1}/{SETS}: {nq} keys")
             for side in turns(s):
@@ -345,7 +374,8 @@ def _run(ctx) -> list[Row]:
                 for k, v in answers.items():
                     res[k][side == "java"].append(v)
         rows.append(pair_row(f"java-side key-query offsets load {load:g}", *res["query-offsets"], "queries/s",
-                             ourCall="IndexService.query_offset", javaCall="IndexService.queryOffset", queries=nq))
+                             ourCall="IndexService.query_offset", javaCall="IndexService.queryOffset", queries=nq,
+                             **batch_fields(res["query-offsets-batch"][0], res["query-offsets"][1])))
         rows.append(pair_row(f"java-side key-query messages load {load:g}", *res["query-messages"], "queries/s",
                              ourCall="query_message(raw=True)", javaCall="DefaultMessageStore.queryMessage",
                              queries=nq))

@@ -57,6 +57,31 @@ def test_pair_row_latencies_and_their_ratios():
     assert r.extra["queries"] == 1000
 
 
+def test_batch_fields_are_the_batched_rate_over_javas_best_single_rate():
+    java = [{"seconds": 0.5, "queries": 1000}, {"seconds": 0.25, "queries": 1000}]   # best 4,000/s
+    batch = [{"seconds": 0.1, "queries": 1000}, {"seconds": 0.125, "queries": 1000}]  # best 10,000/s
+    f = java_side.batch_fields(batch, java)
+    assert f["batchQueriesPerSecond"] == 10000 and f["batchRatio"] == 2.5
+    assert f["batchSets"] == [10000.0, 8000.0] and "query_offsets" in f["batchCall"]
+    r = java_side.pair_row("java-side key-query offsets load 4", [{"seconds": 0.5, "queries": 1000}], java,
+                           "queries/s", **f)
+    assert r.value == 2000 and r.ratio == pytest.approx(0.5)   # the row's main figure stays the single call's
+    assert r.extra["batchRatio"] == 2.5
+
+
+def test_our_query_side_times_the_batched_api_on_the_same_keys(tmp_path):
+    """Without Java: our side of the key-query workload on a small index; the batched pass
+    answers the same keys with the same hits as the single-call pass."""
+    from bench import index_gen
+    n = java_side.build_query_store(tmp_path / "q", 0.001)
+    keys = [index_gen.key_of(i * 37 % n) for i in range(1500)] + ["absent"]
+    oq = java_side.ours_query(tmp_path / "q", keys)
+    assert set(oq) == {"query-offsets", "query-messages", "query-offsets-batch"}
+    b = oq["query-offsets-batch"]
+    assert b["queries"] == oq["query-offsets"]["queries"] == len(keys)
+    assert b["hits"] == oq["query-offsets"]["hits"] >= 1500 and b["seconds"] > 0
+
+
 def test_bench_refuses_the_java_section_without_jars(tmp_path, capsys):
     assert bench_main(["--only", "java", "--out", str(tmp_path / "r.json")]) == 2
     assert "needs --java-lib" in capsys.readouterr().err
@@ -126,3 +151,4 @@ def test_java_section_end_to_end(tmp_path, monkeypatch):
         assert r.baseline == "RocketMQ DefaultMessageStore V4_9_7"
     assert rows[0].extra["bytesPerMessage"] == rows[0].extra["javaBytesPerMessage"]
     assert rows[4].extra["p99Us"] > 0 and rows[4].extra["javaP99Us"] > 0
+    assert rows[4].extra["batchQueriesPerSecond"] > 0 and rows[4].extra["batchRatio"] > 0
