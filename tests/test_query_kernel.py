@@ -224,3 +224,24 @@ def test_compiled_query_message_on_real_stores(name):
                 for args in ((0, LONG_MAX, 64), (b, e, 3)):
                     assert store.query_message(topic, key, *args, raw=raw) == ref_fn(store, topic, key, *args, raw), \
                         (topic, key, args, raw)
+
+
+def test_answer_tuple_reused_only_when_released(tmp_path):
+    """query_offset refills its last answer tuple in place only when the caller let go of it:
+    an answer kept stays what it was, and a refilled one is the new answer, whole."""
+    import gc
+    with MessageStore.create(tmp_path / "s", StoreConfig(**SMALL)) as s:
+        for i in range(6):
+            s.put_message("T", b"x", keys=f"k{i % 3}")
+        q = s.index.query_offset
+        ref = {k: s.index._query_offset_py("T", k, 64, accel=False) for k in ("k0", "k1", "k2", "zz")}
+        kept = q("T", "k0", 64)
+        again = q("T", "k1", 64)
+        assert kept is not again and kept == ref["k0"] and again == ref["k1"]
+        for k in ("k2", "zz", "k0", "k1") * 3:
+            got = q("T", k, 64)
+            assert got == ref[k] and isinstance(got, tuple) and len(got) == 3
+            del got
+        assert kept == ref["k0"] and again == ref["k1"]
+        gc.collect()
+        assert q("T", "k2", 64) == ref["k2"]

@@ -18,6 +18,7 @@ from libc.string cimport memcpy
 from libc.stdint cimport uint8_t
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject
+from cpython.ref cimport Py_XDECREF
 from cpython.unicode cimport PyUnicode_1BYTE_KIND, PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND
 
 from engine.format.layout cimport (INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, OFF_ENTRY_HASH,
@@ -388,6 +389,31 @@ cdef class KeyIndex:
 
 include "_fast_objects.pxi"
 
+cdef extern from *:
+    """
+    /* (a, b, c) in the tuple *cache when nothing but the cache holds it (the caller let go of
+       the last answer), refilled in place as zip() and enumerate() reuse theirs; else a new
+       tuple, kept in *cache. */
+    static PyObject *rmq_answer3(PyObject **cache, PyObject *a, PyObject *b, PyObject *c) {
+        PyObject *t = *cache;
+        if (t != NULL && Py_REFCNT(t) == 1) {
+            PyObject *o0 = PyTuple_GET_ITEM(t, 0), *o1 = PyTuple_GET_ITEM(t, 1), *o2 = PyTuple_GET_ITEM(t, 2);
+            Py_INCREF(a); Py_INCREF(b); Py_INCREF(c);
+            PyTuple_SET_ITEM(t, 0, a); PyTuple_SET_ITEM(t, 1, b); PyTuple_SET_ITEM(t, 2, c);
+            Py_DECREF(o0); Py_DECREF(o1); Py_DECREF(o2);
+            if (!PyObject_GC_IsTracked(t)) PyObject_GC_Track(t);
+            Py_INCREF(t);
+            return t;
+        }
+        t = PyTuple_Pack(3, a, b, c);
+        if (t == NULL) return NULL;
+        Py_XSETREF(*cache, t);
+        Py_INCREF(t);
+        return t;
+    }
+    """
+    object rmq_answer3(PyObject** cache, object a, object b, object c)
+
 cdef int64_t LONG_MAX = 0x7FFFFFFFFFFFFFFF
 cdef object _Config = None        # engine.config.StoreConfig (a slots dataclass)
 cdef Py_ssize_t _cap_off = -1     # its maxMsgsNumBatch slot
@@ -416,6 +442,10 @@ cdef class IndexServiceBase:
     int64 times -- answered without a Python frame, which was a third of a query's time. Every
     other case goes to IndexService._query_offset_py, the reference. (Attributes: _query.pxd.)"""
 
+    def __dealloc__(self):
+        Py_XDECREF(self._answer)
+        self._answer = NULL
+
     cdef object fast(self, str topic, str key, Py_ssize_t max_num, begin, end, cap):
         """query_offset's answer in the common case (a key query of engine.accel._page calls
         it straight), None for every other case (the reference answers those)."""
@@ -442,8 +472,8 @@ cdef class IndexServiceBase:
             max_num = c
         out = ki._query(_key_hash(topic, key), max_num, b, e)
         if n == 0:
-            return out, 0, 0
-        return out, ki._end_ts(ki.hdrs[n - 1][H_END_TS]), ki._end_phy(ki.hdrs[n - 1][H_END_PHY])
+            return rmq_answer3(&self._answer, out, 0, 0)
+        return rmq_answer3(&self._answer, out, ki._end_ts(ki.hdrs[n - 1][H_END_TS]), ki._end_phy(ki.hdrs[n - 1][H_END_PHY]))
 
     def query_offset(self, str topic, str key, Py_ssize_t max_num, begin=0, end=LONG_MAX, cap=None,
                      bint accel=True):
