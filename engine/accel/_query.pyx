@@ -458,6 +458,13 @@ cdef class IndexServiceBase:
                 and type(self.files) is list):
             return None
         ki = <KeyIndex>self._kidx
+        cdef int32_t h = _key_hash(topic, key)
+        cdef Py_ssize_t last = ki.n - 1
+        cdef int64_t sn
+        if last >= 0 and ki.bufs[last] != NULL:   # the newest file's slot, asked for before the checks below
+            sn = ki.slot_nums[last]
+            if 0 < sn <= 0x7FFFFFFF and INDEX_HEADER_SIZE + sn * INDEX_SLOT_SIZE <= ki.buf_len[last]:
+                rmq_q_prefetch(ki.bufs[last] + INDEX_HEADER_SIZE + <int64_t>(<uint32_t>h % <uint32_t>sn) * INDEX_SLOT_SIZE, INDEX_SLOT_SIZE)
         files = <list>self.files
         n = len(files)
         if not (files is ki.files and n == ki.n and (n == 0 or (files[0] is ki.first and files[n - 1] is ki.last))):
@@ -470,7 +477,7 @@ cdef class IndexServiceBase:
         c = config_cap(self.cfg) if cap is None else cap
         if c != 0 and c < max_num:
             max_num = c
-        out = ki._query(_key_hash(topic, key), max_num, b, e)
+        out = ki._query(h, max_num, b, e)
         if n == 0:
             return rmq_answer3(&self._answer, out, 0, 0)
         return rmq_answer3(&self._answer, out, ki._end_ts(ki.hdrs[n - 1][H_END_TS]), ki._end_phy(ki.hdrs[n - 1][H_END_PHY]))
