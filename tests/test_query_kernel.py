@@ -245,3 +245,22 @@ def test_answer_tuple_reused_only_when_released(tmp_path):
         assert kept == ref["k0"] and again == ref["k1"]
         gc.collect()
         assert q("T", "k2", 64) == ref["k2"]
+
+
+def test_topic_or_key_not_a_str_answers_as_the_reference(tmp_path):
+    """A topic or key that is not exactly a str (None, a str subclass) is answered by the Python
+    reference, never hashed by the compiled walk (which would read None as the last topic)."""
+    class Name(str):
+        pass
+    with MessageStore.create(tmp_path / "s", StoreConfig(**SMALL)) as s:
+        s.put_message("T", b"x", keys="k")
+        q = s.index.query_offset
+        assert q("T", "k", 64)[0] == s.index._query_offset_py("T", "k", 64, accel=False)[0] != []
+        assert q(Name("T"), Name("k"), 64) == s.index._query_offset_py("T", "k", 64, accel=False)
+        assert q(None, "k", 64) == s.index._query_offset_py(None, "k", 64, accel=False)
+        if accel.load("_query") is not None:
+            from engine.accel._query import key_hash
+            with pytest.raises(TypeError):
+                key_hash(None, "k")
+            with pytest.raises(TypeError):
+                s.index.query_offsets("T", ["k", None], 64)

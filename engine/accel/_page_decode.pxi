@@ -86,7 +86,8 @@ def decode(buf, Py_ssize_t pos, Py_ssize_t limit, int64_t offset, opts):
 cdef inline void prefetch_whole(const uint8_t* b, Py_ssize_t L, Py_ssize_t pos) noexcept nogil:
     """Ask for every line of the record at pos (its size from its first field) before check
     reads it: check jumps from the head past the body to the topic and properties, and the
-    copy that follows reads the rest; requested together, the misses overlap."""
+    copy that follows reads the rest; requested together, the misses overlap. At most the
+    first 16 KiB (a damaged size field must not cost a sweep of the file)."""
     cdef int32_t size
     cdef Py_ssize_t k, end
     if pos < 0 or pos + 4 > L:
@@ -94,7 +95,9 @@ cdef inline void prefetch_whole(const uint8_t* b, Py_ssize_t L, Py_ssize_t pos) 
     size = be32(b + pos)
     if size <= 0:
         return
-    end = pos + size if pos + size < L else L
+    end = pos + (size if size < 16384 else 16384)
+    if end > L:
+        end = L
     k = (pos & ~63) + 64
     while k < end:
         rmq_prefetch(b + k)

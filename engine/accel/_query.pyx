@@ -121,7 +121,7 @@ cdef inline uint32_t _feed(uint32_t h, uint32_t c) noexcept:
     return h * 31 + c
 
 
-def key_hash(str topic, str key):
+def key_hash(str topic not None, str key not None):
     """IndexFile.indexKeyHashMethod of "topic#key" without building the string."""
     return _key_hash(topic, key)
 
@@ -324,11 +324,12 @@ cdef class KeyIndex:
             return NULL
         return self._walk_from(w, self._file_from(w.file - 1, w.got, w.max_num, begin, end), begin, end)
 
-    def query(self, str topic, str key, Py_ssize_t max_num, int64_t begin, int64_t end):
+    def query(self, str topic not None, str key not None, Py_ssize_t max_num, int64_t begin, int64_t end):
         """Commitlog offsets for "topic#key", newest first, as IndexService.query_offset."""
         return self._query(_key_hash(topic, key), max_num, begin, end)
 
-    def query_offset(self, str topic, str key, Py_ssize_t max_num, Py_ssize_t cap, int64_t begin, int64_t end):
+    def query_offset(self, str topic not None, str key not None, Py_ssize_t max_num, Py_ssize_t cap, int64_t begin,
+                     int64_t end):
         """IndexService.query_offset's whole answer (offsets, lastUpdateTimestamp,
         lastUpdatePhyOffset); a non-zero `cap` lowers max_num (maxMsgsNumBatch)."""
         if cap != 0 and cap < max_num:  # min(max_num, cap) if cap, as the reference
@@ -339,7 +340,7 @@ cdef class KeyIndex:
         cdef int64_t *h = self.hdrs[self.n - 1]
         return out, self._end_ts(h[H_END_TS]), self._end_phy(h[H_END_PHY])
 
-    def query_many(self, str topic, keys, Py_ssize_t max_num, int64_t begin, int64_t end):
+    def query_many(self, str topic not None, keys, Py_ssize_t max_num, int64_t begin, int64_t end):
         """query() for every key of `keys`: one list of offsets per key, in order, each exactly
         query()'s. The walks overlap their cache misses (group prefetching): BATCH_LANES keys
         are walked at once, each lane's next slot or entry prefetched while the other lanes
@@ -370,6 +371,8 @@ cdef class KeyIndex:
                         (<list>outs[l]).append(w.phy)
                 while p == NULL and next_key < nk:   # the lane is free: it takes the next key
                     k = ks[next_key]
+                    if k is None:   # (a str-typed name takes None; the hash must not)
+                        raise TypeError("query_many: a key is None")
                     w.key_hash, w.max_num, w.got = _key_hash(topic, k), max_num, 0
                     out = []
                     PyObject_GC_UnTrack(<PyObject *>out)
@@ -482,10 +485,10 @@ cdef class IndexServiceBase:
             return rmq_answer3(&self._answer, out, 0, 0)
         return rmq_answer3(&self._answer, out, ki._end_ts(ki.hdrs[n - 1][H_END_TS]), ki._end_phy(ki.hdrs[n - 1][H_END_PHY]))
 
-    def query_offset(self, str topic, str key, Py_ssize_t max_num, begin=0, end=LONG_MAX, cap=None,
+    def query_offset(self, topic, key, Py_ssize_t max_num, begin=0, end=LONG_MAX, cap=None,
                      bint accel=True):
         """IndexService.query_offset (its docstring says what it answers)."""
-        if accel:
+        if accel and type(topic) is str and type(key) is str:
             r = self.fast(topic, key, max_num, begin, end, cap)
             if r is not None:
                 return r

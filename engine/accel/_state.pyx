@@ -1,7 +1,7 @@
 # cython: language_level=3
 """The hot state of writes and reads as C fields: the base classes of MappedFile,
-MappedFileQueue, CommitLog, MessageStore, ConsumeQueue, StoreWriter and UniqKeyGenerator when the kernels are
-built (each falls back to `object`).
+MappedFileQueue, CommitLog, MessageStore, ConsumeQueue, StoreWriter and UniqKeyGenerator when
+the kernels are built (each falls back to `object`).
 
 The compiled put (_append.pyx) reads and writes these positions and timestamps as struct
 fields, where plain attributes cost a dict lookup and a new int each; Python code keeps

@@ -112,7 +112,7 @@ class IndexService(_FRONT or object):
         The compiled walker answers when built (accel=False: the Python reference)."""
         cap = self.cfg.maxMsgsNumBatch if cap is None else cap
         begin, end = _int64(begin), _int64(end)  # times are int64: beyond it is the same as its ends
-        ki = self._key_index() if accel else None
+        ki = self._key_index() if accel and type(topic) is str and type(key) is str else None
         if ki is not None:
             return ki.query_offset(topic, key, max_num, cap, begin, end)
         max_num = min(max_num, cap) if cap else max_num
