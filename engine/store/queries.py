@@ -10,6 +10,8 @@ from engine.format.message import Message
 from engine.format.msgid import decode_offset_msg_id, looks_like_msg_id
 from engine.store.index_file import LONG_MAX
 
+KEYS_PER_BATCH = 10_000   # keys per batched index walk (query_messages)
+
 
 @dataclass(slots=True)
 class QueryResult:
@@ -55,6 +57,26 @@ class Queries:
     def _query_exact(self, topic: str, key: str, begin: int, end: int, max_num: int, cap) -> QueryResult:
         """query_message's default answer (its docstring says what)."""
         offs, lts, loff = self.index.query_offset(topic, key, LONG_MAX, max(0, begin - 1000), LONG_MAX, cap=0)
+        return self._exact_answer(topic, key, offs, begin, end, max_num, lts, loff)
+
+    def query_messages(self, topic: str, keys, begin: int = 0, end: int = LONG_MAX,
+                       max_num: int = 64) -> list[QueryResult]:
+        """query_message's default answer for each of many keys, in their order: the keys'
+        index walks go through IndexService.query_offsets in batches (their cache misses
+        overlapped), then each candidate is checked as for one key."""
+        keys = list(keys)
+        files = self.index.files
+        lts, loff = (files[-1].header.endTimestamp, files[-1].header.endPhyOffset) if files else (0, 0)
+        out: list[QueryResult] = []
+        for i in range(0, len(keys), KEYS_PER_BATCH):
+            chunk = keys[i:i + KEYS_PER_BATCH]
+            walks = self.index.query_offsets(topic, chunk, LONG_MAX, max(0, begin - 1000), LONG_MAX, cap=0)
+            out += [self._exact_answer(topic, k, offs, begin, end, max_num, lts, loff) for k, offs in zip(chunk, walks)]
+        return out
+
+    def _exact_answer(self, topic: str, key: str, offs: list[int], begin: int, end: int, max_num: int,
+                      lts: int, loff: int) -> QueryResult:
+        """The exact answer from a key's index candidates `offs` (hash-only, walk order)."""
         seen, matched, false_hits = set(), [], []
         for o in offs:
             if o in seen:
