@@ -462,12 +462,13 @@ cdef class IndexServiceBase:
             return None
         ki = <KeyIndex>self._kidx
         cdef int32_t h = _key_hash(topic, key)
-        cdef Py_ssize_t last = ki.n - 1
-        cdef int64_t sn
-        if last >= 0 and ki.bufs[last] != NULL:   # the newest file's slot, asked for before the checks below
-            sn = ki.slot_nums[last]
-            if 0 < sn <= 0x7FFFFFFF and INDEX_HEADER_SIZE + sn * INDEX_SLOT_SIZE <= ki.buf_len[last]:
-                rmq_q_prefetch(ki.bufs[last] + INDEX_HEADER_SIZE + <int64_t>(<uint32_t>h % <uint32_t>sn) * INDEX_SLOT_SIZE, INDEX_SLOT_SIZE)
+        cdef Walk w
+        cdef const unsigned char *slot
+        if ki.n > 0:   # the newest file's slot, asked for before the checks below (they run under the miss)
+            w.key_hash = h
+            slot = ki._open(&w, ki.n - 1)
+            if slot != NULL:
+                rmq_q_prefetch(slot, INDEX_SLOT_SIZE)
         files = <list>self.files
         n = len(files)
         if not (files is ki.files and n == ki.n and (n == 0 or (files[0] is ki.first and files[n - 1] is ki.last))):

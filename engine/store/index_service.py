@@ -117,12 +117,10 @@ class IndexService(_FRONT or object):
             return ki.query_offset(topic, key, max_num, cap, begin, end)
         max_num = min(max_num, cap) if cap else max_num
         out: list[int] = []
-        last_ts = last_off = 0
         k = index_key(topic, key)
+        last_ts, last_off = self.last_update()
         for i in range(len(self.files) - 1, -1, -1):
             f = self.files[i]
-            if i == len(self.files) - 1:
-                last_ts, last_off = f.header.endTimestamp, f.header.endPhyOffset
             if f.is_time_matched(begin, end):
                 f.select(k, max_num, begin, end, out)
             if f.header.beginTimestamp < begin:
@@ -133,6 +131,14 @@ class IndexService(_FRONT or object):
 
     if _FRONT is None:
         query_offset = _query_offset_py
+
+    def last_update(self) -> tuple[int, int]:
+        """A query's indexLastUpdateTimestamp and indexLastUpdatePhyoffset: the newest index
+        file's endTimestamp and endPhyOffset (0, 0 without one)."""
+        if not self.files:
+            return 0, 0
+        h = self.files[-1].header
+        return h.endTimestamp, h.endPhyOffset
 
     def query_offsets(self, topic: str, keys, max_num: int, begin: int = 0, end: int = LONG_MAX,
                       cap: int | None = None, accel: bool = True) -> list[list[int]]:

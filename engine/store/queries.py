@@ -65,8 +65,7 @@ class Queries:
         index walks go through IndexService.query_offsets in batches (their cache misses
         overlapped), then each candidate is checked as for one key."""
         keys = list(keys)
-        files = self.index.files
-        lts, loff = (files[-1].header.endTimestamp, files[-1].header.endPhyOffset) if files else (0, 0)
+        lts, loff = self.index.last_update()
         out: list[QueryResult] = []
         for i in range(0, len(keys), KEYS_PER_BATCH):
             chunk = keys[i:i + KEYS_PER_BATCH]
