@@ -21,8 +21,10 @@ from cpython.object cimport PyObject
 from cpython.ref cimport Py_XDECREF
 from cpython.unicode cimport PyUnicode_1BYTE_KIND, PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND
 
-from engine.format.layout cimport (INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, OFF_ENTRY_HASH,
-                                   OFF_ENTRY_PHY, OFF_ENTRY_PREV, OFF_ENTRY_TIMEDIFF)
+from engine.format.layout cimport (ACCEL_DIR_LINE, ACCEL_DIR_SLOTS, ACCEL_RECORD_SIZE, INDEX_ENTRY_SIZE,
+                                   INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, OFF_ACCEL_HASH, OFF_ACCEL_PHY,
+                                   OFF_ACCEL_TIMEDIFF, OFF_ENTRY_HASH, OFF_ENTRY_PHY, OFF_ENTRY_PREV,
+                                   OFF_ENTRY_TIMEDIFF)
 
 cdef extern from *:
     """
@@ -34,13 +36,22 @@ cdef extern from *:
     static inline int64_t rmq_q_be64(const unsigned char *p) {
         uint64_t v; memcpy(&v, p, 8); return (int64_t)__builtin_bswap64(v);
     }
+    static inline int32_t rmq_q_le32(const unsigned char *p) { int32_t v; memcpy(&v, p, 4); return v; }
+    static inline int64_t rmq_q_le64(const unsigned char *p) { int64_t v; memcpy(&v, p, 8); return v; }
     static inline void rmq_q_prefetch(const unsigned char *p, int64_t len) {
         __builtin_prefetch(p, 0, 3); __builtin_prefetch(p + len - 1, 0, 3);  /* an entry can straddle two lines */
+    }
+    static inline void rmq_q_prefetch_span(const unsigned char *p, int64_t len) {
+        for (int64_t x = 0; x < len; x += 64) __builtin_prefetch(p + x, 0, 3);
+        if (len > 0) __builtin_prefetch(p + len - 1, 0, 3);
     }
     """
     int32_t rmq_q_be32(const unsigned char *p) nogil
     int64_t rmq_q_be64(const unsigned char *p) nogil
+    int32_t rmq_q_le32(const unsigned char *p) nogil
+    int64_t rmq_q_le64(const unsigned char *p) nogil
     void rmq_q_prefetch(const unsigned char *p, int64_t len) nogil
+    void rmq_q_prefetch_span(const unsigned char *p, int64_t len) nogil
 
 cdef extern from "Python.h":
     void PyObject_GC_Track(PyObject *op)
@@ -172,6 +183,9 @@ cdef class KeyIndex:
     cdef int64_t **hdrs
     cdef int64_t *slot_nums
     cdef int64_t *index_nums
+    cdef const unsigned char **acc_dir   # each file's chain copy (engine/store/index_accel.py):
+    cdef const unsigned char **acc_rec   # its directory and records,
+    cdef int64_t *acc_count              # the indexCount it holds (-1: no copy)
     cdef object _ts_obj, _phy_obj   # the last file's endTimestamp / endPhyOffset as ints, reused
     cdef int64_t _ts, _phy          # while the header still holds these values
 
@@ -189,7 +203,11 @@ cdef class KeyIndex:
         self.hdrs = <int64_t **>PyMem_Malloc((n + 1) * sizeof(void *))
         self.slot_nums = <int64_t *>PyMem_Malloc((n + 1) * sizeof(int64_t))
         self.index_nums = <int64_t *>PyMem_Malloc((n + 1) * sizeof(int64_t))
-        if not (self.bufs and self.buf_len and self.hdrs and self.slot_nums and self.index_nums):
+        self.acc_dir = <const unsigned char **>PyMem_Malloc((n + 1) * sizeof(void *))
+        self.acc_rec = <const unsigned char **>PyMem_Malloc((n + 1) * sizeof(void *))
+        self.acc_count = <int64_t *>PyMem_Malloc((n + 1) * sizeof(int64_t))
+        if not (self.bufs and self.buf_len and self.hdrs and self.slot_nums and self.index_nums and self.acc_dir
+                and self.acc_rec and self.acc_count):
             raise MemoryError()
         for i in range(n):
             f = files[i]
@@ -202,6 +220,7 @@ cdef class KeyIndex:
             self.hdrs[i] = <int64_t *>&hv[0]
             self.slot_nums[i] = f.slot_num
             self.index_nums[i] = f.index_num
+            self._attach(i, getattr(f, "accel", None))
 
     def __dealloc__(self):
         PyMem_Free(self.bufs)
@@ -209,6 +228,23 @@ cdef class KeyIndex:
         PyMem_Free(self.hdrs)
         PyMem_Free(self.slot_nums)
         PyMem_Free(self.index_nums)
+        PyMem_Free(self.acc_dir)
+        PyMem_Free(self.acc_rec)
+        PyMem_Free(self.acc_count)
+
+    cdef _attach(self, Py_ssize_t i, accel):
+        """File i's chain copy (an IndexAccel, or None)."""
+        cdef const unsigned char[::1] d, r
+        self.acc_count[i] = -1
+        if accel is None:
+            return
+        d = accel.directory.reshape(-1)
+        r = accel.records.view("u1")
+        self.keep.append(d)
+        self.keep.append(r)
+        self.acc_dir[i] = &d[0]
+        self.acc_rec[i] = &r[0] if r.shape[0] else NULL
+        self.acc_count[i] = accel.index_count
 
     def fresh(self, list files):
         """Still the same files in the same list?"""
@@ -268,10 +304,54 @@ cdef class KeyIndex:
             return NULL
         return w.buf + INDEX_HEADER_SIZE + <int64_t>(<uint32_t>w.key_hash % <uint32_t>slot_num) * INDEX_SLOT_SIZE
 
+    cdef inline const unsigned char *_copy_line(self, Py_ssize_t i, int32_t key_hash) noexcept:
+        """The directory line of key_hash's slot in file i's chain copy; NULL without a copy or
+        when the file has changed since it was made (another indexCount)."""
+        if self.acc_count[i] != self.hdrs[i][H_INDEX_COUNT]:
+            return NULL
+        return self.acc_dir[i] + <int64_t>((<uint32_t>key_hash % <uint32_t>self.slot_nums[i]) // ACCEL_DIR_SLOTS) * ACCEL_DIR_LINE
+
+    cdef inline const unsigned char *_first_read(self, Py_ssize_t i, int32_t key_hash) noexcept:
+        """The first address a walk of file i reads for key_hash (its copy's directory line,
+        else its slot), NULL when there is nothing to read."""
+        cdef Walk w
+        cdef const unsigned char *line = self._copy_line(i, key_hash)
+        if line != NULL:
+            return line
+        w.key_hash = key_hash
+        return self._open(&w, i)
+
+    cdef Py_ssize_t _select_copy(self, Py_ssize_t i, const unsigned char *line, int32_t key_hash,
+                                 Py_ssize_t max_num, int64_t begin, int64_t end, list out) except -1:
+        """_select over file i's chain copy: the same entries in the same order (the copy holds
+        each slot's chain as select walks it), the same tests; the chain's lines are requested
+        together, so the walk costs two misses, not one per entry."""
+        cdef uint32_t k = (<uint32_t>key_hash % <uint32_t>self.slot_nums[i]) % ACCEL_DIR_SLOTS, j
+        cdef int64_t start = <uint32_t>rmq_q_le32(line), t, begin_ts = self.hdrs[i][H_BEGIN_TS]
+        cdef Py_ssize_t n = line[4 + k], got = len(out), x
+        for j in range(k):
+            start += line[4 + j]
+        cdef const unsigned char *r = self.acc_rec[i] + start * ACCEL_RECORD_SIZE
+        rmq_q_prefetch_span(r, n * ACCEL_RECORD_SIZE)
+        for x in range(n):
+            if got >= max_num:
+                break
+            t = begin_ts + <int64_t>rmq_q_le32(r + OFF_ACCEL_TIMEDIFF) * 1000
+            if rmq_q_le32(r + OFF_ACCEL_HASH) == key_hash and begin <= t <= end:
+                out.append(rmq_q_le64(r + OFF_ACCEL_PHY))
+                got += 1
+            if t < begin:
+                break
+            r += ACCEL_RECORD_SIZE
+        return got
+
     cdef Py_ssize_t _select(self, Py_ssize_t i, int32_t key_hash, Py_ssize_t max_num, int64_t begin,
                             int64_t end, list out) except -1:
         """IndexFile.select: the newest entry first, hash and time tested, at most min(indexCount,
-        maxIndexNum) steps so a cycle ends."""
+        maxIndexNum) steps so a cycle ends (in the file's chain copy when it has a fresh one)."""
+        cdef const unsigned char *line = self._copy_line(i, key_hash)
+        if line != NULL:
+            return self._select_copy(i, line, key_hash, max_num, begin, end, out)
         cdef Walk w
         w.key_hash, w.max_num, w.got = key_hash, max_num, len(out)
         cdef const unsigned char *p = self._open(&w, i)
@@ -462,13 +542,11 @@ cdef class IndexServiceBase:
             return None
         ki = <KeyIndex>self._kidx
         cdef int32_t h = _key_hash(topic, key)
-        cdef Walk w
-        cdef const unsigned char *slot
-        if ki.n > 0:   # the newest file's slot, asked for before the checks below (they run under the miss)
-            w.key_hash = h
-            slot = ki._open(&w, ki.n - 1)
-            if slot != NULL:
-                rmq_q_prefetch(slot, INDEX_SLOT_SIZE)
+        cdef const unsigned char *first
+        if ki.n > 0:   # the newest file's first read, asked for before the checks below (they run under the miss)
+            first = ki._first_read(ki.n - 1, h)
+            if first != NULL:
+                rmq_q_prefetch(first, INDEX_SLOT_SIZE)
         files = <list>self.files
         n = len(files)
         if not (files is ki.files and n == ki.n and (n == 0 or (files[0] is ki.first and files[n - 1] is ki.last))):

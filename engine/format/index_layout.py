@@ -27,6 +27,17 @@ OFF_ENTRY_PHY = 4
 OFF_ENTRY_TIMEDIFF = 12
 OFF_ENTRY_PREV = 16
 
+# The query copy of a file's chains (engine/store/index_accel.py), in memory only, little-endian:
+# a directory of 64-byte lines (u32 first record, then one u8 chain length per slot) and
+# 16-byte records.
+ACCEL_DIR_SLOTS = 60
+ACCEL_DIR_LINE = 64
+ACCEL_MAX_CHAIN = 255
+ACCEL_RECORD_SIZE = 16
+OFF_ACCEL_HASH = 0
+OFF_ACCEL_TIMEDIFF = 4
+OFF_ACCEL_PHY = 8
+
 INDEX_HEADER_DTYPE = np.dtype([
     ("beginTimestamp", ">i8"), ("endTimestamp", ">i8"),
     ("beginPhyOffset", ">i8"), ("endPhyOffset", ">i8"),
@@ -44,6 +55,8 @@ ENTRY = struct.Struct(">iqii")
 HEADER = struct.Struct(">qqqqii")
 HEADER_TIMES = struct.Struct(">qqqq")
 assert INDEX_HEADER_DTYPE.itemsize == HEADER.size == INDEX_HEADER_SIZE
+ACCEL_RECORD_DTYPE = np.dtype([("keyHash", "<i4"), ("timeDiff", "<i4"), ("commitLogOffset", "<i8")])
+assert ACCEL_RECORD_DTYPE.itemsize == ACCEL_RECORD_SIZE and ACCEL_DIR_LINE == 4 + ACCEL_DIR_SLOTS
 assert INDEX_ENTRY_DTYPE.itemsize == ENTRY.size == INDEX_ENTRY_SIZE
 
 

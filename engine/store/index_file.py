@@ -106,6 +106,7 @@ class IndexFile:
         self.entries = np.frombuffer(mm, dtype=INDEX_ENTRY_DTYPE, count=index_num,
                                      offset=INDEX_HEADER_SIZE + slot_num * INDEX_SLOT_SIZE)
         self._entry_base = INDEX_HEADER_SIZE + slot_num * INDEX_SLOT_SIZE
+        self.accel = None  # its chain copy for key queries (IndexService.accelerate)
         if create and writable:
             self._room(0)
             self._populate_slots()
