@@ -240,11 +240,17 @@ def ours_query(root: Path, keys: list[str]) -> dict[str, dict]:
     from engine import MessageStore
     out = {}
     with MessageStore.open(root) as store:
+        for name, messages in (("query-offsets", False), ("query-messages", True)):   # walked in the file
+            _lat(store, keys, messages)  # warm
+            out[name + "-in-place"] = _lat(store, keys, messages)
+        _batched(store, keys)  # warm
+        out["query-offsets-batch"] = _batched(store, keys)
+        out["accelerate"] = store.index.accelerate()   # the chain copy (engine/store/index_accel.py)
+        if not out["accelerate"]["built"]:
+            raise JavaSideError(f"no chain copy built: {out['accelerate']}")
         for name, messages in (("query-offsets", False), ("query-messages", True)):
             _lat(store, keys, messages)  # warm
             out[name] = _lat(store, keys, messages)
-        _batched(store, keys)  # warm
-        out["query-offsets-batch"] = _batched(store, keys)
     return out
 
 
@@ -255,6 +261,19 @@ def batch_fields(batch: list[dict], java: list[dict]) -> dict:
     return {"batchQueriesPerSecond": round(b), "batchRatio": round(b / j, 3) if j else None,
             "batchSets": [round(rate(m), 1) for m in batch],
             "batchCall": f"IndexService.query_offsets, {BATCH_KEYS} keys a call"}
+
+
+def in_place_fields(ours: list[dict], java: list[dict]) -> dict:
+    """The same queries walked in the file (before IndexService.accelerate): best set, ratio
+    to Java's best set, p50."""
+    o, j = max(rate(m) for m in ours), max(rate(m) for m in java)
+    return {"inPlaceQueriesPerSecond": round(o), "inPlaceRatio": round(o / j, 3) if j else None,
+            "inPlaceSets": [round(rate(m), 1) for m in ours], "inPlaceP50Us": round(min(m["p50Us"] for m in ours), 2)}
+
+
+def copy_fields(runs: list[dict]) -> dict:
+    """What IndexService.accelerate took to make the chain copy the main figures use."""
+    return {"chainCopySeconds": max(r["seconds"] for r in runs), "chainCopyBytes": runs[0]["bytes"]}
 
 
 def build_query_store(root: Path, load: float) -> int:
@@ -366,18 +385,22 @@ def _run(ctx) -> list[Row]:
         keys = [index_gen.key_of(rnd.randrange(n_keys)) for _ in range(nq)]
         key_file = base / "keys.txt"
         key_file.write_text("\n".join(keys) + "\n")
-        res = {"query-offsets": ([], []), "query-messages": ([], []), "query-offsets-batch": ([], [])}
+        res = {k: ([], []) for k in ("query-offsets", "query-messages", "query-offsets-in-place",
+                                     "query-messages-in-place", "query-offsets-batch", "accelerate")}
         for s in range(SETS):
             log(f"java side: key-query load {load}, set {s + 1}/{SETS}: {nq} keys")
             for side in turns(s):
                 answers = ours_query(root, keys) if side == "rmqstore" else run_java(cmd, "query", root, key_file)
                 for k, v in answers.items():
                     res[k][side == "java"].append(v)
+        copy = copy_fields(res["accelerate"][0])
         rows.append(pair_row(f"java-side key-query offsets load {load:g}", *res["query-offsets"], "queries/s",
-                             ourCall="IndexService.query_offset", javaCall="IndexService.queryOffset", queries=nq,
-                             **batch_fields(res["query-offsets-batch"][0], res["query-offsets"][1])))
+                             ourCall="IndexService.query_offset (chain copy)", javaCall="IndexService.queryOffset",
+                             queries=nq, **batch_fields(res["query-offsets-batch"][0], res["query-offsets"][1]),
+                             **in_place_fields(res["query-offsets-in-place"][0], res["query-offsets"][1]), **copy))
         rows.append(pair_row(f"java-side key-query messages load {load:g}", *res["query-messages"], "queries/s",
-                             ourCall="query_message(raw=True)", javaCall="DefaultMessageStore.queryMessage",
-                             queries=nq))
+                             ourCall="query_message(raw=True) (chain copy)", javaCall="DefaultMessageStore.queryMessage",
+                             queries=nq, **in_place_fields(res["query-messages-in-place"][0], res["query-messages"][1]),
+                             **copy))
         shutil.rmtree(root, ignore_errors=True)
     return rows

@@ -76,10 +76,15 @@ def test_our_query_side_times_the_batched_api_on_the_same_keys(tmp_path):
     n = java_side.build_query_store(tmp_path / "q", 0.001)
     keys = [index_gen.key_of(i * 37 % n) for i in range(1500)] + ["absent"]
     oq = java_side.ours_query(tmp_path / "q", keys)
-    assert set(oq) == {"query-offsets", "query-messages", "query-offsets-batch"}
+    assert set(oq) == {"query-offsets", "query-messages", "query-offsets-batch", "query-offsets-in-place",
+                       "query-messages-in-place", "accelerate"}
     b = oq["query-offsets-batch"]
     assert b["queries"] == oq["query-offsets"]["queries"] == len(keys)
-    assert b["hits"] == oq["query-offsets"]["hits"] >= 1500 and b["seconds"] > 0
+    assert b["hits"] == oq["query-offsets"]["hits"] == oq["query-offsets-in-place"]["hits"] >= 1500
+    assert oq["query-messages"]["hits"] == oq["query-messages-in-place"]["hits"] >= 1500 and b["seconds"] > 0
+    assert oq["accelerate"]["built"] == ["20260101000000000"] and oq["accelerate"]["bytes"] > 0
+    f = java_side.in_place_fields([oq["query-offsets-in-place"]], [oq["query-offsets"]])
+    assert f["inPlaceQueriesPerSecond"] > 0 and f["inPlaceRatio"] > 0
 
 
 def test_bench_refuses_the_java_section_without_jars(tmp_path, capsys):
