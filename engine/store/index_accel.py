@@ -20,9 +20,10 @@ applies the same hash, time and count tests. Any other file (damage, a hand-made
 pathological slot) is walked in the file as before. The copy holds for the indexCount it was
 built at: a walker uses it only while the header still has that count (a put makes it stale).
 
-Cost: 16 bytes per entry plus 64 bytes per 60 slots (340 MB for a full default file), and
-about a second per million entries... measured in bench/NOTES.md; queries do not wait for it:
-IndexService.accelerate builds it on request."""
+Cost: 16 bytes per entry plus 64 bytes per 60 slots (325 MB for a full default file of 20
+million entries; about 4 s to make, bench/NOTES.md). It is made on request only
+(IndexService.accelerate, or its task, which the GUI runs after an open); queries never wait
+for it."""
 from __future__ import annotations
 
 from dataclasses import dataclass
@@ -61,13 +62,13 @@ def build_accel(f) -> IndexAccel | None:
     """The copy of IndexFile f's chains, or None when f is not in the writer's shape (it is
     then walked in the file). Reads f's map; copies everything it keeps."""
     slot_num, index_num, count = f.slot_num, f.index_num, f.header.indexCount
-    mm = f.file.mm
+    mm, entries = f.file.mm, getattr(f, "entries", None)   # (None once the file is closed)
     entry_base = INDEX_HEADER_SIZE + slot_num * INDEX_SLOT_SIZE
-    if (mm is None or not 1 <= count <= index_num or not 0 < slot_num <= 0x7FFFFFFF
+    if (mm is None or entries is None or not 1 <= count <= index_num or not 0 < slot_num <= 0x7FFFFFFF
             or len(mm) < entry_base + index_num * INDEX_ENTRY_SIZE):
         return None
     m = count - 1
-    e = f.entries[1:count]
+    e = entries[1:count]
     key_hash = e["keyHash"].astype(np.int64)
     diff = e["timeDiff"].astype(np.int32)
     if m and (key_hash.min() < 0 or diff.min() < 0):

@@ -8,6 +8,7 @@ from engine import accel
 from engine.config import StoreConfig
 from engine.errors import ConfigError, StoreError
 from engine.files.mapped_file import fsync_dir
+from engine.tasks import CancelToken, Task, run, steps
 from engine.store.index_accel import accel_bytes, build_accel
 from engine.store.index_file import LONG_MAX, IndexFile
 from engine.format.javahash import index_key
@@ -20,7 +21,7 @@ if _FRONT is not None:
     _query.bind_config(StoreConfig)
 
 
-ACCEL_BUDGET = 2 << 30  # bytes of chain copies accelerate() holds by default (a full default file: 340 MB)
+ACCEL_BUDGET = 2 << 30  # bytes of chain copies accelerate() holds by default (a full default file: 325 MB)
 
 
 def _int64(t: int) -> int:
@@ -161,11 +162,18 @@ class IndexService(_FRONT or object):
         query then costs two cache misses per file instead of one per chain entry. A file
         whose chains are not in the writer's shape (damage) keeps being walked in place, and a
         copy stops being used when its file gets a new entry. Returns what was done."""
+        return run(self.accelerate_task(budget))
+
+    def accelerate_task(self, budget: int = ACCEL_BUDGET, cancel: CancelToken | None = None) -> Task[dict]:
+        """accelerate() as a task (a file a step; the GUI runs it after an open). Each copy is
+        put in place as it is made, so a cancel keeps the ones already made."""
         t = time.perf_counter()
         held = sum(f.accel.nbytes for f in self.files if f.accel is not None)
-        built, refused = [], []
-        for f in reversed(self.files):
+        built: list[str] = []
+        refused: list[str] = []
+        for f, progress in steps(list(reversed(self.files)), cancel, "chain copies", "files"):
             if f.accel is not None and f.accel.index_count == f.header.indexCount:
+                yield progress
                 continue
             if f.accel is not None:
                 held -= f.accel.nbytes
@@ -176,10 +184,11 @@ class IndexService(_FRONT or object):
             f.accel = build_accel(f)
             if f.accel is None:
                 refused.append(f.name)
-                continue
-            held += f.accel.nbytes
-            built.append(f.name)
-        self._kidx = None  # the next query's walker takes the copies
+            else:
+                held += f.accel.nbytes
+                built.append(f.name)
+            self._kidx = None  # the next query's walker takes the copy
+            yield progress
         return {"built": built, "refused": refused, "bytes": held, "seconds": round(time.perf_counter() - t, 3)}
 
     def _key_index(self):
