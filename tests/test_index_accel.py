@@ -399,10 +399,6 @@ def test_a_header_count_that_lies_gets_no_copy(tmp_path, count):
             assert r["refused"] == [f.name] and r["built"] == [older.name]
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "accelerate sizes a file by its header's indexCount before build_accel checks it against "
-    "maxIndexNum: a newest file whose header claims 2^31-1 entries needs 34 GB, ends the loop "
-    "('break'), and no older file gets a copy (nor is the file listed as refused)"))
 def test_a_huge_lying_count_does_not_cost_the_older_files_their_copies(tmp_path):
     with _lying_count_store(tmp_path, 2 ** 31 - 1) as store:
         idx = store.index
@@ -555,15 +551,7 @@ def test_a_live_writer_followed_by_refresh(tmp_path):
         assert_agree(idx, queries, got)
 
 
-LIVE_BUG = pytest.mark.xfail(KERNEL is not None, strict=True, reason=(
-    "BUG: a read-only store's copy is read while another writer has appended to its file and "
-    "the reader has not reloaded the header yet: _copy_line compares the copy's indexCount with "
-    "IndexHeader.values (the reader's snapshot), not the mapped header, so the walk answers from "
-    "the copy while the reference and the in-place walk read the live slots (a new head equal to "
-    "indexCount is walked, one past it ends the slot's chain)"))
-
-
-@pytest.mark.parametrize("accelerated", [False, pytest.param(True, marks=LIVE_BUG)])
+@pytest.mark.parametrize("accelerated", [False, True])
 def test_a_live_writer_before_the_reader_refreshes(tmp_path, accelerated):
     """Between a writer's put and the reader's refresh, the answers over a copy are the in-place
     walk's (accelerate must not change them). The writer puts an existing key (entry 301 ==
@@ -630,9 +618,6 @@ def test_a_refused_file_costs_no_budget(tmp_path):
         assert_agree(idx, gen_queries(idx, 500, B_SLOTS)[::2])
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "accelerate(budget) called again with a smaller budget keeps every fresh copy: its result's "
-    "'bytes' (what it holds) exceeds the budget its docstring says the total stays within"))
 def test_a_smaller_budget_later_is_kept_too(tmp_path):
     with _open_gen(tmp_path, B_SLOTS, B_SIZES, B_INDEX_NUM) as store:
         idx = store.index

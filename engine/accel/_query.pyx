@@ -22,7 +22,7 @@ from cpython.ref cimport Py_XDECREF
 from cpython.unicode cimport PyUnicode_1BYTE_KIND, PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND
 
 from engine.format.layout cimport (ACCEL_DIR_LINE, ACCEL_DIR_SLOTS, ACCEL_RECORD_SIZE, INDEX_ENTRY_SIZE,
-                                   INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, OFF_ACCEL_HASH, OFF_ACCEL_PHY,
+                                   INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, OFF_ACCEL_HASH, OFF_ACCEL_PHY, OFF_INDEX_COUNT,
                                    OFF_ACCEL_TIMEDIFF, OFF_ENTRY_HASH, OFF_ENTRY_PHY, OFF_ENTRY_PREV,
                                    OFF_ENTRY_TIMEDIFF)
 
@@ -186,6 +186,7 @@ cdef class KeyIndex:
     cdef const unsigned char **acc_dir   # each file's chain copy (engine/store/index_accel.py):
     cdef const unsigned char **acc_rec   # its directory and records,
     cdef int64_t *acc_count              # the indexCount it holds (-1: no copy)
+    cdef int64_t *acc_fcount             # and the one its file's header had (another writer's)
     cdef object _ts_obj, _phy_obj   # the last file's endTimestamp / endPhyOffset as ints, reused
     cdef int64_t _ts, _phy          # while the header still holds these values
 
@@ -206,8 +207,9 @@ cdef class KeyIndex:
         self.acc_dir = <const unsigned char **>PyMem_Malloc((n + 1) * sizeof(void *))
         self.acc_rec = <const unsigned char **>PyMem_Malloc((n + 1) * sizeof(void *))
         self.acc_count = <int64_t *>PyMem_Malloc((n + 1) * sizeof(int64_t))
+        self.acc_fcount = <int64_t *>PyMem_Malloc((n + 1) * sizeof(int64_t))
         if not (self.bufs and self.buf_len and self.hdrs and self.slot_nums and self.index_nums and self.acc_dir
-                and self.acc_rec and self.acc_count):
+                and self.acc_rec and self.acc_count and self.acc_fcount):
             raise MemoryError()
         for i in range(n):
             f = files[i]
@@ -231,6 +233,7 @@ cdef class KeyIndex:
         PyMem_Free(self.acc_dir)
         PyMem_Free(self.acc_rec)
         PyMem_Free(self.acc_count)
+        PyMem_Free(self.acc_fcount)
 
     cdef _attach(self, Py_ssize_t i, accel):
         """File i's chain copy (an IndexAccel, or None)."""
@@ -245,6 +248,7 @@ cdef class KeyIndex:
         self.acc_dir[i] = &d[0]
         self.acc_rec[i] = &r[0] if r.shape[0] else NULL
         self.acc_count[i] = accel.index_count
+        self.acc_fcount[i] = accel.file_count
 
     def fresh(self, list files):
         """Still the same files in the same list?"""
@@ -306,8 +310,10 @@ cdef class KeyIndex:
 
     cdef inline const unsigned char *_copy_line(self, Py_ssize_t i, int32_t key_hash) noexcept:
         """The directory line of key_hash's slot in file i's chain copy; NULL without a copy or
-        when the file has changed since it was made (another indexCount)."""
-        if self.acc_count[i] != self.hdrs[i][H_INDEX_COUNT]:
+        when the file has changed since it was made: another indexCount in this process's
+        header or in the file's (IndexAccel.fresh)."""
+        if self.acc_count[i] != self.hdrs[i][H_INDEX_COUNT] \
+                or self.acc_fcount[i] != rmq_q_be32(self.bufs[i] + OFF_INDEX_COUNT):
             return NULL
         return self.acc_dir[i] + <int64_t>((<uint32_t>key_hash % <uint32_t>self.slot_nums[i]) // ACCEL_DIR_SLOTS) * ACCEL_DIR_LINE
 

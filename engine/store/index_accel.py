@@ -41,16 +41,33 @@ from engine.format.index_layout import (ACCEL_DIR_LINE as DIR_LINE, ACCEL_DIR_SL
 class IndexAccel:
     directory: np.ndarray   # uint8 [lines, 64]
     records: np.ndarray     # RECORD_DTYPE [entries]
-    index_count: int        # the header's indexCount it was built at
+    index_count: int        # the header's indexCount it was built at,
+    file_count: int         # and the indexCount then in the file's own header (another writer's)
 
     @property
     def nbytes(self) -> int:
         return self.directory.nbytes + self.records.nbytes
 
+    def fresh(self, f) -> bool:
+        """Still the copy of IndexFile f: neither f's header nor the one in its file (which
+        another process's writer moves) has a new indexCount. The compiled walker checks the same."""
+        return self.index_count == f.header.indexCount and self.file_count == mapped_count(f)
+
+
+def mapped_count(f) -> int:
+    """The indexCount in f's file as it is now (IndexHeader holds this process's view)."""
+    return int(f.header_view[0]["indexCount"])
+
 
 def accel_bytes(slot_num: int, entries: int) -> int:
     """What build_accel will hold for a file of this geometry and entry count."""
     return -(-slot_num // DIR_SLOTS) * DIR_LINE + entries * RECORD_DTYPE.itemsize
+
+
+def file_accel_bytes(f) -> int:
+    """accel_bytes for IndexFile f, its entry count bounded by the geometry (a header's count
+    is read from the file: a damaged one may claim anything; build_accel refuses it)."""
+    return accel_bytes(f.slot_num, min(max(f.entry_count, 0), max(f.index_num - 1, 0)))
 
 
 def _slots_sorted(slot: np.ndarray) -> np.ndarray:
@@ -72,6 +89,7 @@ def build_accel(f, accel: bool = True) -> IndexAccel | None:
             or len(mm) < entry_base + index_num * INDEX_ENTRY_SIZE):
         return None
     m = count - 1
+    file_count = mapped_count(f)
     lines = -(-slot_num // DIR_SLOTS)
     kernel = load("_index") if accel else None
     if kernel is not None and sys.byteorder == "little":
@@ -79,7 +97,7 @@ def build_accel(f, accel: bool = True) -> IndexAccel | None:
         records = np.empty(m, dtype=RECORD_DTYPE)
         if not kernel.chain_copy(mm, slot_num, count, directory.reshape(-1), records.view(np.uint8)):
             return None
-        return IndexAccel(directory, records, count)
+        return IndexAccel(directory, records, count, file_count)
     e = entries[1:count]
     key_hash = e["keyHash"].astype(np.int64)
     diff = e["timeDiff"].astype(np.int32)
@@ -112,4 +130,4 @@ def build_accel(f, accel: bool = True) -> IndexAccel | None:
     padded[:slot_num] = lengths
     directory[:, 4:] = padded.reshape(lines, DIR_SLOTS)
     directory[:, :4] = starts[:-1:DIR_SLOTS].astype("<u4").view(np.uint8).reshape(lines, 4)
-    return IndexAccel(directory, records, count)
+    return IndexAccel(directory, records, count, file_count)

@@ -9,7 +9,7 @@ from engine.config import StoreConfig
 from engine.errors import ConfigError, StoreError
 from engine.files.mapped_file import fsync_dir
 from engine.tasks import CancelToken, Task, run, steps
-from engine.store.index_accel import accel_bytes, build_accel
+from engine.store.index_accel import build_accel, file_accel_bytes
 from engine.store.index_file import LONG_MAX, IndexFile
 from engine.format.javahash import index_key
 from engine.format.message import TRANSACTION_ROLLBACK_TYPE, Message
@@ -167,28 +167,27 @@ class IndexService(_FRONT or object):
 
     def accelerate_task(self, budget: int = ACCEL_BUDGET, cancel: CancelToken | None = None) -> Task[dict]:
         """accelerate() as a task (a file a step; the GUI runs it after an open). Each copy is
-        put in place as it is made, so a cancel keeps the ones already made."""
+        put in place as it is made, so a cancel keeps the ones already made. The newest files
+        that fit the budget keep or get a copy; every older one gives its copy up."""
         t = time.perf_counter()
-        held = sum(f.accel.nbytes for f in self.files if f.accel is not None)
+        held = 0
         built: list[str] = []
         refused: list[str] = []
-        for f, progress in steps(list(reversed(self.files)), cancel, "chain copies", "files"):
-            if f.accel is not None and f.accel.index_count == f.header.indexCount:
-                yield progress
-                continue
-            if f.accel is not None:
-                held -= f.accel.nbytes
-                f.accel = None
-            need = accel_bytes(f.slot_num, f.entry_count)
+        newest_first = list(reversed(self.files))
+        for k, (f, progress) in enumerate(steps(newest_first, cancel, "chain copies", "files")):
+            fresh = f.accel is not None and f.accel.fresh(f)
+            need = f.accel.nbytes if fresh else file_accel_bytes(f)
             if held + need > budget:
+                for older in newest_first[k:]:
+                    older.accel = None
+                self._kidx = None
                 break
-            f.accel = build_accel(f)
-            if f.accel is None:
-                refused.append(f.name)
-            else:
+            if not fresh:
+                f.accel = build_accel(f)
+                (built if f.accel is not None else refused).append(f.name)
+                self._kidx = None  # the next query's walker takes the copy
+            if f.accel is not None:
                 held += f.accel.nbytes
-                built.append(f.name)
-            self._kidx = None  # the next query's walker takes the copy
             yield progress
         return {"built": built, "refused": refused, "bytes": held, "seconds": round(time.perf_counter() - t, 3)}
 
