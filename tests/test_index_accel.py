@@ -672,3 +672,34 @@ def test_build_accel_is_plain_numpy_and_its_answers_hold(tmp_path):
                 want = []
                 f.select(index_key(TOPIC, key), max_num, begin, end, want)
                 assert out == want, (key, max_num, begin, end)
+
+
+def test_entry_times_wrap_as_javas_long(tmp_path):
+    """A header whose beginTimestamp is near Long.MAX_VALUE (damage): beginTimestamp + timeDiff *
+    1000 wraps in RocketMQ's long arithmetic, so entries past the wrap read as times near
+    Long.MIN_VALUE and a walk from begin=0 stops at them. The reference, the compiled walk in
+    place and the walk of the copy all compare the wrapped time."""
+    from engine.store.index_file import entry_time
+    assert entry_time(LONG_MAX - 500, 1) == -(1 << 63) + 499
+    assert entry_time(-5, 3) == 2995 and entry_time(LONG_MAX - 2000, 2) == LONG_MAX
+    root = gen_store(tmp_path / "s", [300], 13, 1000, 0)
+    path = sorted((root / "index").iterdir())[-1]
+    h = np.memmap(path, dtype=INDEX_HEADER_DTYPE, mode="r+", shape=(1,))
+    h["beginTimestamp"] = LONG_MAX - 100      # entries 1.. (timeDiff 0) fit; none after a wrap here
+    h.flush()
+    del h
+    e = np.memmap(path, dtype=INDEX_ENTRY_DTYPE, mode="r+", offset=INDEX_HEADER_DTYPE.itemsize + 4 * 13,
+                  shape=(1000,))
+    e["timeDiff"][150:301] = 7                 # the newer half wraps: 7 s past the end of time
+    e.flush()
+    del e
+    keys = [index_gen.key_of(i) for i in range(300)] + ["absent"]
+    queries = [(TOPIC, k, m, b, en, 0) for k in keys
+               for m, b, en in ((64, 0, LONG_MAX), (64, -(1 << 63), LONG_MAX), (1, -(1 << 63), 0))]
+    with MessageStore.open(root, StoreConfig(maxHashSlotNum=13, maxIndexNum=1000)) as store:
+        idx = store.index
+        before = assert_agree(idx, queries)
+        assert not any(before[3 * i][0] for i in range(149, 300))   # wrapped: before begin=0
+        assert all(before[3 * i + 1][0] for i in range(149, 300))   # found from Long.MIN_VALUE on
+        assert idx.accelerate()["built"] == [path.name]
+        assert_agree(idx, queries, before)

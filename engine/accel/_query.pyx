@@ -83,6 +83,12 @@ cdef struct Walk:
     int64_t phy
 
 
+cdef inline int64_t _entry_time(int64_t begin_ts, int32_t diff) noexcept nogil:
+    """IndexFile.entry_time: beginTimestamp + timeDiff * 1000, wrapping as Java's long (no
+    signed overflow in C)."""
+    return <int64_t>(<uint64_t>begin_ts + <uint64_t>(<int64_t>diff * 1000))
+
+
 cdef inline const unsigned char *_goto(Walk *w, int64_t n) noexcept nogil:
     """Entry n's address if the walk may read it (answer not full, within the step bound, n
     inside the file), else NULL: the end of this file's chain."""
@@ -112,7 +118,7 @@ cdef inline const unsigned char *_step(Walk *w, const unsigned char *e, int64_t 
     w.hit = False
     if diff < 0:
         return NULL
-    t = w.begin_ts + <int64_t>diff * 1000
+    t = _entry_time(w.begin_ts, diff)
     prev = rmq_q_be32(e + OFF_ENTRY_PREV)
     if rmq_q_be32(e + OFF_ENTRY_HASH) == w.key_hash and begin <= t <= end:
         w.phy = rmq_q_be64(e + OFF_ENTRY_PHY)
@@ -342,7 +348,7 @@ cdef class KeyIndex:
         for x in range(n):
             if got >= max_num:
                 break
-            t = begin_ts + <int64_t>rmq_q_le32(r + OFF_ACCEL_TIMEDIFF) * 1000
+            t = _entry_time(begin_ts, rmq_q_le32(r + OFF_ACCEL_TIMEDIFF))
             if rmq_q_le32(r + OFF_ACCEL_HASH) == key_hash and begin <= t <= end:
                 out.append(rmq_q_le64(r + OFF_ACCEL_PHY))
                 got += 1

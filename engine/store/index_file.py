@@ -68,6 +68,16 @@ for _i, _name in enumerate(_HEADER_FIELDS):
     setattr(IndexHeader, _name, _header_field(_i))
 
 
+def entry_time(begin_ts: int, diff: int) -> int:
+    """An entry's time, beginTimestamp + timeDiff * 1000, in Java's long arithmetic: it wraps
+    past 2^63 (a damaged header's begin near the end of time), and the walk compares what
+    RocketMQ compares. (engine/accel/_query.pyx _entry_time is the same rule in C.)"""
+    t = begin_ts + diff * 1000
+    if -(1 << 63) <= t <= LONG_MAX:
+        return t
+    return (t + (1 << 63)) % (1 << 64) - (1 << 63)
+
+
 def time_diff(store_ts: int, begin_ts: int) -> int:
     """§9.4: an entry's timeDiff, whole seconds after the header's beginTimestamp (Java's
     truncating division), 0 without a begin or before it, capped at 2^31 - 1."""
@@ -170,7 +180,7 @@ class IndexFile:
             e_hash, e_phy, diff, prev = unpack(mm, base + n * INDEX_ENTRY_SIZE)
             if diff < 0:
                 break
-            t = begin_ts + diff * 1000
+            t = entry_time(begin_ts, diff)
             if e_hash == key_hash and begin <= t <= end:
                 out.append(e_phy)
             if prev <= 0 or prev > count or prev == n or t < begin:
@@ -195,7 +205,7 @@ class IndexFile:
                 break
             e = self.entries[n]
             s = ChainStep(n, int(e["keyHash"]), int(e["commitLogOffset"]), int(e["timeDiff"]),
-                          int(e["prevIndex"]), h.beginTimestamp + int(e["timeDiff"]) * 1000)
+                          int(e["prevIndex"]), entry_time(h.beginTimestamp, int(e["timeDiff"])))
             steps.append(s)
             seen.add(n)
             prev = s.prevIndex
