@@ -43,8 +43,10 @@ def _wait_copies(qtbot, window, timeout=10000):
 def test_copies_made_after_open_and_store_untouched(qtbot, window, dialogs):
     root = unpack("small")
     before = tree_hashes(root)
-    said = []
+    said, order = [], []
     window.chain_copies.status.connect(said.append)
+    window.chain_copies.status.connect(lambda t: order.append(("copies", window.session.runner.active)))
+    window.browser.model.rowsLoaded.connect(lambda a, b: order.append("page"))
     store = open_and_wait(qtbot, window, root)
     _wait_copies(qtbot, window)
     files = store.index.files
@@ -55,6 +57,8 @@ def test_copies_made_after_open_and_store_untouched(qtbot, window, dialogs):
     assert result["bytes"] == sum(f.accel.nbytes for f in files) > 0
     text = window.chain_copies.label.text()
     assert text.startswith("Key queries: chain copies of 22 index files (") and "walked in place" not in text
+    # the first page and the open's own work (overview) came first: nothing else was running
+    assert order[0] == "page" and next(o for o in order if o != "page") == ("copies", 0)
     # a status line a file, then the outcome
     assert said == (["Key queries: making chain copies of 22 index files…"]
                     + [f"Key queries: chain copies {i}/22 index files…" for i in range(1, 23)] + [text])
@@ -121,44 +125,70 @@ def test_a_damaged_file_is_walked_in_place_and_said(qtbot, window, fixture_copy)
     assert tree_hashes(root) == before
 
 
-def _hold(lock, held: threading.Event, go: threading.Event):
-    """Hold the session's lock from another thread until told, then a moment more."""
+def _hold(lock, held: threading.Event, token: list):
+    """Hold the session's lock from another thread until the run's cancel token is set (the
+    window's close asked it to stop), then a moment more: the run is certainly running (waiting
+    for the lock) when the close comes."""
     with lock:
         held.set()
-        go.wait(10)
-        time.sleep(0.2)
+        deadline = time.monotonic() + 10
+        while not (token and token[0].cancelled) and time.monotonic() < deadline:
+            time.sleep(0.005)
+        time.sleep(0.1)
 
 
 def _close_while_running(qtbot, window, how):
+    """Start a run that is held at its first step, `how()` (a close), and check it ended clean.
+    Returns the store it ran for."""
     window.act_chain_copies.setChecked(False)
     store = open_and_wait(qtbot, window, unpack("small"))
     wait_idle(qtbot, window)
-    held, go = threading.Event(), threading.Event()
-    t = threading.Thread(target=_hold, args=(window.session.lock, held, go))
+    held, token = threading.Event(), []
+    t = threading.Thread(target=_hold, args=(window.session.lock, held, token))
     t.start()
     assert held.wait(5)
     window.act_chain_copies.setChecked(True)       # the run starts, and waits for the lock
     qtbot.waitUntil(lambda: window.chain_copies.lane.busy, timeout=3000)
-    go.set()
+    token.append(window.chain_copies.lane.task.cancel)
     how()                                          # cancels the run, waits for its step to end
     t.join(5)
-    assert window.session.store is None
-    assert window.chain_copies.runner.pool.activeThreadCount() == 0     # the run has ended
-    # it was cancelled while it waited for the lock: it stopped before its first file
-    assert all(f.accel is None for f in store.index.files)
-    qtbot.waitUntil(lambda: window.chain_copies.runner.active == 0, timeout=2000)  # its signals, delivered
-    assert not window.chain_copies.busy and window.chain_copies.runner.dropped >= 1
-    assert window.chain_copies.result is None and window.chain_copies.error == ""
+    assert not t.is_alive() and token[0].cancelled
+    assert store.index.files and all(f.accel is None for f in store.index.files)  # stopped before its first file
+    return store
 
 
 def test_close_during_the_run_cancels_it(qtbot, window, dialogs):
     _close_while_running(qtbot, window, window.close_store)
+    assert window.session.store is None
+    assert window.chain_copies.runner.pool.activeThreadCount() == 0     # the run has ended
+    qtbot.waitUntil(lambda: window.chain_copies.runner.active == 0, timeout=2000)  # its signals, delivered
+    assert not window.chain_copies.busy and window.chain_copies.runner.dropped >= 1
+    assert window.chain_copies.result is None and window.chain_copies.error == ""
     assert window.chain_copies.label.text() == "" and dialogs.calls == []
 
 
 def test_quit_during_the_run_cancels_it(qtbot, window, dialogs):
     _close_while_running(qtbot, window, window.close)
-    assert dialogs.calls == []
+    assert window.session.store is None and window.chain_copies.runner.pool.activeThreadCount() == 0
+    qtbot.wait(50)
+    assert window.chain_copies.result is None and window.chain_copies.error == "" and dialogs.calls == []
+
+
+def test_opening_another_store_during_the_run_cancels_it(qtbot, window, dialogs):
+    other = unpack("v5")
+
+    def open_other():
+        with qtbot.waitSignal(window.storeOpened, timeout=10000):
+            window.open_store(other)
+
+    old = _close_while_running(qtbot, window, open_other)
+    new = window.session.store
+    assert new is not old and new.root == other
+    _wait_copies(qtbot, window)                    # the new store gets its own copies
+    assert window.chain_copies.result["built"] == [f.name for f in reversed(new.index.files)]
+    assert all(f.accel is not None for f in new.index.files) and all(f.accel is None for f in old.index.files)
+    assert window.chain_copies.label.text().startswith(f"Key queries: chain copies of {len(new.index.files)} ")
+    assert window.chain_copies.error == "" and dialogs.calls == []
 
 
 def test_summary_line_says_refused_and_over_budget_files():
