@@ -34,8 +34,17 @@ cdef extern from *:
     static inline int32_t rmq_be32(const unsigned char *p) {
         uint32_t v; memcpy(&v, p, 4); return (int32_t)RMQ_BSWAP32(v);
     }
+    static inline int64_t rmq_be64(const unsigned char *p) {
+        uint64_t v; memcpy(&v, p, 8);
+    #if defined(_MSC_VER)
+        return (int64_t)_byteswap_uint64(v);
+    #else
+        return (int64_t)__builtin_bswap64(v);
+    #endif
+    }
     """
     int32_t rmq_be32(const unsigned char *p) nogil
+    int64_t rmq_be64(const unsigned char *p) nogil
 
 
 cdef enum:
@@ -281,3 +290,79 @@ def used_per_bin(const unsigned char[::1] buf, Py_ssize_t slot_num, Py_ssize_t p
                 memcpy(&v, st + SLOT * i, 4)    # zero is zero in either byte order
                 c += v != 0
             out[b] = c
+
+
+from engine.format.layout cimport (ACCEL_DIR_LINE, ACCEL_DIR_SLOTS, ACCEL_MAX_CHAIN, ACCEL_RECORD_SIZE,
+                                   INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, OFF_ACCEL_HASH,
+                                   OFF_ACCEL_PHY, OFF_ACCEL_TIMEDIFF, OFF_ENTRY_HASH, OFF_ENTRY_PHY,
+                                   OFF_ENTRY_PREV, OFF_ENTRY_TIMEDIFF)
+
+
+cdef bint _chain_copy(const unsigned char *slots, const unsigned char *ent, int64_t slot_num, int64_t m,
+                      uint8_t *directory, unsigned char *records, int32_t *at, int32_t *want) noexcept nogil:
+    """engine/store/index_accel.py's build in two passes over the entries (numpy's needs two
+    sorts and four gathers): count each slot's entries, then place them newest first, each
+    slot's records checked against its chain as they go (`want`: the entry the chain reaches
+    next, from the slot's head; 0 once it has ended)."""
+    cdef int64_t e, s, pos = 0, line
+    cdef int32_t h, d, n
+    cdef int64_t phy
+    cdef const unsigned char *p
+    cdef unsigned char *r
+    for e in range(1, m + 1):                 # pass 1: every entry's slot, its chain lengths
+        p = ent + e * INDEX_ENTRY_SIZE
+        h = rmq_be32(p + OFF_ENTRY_HASH)
+        if h < 0 or rmq_be32(p + OFF_ENTRY_TIMEDIFF) < 0:
+            return False
+        s = h % slot_num
+        at[s] += 1
+        if at[s] > ACCEL_MAX_CHAIN:
+            return False
+    for s in range(slot_num):                 # the directory; `at` becomes each slot's first record
+        line = s // ACCEL_DIR_SLOTS
+        if s % ACCEL_DIR_SLOTS == 0:
+            memcpy(directory + line * ACCEL_DIR_LINE, &pos, 4)   # (little-endian: the low 4 bytes)
+        n = at[s]
+        directory[line * ACCEL_DIR_LINE + 4 + s % ACCEL_DIR_SLOTS] = <uint8_t>n
+        at[s] = <int32_t>pos
+        pos += n
+        want[s] = rmq_be32(slots + s * INDEX_SLOT_SIZE)
+    for e in range(m, 0, -1):                 # pass 2: newest first, each slot's chain in order
+        p = ent + e * INDEX_ENTRY_SIZE
+        h = rmq_be32(p + OFF_ENTRY_HASH)
+        s = h % slot_num
+        if want[s] != e:
+            return False
+        want[s] = rmq_be32(p + OFF_ENTRY_PREV)
+        r = records + <int64_t>at[s] * ACCEL_RECORD_SIZE
+        at[s] += 1
+        d = rmq_be32(p + OFF_ENTRY_TIMEDIFF)
+        phy = rmq_be64(p + OFF_ENTRY_PHY)
+        memcpy(r + OFF_ACCEL_HASH, &h, 4)
+        memcpy(r + OFF_ACCEL_TIMEDIFF, &d, 4)
+        memcpy(r + OFF_ACCEL_PHY, &phy, 8)
+    for s in range(slot_num):                 # every chain ended where the writer ended it
+        if want[s] != 0:
+            return False
+    return True
+
+
+def chain_copy(const unsigned char[::1] buf, Py_ssize_t slot_num, Py_ssize_t index_count,
+               uint8_t[::1] directory, unsigned char[::1] records):
+    """Fill an index file's chain copy (directory: ceil(slot_num / 60) * 64 bytes of zeros,
+    records: 16 bytes per entry) from its map; False when the file is not in the writer's
+    shape (then the copy is not used). The caller checks the geometry (IndexFile's map holds
+    every slot and entry) and a little-endian machine."""
+    cdef int64_t m = index_count - 1
+    if slot_num <= 0 or m < 0 or buf.shape[0] < INDEX_HEADER_SIZE + slot_num * INDEX_SLOT_SIZE + (m + 1) * INDEX_ENTRY_SIZE:
+        raise ValueError("chain_copy: the buffer does not hold the file's slots and entries")
+    if directory.shape[0] < (slot_num + ACCEL_DIR_SLOTS - 1) // ACCEL_DIR_SLOTS * ACCEL_DIR_LINE or records.shape[0] < m * ACCEL_RECORD_SIZE:
+        raise ValueError("chain_copy: output too small")
+    scratch = np.zeros(2 * slot_num, dtype=np.int32)
+    cdef int32_t[::1] sc = scratch
+    cdef const unsigned char *base = &buf[0]
+    cdef bint ok
+    with nogil:
+        ok = _chain_copy(base + INDEX_HEADER_SIZE, base + INDEX_HEADER_SIZE + slot_num * INDEX_SLOT_SIZE, slot_num, m,
+                         &directory[0], &records[0] if m else NULL, &sc[0], &sc[slot_num])
+    return ok

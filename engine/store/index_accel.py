@@ -21,15 +21,17 @@ pathological slot) is walked in the file as before. The copy holds for the index
 built at: a walker uses it only while the header still has that count (a put makes it stale).
 
 Cost: 16 bytes per entry plus 64 bytes per 60 slots (325 MB for a full default file of 20
-million entries; about 4 s to make, bench/NOTES.md). It is made on request only
+million entries; about a second to make compiled, 5-7 s in numpy; bench/NOTES.md). It is made on request only
 (IndexService.accelerate, or its task, which the GUI runs after an open); queries never wait
 for it."""
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass
 
 import numpy as np
 
+from engine.accel import load
 from engine.config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from engine.format.index_layout import (ACCEL_DIR_LINE as DIR_LINE, ACCEL_DIR_SLOTS as DIR_SLOTS,
                                         ACCEL_MAX_CHAIN as MAX_CHAIN, ACCEL_RECORD_DTYPE as RECORD_DTYPE)
@@ -58,9 +60,11 @@ def _slots_sorted(slot: np.ndarray) -> np.ndarray:
     return o[np.argsort((slot[o] >> 16).astype(np.uint16), kind="stable")]
 
 
-def build_accel(f) -> IndexAccel | None:
+def build_accel(f, accel: bool = True) -> IndexAccel | None:
     """The copy of IndexFile f's chains, or None when f is not in the writer's shape (it is
-    then walked in the file). Reads f's map; copies everything it keeps."""
+    then walked in the file). Reads f's map; copies everything it keeps. The compiled kernel
+    (engine/accel/_index.pyx chain_copy, two passes over the entries) makes it when built;
+    the numpy build below is its twin (accel=False), equal byte for byte."""
     slot_num, index_num, count = f.slot_num, f.index_num, f.header.indexCount
     mm, entries = f.file.mm, getattr(f, "entries", None)   # (None once the file is closed)
     entry_base = INDEX_HEADER_SIZE + slot_num * INDEX_SLOT_SIZE
@@ -68,6 +72,14 @@ def build_accel(f) -> IndexAccel | None:
             or len(mm) < entry_base + index_num * INDEX_ENTRY_SIZE):
         return None
     m = count - 1
+    lines = -(-slot_num // DIR_SLOTS)
+    kernel = load("_index") if accel else None
+    if kernel is not None and sys.byteorder == "little":
+        directory = np.zeros((lines, DIR_LINE), dtype=np.uint8)
+        records = np.empty(m, dtype=RECORD_DTYPE)
+        if not kernel.chain_copy(mm, slot_num, count, directory.reshape(-1), records.view(np.uint8)):
+            return None
+        return IndexAccel(directory, records, count)
     e = entries[1:count]
     key_hash = e["keyHash"].astype(np.int64)
     diff = e["timeDiff"].astype(np.int32)
@@ -95,7 +107,6 @@ def build_accel(f) -> IndexAccel | None:
     records["keyHash"] = key_hash[num - 1]
     records["timeDiff"] = diff[num - 1]
     records["commitLogOffset"] = e["commitLogOffset"][num - 1]
-    lines = -(-slot_num // DIR_SLOTS)
     directory = np.zeros((lines, DIR_LINE), dtype=np.uint8)
     padded = np.zeros(lines * DIR_SLOTS, dtype=np.uint8)
     padded[:slot_num] = lengths

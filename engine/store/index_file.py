@@ -259,6 +259,7 @@ class IndexFile:
         are lost). Before appending again, point such slots back where the entry links.
         Returns how many slots were repaired."""
         count = self.header.indexCount
+        self.accel = None  # slots change under the same indexCount: a chain copy would not see it
         self._room(count)  # before the slot table is read: its holes must not be touched unreserved
         slots = self.slots
         bad = np.flatnonzero(slots >= count)

@@ -77,6 +77,7 @@ class IndexService(_FRONT or object):
         if not (self.writable and self.files):
             return 0
         repaired = self.files[-1].repair_torn_put() if torn else 0
+        self._kidx = None  # (it may hold the file's chain copy, which the repair set aside)
         self._inherit_into_empty_last()
         return repaired
 

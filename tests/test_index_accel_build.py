@@ -1,0 +1,157 @@
+"""The chain copy's two builds (engine/store/index_accel.py): the compiled kernel
+(engine/accel/_index.pyx chain_copy, two passes over the entries) and the numpy twin give the
+same bytes, or both refuse, on the index files RocketMQ wrote, on generated files of other
+geometries, and on every kind of damage the copy must refuse (its walk would otherwise not
+meet what the walk in the file meets)."""
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from bench import index_gen
+from conftest import ALL_FIXTURES, unpack
+from engine import MessageStore, accel
+from engine.store.index_accel import build_accel
+from engine.store.index_file import INDEX_ENTRY_DTYPE, INDEX_HEADER_DTYPE, IndexFile
+
+KERNEL = accel.load("_index")
+TOPIC = "CopyTopic"
+
+
+def both(f):
+    """(compiled, numpy) copies of f, checked equal; the compiled one is the numpy one when
+    the kernel is off (RMQSTORE_PURE_PYTHON=1)."""
+    a, b = build_accel(f), build_accel(f, accel=False)
+    assert (a is None) == (b is None), f.path
+    if a is not None:
+        assert a.index_count == b.index_count == f.header.indexCount
+        assert np.array_equal(a.directory, b.directory)
+        assert a.records.tobytes() == b.records.tobytes()
+    return a
+
+
+def chain_of(f, slot):
+    return [(s.keyHash, s.timeDiff, s.commitLogOffset) for s in f.chain(slot)]
+
+
+def test_the_kernel_is_built_or_the_twin_runs():
+    assert KERNEL is None or hasattr(KERNEL, "chain_copy")
+
+
+@pytest.mark.parametrize("name", ALL_FIXTURES)
+def test_builds_agree_on_real_stores(name):
+    with MessageStore.open(unpack(name)) as store:
+        made = [both(f) for f in store.index.files]
+        for f, a in zip(store.index.files, made):
+            if a is None:
+                continue
+            slots = np.flatnonzero(f.slots.astype(np.int64) > 0)
+            lengths = a.directory[:, 4:].reshape(-1)[:f.slot_num]
+            assert int(lengths.sum()) == f.entry_count
+            start = np.concatenate(([0], np.cumsum(lengths.astype(np.int64))))
+            for s in slots[:: max(1, len(slots) // 200)]:   # the copy holds each chain as the file walks it
+                rec = a.records[start[s]:start[s + 1]]
+                assert [tuple(int(x) for x in r) for r in rec[["keyHash", "timeDiff", "commitLogOffset"]]] \
+                    == chain_of(f, int(s))
+        assert any(a is not None for a in made) or not store.index.files
+
+
+def gen(tmp_path, n, slots, index_num=None):
+    path = tmp_path / "20260101000000000"
+    index_gen.build(path, TOPIC, n, slots, index_num or n + 10)
+    return path, slots, index_num or n + 10
+
+
+@pytest.mark.parametrize("n,slots", [(1, 1), (5, 3), (600, 7), (1000, 101), (4000, 997), (3000, 60), (3000, 61)])
+def test_builds_agree_on_generated_files(tmp_path, n, slots):
+    path, s, num = gen(tmp_path, n, slots)
+    f = IndexFile(path, s, num)
+    try:
+        a = both(f)
+        assert a is not None and len(a.records) == n
+        lengths = a.directory[:, 4:].reshape(-1)
+        start = np.concatenate(([0], np.cumsum(lengths.astype(np.int64))))
+        assert int(a.directory[-1, :4].view("<u4")[0]) == start[(len(a.directory) - 1) * 60]
+        for slot in range(s):
+            rec = a.records[start[slot]:start[slot + 1]]
+            assert [tuple(int(x) for x in r) for r in rec[["keyHash", "timeDiff", "commitLogOffset"]]] \
+                == chain_of(f, slot)
+    finally:
+        f.close()
+
+
+def test_a_file_with_no_entry_and_one_never_written(tmp_path):
+    path, s, num = gen(tmp_path, 50, 13)
+    blank = tmp_path / "20260101000000001"
+    blank.write_bytes(bytes(INDEX_HEADER_DTYPE.itemsize + 4 * 13 + INDEX_ENTRY_DTYPE.itemsize * 20))
+    f = IndexFile(blank, 13, 20)
+    try:
+        a = both(f)
+        assert a is not None and len(a.records) == 0 and not a.directory[:, 4:].any()
+    finally:
+        f.close()
+
+
+def damage(path, slots, index_num, how):
+    hdr = np.memmap(path, dtype=INDEX_HEADER_DTYPE, mode="r", shape=(1,))
+    count = int(hdr["indexCount"][0])
+    del hdr
+    sl = np.memmap(path, dtype=">i4", mode="r+", offset=INDEX_HEADER_DTYPE.itemsize, shape=(slots,))
+    e = np.memmap(path, dtype=INDEX_ENTRY_DTYPE, mode="r+", offset=INDEX_HEADER_DTYPE.itemsize + 4 * slots,
+                  shape=(index_num,))
+    head = next(int(h) for h in sl if h > 0 and e["prevIndex"][h] > 0)   # a chain of two or more
+    mid = int(e["prevIndex"][head])   # an entry inside it
+    if how == "prev to itself":
+        e["prevIndex"][mid] = mid
+    elif how == "prev forward":
+        e["prevIndex"][mid] = count - 1
+    elif how == "prev past indexCount":
+        e["prevIndex"][mid] = count + 5
+    elif how == "prev negative":
+        e["prevIndex"][mid] = -3
+    elif how == "prev skips one":
+        e["prevIndex"][head] = int(e["prevIndex"][mid])
+    elif how == "head off by one":
+        sl[int(np.flatnonzero(sl > 0)[0])] += 1
+    elif how == "empty slot pointing":
+        sl[int(np.flatnonzero(sl == 0)[0])] = 1
+    elif how == "negative time diff":
+        e["timeDiff"][mid] = -1
+    elif how == "negative hash":
+        e["keyHash"][mid] = -int(e["keyHash"][mid]) - 1
+    elif how == "hash of another slot":
+        e["keyHash"][mid] = int(e["keyHash"][mid]) + 1
+    sl.flush()
+    e.flush()
+    del sl, e
+
+
+DAMAGE = ("prev to itself", "prev forward", "prev past indexCount", "prev negative", "prev skips one",
+          "head off by one", "empty slot pointing", "negative time diff", "negative hash", "hash of another slot")
+
+
+@pytest.mark.parametrize("how", DAMAGE)
+def test_both_builds_refuse_damage(tmp_path, how):
+    path, s, num = gen(tmp_path, *((60, 101) if how == "empty slot pointing" else (900, 37)))   # some slots empty, or ~24 entries a chain
+    damage(path, s, num, how)
+    f = IndexFile(path, s, num)
+    try:
+        assert both(f) is None
+    finally:
+        f.close()
+
+
+def test_both_builds_refuse_a_chain_of_256(tmp_path):
+    path, s, num = gen(tmp_path, 255 * 3, 3)   # 255 a slot: the longest the copy holds
+    f = IndexFile(path, s, num)
+    try:
+        assert both(f) is not None
+    finally:
+        f.close()
+    path.unlink()
+    path, s, num = gen(tmp_path, 256 * 3 + 1, 3)
+    f = IndexFile(path, s, num)
+    try:
+        assert both(f) is None
+    finally:
+        f.close()
