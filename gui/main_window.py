@@ -15,6 +15,7 @@ from engine import StoreError, StoreLockedError
 from . import menus
 from . import settings as st
 from . import store_config as sc
+from .chain_copies import ChainCopies
 from .models.overview import compute_overview
 from .session import StoreSession
 from .views import dialogs
@@ -40,6 +41,7 @@ class MainWindow(QMainWindow):
         super().__init__(parent)
         self.settings = settings if settings is not None else st.app_settings()
         self.session = StoreSession(self)
+        self.chain_copies = ChainCopies(self.session, self.settings, self)  # key queries' index copies
         self.utc = st.use_utc(self.settings)
         self._overview_lane = Lane(self.session.runner)
         self._restore: tuple | None = None
@@ -94,6 +96,7 @@ class MainWindow(QMainWindow):
         self.mode_label.setTextFormat(Qt.PlainText)
         self.path_label = QLabel(self)
         self.path_label.setTextFormat(Qt.PlainText)
+        self.statusBar().addPermanentWidget(self.chain_copies.label)
         self.statusBar().addPermanentWidget(self.path_label)
         self.statusBar().addPermanentWidget(self.mode_label)
 
@@ -268,6 +271,7 @@ class MainWindow(QMainWindow):
             f"opened {store.root} {'read-only' if store.read_only else 'READ-WRITE'}: "
             f"{len(store.queues)} queues, commitlog offsets [{store.min_offset}, {store.max_offset})", 10000)
         self.storeOpened.emit(store)
+        self.chain_copies.schedule()
 
     def _on_open_failed(self, path: str, exc) -> None:
         self._end_open_progress()

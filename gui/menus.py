@@ -95,6 +95,12 @@ def make_actions(self) -> None:
                          "Compare the open store with another store folder (both read, never written)")
     self.act_check = A("C&heck Store…", lambda: open_check_dialog(self), None,
                        "Verify the store (records, CRCs, ConsumeQueues, index, checkpoint) without writing a byte")
+    self.act_chain_copies = A("Make In-Memory &Index Copies for Key Queries", self.chain_copies.set_enabled, None,
+                              "After a store opens, copy each index file's hash chains into memory in the "
+                              "background: key searches cost two cache misses per file (up to 2 GiB)", True)
+    self.act_chain_copies.blockSignals(True)
+    self.act_chain_copies.setChecked(self.chain_copies.enabled)
+    self.act_chain_copies.blockSignals(False)
     self.act_help = A("&Keyboard Shortcuts", self.show_help, "F1")
     self.act_about = A("&About", self.show_about)
 
@@ -120,6 +126,8 @@ def make_actions(self) -> None:
     m.addAction(self.act_check)
     m.addAction(self.act_compare)
     m.addAction(self.act_store_settings)
+    m.addSeparator()
+    m.addAction(self.act_chain_copies)
     m = mb.addMenu("&Help")
     m.addAction(self.act_help)
     m.addAction(self.act_about)

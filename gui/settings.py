@@ -1,5 +1,6 @@
-"""Persistent preferences (QSettings): recent stores, the time zone choice, and each store's
-settings (RocketMQ property names -> text, keyed by the store's resolved path)."""
+"""Persistent preferences (QSettings): recent stores, the time zone choice, the index chain
+copies switch, and each store's settings (RocketMQ property names -> text, keyed by the
+store's resolved path)."""
 from __future__ import annotations
 
 import hashlib
@@ -43,6 +44,15 @@ def use_utc(s: QSettings) -> bool:
 
 def set_use_utc(s: QSettings, on: bool) -> None:
     s.setValue("utc", bool(on))
+
+
+def make_chain_copies(s: QSettings) -> bool:
+    """Store ▸ Make In-Memory Index Copies for Key Queries (on unless turned off)."""
+    return s.value("chainCopies", True) in (True, "true", "1", 1)
+
+
+def set_make_chain_copies(s: QSettings, on: bool) -> None:
+    s.setValue("chainCopies", bool(on))
 
 
 def _store_key(path) -> tuple[str, str]:

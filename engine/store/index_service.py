@@ -191,6 +191,15 @@ class IndexService(_FRONT or object):
             yield progress
         return {"built": built, "refused": refused, "bytes": held, "seconds": round(time.perf_counter() - t, 3)}
 
+    def release_accel(self) -> int:
+        """Let go of every chain copy (the GUI's setting turned off): queries walk the files
+        again. Returns the bytes released."""
+        held = sum(f.accel.nbytes for f in self.files if f.accel is not None)
+        for f in self.files:
+            f.accel = None
+        self._kidx = None
+        return held
+
     def _key_index(self):
         """The compiled walker over the current files (None without the compiled module),
         rebuilt when the file list changed (a roll, a deletion, a reload)."""
