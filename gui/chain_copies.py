@@ -3,15 +3,14 @@ store opens (engine: IndexService.accelerate_task; a key query then costs two ca
 file instead of one per chain entry).
 
 Low priority: it starts once the open's own work (first page, overview) has left the session's
-runner idle, runs on a one-thread pool of its own (so a close waits for it alone), and holds the
-session's lock a file at a time, as every engine read of the GUI does. Its progress and its
+runner idle and runs on a one-thread pool of its own (so a close waits for it alone). It does
+not take the session's lock: it only reads the index files' maps (a put meanwhile leaves a copy
+the walker sees as stale, never a wrong answer), and a page read must not wait behind a copy. Its progress and its
 outcome are a label in the status bar. A close (another store, quitting) cancels it and waits
 for the file being copied; the copies are memory only, so a read-only store is never written.
 Store ▸ "Make In-Memory Index Copies for Key Queries" (a setting, on by default) turns it off,
 which also lets go of the copies made."""
 from __future__ import annotations
-
-import time
 
 from PySide6.QtCore import QObject, Qt, QTimer, Signal
 from PySide6.QtWidgets import QLabel
@@ -20,10 +19,8 @@ from engine import StoreError
 
 from . import settings as st
 from .views.dialogs import one_line
-from .workers import Lane, TaskRunner, holding
+from .workers import Lane, TaskRunner
 
-
-PAUSE_S = 0.005   # between two files, without the lock
 
 
 def short_bytes(n: int) -> str:
@@ -51,22 +48,6 @@ def summary(result: dict, total: int) -> str:
     if over:
         parts.append(f"{over} file{'s' if over != 1 else ''} walked in place (over the memory budget)")
     return "; ".join(parts)
-
-
-def _pausing(gen):
-    """Each step of `gen` (a file's copy, taken under the session's lock), then a pause without
-    the lock: a page read waiting for it gets it (a lock has no queue; the worker would take it
-    back at once). Closing this closes `gen`."""
-    try:
-        while True:
-            try:
-                step = next(gen)
-            except StopIteration as stop:
-                return stop.value
-            yield step
-            time.sleep(PAUSE_S)
-    finally:
-        gen.close()
 
 
 class ChainCopies(QObject):
@@ -122,7 +103,7 @@ class ChainCopies(QObject):
         if index is None or not index.files or not self.enabled:
             return
         gen, total = self.session.generation, len(index.files)
-        kept = sum(1 for f in index.files if f.accel is not None and f.accel.index_count == f.header.indexCount)
+        kept = sum(1 for f in index.files if f.accel is not None and f.accel.fresh(f))
         self.error = ""
         self.label.setStyleSheet("padding:0 6px")
         self.label.setToolTip("")
@@ -146,10 +127,8 @@ class ChainCopies(QObject):
             self.label.setStyleSheet("color:#b00020; padding:0 6px")
             self._say(f"Key queries: chain copies failed ({self.error}); index files walked in place")
 
-        locked = holding(self.session.lock, lambda cancel: index.accelerate_task(cancel=cancel))
-
         def job(cancel):
-            return _pausing(locked(cancel=cancel))
+            return index.accelerate_task(cancel=cancel)
 
         self.lane.submit(job, pass_cancel=True, on_result=done, on_error=failed, on_progress=progress,
                          on_cancelled=lambda: self._say("Key queries: chain copies stopped"),
