@@ -1,6 +1,6 @@
 """The index files' in-memory chain copies for key queries, made in the background after a
-store opens (engine: IndexService.accelerate_task; a key query then costs two cache misses per
-file instead of one per chain entry).
+store opens (engine: IndexService.accelerate_task; a key query then costs one or two cache
+misses per file instead of one per chain entry).
 
 Low priority: it starts once the open's own work (first page, overview) has left the session's
 runner idle and runs on a one-thread pool of its own (so a close waits for it alone). It does
@@ -117,8 +117,8 @@ class ChainCopies(QObject):
             self.result = result
             self._say(summary(result, total))
             names = result["refused"]
-            self.label.setToolTip("In-memory copies of the index files' hash chains: a key query costs two "
-                                  "cache misses per file (Store ▸ Make In-Memory Index Copies)."
+            self.label.setToolTip("In-memory copies of the index files' hash chains: a key query costs one or "
+                                  "two cache misses per file (Store ▸ Make In-Memory Index Copies)."
                                   + (f"\nWalked in place: {', '.join(names)}" if names else ""))
 
         def failed(exc):

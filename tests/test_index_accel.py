@@ -23,7 +23,8 @@ from conftest import unpack
 from engine import MessageStore, StoreConfig, accel
 from engine.format.index_layout import ACCEL_DIR_LINE, ACCEL_DIR_SLOTS, ACCEL_MAX_CHAIN, ACCEL_RECORD_DTYPE
 from engine.format.javahash import index_key, index_key_hash, java_hash
-from engine.store.index_accel import accel_bytes, build_accel
+from engine.format.index_layout import OFF_ACCEL_LINE_LENGTHS, OFF_ACCEL_LINE_RECORDS
+from engine.store.index_accel import accel_bytes, build_accel, file_accel_bytes, slot_records
 from engine.store.index_file import INDEX_ENTRY_DTYPE, INDEX_HEADER_DTYPE, LONG_MAX, IndexFile
 from test_query_batch import TOPIC, check, fixture_queries, gen_keys, gen_store, windows
 from test_query_kernel import SMALL, _damage, _write
@@ -107,26 +108,29 @@ def writer_shape(f) -> bool:
 
 def copy_chain(acc, s: int) -> list[tuple[int, int, int]]:
     """Slot s's records in a copy, read through its directory: (keyHash, commitLogOffset, timeDiff)."""
-    line = acc.directory[s // ACCEL_DIR_SLOTS]
-    k = s % ACCEL_DIR_SLOTS
-    start = int(line[:4].copy().view("<u4")[0]) + int(line[4:4 + k].astype(np.int64).sum())
-    r = acc.records[start:start + int(line[4 + k])]
+    r = slot_records(acc, s)
     return list(zip(r["keyHash"].tolist(), r["commitLogOffset"].tolist(), r["timeDiff"].tolist()))
+
+
+def copy_lengths(acc) -> np.ndarray:
+    """Every slot's chain length in a copy's directory (padding slots of the last line included)."""
+    return acc.directory[:, OFF_ACCEL_LINE_LENGTHS:OFF_ACCEL_LINE_LENGTHS + ACCEL_DIR_SLOTS].reshape(-1).astype(np.int64)
 
 
 def assert_copy_is_the_chains(f, acc) -> None:
     """build_accel's copy of f: for every slot, the records IndexFile.chain walks, in order; the
-    directory consistent (line starts, zero padding), its size what accel_bytes said."""
+    directory consistent (overflow starts, zero padding), its size what file_accel_bytes said."""
     lines = -(-f.slot_num // ACCEL_DIR_SLOTS)
+    used = int((f.slots.astype(np.int64) > 0).sum())
     assert acc.directory.shape == (lines, ACCEL_DIR_LINE) and acc.directory.dtype == np.uint8
-    assert acc.records.dtype == ACCEL_RECORD_DTYPE and len(acc.records) == f.entry_count
+    assert acc.records.dtype == ACCEL_RECORD_DTYPE and len(acc.records) == f.entry_count - used
     assert acc.index_count == f.header.indexCount
-    assert acc.nbytes == accel_bytes(f.slot_num, f.entry_count)
-    lengths = acc.directory[:, 4:].reshape(-1).astype(np.int64)
-    assert not lengths[f.slot_num:].any()
+    assert acc.nbytes == file_accel_bytes(f) == accel_bytes(f.slot_num, f.entry_count, used)
+    lengths = copy_lengths(acc)
+    assert not lengths[f.slot_num:].any() and lengths.sum() == f.entry_count
     firsts = acc.directory[:, :4].copy().view("<u4").reshape(-1).astype(np.int64)
-    assert firsts[0] == 0 and (np.diff(firsts) == acc.directory[:-1, 4:].astype(np.int64).sum(axis=1)).all()
-    assert lengths.sum() == f.entry_count
+    over = np.maximum(lengths - 1, 0).reshape(lines, ACCEL_DIR_SLOTS).sum(axis=1)
+    assert firsts[0] == 0 and (np.diff(firsts) == over[:-1]).all()
     for s in range(f.slot_num):
         want = [(st.keyHash, st.commitLogOffset, st.timeDiff) for st in f.chain(s)]
         assert copy_chain(acc, s) == want, s
@@ -187,7 +191,7 @@ def test_copies_on_real_stores_answer_as_the_reference(name):
         r = idx.accelerate()
         assert (r["built"], r["refused"]) == (built, refused)
         assert r["bytes"] == sum(f.accel.nbytes for f in idx.files) == \
-            sum(accel_bytes(f.slot_num, f.entry_count) for f in idx.files)
+            sum(file_accel_bytes(f) for f in idx.files)
         assert all(f.accel is not None and f.accel.index_count == f.header.indexCount for f in idx.files)
         got = assert_agree(idx, queries, before)
         # a key with the same 32-bit hash finds the same entries (only the hash is stored)
@@ -259,7 +263,7 @@ def test_copies_of_generated_geometries(tmp_path, slots, sizes, index_num):
             assert_copy_is_the_chains(f, build_accel(f))   # built directly: the same
             if n:
                 chain_max = int(np.bincount(f.entries[1:n + 1]["keyHash"] % slots).max())
-                assert int(f.accel.directory[:, 4:].max()) == chain_max
+                assert int(copy_lengths(f.accel).max()) == chain_max
         if index_num - 1 in sizes:
             assert idx.files[sizes.index(index_num - 1)].is_write_full
         got = assert_agree(idx, queries, before)
@@ -442,7 +446,7 @@ def test_chains_over_255_entries_are_not_copied(tmp_path, entries, slots, built)
         assert (r["built"], r["refused"]) == (([f.name], []) if built else ([], [f.name]))
         assert (build_accel(f) is not None) == built == writer_shape(f)
         if built:
-            assert int(f.accel.directory[:, 4:].max()) == longest
+            assert int(copy_lengths(f.accel).max()) == longest
             assert_copy_is_the_chains(f, f.accel)
         assert_agree(idx, queries, before)
 
@@ -513,7 +517,12 @@ def test_the_walker_reads_the_copy_only_while_it_is_fresh(tmp_path):
         last = idx.files[-1]
         want = ref(idx, "T1", "shared1", 64)
         assert want[0] and idx.query_offset("T1", "shared1", 64, 0, LONG_MAX, cap=0) == want
-        last.accel.records["commitLogOffset"] += 1
+        last.accel.records["commitLogOffset"] += 1          # every record: the overflow, the lines' newest
+        width = ACCEL_DIR_SLOTS * ACCEL_RECORD_DTYPE.itemsize
+        newest = last.accel.directory[:, OFF_ACCEL_LINE_RECORDS:OFF_ACCEL_LINE_RECORDS + width].copy().view(ACCEL_RECORD_DTYPE)
+        newest["commitLogOffset"] += 1
+        last.accel.directory[:, OFF_ACCEL_LINE_RECORDS:OFF_ACCEL_LINE_RECORDS + width] = \
+            newest.view(np.uint8).reshape(len(last.accel.directory), width)
         tampered = idx.query_offset("T1", "shared1", 64, 0, LONG_MAX, cap=0)
         assert tampered[0] == [o + 1 for o in want[0]] and tampered[1:] == want[1:]
         _put(store, 40, 1)
@@ -585,7 +594,9 @@ B_SIZES, B_SLOTS, B_INDEX_NUM = [300, 500, 0, 700], 13, 1000
 
 
 def test_a_budget_keeps_the_newest_files_that_fit(tmp_path):
-    need = [accel_bytes(B_SLOTS, n) for n in B_SIZES]          # oldest first
+    with _open_gen(tmp_path / "sizes", B_SLOTS, B_SIZES, B_INDEX_NUM) as store:
+        need = [file_accel_bytes(f) for f in store.index.files]   # oldest first
+    assert need[0] < accel_bytes(B_SLOTS, 300) and need[2] == accel_bytes(B_SLOTS, 0)
     budgets = [0, need[3] - 1, need[3], need[3] + need[2], need[3] + need[2] + need[1] - 1,
                sum(need) - 1, sum(need), 10 ** 12]
     for j, budget in enumerate(budgets):
@@ -614,7 +625,7 @@ def test_a_refused_file_costs_no_budget(tmp_path):
         idx = store.index
         r = idx.accelerate(budget=accel_bytes(B_SLOTS, 500))   # room for the older file's copy only
         assert (r["built"], r["refused"]) == ([idx.files[0].name], [idx.files[1].name])
-        assert r["bytes"] == accel_bytes(B_SLOTS, 300)
+        assert r["bytes"] == file_accel_bytes(idx.files[0]) < accel_bytes(B_SLOTS, 300)
         assert_agree(idx, gen_queries(idx, 500, B_SLOTS)[::2])
 
 

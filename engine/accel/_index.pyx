@@ -294,18 +294,22 @@ def used_per_bin(const unsigned char[::1] buf, Py_ssize_t slot_num, Py_ssize_t p
 
 from engine.format.layout cimport (ACCEL_DIR_LINE, ACCEL_DIR_SLOTS, ACCEL_MAX_CHAIN, ACCEL_RECORD_SIZE,
                                    INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, OFF_ACCEL_HASH,
-                                   OFF_ACCEL_PHY, OFF_ACCEL_TIMEDIFF, OFF_ENTRY_HASH, OFF_ENTRY_PHY,
-                                   OFF_ENTRY_PREV, OFF_ENTRY_TIMEDIFF)
+                                   OFF_ACCEL_LINE_LENGTHS, OFF_ACCEL_LINE_RECORDS, OFF_ACCEL_PHY,
+                                   OFF_ACCEL_TIMEDIFF, OFF_ENTRY_HASH, OFF_ENTRY_PHY, OFF_ENTRY_PREV,
+                                   OFF_ENTRY_TIMEDIFF)
 
 
-cdef bint _chain_copy(const unsigned char *slots, const unsigned char *ent, int64_t slot_num, int64_t m,
-                      uint8_t *directory, unsigned char *records, int32_t *at, int32_t *want) noexcept nogil:
+cdef int64_t _chain_copy(const unsigned char *slots, const unsigned char *ent, int64_t slot_num, int64_t m,
+                         uint8_t *directory, unsigned char *records, int64_t *at, int32_t *want) noexcept nogil:
     """engine/store/index_accel.py's build in two passes over the entries (numpy's needs two
-    sorts and four gathers): count each slot's entries, then place them newest first, each
-    slot's records checked against its chain as they go (`want`: the entry the chain reaches
-    next, from the slot's head; 0 once it has ended)."""
-    cdef int64_t e, s, pos = 0, line
-    cdef int32_t h, d, n
+    sorts and four gathers): count each slot's entries, then place them newest first -- a
+    slot's first in its directory line, the others in the overflow records -- each slot's
+    records checked against its chain as they go (`want`: the entry the chain reaches next,
+    from the slot's head; 0 once it has ended). Returns the overflow records written, -1 when
+    the file is not in the writer's shape. `at` is negative while a slot's first record is
+    still to come (-1 - its overflow start)."""
+    cdef int64_t e, s, over = 0, line, n
+    cdef int32_t h, d
     cdef int64_t phy
     cdef const unsigned char *p
     cdef unsigned char *r
@@ -313,29 +317,35 @@ cdef bint _chain_copy(const unsigned char *slots, const unsigned char *ent, int6
         p = ent + e * INDEX_ENTRY_SIZE
         h = rmq_be32(p + OFF_ENTRY_HASH)
         if h < 0 or rmq_be32(p + OFF_ENTRY_TIMEDIFF) < 0:
-            return False
+            return -1
         s = h % slot_num
         at[s] += 1
         if at[s] > ACCEL_MAX_CHAIN:
-            return False
-    for s in range(slot_num):                 # the directory; `at` becomes each slot's first record
+            return -1
+    for s in range(slot_num):                 # the directory's lengths and overflow starts
         line = s // ACCEL_DIR_SLOTS
         if s % ACCEL_DIR_SLOTS == 0:
-            memcpy(directory + line * ACCEL_DIR_LINE, &pos, 4)   # (little-endian: the low 4 bytes)
+            memcpy(directory + line * ACCEL_DIR_LINE, &over, 4)   # (little-endian: the low 4 bytes)
         n = at[s]
-        directory[line * ACCEL_DIR_LINE + 4 + s % ACCEL_DIR_SLOTS] = <uint8_t>n
-        at[s] = <int32_t>pos
-        pos += n
+        directory[line * ACCEL_DIR_LINE + OFF_ACCEL_LINE_LENGTHS + s % ACCEL_DIR_SLOTS] = <uint8_t>n
+        at[s] = -1 - over
+        if n > 1:
+            over += n - 1
         want[s] = rmq_be32(slots + s * INDEX_SLOT_SIZE)
     for e in range(m, 0, -1):                 # pass 2: newest first, each slot's chain in order
         p = ent + e * INDEX_ENTRY_SIZE
         h = rmq_be32(p + OFF_ENTRY_HASH)
         s = h % slot_num
         if want[s] != e:
-            return False
+            return -1
         want[s] = rmq_be32(p + OFF_ENTRY_PREV)
-        r = records + <int64_t>at[s] * ACCEL_RECORD_SIZE
-        at[s] += 1
+        if at[s] < 0:                         # the newest: in the slot's directory line
+            r = directory + (s // ACCEL_DIR_SLOTS) * ACCEL_DIR_LINE + OFF_ACCEL_LINE_RECORDS \
+                + (s % ACCEL_DIR_SLOTS) * ACCEL_RECORD_SIZE
+            at[s] = -1 - at[s]
+        else:
+            r = records + at[s] * ACCEL_RECORD_SIZE
+            at[s] += 1
         d = rmq_be32(p + OFF_ENTRY_TIMEDIFF)
         phy = rmq_be64(p + OFF_ENTRY_PHY)
         memcpy(r + OFF_ACCEL_HASH, &h, 4)
@@ -343,26 +353,29 @@ cdef bint _chain_copy(const unsigned char *slots, const unsigned char *ent, int6
         memcpy(r + OFF_ACCEL_PHY, &phy, 8)
     for s in range(slot_num):                 # every chain ended where the writer ended it
         if want[s] != 0:
-            return False
-    return True
+            return -1
+    return over
 
 
 def chain_copy(const unsigned char[::1] buf, Py_ssize_t slot_num, Py_ssize_t index_count,
                uint8_t[::1] directory, unsigned char[::1] records):
-    """Fill an index file's chain copy (directory: ceil(slot_num / 60) * 64 bytes of zeros,
-    records: 16 bytes per entry) from its map; False when the file is not in the writer's
-    shape (then the copy is not used). The caller checks the geometry (IndexFile's map holds
-    every slot and entry) and a little-endian machine."""
+    """Fill an index file's chain copy (directory: ceil(slot_num / 3) * 64 bytes of zeros,
+    records: room for 16 bytes per entry) from its map. Returns how many overflow records it
+    wrote, -1 when the file is not in the writer's shape (then the copy is not used). The
+    caller checks the geometry (IndexFile's map holds every slot and entry) and a
+    little-endian machine."""
     cdef int64_t m = index_count - 1
     if slot_num <= 0 or m < 0 or buf.shape[0] < INDEX_HEADER_SIZE + slot_num * INDEX_SLOT_SIZE + (m + 1) * INDEX_ENTRY_SIZE:
         raise ValueError("chain_copy: the buffer does not hold the file's slots and entries")
     if directory.shape[0] < (slot_num + ACCEL_DIR_SLOTS - 1) // ACCEL_DIR_SLOTS * ACCEL_DIR_LINE or records.shape[0] < m * ACCEL_RECORD_SIZE:
         raise ValueError("chain_copy: output too small")
-    scratch = np.zeros(2 * slot_num, dtype=np.int32)
-    cdef int32_t[::1] sc = scratch
+    cursors = np.zeros(slot_num, dtype=np.int64)
+    wants = np.zeros(slot_num, dtype=np.int32)
+    cdef int64_t[::1] at = cursors
+    cdef int32_t[::1] want = wants
     cdef const unsigned char *base = &buf[0]
-    cdef bint ok
+    cdef int64_t over
     with nogil:
-        ok = _chain_copy(base + INDEX_HEADER_SIZE, base + INDEX_HEADER_SIZE + slot_num * INDEX_SLOT_SIZE, slot_num, m,
-                         &directory[0], &records[0] if m else NULL, &sc[0], &sc[slot_num])
-    return ok
+        over = _chain_copy(base + INDEX_HEADER_SIZE, base + INDEX_HEADER_SIZE + slot_num * INDEX_SLOT_SIZE, slot_num, m,
+                           &directory[0], &records[0] if records.shape[0] else NULL, &at[0], &want[0])
+    return over

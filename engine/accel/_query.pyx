@@ -22,7 +22,8 @@ from cpython.ref cimport Py_XDECREF
 from cpython.unicode cimport PyUnicode_1BYTE_KIND, PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND
 
 from engine.format.layout cimport (ACCEL_DIR_LINE, ACCEL_DIR_SLOTS, ACCEL_RECORD_SIZE, INDEX_ENTRY_SIZE,
-                                   INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, OFF_ACCEL_HASH, OFF_ACCEL_PHY, OFF_INDEX_COUNT,
+                                   INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, OFF_ACCEL_HASH, OFF_ACCEL_LINE_LENGTHS,
+                                   OFF_ACCEL_LINE_RECORDS, OFF_ACCEL_PHY, OFF_INDEX_COUNT,
                                    OFF_ACCEL_TIMEDIFF, OFF_ENTRY_HASH, OFF_ENTRY_PHY, OFF_ENTRY_PREV,
                                    OFF_ENTRY_TIMEDIFF)
 
@@ -336,25 +337,33 @@ cdef class KeyIndex:
     cdef Py_ssize_t _select_copy(self, Py_ssize_t i, const unsigned char *line, int32_t key_hash,
                                  Py_ssize_t max_num, int64_t begin, int64_t end, list out) except -1:
         """_select over file i's chain copy: the same entries in the same order (the copy holds
-        each slot's chain as select walks it), the same tests; the chain's lines are requested
-        together, so the walk costs two misses, not one per entry."""
+        each slot's chain as select walks it), the same tests. The newest record is in the
+        slot's directory line; the older ones (a chain of two or more) are requested together:
+        one miss, or two, at any chain length."""
         cdef uint32_t k = (<uint32_t>key_hash % <uint32_t>self.slot_nums[i]) % ACCEL_DIR_SLOTS, j
-        cdef int64_t start = <uint32_t>rmq_q_le32(line), t, begin_ts = self.hdrs[i][H_BEGIN_TS]
-        cdef Py_ssize_t n = line[4 + k], got = len(out), x
-        for j in range(k):
-            start += line[4 + j]
-        cdef const unsigned char *r = self.acc_rec[i] + start * ACCEL_RECORD_SIZE
-        rmq_q_prefetch_span(r, n * ACCEL_RECORD_SIZE)
+        cdef const unsigned char *lengths = line + OFF_ACCEL_LINE_LENGTHS
+        cdef Py_ssize_t n = lengths[k], got = len(out), x
+        cdef int64_t start, t, begin_ts = self.hdrs[i][H_BEGIN_TS]
+        cdef const unsigned char *r = line + OFF_ACCEL_LINE_RECORDS + k * ACCEL_RECORD_SIZE
+        cdef const unsigned char *older = NULL
+        if n > 1:
+            start = <uint32_t>rmq_q_le32(line)
+            for j in range(k):
+                if lengths[j] > 1:
+                    start += lengths[j] - 1
+            older = self.acc_rec[i] + start * ACCEL_RECORD_SIZE
+            rmq_q_prefetch_span(older, (n - 1) * ACCEL_RECORD_SIZE)
         for x in range(n):
             if got >= max_num:
                 break
+            if x:
+                r = older + (x - 1) * ACCEL_RECORD_SIZE
             t = _entry_time(begin_ts, rmq_q_le32(r + OFF_ACCEL_TIMEDIFF))
             if rmq_q_le32(r + OFF_ACCEL_HASH) == key_hash and begin <= t <= end:
                 out.append(rmq_q_le64(r + OFF_ACCEL_PHY))
                 got += 1
             if t < begin:
                 break
-            r += ACCEL_RECORD_SIZE
         return got
 
     cdef Py_ssize_t _select(self, Py_ssize_t i, int32_t key_hash, Py_ssize_t max_num, int64_t begin,

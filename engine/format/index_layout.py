@@ -28,10 +28,13 @@ OFF_ENTRY_TIMEDIFF = 12
 OFF_ENTRY_PREV = 16
 
 # The query copy of a file's chains (engine/store/index_accel.py), in memory only, little-endian:
-# a directory of 64-byte lines (u32 first record, then one u8 chain length per slot) and
-# 16-byte records.
-ACCEL_DIR_SLOTS = 60
+# a directory of 64-byte lines, one per 3 slots: u32 the line's first overflow record, the 3
+# slots' chain lengths (u8), then each slot's newest record (16 bytes) in place; every slot's
+# older records in the overflow array, slot after slot.
+ACCEL_DIR_SLOTS = 3
 ACCEL_DIR_LINE = 64
+OFF_ACCEL_LINE_LENGTHS = 4
+OFF_ACCEL_LINE_RECORDS = 8
 ACCEL_MAX_CHAIN = 255
 ACCEL_RECORD_SIZE = 16
 OFF_ACCEL_HASH = 0
@@ -56,7 +59,9 @@ HEADER = struct.Struct(">qqqqii")
 HEADER_TIMES = struct.Struct(">qqqq")
 assert INDEX_HEADER_DTYPE.itemsize == HEADER.size == INDEX_HEADER_SIZE
 ACCEL_RECORD_DTYPE = np.dtype([("keyHash", "<i4"), ("timeDiff", "<i4"), ("commitLogOffset", "<i8")])
-assert ACCEL_RECORD_DTYPE.itemsize == ACCEL_RECORD_SIZE and ACCEL_DIR_LINE == 4 + ACCEL_DIR_SLOTS
+assert ACCEL_RECORD_DTYPE.itemsize == ACCEL_RECORD_SIZE
+assert OFF_ACCEL_LINE_LENGTHS + ACCEL_DIR_SLOTS <= OFF_ACCEL_LINE_RECORDS
+assert OFF_ACCEL_LINE_RECORDS + ACCEL_DIR_SLOTS * ACCEL_RECORD_SIZE <= ACCEL_DIR_LINE
 assert INDEX_ENTRY_DTYPE.itemsize == ENTRY.size == INDEX_ENTRY_SIZE
 
 

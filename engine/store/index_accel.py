@@ -3,29 +3,36 @@
 A key query in the file itself is a chain of dependent cache misses: the slot, then every
 entry of the slot's chain, each found from the one before (prevIndex). In an intact file the
 chain from slot s is exactly the entries whose keyHash % slotNum is s, newest first: the writer
-links each new entry to the slot's head before it. This copy stores every slot's chain
-contiguously in that order, so a query costs two misses at any load factor: the slot's
-directory line, then its chain (whose lines are requested together).
+links each new entry to the slot's head before it. This copy lays every slot's chain out in
+that order where a query finds it at once: the newest record in the slot's directory line, the
+older ones contiguous in the overflow records, whose lines are requested together. A query
+costs one miss (a chain of one: most chains at low load) or two, at any load factor.
 
 Layout (engine/format/index_layout.py ACCEL_*; little-endian, native to the compiled walker
 in engine/accel/_query.pyx):
-    directory  one 64-byte line per 60 slots: u32 the line's first chain record, then 60 u8
-               chain lengths (a slot's records start after those of the slots before it)
-    records    16 bytes per entry: i32 keyHash | i32 timeDiff | i64 commitLogOffset
+    directory  one 64-byte line per 3 slots: u32 the line's first overflow record, 3 u8
+               chain lengths, 1 byte unused, the 3 slots' newest records, 8 bytes unused
+    records    the overflow: each slot's older records (its chain after the newest), slot
+               after slot; a slot's start is the line's plus the overflow of the slots before
+               it in the line
+    record     16 bytes: i32 keyHash | i32 timeDiff | i64 commitLogOffset
 
 It is built only when that shape is proven over the whole file (every slot's head and every
-prevIndex link as the writer makes them, no negative timeDiff, no chain over 255): the walk
-over the copy then meets exactly the entries IndexFile.select meets, in the same order, and
-applies the same hash, time and count tests. Any other file (damage, a hand-made chain, a
-pathological slot) is walked in the file as before. The copy holds for the indexCount it was
-built at: a walker uses it only while the header still has that count (a put makes it stale).
+prevIndex link as the writer makes them, no negative keyHash or timeDiff, no chain over 255):
+the walk over the copy then meets exactly the entries IndexFile.select meets, in the same
+order, and applies the same hash, time and count tests. Any other file (damage, a hand-made
+chain, a pathological slot) is walked in the file as before. A copy holds for the indexCount
+it was built at, in this process's header and in the file's: a walker uses it only while
+both still have it (IndexAccel.fresh; a put makes it stale).
 
-Cost: 16 bytes per entry plus 64 bytes per 60 slots (325 MB for a full default file of 20
-million entries; about a second to make compiled, 5-7 s in numpy; bench/NOTES.md). It is made on request only
+Cost: 64 bytes per 3 slots plus 16 per entry beyond a slot's first (340 MB for a full default
+file of 20 million entries in 5 million slots, 115 MB for a quarter-full one); about a second
+to make compiled, several in numpy (bench/NOTES.md). It is made on request only
 (IndexService.accelerate, or its task, which the GUI runs after an open); queries never wait
 for it."""
 from __future__ import annotations
 
+import mmap
 import sys
 from dataclasses import dataclass
 
@@ -34,13 +41,14 @@ import numpy as np
 from engine.accel import load
 from engine.config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from engine.format.index_layout import (ACCEL_DIR_LINE as DIR_LINE, ACCEL_DIR_SLOTS as DIR_SLOTS,
-                                        ACCEL_MAX_CHAIN as MAX_CHAIN, ACCEL_RECORD_DTYPE as RECORD_DTYPE)
+                                        ACCEL_MAX_CHAIN as MAX_CHAIN, ACCEL_RECORD_DTYPE as RECORD_DTYPE,
+                                        OFF_ACCEL_LINE_LENGTHS as OFF_LENGTHS, OFF_ACCEL_LINE_RECORDS as OFF_RECORDS)
 
 
 @dataclass
 class IndexAccel:
     directory: np.ndarray   # uint8 [lines, 64]
-    records: np.ndarray     # RECORD_DTYPE [entries]
+    records: np.ndarray     # RECORD_DTYPE [overflow]
     index_count: int        # the header's indexCount it was built at,
     file_count: int         # and the indexCount then in the file's own header (another writer's)
 
@@ -59,15 +67,50 @@ def mapped_count(f) -> int:
     return int(f.header_view[0]["indexCount"])
 
 
-def accel_bytes(slot_num: int, entries: int) -> int:
-    """What build_accel will hold for a file of this geometry and entry count."""
-    return -(-slot_num // DIR_SLOTS) * DIR_LINE + entries * RECORD_DTYPE.itemsize
+def slot_records(a: IndexAccel, slot: int) -> np.ndarray:
+    """A slot's chain in the copy, newest first (RECORD_DTYPE): what the compiled walker reads
+    (tests and views read the copy through this)."""
+    line = a.directory[slot // DIR_SLOTS]
+    k = slot % DIR_SLOTS
+    lengths = line[OFF_LENGTHS:OFF_LENGTHS + DIR_SLOTS].astype(np.int64)
+    n = int(lengths[k])
+    if n == 0:
+        return a.records[:0]
+    first = line[OFF_RECORDS + k * RECORD_DTYPE.itemsize:OFF_RECORDS + (k + 1) * RECORD_DTYPE.itemsize].view(RECORD_DTYPE)
+    start = int(line[:4].view("<u4")[0]) + int(np.maximum(lengths[:k] - 1, 0).sum())
+    return np.concatenate([first, a.records[start:start + n - 1]])
+
+
+def accel_bytes(slot_num: int, entries: int, used: int = 0) -> int:
+    """What build_accel holds for a file of this geometry, entry count and used slots (each
+    used slot's newest record is in its directory line; without `used`, an upper bound)."""
+    return -(-slot_num // DIR_SLOTS) * DIR_LINE + (entries - used) * RECORD_DTYPE.itemsize
 
 
 def file_accel_bytes(f) -> int:
-    """accel_bytes for IndexFile f, its entry count bounded by the geometry (a header's count
-    is read from the file: a damaged one may claim anything; build_accel refuses it)."""
-    return accel_bytes(f.slot_num, min(max(f.entry_count, 0), max(f.index_num - 1, 0)))
+    """accel_bytes for IndexFile f (what its copy holds, if it gets one), its entry count
+    bounded by the geometry (a header's count is read from the file: a damaged one may claim
+    anything; build_accel refuses it)."""
+    entries = min(max(f.entry_count, 0), max(f.index_num - 1, 0))
+    return accel_bytes(f.slot_num, entries, min(int(np.count_nonzero(f.slots.view(np.int32))), entries))
+
+
+def _zeros(n: int, dtype) -> np.ndarray:
+    """n zeroed items in private anonymous memory asked for in 2 MB pages (MADV_HUGEPAGE): the
+    copy is read at random, and with 4 KB pages nearly every read also misses the TLB, whose
+    page walk may itself go to memory (a query took 0.64 us instead of 0.44 at load 0.5 in
+    processes whose numpy arrays got no huge page; numpy's own advice did not give any here)."""
+    dtype = np.dtype(dtype)
+    size = n * dtype.itemsize
+    flags = getattr(mmap, "MAP_PRIVATE", 0) | getattr(mmap, "MAP_ANONYMOUS", 0)
+    if size < (2 << 20) or not flags or not hasattr(mmap, "MADV_HUGEPAGE"):
+        return np.zeros(n, dtype=dtype)
+    m = mmap.mmap(-1, -(-size // (2 << 20)) * (2 << 20), flags=flags)   # whole 2 MB pages: the kernel
+    try:                                                                 # then aligns the map to them
+        m.madvise(mmap.MADV_HUGEPAGE)
+    except OSError:
+        pass   # a kernel without THP: 4 KB pages, as np.zeros
+    return np.frombuffer(m, dtype=dtype, count=n)   # (the array holds the map; it goes with the array)
 
 
 def _slots_sorted(slot: np.ndarray) -> np.ndarray:
@@ -93,11 +136,14 @@ def build_accel(f, accel: bool = True) -> IndexAccel | None:
     lines = -(-slot_num // DIR_SLOTS)
     kernel = load("_index") if accel else None
     if kernel is not None and sys.byteorder == "little":
-        directory = np.zeros((lines, DIR_LINE), dtype=np.uint8)
-        records = np.empty(m, dtype=RECORD_DTYPE)
-        if not kernel.chain_copy(mm, slot_num, count, directory.reshape(-1), records.view(np.uint8)):
+        directory = _zeros(lines * DIR_LINE, np.uint8).reshape(lines, DIR_LINE)
+        records = np.empty(m, dtype=RECORD_DTYPE)   # the overflow is written here, then copied to its size
+        over = kernel.chain_copy(mm, slot_num, count, directory.reshape(-1), records.view(np.uint8))
+        if over < 0:
             return None
-        return IndexAccel(directory, records, count, file_count)
+        kept = _zeros(over, RECORD_DTYPE)
+        kept[:] = records[:over]
+        return IndexAccel(directory, kept, count, file_count)
     e = entries[1:count]
     key_hash = e["keyHash"].astype(np.int64)
     diff = e["timeDiff"].astype(np.int32)
@@ -121,13 +167,23 @@ def build_accel(f, accel: bool = True) -> IndexAccel | None:
     link[starts[1:][used] - 1] = 0
     if not np.array_equal(e["prevIndex"].astype(np.int64)[num - 1], link):
         return None
-    records = np.empty(m, dtype=RECORD_DTYPE)
-    records["keyHash"] = key_hash[num - 1]
-    records["timeDiff"] = diff[num - 1]
-    records["commitLogOffset"] = e["commitLogOffset"][num - 1]
-    directory = np.zeros((lines, DIR_LINE), dtype=np.uint8)
-    padded = np.zeros(lines * DIR_SLOTS, dtype=np.uint8)
+    chain = np.empty(m, dtype=RECORD_DTYPE)           # every record, in copy order
+    chain["keyHash"] = key_hash[num - 1]
+    chain["timeDiff"] = diff[num - 1]
+    chain["commitLogOffset"] = e["commitLogOffset"][num - 1]
+    newest = np.zeros(m, dtype=bool)
+    newest[starts[:-1][used]] = True
+    firsts = np.zeros(lines * DIR_SLOTS, dtype=RECORD_DTYPE)
+    firsts[np.flatnonzero(used)] = chain[newest]
+    records = _zeros(m - int(used.sum()), RECORD_DTYPE)
+    records[:] = chain[~newest]
+    directory = _zeros(lines * DIR_LINE, np.uint8).reshape(lines, DIR_LINE)
+    padded = np.zeros(lines * DIR_SLOTS, dtype=np.int64)
     padded[:slot_num] = lengths
-    directory[:, 4:] = padded.reshape(lines, DIR_SLOTS)
-    directory[:, :4] = starts[:-1:DIR_SLOTS].astype("<u4").view(np.uint8).reshape(lines, 4)
+    directory[:, OFF_LENGTHS:OFF_LENGTHS + DIR_SLOTS] = padded.reshape(lines, DIR_SLOTS)
+    directory[:, OFF_RECORDS:OFF_RECORDS + DIR_SLOTS * RECORD_DTYPE.itemsize] = \
+        firsts.view(np.uint8).reshape(lines, DIR_SLOTS * RECORD_DTYPE.itemsize)
+    over = np.zeros(lines * DIR_SLOTS + 1, dtype=np.int64)
+    np.cumsum(np.maximum(padded - 1, 0), out=over[1:])
+    directory[:, :4] = over[:-1:DIR_SLOTS].astype("<u4").view(np.uint8).reshape(lines, 4)
     return IndexAccel(directory, records, count, file_count)

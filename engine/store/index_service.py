@@ -21,7 +21,7 @@ if _FRONT is not None:
     _query.bind_config(StoreConfig)
 
 
-ACCEL_BUDGET = 2 << 30  # bytes of chain copies accelerate() holds by default (a full default file: 325 MB)
+ACCEL_BUDGET = 2 << 30  # bytes of chain copies accelerate() holds by default (a full default file: 340 MB)
 
 
 def _int64(t: int) -> int:
@@ -160,7 +160,7 @@ class IndexService(_FRONT or object):
     def accelerate(self, budget: int = ACCEL_BUDGET) -> dict:
         """Give the files, newest first, an in-memory copy of their chains in slot order
         (engine/store/index_accel.py) while their total stays within `budget` bytes: a key
-        query then costs two cache misses per file instead of one per chain entry. A file
+        query then costs one or two cache misses per file instead of one per chain entry. A file
         whose chains are not in the writer's shape (damage) keeps being walked in place, and a
         copy stops being used when its file gets a new entry. Returns what was done."""
         return run(self.accelerate_task(budget))
