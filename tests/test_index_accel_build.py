@@ -5,6 +5,8 @@ geometries, and on every kind of damage the copy must refuse (its walk would oth
 meet what the walk in the file meets)."""
 from __future__ import annotations
 
+from contextlib import contextmanager
+
 import numpy as np
 import pytest
 
@@ -56,6 +58,15 @@ def test_builds_agree_on_real_stores(name):
         assert any(a is not None for a in made) or not store.index.files
 
 
+@contextmanager
+def opened(path, slots, index_num):
+    f = IndexFile(path, slots, index_num)
+    try:
+        yield f
+    finally:
+        f.close()
+
+
 def gen(tmp_path, n, slots, index_num=None):
     path = tmp_path / "20260101000000000"
     index_gen.build(path, TOPIC, n, slots, index_num or n + 10)
@@ -65,27 +76,21 @@ def gen(tmp_path, n, slots, index_num=None):
 @pytest.mark.parametrize("n,slots", [(1, 1), (5, 3), (600, 7), (1000, 101), (4000, 997), (3000, 60), (3000, 61)])
 def test_builds_agree_on_generated_files(tmp_path, n, slots):
     path, s, num = gen(tmp_path, n, slots)
-    f = IndexFile(path, s, num)
-    try:
+    with opened(path, s, num) as f:
         a = both(f)
         used = int((f.slots.astype(np.int64) > 0).sum())
         assert a is not None and len(a.records) == n - used and len(a.directory) == -(-s // 3)
         for slot in range(s):
             assert records_of(a, slot) == chain_of(f, slot)
-    finally:
-        f.close()
 
 
 def test_a_file_with_no_entry_and_one_never_written(tmp_path):
     path, s, num = gen(tmp_path, 50, 13)
     blank = tmp_path / "20260101000000001"
     blank.write_bytes(bytes(INDEX_HEADER_DTYPE.itemsize + 4 * 13 + INDEX_ENTRY_DTYPE.itemsize * 20))
-    f = IndexFile(blank, 13, 20)
-    try:
+    with opened(blank, 13, 20) as f:
         a = both(f)
         assert a is not None and len(a.records) == 0 and not a.directory.any()
-    finally:
-        f.close()
 
 
 def damage(path, slots, index_num, how):
@@ -130,36 +135,26 @@ DAMAGE = ("prev to itself", "prev forward", "prev past indexCount", "prev negati
 def test_both_builds_refuse_damage(tmp_path, how):
     path, s, num = gen(tmp_path, *((60, 101) if how == "empty slot pointing" else (900, 37)))   # some slots empty, or ~24 entries a chain
     damage(path, s, num, how)
-    f = IndexFile(path, s, num)
-    try:
+    with opened(path, s, num) as f:
         assert both(f) is None
-    finally:
-        f.close()
 
 
 def test_both_builds_refuse_a_chain_of_256(tmp_path):
     path, s, num = gen(tmp_path, 255 * 3, 3)   # 255 a slot: the longest the copy holds
-    f = IndexFile(path, s, num)
-    try:
+    with opened(path, s, num) as f:
         assert both(f) is not None
-    finally:
-        f.close()
     path.unlink()
     path, s, num = gen(tmp_path, 256 * 3 + 1, 3)
-    f = IndexFile(path, s, num)
-    try:
+    with opened(path, s, num) as f:
         assert both(f) is None
-    finally:
-        f.close()
 
 
 def test_a_large_copy_is_in_its_own_huge_page_map(tmp_path):
     """A copy of 2 MB or more is made in private anonymous memory asked for in 2 MB pages (its
     reads are at random: 4 KB pages add a TLB miss to each); the same bytes as the numpy build's."""
     import mmap
-    path, s, num = gen(tmp_path, 300_000, 200_000)    # directory 4.3 MB, overflow 1.5 MB
-    f = IndexFile(path, s, num)
-    try:
+    path, s, num = gen(tmp_path, 300_000, 200_000)    # directory 4.3 MB, overflow 2.3 MB
+    with opened(path, s, num) as f:
         a = both(f)
         for arr in (a.directory, a.records):
             owner = arr
@@ -169,5 +164,3 @@ def test_a_large_copy_is_in_its_own_huge_page_map(tmp_path):
             assert isinstance(owner, mmap.mmap) and len(owner) % (2 << 20) == 0
         for slot in range(0, s, 997):
             assert records_of(a, slot) == chain_of(f, slot)
-    finally:
-        f.close()

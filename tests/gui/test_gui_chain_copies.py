@@ -9,13 +9,13 @@ import threading
 import time
 
 import numpy as np
-from PySide6.QtCore import Qt
 
 from conftest import manifest, unpack
 from engine import MessageStore
 from engine.config import INDEX_SLOT_SIZE
 from engine.format.index_layout import INDEX_ENTRY_DTYPE, INDEX_HEADER_SIZE
 from guitest_support import dialogs, open_and_wait, screenshot, settings, tree_hashes, wait_idle, window  # noqa: F401
+from test_gui_search import _search as search_panel
 
 
 def _case(label_start, topic, key):
@@ -24,15 +24,7 @@ def _case(label_start, topic, key):
 
 
 def _search(qtbot, window, topic, key, cap=64):
-    p = window.search
-    window.tabs.setCurrentWidget(p)
-    p.k_topic.setCurrentText(topic)
-    p.k_key.setText(key)
-    p.k_cap.setValue(cap)
-    with qtbot.waitSignal(p.results.modelReset, timeout=3000, raising=False) as blocker:
-        qtbot.mouseClick(p.k_search, Qt.LeftButton)
-    assert blocker.signal_triggered, p.summary.text()
-    return [h.message.commitLogOffset for h in p.results.hits]
+    return search_panel(qtbot, window.search, topic, key, cap=cap)
 
 
 def _wait_copies(qtbot, window, timeout=10000):
