@@ -254,21 +254,26 @@ def ours_query(root: Path, keys: list[str]) -> dict[str, dict]:
     return out
 
 
+def _best_vs_java(ours: list[dict], java: list[dict]) -> tuple[float, float | None, list[float]]:
+    """Our best set's rate, its ratio to Java's best set, and every set's rate."""
+    o, j = max(rate(m) for m in ours), max(rate(m) for m in java)
+    return o, (round(o / j, 3) if j else None), [round(rate(m), 1) for m in ours]
+
+
 def batch_fields(batch: list[dict], java: list[dict]) -> dict:
     """The batched figure's fields on the key-query offsets row: its best set, and its ratio
     to Java's best single-query set (the row's baseline)."""
-    b, j = max(rate(m) for m in batch), max(rate(m) for m in java)
-    return {"batchQueriesPerSecond": round(b), "batchRatio": round(b / j, 3) if j else None,
-            "batchSets": [round(rate(m), 1) for m in batch],
+    b, ratio, sets = _best_vs_java(batch, java)
+    return {"batchQueriesPerSecond": round(b), "batchRatio": ratio, "batchSets": sets,
             "batchCall": f"IndexService.query_offsets, {BATCH_KEYS} keys a call"}
 
 
 def in_place_fields(ours: list[dict], java: list[dict]) -> dict:
     """The same queries walked in the file (before IndexService.accelerate): best set, ratio
     to Java's best set, p50."""
-    o, j = max(rate(m) for m in ours), max(rate(m) for m in java)
-    return {"inPlaceQueriesPerSecond": round(o), "inPlaceRatio": round(o / j, 3) if j else None,
-            "inPlaceSets": [round(rate(m), 1) for m in ours], "inPlaceP50Us": round(min(m["p50Us"] for m in ours), 2)}
+    o, ratio, sets = _best_vs_java(ours, java)
+    return {"inPlaceQueriesPerSecond": round(o), "inPlaceRatio": ratio, "inPlaceSets": sets,
+            "inPlaceP50Us": round(min(m["p50Us"] for m in ours), 2)}
 
 
 def copy_fields(runs: list[dict]) -> dict:

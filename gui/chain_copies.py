@@ -103,7 +103,6 @@ class ChainCopies(QObject):
         if index is None or not index.files or not self.enabled:
             return
         gen, total = self.session.generation, len(index.files)
-        kept = sum(1 for f in index.files if f.accel is not None and f.accel.fresh(f))
         self.error = ""
         self.label.setStyleSheet("padding:0 6px")
         self.label.setToolTip("")
@@ -113,7 +112,6 @@ class ChainCopies(QObject):
             self._say(f"Key queries: chain copies {p.done}/{p.total} index files…")
 
         def done(result):
-            result = dict(result, kept=kept)
             self.result = result
             self._say(summary(result, total))
             names = result["refused"]

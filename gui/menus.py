@@ -97,7 +97,7 @@ def make_actions(self) -> None:
                        "Verify the store (records, CRCs, ConsumeQueues, index, checkpoint) without writing a byte")
     self.act_chain_copies = A("Make In-Memory &Index Copies for Key Queries", self.chain_copies.set_enabled, None,
                               "After a store opens, copy each index file's hash chains into memory in the "
-                              "background: key searches cost two cache misses per file (up to 2 GiB)", True)
+                              "background: key searches cost one or two cache misses per file (up to 2 GiB)", True)
     self.act_chain_copies.blockSignals(True)
     self.act_chain_copies.setChecked(self.chain_copies.enabled)
     self.act_chain_copies.blockSignals(False)

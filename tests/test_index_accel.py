@@ -26,6 +26,7 @@ from engine.format.javahash import index_key, index_key_hash, java_hash
 from engine.format.index_layout import OFF_ACCEL_LINE_LENGTHS, OFF_ACCEL_LINE_RECORDS
 from engine.store.index_accel import accel_bytes, build_accel, file_accel_bytes, slot_records
 from engine.store.index_file import INDEX_ENTRY_DTYPE, INDEX_HEADER_DTYPE, LONG_MAX, IndexFile
+from test_live_and_cli import tree_digest as tree_hashes
 from test_query_batch import TOPIC, check, fixture_queries, gen_keys, gen_store, windows
 from test_query_kernel import SMALL, _damage, _write
 
@@ -139,15 +140,6 @@ def assert_copy_is_the_chains(f, acc) -> None:
 def expected_build(idx) -> tuple[list[str], list[str]]:
     newest_first = list(reversed(idx.files))
     return ([f.name for f in newest_first if writer_shape(f)], [f.name for f in newest_first if not writer_shape(f)])
-
-
-def tree_hashes(root: Path) -> dict:
-    out = {}
-    for p in sorted(root.rglob("*")):
-        if p.is_file():
-            st = p.stat()
-            out[str(p.relative_to(root))] = (hashlib.sha256(p.read_bytes()).hexdigest(), st.st_size, st.st_mtime_ns)
-    return out
 
 
 def more_windows(idx) -> list[tuple[int, int]]:
@@ -555,7 +547,7 @@ def test_a_live_writer_followed_by_refresh(tmp_path):
         got = assert_agree(idx, queries)
         assert got[2 * 8][0] == [10 ** 6]   # NEW0
         r = idx.accelerate()
-        assert r["built"] == [idx.files[-1].name]
+        assert r["built"] == [idx.files[-1].name] and r["kept"] == len(idx.files) - 1   # the others still fresh
         assert_copy_is_the_chains(idx.files[-1], idx.files[-1].accel)
         assert_agree(idx, queries, got)
 

@@ -168,11 +168,14 @@ class IndexService(_FRONT or object):
     def accelerate_task(self, budget: int = ACCEL_BUDGET, cancel: CancelToken | None = None) -> Task[dict]:
         """accelerate() as a task (a file a step; the GUI runs it after an open). Each copy is
         put in place as it is made, so a cancel keeps the ones already made. The newest files
-        that fit the budget keep or get a copy; every older one gives its copy up."""
+        that fit the budget keep or get a copy; every older one gives its copy up. The answer:
+        the files copied ("built"), refused (not in the writer's shape), how many kept a
+        fresh copy, the bytes held and the seconds taken."""
         t = time.perf_counter()
         held = 0
         built: list[str] = []
         refused: list[str] = []
+        kept = 0
         newest_first = list(reversed(self.files))
         for k, (f, progress) in enumerate(steps(newest_first, cancel, "chain copies", "files")):
             fresh = f.accel is not None and f.accel.fresh(f)
@@ -182,14 +185,17 @@ class IndexService(_FRONT or object):
                     older.accel = None
                 self._kidx = None
                 break
-            if not fresh:
+            if fresh:
+                kept += 1
+            else:
                 f.accel = build_accel(f)
                 (built if f.accel is not None else refused).append(f.name)
                 self._kidx = None  # the next query's walker takes the copy
             if f.accel is not None:
                 held += f.accel.nbytes
             yield progress
-        return {"built": built, "refused": refused, "bytes": held, "seconds": round(time.perf_counter() - t, 3)}
+        return {"built": built, "refused": refused, "kept": kept, "bytes": held,
+                "seconds": round(time.perf_counter() - t, 3)}
 
     def release_accel(self) -> int:
         """Let go of every chain copy (the GUI's setting turned off): queries walk the files
