@@ -66,6 +66,13 @@ class IndexFill:
     end_timestamp: int
     begin_phy_offset: int
     end_phy_offset: int
+    header_index_count: int = 0   # the header's indexCount as stored (entries_used is clamped)
+
+    @property
+    def beyond_capacity(self) -> bool:
+        """The header claims more entries than the file can hold (indexCount > maxIndexNum):
+        a forged or damaged header; every figure here is clamped to the capacity."""
+        return self.header_index_count > self.index_num
 
     @property
     def entry_fill(self) -> float:
@@ -89,9 +96,14 @@ class IndexFill:
 
 
 def index_fill(f) -> IndexFill:
+    """The file's fill from its header, bounded by what the file can hold: IndexFile.putKey
+    writes entries 1 .. maxIndexNum-1 and stops at indexCount == maxIndexNum, so a larger
+    indexCount is a forged header, not a fuller file (it once printed 536870911.5%)."""
     h = f.header
-    return IndexFill(f.name, f.slot_num, f.index_num, max(0, h.indexCount - 1), int(np.count_nonzero(f.slots)),
-                     h.hashSlotCount, h.beginTimestamp, h.endTimestamp, h.beginPhyOffset, h.endPhyOffset)
+    entries = min(max(0, h.indexCount - 1), max(0, f.index_num - 1))
+    return IndexFill(f.name, f.slot_num, f.index_num, entries, int(np.count_nonzero(f.slots)),
+                     h.hashSlotCount, h.beginTimestamp, h.endTimestamp, h.beginPhyOffset, h.endPhyOffset,
+                     h.indexCount)
 
 
 @dataclass

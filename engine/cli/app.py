@@ -17,7 +17,7 @@ from engine.store.index_file import LONG_MAX
 from engine.store.message_store import MessageStore
 from engine.format.msgid import looks_like_msg_id
 from engine.format.text import parse_time, preview  # the GUI's rules too: one definition each
-from engine.cli.output import (EXIT_ERROR, CliError, emit, fmt_time, safe, stderr_progress,  # noqa: F401
+from engine.cli.output import (EXIT_ERROR, CliError, emit, fmt_time, nonneg, positive, safe, stderr_progress,  # noqa: F401
                                table)
 
 
@@ -127,10 +127,17 @@ def require_queue(store: MessageStore, topic: str, queue: int) -> None:
 
 
 def cmd_get(store: MessageStore, args) -> int:
-    require_queue(store, args.topic, args.queue)
+    """--broker answers what the broker answers, also for a queue the store never created
+    (getMessage's findConsumeQueue creates it empty: NO_MESSAGE_IN_QUEUE, next 0); without
+    --broker such a queue is an error that names the queues the topic has."""
+    absent = store.queue_bounds(args.topic, args.queue) is None
+    if not args.broker:
+        require_queue(store, args.topic, args.queue)
     r = store.get_message(args.topic, args.queue, args.offset, args.count, broker=args.broker)
     rows = inner_rows(r.innerMessages) if r.innerMessages is not None else message_rows(r.messages)
     human = (f"status {r.status}  next {r.nextBeginOffset}  queue offsets [{r.minOffset}, {r.maxOffset})\n"
+             + (f"(the store has no queue {safe(args.topic)}/{args.queue}: the broker creates it empty on a "
+                "pull and answers as above)\n" if absent else "")
              + rows + "".join(f"\nskipped queue offset {q}: {why}" for q, why in r.skipped))
     emit(args, with_dledger(store, r.to_json() if not args.json else get_json(store, r, args.offset), r.messages),
          human)
@@ -265,23 +272,23 @@ def build_parser() -> argparse.ArgumentParser:
 
     add("info", "store overview: config, files, queues, index files")
     sp = add("dump", "every record in commitlog order (JSON Lines with --json)")
-    sp.add_argument("--from", type=int, default=None, metavar="PHYOFFSET")
-    sp.add_argument("--count", type=int, default=0, help="0 = all")
+    sp.add_argument("--from", type=nonneg, default=None, metavar="PHYOFFSET")
+    sp.add_argument("--count", type=nonneg, default=0, help="0 = all")
     sp = add("get", "messages of a queue from a queue offset")
     _topic_queue(sp)
     sp.add_argument("offset", type=int, help="queue offset of the first message (0 = the queue's start)")
-    sp.add_argument("--count", type=int, default=32, help="messages to read (default 32)")
+    sp.add_argument("--count", type=positive, default=32, help="messages to read (default 32)")
     sp.add_argument("--broker", action="store_true", help="exactly the broker's page (stops at CQ file end)")
     sp = add("cq", "ConsumeQueue units (JSON Lines with --json)")
     _topic_queue(sp)
-    sp.add_argument("--from", type=int, default=None, metavar="O", help="first queue offset (default: the queue's min)")
-    sp.add_argument("--count", type=int, default=0, help="units to show (0 = all)")
+    sp.add_argument("--from", type=nonneg, default=None, metavar="O", help="first queue offset (default: the queue's min)")
+    sp.add_argument("--count", type=nonneg, default=0, help="units to show (0 = all)")
     sp = add("query-key", "messages by key within a time range")
     sp.add_argument("topic", help="topic the message was stored under")
     sp.add_argument("key", help="one of the message's KEYS, or its UNIQ_KEY")
     sp.add_argument("--begin", metavar="TIME", help=f"earliest store time: {TIME_FORMATS}")
     sp.add_argument("--end", metavar="TIME", help=f"latest store time: {TIME_FORMATS}")
-    sp.add_argument("--max", type=int, default=64, help="cap (0 = none)")
+    sp.add_argument("--max", type=nonneg, default=64, help="cap (0 = none)")
     sp.add_argument("--raw", action="store_true", help="RocketMQ's own hash-only answer")
     sp = add("msgid", "look up an offset msgId or a UNIQ_KEY")
     sp.add_argument("id", help="an offset msgId or a UNIQ_KEY: 32 hex digits (IPv4 hosts) or 56 (IPv6)")
@@ -304,7 +311,7 @@ TIME_FORMATS = "epoch milliseconds, or ISO-8601 such as 2026-11-25T08:00:00+08:0
 
 def _topic_queue(sp) -> None:
     sp.add_argument("topic", help="topic name")
-    sp.add_argument("queue", type=int, help="queue id (0, 1, ...)")
+    sp.add_argument("queue", type=nonneg, help="queue id (0, 1, ...)")
 
 
 def _add_optional_commands(sub, add) -> None:
@@ -368,7 +375,7 @@ def main(argv: list[str] | None = None) -> int:
             from pathlib import Path
             from engine.cli.write import confirm_rebuild, rebuild
             confirm_rebuild(Path(args.store), args.yes)
-            out = rebuild(Path(args.store), cfg)
+            out = rebuild(Path(args.store), cfg, args.overwrite_geometry)
             emit(args, out, "rebuilt: " + ", ".join(f"{k} {v}" for k, v in out.items()))
             return 0
         read_only = args.command not in WRITE_COMMANDS

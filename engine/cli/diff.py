@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from engine.analysis.diff import diff_task
 from engine.config import load_store_config
-from engine.cli.output import CliError, emit, fmt_time, stderr_progress, table
+from engine.cli.output import CliError, emit, fmt_time, nonneg, stderr_progress, table
 from engine.store.message_store import MessageStore
 from engine.tasks import run
 
@@ -12,7 +12,7 @@ from engine.tasks import run
 def register(add, commands: dict) -> None:
     sp = add("diff", "compare two stores: first divergence, messages only in one, queues that differ")
     sp.add_argument("other", metavar="OTHER", help="the store to compare with (B; STORE is A)")
-    sp.add_argument("--max", type=int, default=0, help="list at most N messages per side (0 = all; counts stay exact)")
+    sp.add_argument("--max", type=nonneg, default=0, help="list at most N messages per side (0 = all; counts stay exact)")
     commands["diff"] = cmd_diff
 
 

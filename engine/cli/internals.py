@@ -129,10 +129,11 @@ def fill_json(store) -> dict:
                            "firstQueueOffset": q.first_queue_offset, "unitsPerFile": q.units_per_file,
                            "units": q.written_units, "validUnits": q.valid_units, "fillerUnits": q.filler_units,
                            "fill": q.fill} for q in fill.queues],
-        "index": [{"file": x.name, "indexCount": x.entries_used + 1, "indexNum": x.index_num,
+        # indexCount is the header's; entries and the fills are clamped to the file's capacity
+        "index": [{"file": x.name, "indexCount": x.header_index_count, "indexNum": x.index_num,
                    "entries": x.entries_used, "slotNum": x.slot_num, "slotsUsed": x.slots_used,
                    "hashSlotCount": x.hash_slot_count, "entryFill": x.entry_fill, "slotFill": x.slot_fill,
-                   "loadFactor": x.load_factor} for x in fill.index],
+                   "loadFactor": x.load_factor, "headerBeyondCapacity": x.beyond_capacity} for x in fill.index],
     }
 
 
@@ -150,8 +151,13 @@ def cmd_fill(store, args) -> int:
                       pct(q["fill"])] for q in out["consumeQueues"]],
                     ["TOPIC", "QUEUE", "CQ FILE", "UNITS", "PER FILE", "FILLERS", "FILL"]))
     print()
-    print(table([[x["file"], x["indexCount"], x["indexNum"], x["slotsUsed"], x["slotNum"], pct(x["entryFill"]),
-                      pct(x["slotFill"])] for x in out["index"]],
-                    ["INDEX FILE", "INDEX COUNT", "INDEX NUM", "SLOTS USED", "SLOT NUM", "ENTRY FILL", "SLOT FILL"]))
+    print(table([[x["file"], x["indexCount"], x["indexNum"], x["slotsUsed"], x["slotNum"],
+                  pct(x["entryFill"]) + ("*" if x["headerBeyondCapacity"] else ""), pct(x["slotFill"])]
+                 for x in out["index"]],
+                ["INDEX FILE", "INDEX COUNT", "INDEX NUM", "SLOTS USED", "SLOT NUM", "ENTRY FILL", "SLOT FILL"]))
+    for x in out["index"]:
+        if x["headerBeyondCapacity"]:
+            print(f"* {x['file']}: the header's indexCount {x['indexCount']:,} is beyond the file's capacity "
+                  f"(maxIndexNum {x['indexNum']:,}): a forged or damaged header; fill shown at the capacity")
     sys.stdout.flush()
     return 0

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 
-from engine.cli.output import CliError, emit, fmt_time, safe
+from engine.cli.output import CliError, emit, fmt_time, nonneg, safe
 from engine.format.text import parse_time
 from engine.store.index_file import LONG_MAX
 
@@ -20,7 +20,7 @@ def register(add, commands: dict) -> None:
     sp.add_argument("keyfile", help="a text file with one key per line (KEYS or UNIQ_KEY), - for standard input")
     sp.add_argument("--begin", metavar="TIME", help="earliest store time (as query-key)")
     sp.add_argument("--end", metavar="TIME", help="latest store time (as query-key)")
-    sp.add_argument("--max", type=int, default=64, help="messages per key (0 = no cap)")
+    sp.add_argument("--max", type=nonneg, default=64, help="messages per key (0 = no cap)")
     commands["query-keys"] = cmd_query_keys
 
 

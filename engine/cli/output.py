@@ -2,6 +2,7 @@
 human output, progress on stderr. Shared by all the CLI's command modules."""
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
@@ -12,6 +13,26 @@ EXIT_ERROR = 2
 
 class CliError(Exception):
     pass
+
+
+# ---- argument types ----------------------------------------------------------------------
+def _int_at_least(low: int, what: str):
+    def parse(text: str) -> int:
+        try:
+            v = int(text, 10)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+        if v < low:
+            raise argparse.ArgumentTypeError(f"{v} is {what}")
+        return v
+    parse.__name__ = "int"  # argparse names the type in its "invalid int value" message
+    return parse
+
+
+# counts, caps, limits, offsets and queue ids: argparse refuses a bad one with exit 2 and says
+# why, before any store is opened (a negative cap once meant "truncated" with nothing shown)
+nonneg = _int_at_least(0, "negative: it must be 0 or more")
+positive = _int_at_least(1, "not positive: it must be 1 or more")
 
 
 # ---- formatting ------------------------------------------------------------------------

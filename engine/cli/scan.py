@@ -11,6 +11,7 @@ import contextlib
 import json
 import sys
 
+from engine.cli.output import nonneg, positive
 from engine.scan.api import (EXPORT_FORMATS, FILTER_TABLE_COLUMNS, JOBS, JobParams, MessageFilter, ScanStore,
                              format_table, one_line, open_scan_store, redacted, resolve_stores, scan_task,
                              validate)
@@ -32,7 +33,7 @@ def add_scan_parser(subparsers) -> argparse.ArgumentParser:
                         "one job over all of them; rows then carry broker")
     g = p.add_argument_group("selection (every job)")
     g.add_argument("--topic", action="append", default=[], help="only this topic (repeatable)")
-    g.add_argument("--queue", action="append", type=int, default=[], metavar="QUEUE_ID",
+    g.add_argument("--queue", action="append", type=nonneg, default=[], metavar="QUEUE_ID",
                    help="only this queue id (repeatable)")
     g.add_argument("--body", metavar="REGEX", help="body matches REGEX (decompressed when compressed)")
     g.add_argument("--tags", metavar="EXPR", help="subscription expression, e.g. 'TagA || TagB'")
@@ -44,13 +45,13 @@ def add_scan_parser(subparsers) -> argparse.ArgumentParser:
     g = p.add_argument_group("job options")
     g.add_argument("--by-queue", action="store_true", help="topic-stats: one row per queue")
     g.add_argument("--bucket", default="1m", help="traffic: bucket length (1s, 1m, 5m, 1h, 1d; default 1m)")
-    g.add_argument("--limit", type=int, default=None,
+    g.add_argument("--limit", type=nonneg, default=None,
                    help="rows to list (filter: 1000, top-keys/top-tags: 20, duplicates: all)")
     g.add_argument("--per-topic", action="store_true", help="duplicates: per (topic, UNIQ_KEY)")
     g.add_argument("--format", choices=EXPORT_FORMATS, default="parquet", help="export format")
     g.add_argument("--out", metavar="PATH", help="export: output path (a directory on Spark)")
     g.add_argument("--overwrite", action="store_true", help="export: replace PATH")
-    g.add_argument("--split-bytes", type=int, default=None, metavar="N",
+    g.add_argument("--split-bytes", type=positive, default=None, metavar="N",
                    help="largest commitlog slice per task (default: automatic)")
     g = p.add_argument_group("engine")
     g.add_argument("--master", metavar="URL", help="Spark master (default $RMQSTORE_SPARK_MASTER or local[*])")
