@@ -435,7 +435,7 @@ def test_truncated_data_file_is_refused_with_its_path(fixture_copy):
     os.truncate(last, 40000)
     with pytest.raises(ConfigError, match="DLedger data files have different sizes") as e:
         MessageStore.open(root)
-    assert e.value.path == str(last.parent)
+    assert e.value.path == str(last) and f"{last.name} is 40000 bytes, expected 65536" in str(e.value)
     with pytest.raises(ConfigError, match="configured size") as e:    # the size given: that file is named
         MessageStore.open(root, StoreConfig.from_mapping({"mappedFileSizeCommitLog": 65536}))
     assert e.value.path == str(last)

@@ -21,8 +21,7 @@ def detect_config(root: Path, cfg: StoreConfig, read_only: bool = True,
         dirs = data_dirs or cfg.commitlog_dirs
         sizes = _sizes(dirs)
         if len(sizes) > 1 and not cfg.tolerant:
-            raise ConfigError(f"{'DLedger data' if data_dirs else 'commitlog'} files have different sizes "
-                              f"{sorted(sizes)}; set mappedFileSizeCommitLog", path=str(dirs[0]))
+            raise _mixed_sizes("DLedger data" if data_dirs else "commitlog", dirs, sizes, "mappedFileSizeCommitLog")
         if sizes:
             values["mappedFileSizeCommitLog"] = _mappable(_majority(sizes), dirs[0])
     if "mappedFileSizeConsumeQueue" not in cfg.explicit:
@@ -30,7 +29,7 @@ def detect_config(root: Path, cfg: StoreConfig, read_only: bool = True,
         dirs = [q for t in _subdirs(cq_root) for q in _subdirs(t)]
         sizes = _sizes(dirs)
         if len(sizes) > 1 and not cfg.tolerant:
-            raise ConfigError(f"consume queue files have different sizes {sorted(sizes)}", path=str(cq_root))
+            raise _mixed_sizes("consume queue", dirs, sizes, "mappedFileSizeConsumeQueue")
         if sizes:
             values["mappedFileSizeConsumeQueue"] = _mappable(_majority(sizes), cq_root)
     notes: list[str] = []
@@ -123,6 +122,39 @@ def _subdirs(p: Path) -> list[Path]:
         return [e for e in p.iterdir() if e.is_dir()]
     except OSError:
         return []
+
+
+def _mixed_sizes(kind: str, dirs, sizes: dict[int, int], setting: str) -> ConfigError:
+    """Data files of one kind with more than one size, the error naming the odd file(s): its
+    path, its size and the size the others have. RocketMQ's MappedFileQueue.load refuses the
+    same store ("length not matched message store config value"), so no broker serves it."""
+    ranked = sorted(sizes, key=lambda s: (-sizes[s], -s))
+    expected = ranked[0]
+    tie = sizes[ranked[1]] == sizes[expected]
+    odd = sorted((p, n) for p, n in _files_with_sizes(dirs) if n != expected)
+    first, size = odd[0]
+    others = "" if len(odd) == 1 else f"; {len(odd) - 1} more: " + ", ".join(
+        f"{p.name} ({n} bytes)" for p, n in odd[1:4]) + (", ..." if len(odd) > 4 else "")
+    why = f"{kind} files have different sizes {sorted(sizes)}: " + (
+        f"as many of one as of the other; {first.name} is {size} bytes" if tie else
+        f"{first.name} is {size} bytes, expected {expected} (the size of the other {sizes[expected]})")
+    return ConfigError(f"{why}{others}; RocketMQ does not load such a store either; set {setting} if "
+                       f"another size is right, or run `rmqstore check` to read the rest", path=str(first))
+
+
+def _files_with_sizes(dirs):
+    """(path, size) of every non-empty data file in the folders."""
+    for d in dirs:
+        try:
+            entries = list(os.scandir(d))
+        except OSError:
+            continue
+        for e in entries:
+            try:
+                if e.name.isdigit() and e.is_file() and e.stat().st_size:
+                    yield Path(e.path), e.stat().st_size
+            except OSError:
+                continue
 
 
 def _majority(sizes: dict[int, int]) -> int:
