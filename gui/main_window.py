@@ -139,6 +139,7 @@ class MainWindow(QMainWindow):
         s.refreshed.connect(self._on_refreshed)
         s.refreshFailed.connect(lambda e: self.statusBar().showMessage(f"refresh failed: {e}"))
         self.tree.queueChosen.connect(lambda t, q, off: self.show_queue(t, q, off))
+        self.tree.topicChosen.connect(self.search.follow)   # Search looks where the tree points
         self.browser.status.connect(lambda t: self.statusBar().showMessage(t, 8000))
         self.search.status.connect(lambda t: self.statusBar().showMessage(t, 8000))
         self.search.openInBrowser.connect(self.show_queue)
@@ -408,6 +409,7 @@ class MainWindow(QMainWindow):
         else:
             self.browser.set_queue(topic, queue_id, offset)
         self.tree.select_queue(topic, queue_id)
+        self.search.follow(topic, queue_id)
         if switch_tab:
             self.tabs.setCurrentWidget(self.browser)
 

@@ -8,6 +8,7 @@ from datetime import datetime, timedelta, timezone
 from engine.format.text import parse_time  # noqa: F401 - one rule for the CLI and the GUI
 
 MISSING = "—"
+NOT_SET = "not set"
 
 
 def local_zone() -> timezone:
@@ -41,14 +42,15 @@ def to_datetime(ms: int, utc: bool) -> datetime:
 
 
 def format_ms(ms: int | None, utc: bool = False) -> str:
-    """2026-11-22T01:25:26.891+00:00 (ISO-8601, milliseconds, offset). Negative or None -> '—'."""
+    """2026-11-22T01:25:26.891+00:00 (ISO-8601, milliseconds, offset; UTC is +00:00, never Z).
+    Negative or None -> '—'."""
     if ms is None or ms < 0:
         return MISSING
     try:
         dt = to_datetime(int(ms), utc)
     except (OverflowError, OSError, ValueError):
         return f"{ms} ms (out of range)"
-    return dt.isoformat(timespec="milliseconds").replace("+00:00", "Z" if utc else "+00:00")
+    return dt.isoformat(timespec="milliseconds")   # UTC too as +00:00, like every other time shown
 
 
 def format_ms_readable(ms: int | None, utc: bool = False, tz: timezone | None = None) -> str:
@@ -61,6 +63,29 @@ def format_ms_readable(ms: int | None, utc: bool = False, tz: timezone | None = 
     except (OverflowError, OSError, ValueError):
         return f"{ms} ms (out of range)"
     return dt.strftime("%Y-%m-%d %H:%M:%S.") + f"{dt.microsecond // 1000:03d} " + offset_text(dt.utcoffset())
+
+
+def format_set_ms(ms: int | None, utc: bool = False) -> str:
+    """A stored time where 0 (or less) means "never written" (checkpoint fields, index
+    headers): 'not set' rather than 1970-01-01."""
+    if ms is None or ms <= 0:
+        return NOT_SET
+    return format_ms(ms, utc)
+
+
+def read_time(text: str, utc: bool) -> tuple[int | None, str]:
+    """What a typed or pasted time means, by the CLI's rule (parse_time): (epoch ms, 'read as
+    2026-11-28 16:00:00.000 +00:00'), or (None, 'not a time: ...'); (None, '') when empty."""
+    if not text.strip():
+        return None, ""
+    try:
+        ms = parse_time(text, utc)
+    except ValueError as exc:
+        return None, str(exc)
+    shown = format_ms_readable(ms, utc)
+    if shown.endswith("(out of range)"):
+        return None, f"not a time: {text.strip()!r} is out of range"
+    return ms, f"read as {shown}"
 
 
 def format_epoch_ms(ms: int | None, utc: bool = False, tz: timezone | None = None) -> str:

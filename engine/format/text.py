@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import codecs
 import json
+import re
 import time
 import uuid
 from datetime import datetime, timezone
@@ -23,14 +24,20 @@ for _c in list(range(0x80, 0xA0)) + [0x202A, 0x202B, 0x202C, 0x202D, 0x202E, 0x2
 
 
 # ---- times ----------------------------------------------------------------------------------
+_SPACED_OFFSET = re.compile(r"\s+([+-]\d\d:?\d\d|[Zz])$")   # '... 09:25:26.891 +08:00' as printed
+
+
 def parse_time(text: str, utc: bool = False) -> int:
-    """Epoch milliseconds from digits or ISO-8601. A time without a zone is local time (its
-    own date's offset, so DST counts) or UTC when `utc`. ValueError says what is accepted."""
+    """Epoch milliseconds from digits or ISO-8601, also as the CLI and the GUI print times
+    ('2026-11-22 09:25:26.891 +08:00': a space before the offset). A time without a zone is
+    local time (its own date's offset, so DST counts) or UTC when `utc`. ValueError says
+    what is accepted."""
     text = text.strip()
     if text.lstrip("-").isdigit():
         return int(text)
+    iso = _SPACED_OFFSET.sub(r"\1", text)
     try:
-        dt = datetime.fromisoformat(text[:-1] + "+00:00" if text[-1:] in ("Z", "z") else text)
+        dt = datetime.fromisoformat(iso[:-1] + "+00:00" if iso[-1:] in ("Z", "z") else iso)
     except ValueError:
         raise ValueError(f"not a time: {text!r} (epoch milliseconds or ISO-8601)") from None
     if dt.tzinfo is None:

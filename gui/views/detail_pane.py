@@ -243,6 +243,7 @@ class MessageDetail(QWidget):
             self.title.setText(note or "No message selected")
             self.header.setRowCount(0)
             self.properties.setRowCount(0)
+            self.tabs.setTabText(1, "Properties")
             self.position.setPlainText("")
             self.dispatch.setPlainText("")
             self.body.set_body(b"", False)

@@ -3,7 +3,7 @@ the filter row, live tail, the lazy table and the message detail below it."""
 from __future__ import annotations
 
 from PySide6.QtCore import QItemSelectionModel, QRegularExpression, Qt, QTimer, Signal
-from PySide6.QtGui import QRegularExpressionValidator
+from PySide6.QtGui import QFontDatabase, QFontMetrics, QRegularExpressionValidator
 from PySide6.QtWidgets import (QAbstractItemView, QCheckBox, QHBoxLayout, QHeaderView, QLabel, QLineEdit,
                                QProgressBar, QPushButton, QSpinBox, QSplitter, QStyledItemDelegate, QTableView,
                                QToolButton, QVBoxLayout, QWidget)
@@ -21,16 +21,26 @@ from .time_edit import MsDateTimeEdit
 # the widest text each fixed column is sized for (font metrics, so any font fits); the body
 # preview is last and takes the rest: at 1440 px wide the whole row is on screen
 COLUMN_SAMPLES = {mt.COL_QOFF: "00000000", mt.COL_TIME: "2026-11-22T01:25:26.891+08:00",
-                  mt.COL_TAGS: "TagA TagB", mt.COL_KEYS: "order-00056 mk-3 key", mt.COL_SIZE: "4194304",
-                  mt.COL_PHY: "000000000000", mt.COL_MSGID: "0A00000500002A9F00"}
+                  mt.COL_TAGS: "TagA TagB", mt.COL_KEYS: "order-00056 mk", mt.COL_SIZE: "4194304",
+                  mt.COL_PHY: "000000000000"}
+MSGID_SAMPLE = "0A00000500002A9F0000000000012345"   # an IPv4 offset msgId: 32 hex digits, whole
 
 
 class MiddleElide(QStyledItemDelegate):
-    """Elides in the middle: an offset msgId keeps its host and its commitlog offset."""
+    """Msg IDs in the fixed-width font, elided in the middle: every row is cut at the same
+    place (an IPv6 id keeps its host and its commitlog offset), an IPv4 id fits whole."""
+
+    def __init__(self, parent=None):
+        super().__init__(parent)
+        self.font = QFontDatabase.systemFont(QFontDatabase.FixedFont)
+        size = parent.font().pointSizeF() if parent is not None else -1
+        if size > 0:   # a little smaller than the proportional text, so the whole id fits at 1440 px
+            self.font.setPointSizeF(size * 0.9)
 
     def initStyleOption(self, option, index) -> None:
         super().initStyleOption(option, index)
         option.textElideMode = Qt.ElideMiddle
+        option.font = self.font
 
 
 class QueueBrowser(QWidget):
@@ -59,8 +69,9 @@ class QueueBrowser(QWidget):
                                     "commitlog offsets count bytes.")
         self.offset_edit.setMaximumWidth(130)
         self.go_offset = QPushButton("Go", self)
-        self.time_edit = MsDateTimeEdit(self)
+        self.time_edit = MsDateTimeEdit(self, compact=True)
         self.time_edit.setToolTip("Go to the first message stored at or after this time (binary search, Ctrl+T)")
+        self.time_edit.edit.returnPressed.connect(lambda: self._go_time_clicked())
         self.go_time = QPushButton("Go to time", self)
         self.first = QToolButton(self)
         self.first.setText("First")
@@ -193,6 +204,8 @@ class QueueBrowser(QWidget):
         for col, sample in COLUMN_SAMPLES.items():
             header = str(self.model.headerData(col, Qt.Horizontal) or "")
             self.table.setColumnWidth(col, max(fm.horizontalAdvance(sample), hfm.horizontalAdvance(header)) + 18)
+        mono = QFontMetrics(self._msgid_delegate.font)
+        self.table.setColumnWidth(mt.COL_MSGID, mono.horizontalAdvance(MSGID_SAMPLE) + 10)
 
     # ---- queue ---------------------------------------------------------------------------------
     def set_queue(self, topic: str | None, queue_id: int | None, at_offset: int | None = None) -> None:
@@ -206,12 +219,17 @@ class QueueBrowser(QWidget):
         self.messageShown.emit(None)
         if topic is None:
             self.title.setText("Select a queue in the tree")
+            self.time_edit.clear()
         else:
             self.title.setText(f"{topic} / queue {queue_id}")
             if self.model.rowCount():
                 t0 = self.session.call(lambda s: s.store_time_at(topic, queue_id, self.model.min_offset))
                 if t0 is not None and t0 >= 0:
                     self.time_edit.set_ms(t0)
+                else:
+                    self.time_edit.clear()
+            else:
+                self.time_edit.clear()
         self._update_enabled()
         self._update_info()
         if self.model.rowCount():
@@ -274,7 +292,11 @@ class QueueBrowser(QWidget):
             self.go_to_offset(int(text))
 
     def _go_time_clicked(self) -> None:
-        self.go_to_time(self.time_edit.ms())
+        ms = self.time_edit.value()
+        if ms is None:
+            self.status.emit(self.time_edit.note.text() or "type a time first (e.g. 2026-11-28 16:00:00.000)")
+            return
+        self.go_to_time(ms)
 
     def go_to_time(self, ts_ms: int) -> None:
         m = self.model
@@ -431,3 +453,4 @@ class QueueBrowser(QWidget):
 
     def focus_time(self) -> None:
         self.time_edit.edit.setFocus()
+        self.time_edit.edit.selectAll()

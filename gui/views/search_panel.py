@@ -135,7 +135,7 @@ class SearchPanel(QWidget):
         self.modes.addTab(key_tab, "By key")
         self.modes.addTab(id_tab, "By message ID")
         self.modes.addTab(time_tab, "By time → queue offset")
-        self.modes.setMaximumHeight(190)
+        self.modes.setMaximumHeight(250)   # the key tab's time fields say what they read under them
 
         # -- results
         self.summary = _plain_label(self)
@@ -217,7 +217,16 @@ class SearchPanel(QWidget):
             self.k_end.set_ms(last_ms)
 
     def clear(self) -> None:
+        """A new store (or none): nothing of the old one stays, times and ids included."""
         self._times_set = False
+        for w in (self.k_begin, self.k_end, self.t_time):
+            w.clear()
+        self.k_key.clear()
+        self.i_text.clear()
+        self.last_outcome = None
+        self.last_time_result = None
+        for b in (self.export_csv, self.export_jsonl, self.open_queue):
+            b.setEnabled(False)
         self.lane.invalidate()
         self.set_store_lists([], [], -1, -1)
         self.results.set_hits([])
@@ -226,6 +235,16 @@ class SearchPanel(QWidget):
         self.i_result.setText("")
         self.t_result.setText("")
         self.t_open.setEnabled(False)
+
+    def follow(self, topic: str, queue_id: int | None = None) -> None:
+        """The topic (and queue) chosen in the tree becomes the one searched."""
+        for combo in (self.k_topic, self.t_topic):
+            if combo.findText(topic) >= 0 or combo.isEditable():
+                combo.setCurrentText(topic)
+        if queue_id is not None:
+            i = self.t_queue.findData(queue_id)
+            if i >= 0:
+                self.t_queue.setCurrentIndex(i)
 
     def _fill_queue_ids(self, topic: str) -> None:
         self.t_queue.clear()
@@ -253,7 +272,14 @@ class SearchPanel(QWidget):
         if not topic or not key:
             self.summary.setText("Enter a topic and a key.")
             return
-        begin, end = (0, LONG_MAX) if self.k_any_time.isChecked() else (self.k_begin.ms(), self.k_end.ms())
+        if self.k_any_time.isChecked():
+            begin, end = 0, LONG_MAX
+        else:
+            begin, end = self.k_begin.value(), self.k_end.value()
+            for name, v, w in (("from", begin, self.k_begin), ("to", end, self.k_end)):
+                if v is None:
+                    self.summary.setText(f"'{name}' is {w.note.text() or 'empty'}: type a time, or tick Any time.")
+                    return
         if begin > end:
             self.summary.setText("The time range is empty: 'from' is after 'to'.")
             return
@@ -317,7 +343,10 @@ class SearchPanel(QWidget):
         if not topic or qid is None:
             self.t_result.setText("Choose a topic and a queue.")
             return
-        ts = self.t_time.ms()
+        ts = self.t_time.value()
+        if ts is None:
+            self.t_result.setText(f"Time: {self.t_time.note.text() or 'empty'}.")
+            return
         boundary = self.t_boundary.currentData()
 
         def done(res):

@@ -11,6 +11,7 @@ from ..models.topic_tree import KIND_ROLE, OFFSET_ROLE, QID_ROLE, TOPIC_ROLE, To
 
 class StoreTree(QTreeView):
     queueChosen = Signal(str, int, object)   # topic, queueId, queue offset or None
+    topicChosen = Signal(str, object)        # topic, queueId or None: a topic or queue row became current
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -80,6 +81,8 @@ class StoreTree(QTreeView):
         if not current.isValid():
             return
         idx = current.siblingAtColumn(0)
+        if idx.data(KIND_ROLE) in ("topic", "queue", "group-queue"):
+            self.topicChosen.emit(idx.data(TOPIC_ROLE), idx.data(QID_ROLE))
         if idx.data(KIND_ROLE) == "queue":
             self.queueChosen.emit(idx.data(TOPIC_ROLE), idx.data(QID_ROLE), None)
 

@@ -220,7 +220,7 @@ def test_overview_panel(qtbot, window):
     assert ov.values["Index files"].text() == str(len(info["indexFiles"]))
     assert ov.topics.rowCount() == len(store.topics())
     assert ov.files.rowCount() == len(info["commitlog"]["files"])
-    assert ov.values["First stored"].text() == "2026-11-22T01:25:26.891Z"
+    assert ov.values["First stored"].text() == "2026-11-22T01:25:26.891+00:00"
 
 
 def test_abort_file_is_reported_in_a_banner(qtbot, window):
