@@ -9,7 +9,8 @@ the rules DLedger's recovery and reads rely on (engine/format/dledger_layout.py)
 - DLedger's checkpoint (endIndex, committedIndex) against the ledger;
 - every ConsumeQueue unit points at an entry body (entry pos + 48) with size = entry size - 48;
 - after a crash: the keys RocketMQ's restart loses for good (index files it deletes, which a
-  DLedger store never redispatches)."""
+  DLedger store never redispatches); what the restart's reput adds and commits is pending
+  (the read-only view serves it already)."""
 from __future__ import annotations
 
 import struct
@@ -85,32 +86,59 @@ def check_entries(store, out) -> int:
     _checkpoint(cl, out)
     _units(store, bodies, out)
     _index_lost_on_restart(store, out)
+    _reput_pending(store, out)
     return n
 
 
 def _index_lost_on_restart(store, out) -> None:
-    """RocketMQ's abnormal IndexService.load deletes the index files newer than the
-    checkpoint's indexMsgTimestamp (the recovery plan names them). A classic store re-dispatches
-    from its recovery start and rebuilds them; DLedgerCommitLog.recover never re-dispatches and
-    reput resumes at the consume queues' end, so the keys of every message those files held
-    below that end are lost to queryMessage. A read-only open still reads the files."""
-    plan = getattr(store, "recovery_plan", None)
-    if plan is None or not plan.abnormal or not plan.index_files_deleted:
+    """RocketMQ's abnormal IndexService.load deletes each index file newer than the
+    checkpoint's indexMsgTimestamp. A classic store re-dispatches from its recovery start and
+    rebuilds them; DLedgerCommitLog.recover never re-dispatches and reput resumes at the
+    consume queues' end, so the keys those files held below that end are lost to
+    queryMessage for good. The read-only view already serves the index so
+    (engine.store.dledger_reput); the files are still read by exact key answers, marked."""
+    view = getattr(store.commitlog, "restart", None)
+    lost = getattr(store.index, "lost_files", ())
+    if view is None or not lost:
         return
-    gone = set(plan.index_files_deleted)
-    reput = plan.cq_max_physic_offset
-    for f in store.index.files:
-        if f.name not in gone:
-            continue
+    for f in lost:
+        _pending(out, "index-after-checkpoint", f"index file {f.name} is newer than the checkpoint's "
+                 f"indexMsgTimestamp {store.checkpoint.indexMsgTimestamp}", f.path, None,
+                 "RocketMQ deletes it at restart; reput re-indexes only the records from the consume queues' end "
+                 f"({view.reput_from}) on")
         n = f.header.indexCount
         offs = np.unique(np.asarray(f.entries[1:n]["commitLogOffset"], np.int64)) if n > 1 else np.empty(0, np.int64)
-        lost = offs[offs < reput]
-        if len(lost):
+        gone = offs[offs < view.reput_from]
+        if len(gone):
             out.add("dledger-index-lost", f"index file {f.name} is newer than the checkpoint's indexMsgTimestamp: "
                     f"RocketMQ deletes it when it restarts after the crash and, in DLedger mode, never re-dispatches "
-                    f"(reput resumes at the consume queues' end, {reput}), so queryMessage loses the keys of "
-                    f"{len(lost)} messages ({int(lost[0])}..{int(lost[-1])}); rmqstore still reads the file",
-                    f.path, int(lost[0]))
+                    f"(reput resumes at the consume queues' end, {view.reput_from}), so queryMessage loses the keys "
+                    f"of {len(gone)} messages ({int(gone[0])}..{int(gone[-1])}); rmqstore's exact key answer still "
+                    "finds them, marked indexLostByRocketMQ", f.path, int(gone[0]))
+
+
+def _reput_pending(store, out) -> None:
+    """What the restart's reput adds (the read-only view serves it already): consume-queue
+    units and index entries of the entries past the consume queues' end."""
+    view = getattr(store.commitlog, "restart", None)
+    if view is None or not view.dispatched:
+        return
+    units = ", ".join(f"{q} +{n}" for q, n in sorted(view.units.items())) or "none"
+    what = (f"{view.dispatched} entries from {view.reput_from} to {view.reput_to} are past the consume queues' end "
+            f"(units: {units})")
+    how = ("the restarted broker's reput dispatches them (CQ units, index entries"
+           + (f" in new index file {', '.join(view.index_files_created)}" if view.index_files_created else "")
+           + "); this view already serves them")
+    f = store.commitlog.queue.find(view.reput_from)
+    _pending(out, "dledger-reput", what, f.path if f else store.commitlog.folder.data_dir, view.reput_from, how)
+
+
+def _pending(out, kind: str, detail: str, file, offset, recovery: str) -> None:
+    """A crash leftover the restart resolves (check's recoveryPending when it has one)."""
+    if hasattr(out, "pending"):
+        out.pending(kind, detail, file, offset, recovery)
+    else:
+        out.add(kind, f"{detail}: {recovery}", file, offset)
 
 
 def _blank(f, pos: int, left: int, out) -> None:
@@ -145,9 +173,10 @@ def _checkpoint(cl, out) -> None:
         out.add("dledger-checkpoint", f"endIndex {cp.endIndex} is past the last entry {st.end_index}: entries "
                 "the checkpoint recorded are gone", path, None)
     elif 0 <= cp.committedIndex < st.end_index:
-        out.add("dledger-uncommitted", f"entries {cp.committedIndex + 1}..{st.end_index} are past the checkpoint's "
-                f"committedIndex {cp.committedIndex} (the checkpoint is written every 3 s; after a crash RocketMQ "
-                f"reports max offset {st.committed_pos} until the node leads its group again)", path, None)
+        _pending(out, "dledger-uncommitted", f"entries {cp.committedIndex + 1}..{st.end_index} are past the "
+                 f"checkpoint's committedIndex {cp.committedIndex} (the checkpoint is written every 3 s; after a crash "
+                 f"RocketMQ reports max offset {st.committed_pos} until the node leads its group again)", path, None,
+                 f"committed once the node leads its group again: max offset {st.write_pos}, as this view serves")
 
 
 def _units(store, bodies: dict[int, int], out) -> None:

@@ -205,6 +205,9 @@ def cmd_query_key(store: MessageStore, args) -> int:
         r = store.query_message(args.topic, args.key, begin, end, args.max, raw=args.raw)
     human = message_rows(r.messages) + ("\n(truncated: more matches exist; raise --max or use --max 0)"
                                         if r.truncated else "")
+    if r.index_lost:  # a crashed DLedger store: hits only in index files RocketMQ's restart deletes
+        human += (f"\nINDEX LOST BY ROCKETMQ at {', '.join(map(str, sorted(r.index_lost)))}: RocketMQ's restart "
+                  "deletes the index file holding them and never re-indexes them (--raw answers as RocketMQ does)")
     emit(args, with_dledger(store, r.to_json(), r.messages), human)
     return 0
 

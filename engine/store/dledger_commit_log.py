@@ -207,6 +207,7 @@ class DLedgerCommitLog(CommitLog):
         self.read_opts = DecodeOptions(check_crc=False, delay_level_millis=delays)
         self.recover_opts = self.read_opts  # DLedger's recovery checks entry headers, not message CRCs
         self.ledger = LedgerState()
+        self.restart = None  # engine.store.dledger_reput.RestartView: what the restarted broker serves
 
     @property
     def data_files(self) -> list:
@@ -420,6 +421,7 @@ class DLedgerCommitLog(CommitLog):
             "indexMismatches": st.index_mismatches, "indexMismatchCount": st.index_mismatch_count,
             "notes": list(st.notes),
             "dividedCommitlogOffset": self.divided, "oldCommitlogFiles": [f.path.name for f in self.old_files],
+            "restart": self.restart.to_json() if self.restart is not None else None,
         }
 
     def close(self) -> None:

@@ -101,15 +101,17 @@ class ChainStep:
 
 
 class IndexFile:
-    def __init__(self, path: Path, slot_num: int, index_num: int, writable: bool = False, create: bool = False):
+    def __init__(self, path: Path, slot_num: int, index_num: int, writable: bool = False, create: bool = False,
+                 file: MappedFile | None = None):
+        """`file`: a map made elsewhere (engine.store.dledger_reput's in-memory ones), else the file at `path`."""
         self.path = Path(path)
         self.name = self.path.name
         self.slot_num = slot_num
         self.index_num = index_num
         size = INDEX_HEADER_SIZE + slot_num * INDEX_SLOT_SIZE + index_num * INDEX_ENTRY_SIZE
         # MappedFile wants a numeric name; index names are 17-digit times, so that holds
-        self.file = MappedFile(self.path, size, writable=writable, create=create,
-                               reserve_step=INDEX_RESERVE_STEP, reserve_from_start=True)
+        self.file = file if file is not None else MappedFile(self.path, size, writable=writable, create=create,
+                                                             reserve_step=INDEX_RESERVE_STEP, reserve_from_start=True)
         mm = self.file.mm
         self.header_view = np.frombuffer(mm, dtype=INDEX_HEADER_DTYPE, count=1)
         self.slots = np.frombuffer(mm, dtype=">i4", count=slot_num, offset=INDEX_HEADER_SIZE)

@@ -278,9 +278,7 @@ class IndexService(_FRONT or object):
         last = self.files[-1] if self.files else None
         if last is not None and not last.is_write_full:
             return last
-        name = self._new_name()
-        self.directory.mkdir(parents=True, exist_ok=True)
-        f = IndexFile(self.directory / name, self.cfg.maxHashSlotNum, self.cfg.maxIndexNum, writable=True, create=True)
+        f = self._create_file(self._new_name())
         if last is not None:
             h = f.header
             if last.header.endPhyOffset > 0:
@@ -293,6 +291,11 @@ class IndexService(_FRONT or object):
                 self.on_file_full(last.header.endTimestamp)
         self.files.append(f)
         return f
+
+    def _create_file(self, name: str) -> IndexFile:
+        """A new empty index file on disk (a DLedger restart's view makes its own in memory)."""
+        self.directory.mkdir(parents=True, exist_ok=True)
+        return IndexFile(self.directory / name, self.cfg.maxHashSlotNum, self.cfg.maxIndexNum, writable=True, create=True)
 
     def _new_name(self) -> str:
         """yyyyMMddHHmmssSSS in local time; never the name of an existing file."""

@@ -4,8 +4,10 @@ the consume queues and the index the store has open."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import ClassVar
 
 from engine import accel
+from engine.format.javahash import index_key
 from engine.format.message import Message
 from engine.format.msgid import decode_offset_msg_id, looks_like_msg_id
 from engine.store.index_file import LONG_MAX
@@ -21,12 +23,25 @@ class QueryResult:
     false_hits: list[int] = field(default_factory=list)  # hash-only matches exact mode refused
     indexLastUpdateTimestamp: int = 0
     indexLastUpdatePhyoffset: int = 0
+    index_lost: ClassVar[frozenset] = frozenset()  # (ExactQueryResult's; the compiled raw answer fills six slots)
 
     def to_json(self, with_body: bool = True) -> dict:
+        lost = self.index_lost
+        msgs = [m.to_json(with_body) for m in self.messages]
+        for j, m in zip(msgs, self.messages):
+            if m.commitLogOffset in lost:
+                j["indexLostByRocketMQ"] = True
         return {"truncated": self.truncated, "offsets": self.offsets, "falseHits": self.false_hits,
                 "indexLastUpdateTimestamp": self.indexLastUpdateTimestamp,
-                "indexLastUpdatePhyoffset": self.indexLastUpdatePhyoffset,
-                "messages": [m.to_json(with_body) for m in self.messages]}
+                "indexLastUpdatePhyoffset": self.indexLastUpdatePhyoffset, "messages": msgs}
+
+
+@dataclass(slots=True)
+class ExactQueryResult(QueryResult):
+    """The exact answer; `index_lost`: offsets of the hits only an index file RocketMQ's
+    restart deletes holds (a crashed DLedger store, engine.store.dledger_reput): RocketMQ's
+    own query no longer finds them."""
+    index_lost: frozenset = frozenset()
 
 
 _PAGE = accel.load("_page")
@@ -59,6 +74,17 @@ class Queries:
         offs, lts, loff = self.index.query_offset(topic, key, LONG_MAX, max(0, begin - 1000), LONG_MAX, cap=0)
         return self._exact_answer(topic, key, offs, begin, end, max_num, lts, loff)
 
+    def _lost_candidates(self, topic: str, key: str, begin: int) -> list[int]:
+        """A key's hits in the index files RocketMQ's restart deletes (`index.lost_files`: a
+        crashed DLedger store's view), newest file first."""
+        out: list[int] = []
+        k = None
+        for f in reversed(getattr(self.index, "lost_files", ())):
+            k = k or index_key(topic, key)
+            if f.is_time_matched(max(0, begin - 1000), LONG_MAX):
+                f.select(k, LONG_MAX, max(0, begin - 1000), LONG_MAX, out)
+        return out
+
     def query_messages(self, topic: str, keys, begin: int = 0, end: int = LONG_MAX,
                        max_num: int = 64) -> list[QueryResult]:
         """query_message's default answer for each of many keys, in their order: the keys'
@@ -75,9 +101,12 @@ class Queries:
 
     def _exact_answer(self, topic: str, key: str, offs: list[int], begin: int, end: int, max_num: int,
                       lts: int, loff: int) -> QueryResult:
-        """The exact answer from a key's index candidates `offs` (hash-only, walk order)."""
+        """The exact answer from a key's index candidates `offs` (hash-only, walk order), with
+        the hits only the index files RocketMQ's restart deleted hold, marked."""
+        lost = self._lost_candidates(topic, key, begin) if getattr(self.index, "lost_files", None) else []
+        served = set(offs) if lost else ()
         seen, matched, false_hits = set(), [], []
-        for o in offs:
+        for o in (offs + lost if lost else offs):
             if o in seen:
                 continue
             seen.add(o)
@@ -93,7 +122,9 @@ class Queries:
         truncated = bool(max_num) and len(matched) > max_num
         if max_num:
             matched = matched[:max_num]
-        return QueryResult(matched, truncated, [m.commitLogOffset for m in matched], false_hits, lts, loff)
+        found = [m.commitLogOffset for m in matched]
+        return ExactQueryResult(matched, truncated, found, false_hits, lts, loff,
+                                frozenset(o for o in found if o not in served) if lost else frozenset())
 
     def look_message_by_offset(self, offset: int) -> Message | None:
         return self.commitlog.get_message(offset)

@@ -18,10 +18,13 @@ LONG_MAX = (1 << 63) - 1
 class SearchHit:
     message: Message
     false_hit: bool = False          # RocketMQ's hash matched, but the message lacks the key
+    index_lost: bool = False         # only in an index file RocketMQ's restart deletes (crashed DLedger store)
 
     @property
     def match_text(self) -> str:
-        return "FALSE HIT (hash only)" if self.false_hit else "exact"
+        if self.false_hit:
+            return "FALSE HIT (hash only)"
+        return "exact, INDEX LOST BY ROCKETMQ" if self.index_lost else "exact"
 
 
 @dataclass
@@ -32,6 +35,7 @@ class KeySearchOutcome:
     cap: int                         # the cap that applied (0 = none)
     false_hits: int                  # hash collisions seen (exact: left out; raw: marked)
     index_offsets: list[int] = field(default_factory=list)
+    index_lost: int = 0              # hits RocketMQ's own query no longer finds (marked)
 
     def summary(self) -> str:
         n = len(self.hits)
@@ -48,6 +52,9 @@ class KeySearchOutcome:
                 parts.append(f"{self.false_hits} false hit{'s' if self.false_hits != 1 else ''} marked")
             else:
                 parts.append(f"{self.false_hits} hash collision{'s' if self.false_hits != 1 else ''} left out")
+        if self.index_lost:
+            parts.append(f"{self.index_lost} only in an index file RocketMQ's restart deletes: RocketMQ no longer "
+                         "finds them (marked)")
         return "; ".join(parts)
 
 
@@ -67,8 +74,9 @@ def key_search(store, topic: str, key: str, begin: int = 0, end: int = LONG_MAX,
         return KeySearchOutcome(hits, len(res.offsets) >= cap, True, cap,
                                 sum(h.false_hit for h in hits), list(res.offsets))
     res = store.query_message(topic, key, begin, end, max_num=max_num, raw=False)
-    return KeySearchOutcome([SearchHit(m) for m in res.messages], bool(res.truncated), False, max_num,
-                            len(res.false_hits), list(res.offsets))
+    lost = res.index_lost
+    return KeySearchOutcome([SearchHit(m, index_lost=m.commitLogOffset in lost) for m in res.messages],
+                            bool(res.truncated), False, max_num, len(res.false_hits), list(res.offsets), len(lost))
 
 
 @dataclass

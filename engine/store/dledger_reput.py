@@ -1,0 +1,303 @@
+"""A DLedger store as the restarted broker serves it (RocketMQ 4.9.7 + DLedger 0.3.1.2),
+built in memory on a read-only open: not one byte of the store changes.
+
+What the broker does when it reopens the files (STORE_FORMAT_DLEDGER.md §6):
+
+- `DefaultMessageStore.load` runs `IndexService.load(lastExitOK)`. After a crash (`abort`
+  present) it deletes *each* index file whose endTimestamp is after the checkpoint's
+  indexMsgTimestamp, file by file.
+- `DLedgerCommitLog.recover` runs DLedger's recovery (engine.store.dledger_commit_log) and
+  cuts consume-queue units past the ledger's write position. It never re-dispatches, crash
+  or not.
+- `start()` sets reput to the largest maxPhysicOffset of all consume queues (at least the
+  commitlog's min offset) and waits until reput reaches the max offset. That max is
+  committedPos: once the node leads its group again, the end of the ledger.
+- Reput dispatches every entry from there: a ConsumeQueue unit (NOT_TYPE and COMMIT) and,
+  with messageIndexEnable, index entries (`IndexService.buildIndex`). buildIndex writes into
+  the last index file that is left, or into a new one that takes its end (endPhyOffset,
+  endTimestamp), and it skips any record below that file's endPhyOffset.
+
+So after a crash, the keys held only by the deleted files are gone for good. Reput starts at
+the consume queues' end, far past the start of those files. The entries the queues lacked
+get their units and keys.
+
+Here the same steps run over copies that live only in memory. Files that gain units or
+entries are mapped copy-on-write (MAP_PRIVATE, so writes never reach the file). Files the
+broker would create are anonymous memory. The deleted index files leave `store.index` (what
+every key query reads) for `store.index.lost_files`, where the exact key answer still
+finds them and marks them (`indexLostByRocketMQ`). Nothing is done while a process holds
+the store's lock: a running broker has already restarted it, and its files are live."""
+from __future__ import annotations
+
+import mmap
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.files.mapped_file import MappedFile
+from engine.files.mapped_file_queue import MappedFileQueue
+from engine.format import dledger_layout as L
+from engine.format.message import RecordStatus, check_record
+from engine.store.dispatcher import dispatch
+from engine.store.index_file import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, IndexFile
+from engine.store.index_service import IndexService
+
+
+class MemoryFile(MappedFile):
+    """A MappedFile that lives in this process only: a private copy-on-write map of the file
+    at `path` (copy=True) or anonymous zeros (a file the broker would create). It is never
+    written back, flushed, extended or deleted."""
+
+    def __init__(self, path: Path, file_size: int, copy: bool = False):  # noqa: D107 - MappedFile's fields
+        self.path = Path(path)
+        self.file_from_offset = int(self.path.name)
+        self.file_size = file_size
+        self.writable = False          # flush and sync do nothing
+        self.wrote_position = self.flushed_position = 0
+        self.reserved_until = file_size  # every byte is there: ensure_room is never called
+        self.reserve_step = file_size
+        self.reserve_from_start = False
+        self.populate = False
+        self._warmer = None
+        if copy:
+            fd = os.open(self.path, os.O_RDONLY | getattr(os, "O_CLOEXEC", 0))
+            try:
+                actual = os.fstat(fd).st_size
+                if actual != file_size:  # MappedFile refused it already; a copy would not be one
+                    raise ValueError(f"{self.path}: {actual} bytes, expected {file_size}")
+                self.mm = mmap.mmap(fd, file_size, flags=mmap.MAP_PRIVATE,
+                                    prot=mmap.PROT_READ | mmap.PROT_WRITE)
+            finally:
+                os.close(fd)
+        else:
+            self.mm = mmap.mmap(-1, file_size, flags=mmap.MAP_PRIVATE | getattr(mmap, "MAP_ANONYMOUS", 0x20))
+        self.buf = memoryview(self.mm)
+
+    def ensure_room(self, end: int) -> None:
+        return None
+
+    def zero_tail(self, pos: int) -> None:
+        self.buf[pos:self.file_size] = bytes(self.file_size - pos)
+
+    def destroy(self) -> None:
+        self.close()  # in memory only: there is no file of ours to delete
+
+    def __repr__(self) -> str:
+        return f"MemoryFile({self.path.name}, wrote={self.wrote_position})"
+
+
+def copy_of(f: MappedFile) -> MemoryFile:
+    """`f` as a private copy-on-write map, at the same write position."""
+    m = MemoryFile(f.path, f.file_size, copy=True)
+    m.wrote_position = m.flushed_position = f.wrote_position
+    return m
+
+
+class MemoryFileQueue(MappedFileQueue):
+    """A consume queue's files once reput appends to it: the files on disk stay mapped
+    read-only, the last one is a private copy, and new files are anonymous memory."""
+
+    @classmethod
+    def of(cls, q: MappedFileQueue) -> "MemoryFileQueue":
+        m = cls(q.dirs, q.file_size, writable=False, reserve_step=q.reserve_step)
+        m.files = list(q.files)
+        m.skipped, m.gaps, m.refused = q.skipped, q.gaps, q.refused
+        if m.files:
+            m.files[-1] = copy_of(m.files[-1])
+        return m
+
+    def create_next(self, start: int | None = None) -> MappedFile:
+        if start is None:
+            start = self.last.end_offset if self.last else 0
+        f = MemoryFile(self.dirs[0] / f"{start:020d}", self.file_size)
+        self.files.append(f)
+        return f
+
+    def truncate_to(self, offset: int, zero: bool = True) -> list[str]:
+        """Only write positions move (nothing on disk is ever deleted from here)."""
+        for f in self.files:
+            if f.end_offset > offset:
+                f.wrote_position = f.flushed_position = max(0, offset - f.file_from_offset)
+        return []
+
+
+def _index_size(cfg) -> int:
+    return INDEX_HEADER_SIZE + cfg.maxHashSlotNum * INDEX_SLOT_SIZE + cfg.maxIndexNum * INDEX_ENTRY_SIZE
+
+
+class ServedIndexService(IndexService):
+    """The index a restarted broker queries: the files its IndexService.load kept, with the
+    entries reput adds in memory. `lost_files`: those it deleted (still read by the exact
+    key answer, which marks what only they hold)."""
+
+    def __init__(self, disk: IndexService, lost: list[IndexFile]):
+        super().__init__(disk.cfg, writable=False)
+        gone = {id(f) for f in lost}
+        self.files = [f for f in disk.files if id(f) not in gone]
+        self.lost_files = list(lost)
+        self.skipped, self.warnings, self.empty_files = disk.skipped, disk.warnings, disk.empty_files
+        self.created: list[str] = []   # index files reput made (in memory)
+
+    def last_file_for_write(self) -> IndexFile:
+        last = self.files[-1] if self.files else None
+        if last is not None and not last.is_write_full and not isinstance(last.file, MemoryFile):
+            old = last
+            last = self.files[-1] = IndexFile(old.path, old.slot_num, old.index_num,
+                                              file=copy_of(old.file))
+            old.close()
+            self._kidx = None
+        return super().last_file_for_write()
+
+    def _create_file(self, name: str) -> IndexFile:
+        self.created.append(name)
+        self._kidx = None
+        size = _index_size(self.cfg)
+        return IndexFile(self.directory / name, self.cfg.maxHashSlotNum, self.cfg.maxIndexNum,
+                         file=MemoryFile(self.directory / name, size))
+
+    def load_new(self) -> None:
+        """A live follow's new files, never the ones the restart deleted."""
+        lost = {f.name for f in self.lost_files}
+        super().load_new()
+        for f in [f for f in self.files if f.name in lost and all(f is not g for g in self.lost_files)]:
+            self.files.remove(f)
+            f.close()
+
+    def close(self) -> None:
+        super().close()
+        for f in self.lost_files:
+            f.close()
+
+
+@dataclass
+class RestartView:
+    """What the broker's restart did to what a reader is served (the store's files are as they were)."""
+    abnormal: bool
+    reput_from: int                  # the consume queues' largest maxPhysicOffset (reput's start)
+    reput_to: int                    # the max offset: committedPos once the node leads again
+    dispatched: int = 0              # messages reput dispatched
+    units: dict[str, int] = field(default_factory=dict)   # "topic/queueId": units reput added
+    index_files_deleted: list[str] = field(default_factory=list)  # IndexService.load(false)
+    index_files_created: list[str] = field(default_factory=list)  # by reput's buildIndex
+    index_entries_added: int = 0
+    keys_lost: int = 0               # entries of the deleted files below reput's start: never indexed again
+    skipped: list[str] = field(default_factory=list)  # where reput passed over data, and why
+
+    def to_json(self) -> dict:
+        return {"abnormal": self.abnormal, "reputFrom": self.reput_from, "reputTo": self.reput_to,
+                "dispatched": self.dispatched, "unitsAdded": self.units,
+                "indexFilesDeleted": self.index_files_deleted, "indexFilesCreated": self.index_files_created,
+                "indexEntriesAdded": self.index_entries_added, "indexEntriesLost": self.keys_lost,
+                "skipped": self.skipped}
+
+    def lines(self) -> list[str]:
+        out = []
+        if self.index_files_deleted:
+            out.append(f"index files RocketMQ deletes at restart (newer than the checkpoint's indexMsgTimestamp): "
+                       f"{', '.join(self.index_files_deleted)}; {self.keys_lost} of their entries are never "
+                       "indexed again (DLedger recovery does not re-dispatch)")
+        if self.dispatched:
+            units = ", ".join(f"{q} +{n}" for q, n in sorted(self.units.items()))
+            out.append(f"reput dispatches {self.dispatched} entries from {self.reput_from} to {self.reput_to}"
+                       + (f" (units: {units})" if units else ""))
+        out.extend(self.skipped)
+        return out
+
+
+class _Reput:
+    """The store as reput's dispatch sees it: the same cfg and batch topics, the queues and
+    the index moved into memory before anything is added to them."""
+
+    def __init__(self, store, index: ServedIndexService, view: RestartView):
+        self.store, self.cfg, self.index, self.view = store, store.cfg, index, view
+        self.batch_topics = store.batch_topics
+        self.warnings = store.warnings
+
+    def queue_for_write(self, topic: str, queue_id: int):
+        cq = self.store.queue_for_write(topic, queue_id)  # a new queue is made read-only, without files
+        if cq is not None and not isinstance(cq.queue, MemoryFileQueue):
+            cq._views.pop(cq.queue.last.file_from_offset if cq.queue.last else None, None)
+            old = cq.queue.last
+            cq.queue = MemoryFileQueue.of(cq.queue)
+            if old is not None:
+                old.close()
+        return cq
+
+
+def restart_view(store) -> RestartView | None:
+    """Turn the freshly recovered read-only `store` (a DLedger one) into what the restarted
+    broker serves, and say what changed. None: not a DLedger store, or a process holds its
+    lock (a live broker: its files are what it serves)."""
+    cl = store.commitlog
+    if not getattr(cl, "is_dledger", False) or store.broker_holding_lock() is not None:
+        return None
+    abnormal = bool(store.abort_present)
+    lost: list[IndexFile] = []
+    if abnormal:  # IndexService.load(false): each file on its own endTimestamp
+        ts = store.checkpoint.indexMsgTimestamp
+        lost = [f for f in store.index.files if f.header.endTimestamp > ts]
+    start = max([cl.min_offset] + [cq.max_physic_offset for cq in store.queues.values()])
+    end = cl.max_offset
+    view = RestartView(abnormal, start, end, index_files_deleted=[f.name for f in lost])
+    served = ServedIndexService(store.index, lost)
+    store.index = served
+    reput = _Reput(store, served, view)
+    before = {k: cq.max_offset for k, cq in store.queues.items()}
+    if start < end:
+        for msg in _reput_messages(cl, start, end, view):
+            dispatch(reput, msg)
+            view.dispatched += 1
+    for key, cq in store.queues.items():
+        n = cq.max_offset - before.get(key, cq.min_offset)
+        if n > 0:
+            view.units[f"{key[0]}/{key[1]}"] = n
+            if key not in before:
+                cq.correct_min_offset(cl.min_offset)
+    view.index_files_created = list(served.created)
+    view.index_entries_added = served.entries_added
+    for f in lost:
+        n = f.header.indexCount
+        if n > 1:
+            offs = f.entries[1:n]["commitLogOffset"]
+            view.keys_lost += int((offs < start).sum())
+    cl.restart = view
+    return view
+
+
+def _reput_messages(cl, start: int, end: int, view: RestartView):
+    """The messages reput dispatches from `start` (an entry's start, the consume queues'
+    end) to `end`: each entry's message in order, a -1 blank moving to the next file. A
+    start inside an entry is RocketMQ's "[BUG] dispatch message to consume queue error":
+    it passes over the rest of that file. A record that does not decode is passed over
+    (its entry size tells where the next starts, as reput's bufferSize does)."""
+    if start < cl.divided:  # a mixed store: old commitlog records below the first DLedger file
+        for _, r in cl.walk(start, min(end, cl.divided)):
+            if r.status is RecordStatus.MESSAGE:
+                yield r.message
+        start = cl.divided
+    data = cl.data_files
+    first = cl.queue.find(start)
+    if first is None or first not in data:
+        return
+    skip_file = None
+    for kind, pos, what in cl.iter_entries(data.index(first)):
+        if pos >= end:
+            return
+        f = cl.queue.find(pos)
+        if f is skip_file:
+            continue
+        if kind != "entry":
+            continue  # a blank or the end of a file's data: reput rolls to the next file
+        if pos < start:
+            if pos + what.size > start:
+                view.skipped.append(f"reput starts at {start}, inside entry {what.index} at {pos}: RocketMQ "
+                                    f"passes over the rest of {f.path.name}")
+                skip_file = f
+            continue
+        rel = pos - f.file_from_offset
+        r = check_record(f.buf, rel + L.ENTRY_BODY_OFFSET, rel + what.size, pos + L.ENTRY_BODY_OFFSET, cl.read_opts)
+        if r.status is RecordStatus.MESSAGE:
+            yield r.message
+        else:
+            view.skipped.append(f"entry {what.index} at {pos}: its message does not decode ({r.status.value}); "
+                                "reput passes over it")
