@@ -42,6 +42,10 @@ def register(add, commands: dict, write_commands: set, prepare: dict) -> None:
     commands["demo"] = None  # handled before opening
     sp = add("rebuild", "rebuild ConsumeQueue and index files from the commitlog")
     sp.add_argument("--yes", action="store_true", help="do not ask")
+    sp.add_argument("--overwrite-geometry", action="store_true",
+                    help="--set sizes for the rebuilt files (mappedFileSizeConsumeQueue, maxHashSlotNum, maxIndexNum) "
+                         "that differ from the ConsumeQueue or index files there: replace those files with files of "
+                         "the new sizes (without this flag rebuild refuses them and changes nothing)")
     commands["rebuild"] = None  # handled before opening
     sp = add("check", "verify a store without writing: torn tails, CRCs, CQ and index consistency")
     sp.add_argument("--progress", action="store_true",
@@ -233,12 +237,12 @@ def confirm_rebuild(root: Path, yes: bool) -> None:
         raise StoreError("rebuild not confirmed; nothing was changed", path=str(root))
 
 
-def rebuild(root: Path, cfg) -> dict:
+def rebuild(root: Path, cfg, overwrite_geometry: bool = False) -> dict:
     """engine.store.rebuild.rebuild_task, with progress on a terminal."""
     from engine.store.rebuild import rebuild_task
     from engine.tasks import run
     try:
-        return run(rebuild_task(root, cfg), _progress_printer("rebuild"))
+        return run(rebuild_task(root, cfg, overwrite_geometry=overwrite_geometry), _progress_printer("rebuild"))
     finally:
         _clear_progress()
 

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from engine.store.checkpoint import Checkpoint
 from engine.store.commit_log import CommitLog
-from engine.store import dledger_commit_log as _dledger, dledger_reput as _dledger_reput
+from engine.store import dledger_commit_log as _dledger
 from engine.config import StoreConfig
 from engine.format.config_json import CONFIG_FILES, consumer_offsets, load_config_json, store_config_json
 from engine.store import generation as _generation, recovery
@@ -28,7 +28,8 @@ from engine.files.mapped_file import durable_touch, refuse_full_tmpfs
 from engine.store.index_service import IndexService
 from engine.store.timer_store import TimerStore, open_timer_store
 from engine.format.message import Message
-from engine.store.store_lock import StoreLock, holder_pid
+from engine.store.store_lock import StoreLock, Untouched, holder_pid
+from engine.store.settings_fit import refuse_misfits
 from engine.store import page as _page  # getMessage's loop and its lazy page
 from engine.store import batch_consume_queue as _bcq, batch_page as _batch_page, lmq as _lmq
 from engine.store.queue_kinds import QueueKinds
@@ -87,6 +88,7 @@ class MessageStore(Queries, QueueKinds, *((_STATE.StoreState,) if _STATE is not 
         self.cfg = cfg
         self.read_only = read_only
         self.lock: StoreLock | None = None
+        self.untouched: Untouched | None = None  # lock and abort as found, until the open's first write
         self.commitlog: CommitLog | None = None
         self.dledger: _dledger.DLedgerFolder | None = None  # DLedger mode: where the log is
         self.index: IndexService | None = None
@@ -144,6 +146,8 @@ class MessageStore(Queries, QueueKinds, *((_STATE.StoreState,) if _STATE is not 
             yield from store._load_task(cancel)
         except BaseException:
             store.close()
+            if store.untouched is not None:  # refused before its first write: lock and abort put back
+                store.untouched.restore()
             raise
         return store
 
@@ -164,11 +168,10 @@ class MessageStore(Queries, QueueKinds, *((_STATE.StoreState,) if _STATE is not 
         if writable:
             refuse_full_tmpfs(root)
             refuse_foreign_files(root, cfg)
+            refuse_misfits(root, cfg)  # every size against the files, before the lock: a refusal writes nothing
             self.lock = StoreLock(root)
-            self.lock.acquire()
+            self.untouched = self.lock.acquire()
         self.abort_present = (root / "abort").exists()
-        if writable:  # on disk before any write it vouches for (the index's slot repair, recovery's)
-            durable_touch(root / "abort")
         self.checkpoint, self.checkpoint_exists = Checkpoint.load(root / "checkpoint")
         self.commitlog = _dledger.DLedgerCommitLog(cfg, self.dledger) if self.dledger else CommitLog(cfg, writable)
         for gap in self.commitlog.queue.gaps:
@@ -196,6 +199,9 @@ class MessageStore(Queries, QueueKinds, *((_STATE.StoreState,) if _STATE is not 
         yield Progress(0, 1, "plan")
         self.recovery_plan = recovery.plan(self)
         yield Progress(1, 1, "plan")
+        if writable:  # on disk before any write it vouches for (batch queues' cuts, the index's slot repair, recovery's)
+            durable_touch(root / "abort")
+            self.untouched = None  # from here a failed open keeps `abort`: the next open recovers
         self.batch_queues, self.cfg.mapperFileSizeBatchConsumeQueue = _bcq.load_batch_queues(
             root, cfg, writable, self.commitlog.min_offset, self.recovery_plan.end_offset, self.warnings)
         try:
@@ -204,8 +210,6 @@ class MessageStore(Queries, QueueKinds, *((_STATE.StoreState,) if _STATE is not 
             self.batch_topics = _bcq.batch_topics(self.batch_queues, {})
             self.warnings.append(str(e))
         self.recovery = yield from recovery.apply(self.recovery_plan, self, cancel)
-        if self.dledger is not None:  # what the restarted broker serves: its reput, its index (in memory)
-            _dledger_reput.restart_view(self)
         if rocks:
             self._load_rocksdb()
         if writable:

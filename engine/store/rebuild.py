@@ -3,6 +3,7 @@ by the recovery of a read-write open (normal, or abnormal when `abort` is there:
 commitlog end), which re-dispatches from the first record since nothing is dispatched yet."""
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 from pathlib import Path
@@ -11,10 +12,15 @@ from engine.tasks import NEVER, CancelToken, Progress, Task
 
 REBUILD_TRASH = ".rmqstore-rebuild-trash"  # what a rebuild is deleting; a killed rebuild may leave it
 DROPPED = ("consumequeue", "consumequeue_ext", "index")
+REBUILT = {"mappedFileSizeConsumeQueue", "maxHashSlotNum", "maxIndexNum"}  # the sizes of what is rebuilt
 
 
-def rebuild_task(root: Path, cfg, cancel: CancelToken | None = None) -> Task[dict]:
-    """Each folder is moved aside whole (one rename) before it is deleted, so a rebuild killed
+def rebuild_task(root: Path, cfg, cancel: CancelToken | None = None, overwrite_geometry: bool = False) -> Task[dict]:
+    """Sizes given for the rebuilt files (mappedFileSizeConsumeQueue, maxHashSlotNum,
+    maxIndexNum) that contradict the files there are refused, nothing changed, unless
+    overwrite_geometry: then the new files take them.
+
+    Each folder is moved aside whole (one rename) before it is deleted, so a rebuild killed
     at any point leaves every folder complete or absent, never a queue or an index with files
     missing from the middle; the next read-write open (or rebuild) dispatches what is missing.
     Cancel is honoured before anything is moved and then during the re-dispatch (which the
@@ -25,7 +31,9 @@ def rebuild_task(root: Path, cfg, cancel: CancelToken | None = None) -> Task[dic
     cancel = cancel or NEVER
     root = Path(root)
     yield Progress(0, 1, "plan", message="checking the store")
-    with MessageStore.open(root, cfg, read_only=True) as probe:  # validates the store first
+    asked = cfg
+    replaced = REBUILT & cfg.explicit if cfg is not None else set()
+    with MessageStore.open(root, _without(cfg, replaced), read_only=True) as probe:  # validates the store first
         cfg = probe.cfg
         if probe.dledger is not None:
             from engine.errors import ReadOnlyStoreError
@@ -35,6 +43,8 @@ def rebuild_task(root: Path, cfg, cancel: CancelToken | None = None) -> Task[dic
             from engine.errors import ReadOnlyStoreError
             raise ReadOnlyStoreError("consume queues are in RocksDB (storeType=defaultRocksDB): rebuilding them "
                                      "is not supported; nothing was changed", path=str(root / "consumequeue"))
+    if replaced:
+        cfg = _geometry_asked(root, cfg, asked, replaced, overwrite_geometry)
     refuse_foreign_files(root, cfg)
     cancel.raise_if_cancelled()
     yield Progress(0, 1, "index", message="deleting the consume queues and the index")
@@ -56,3 +66,27 @@ def rebuild_task(root: Path, cfg, cancel: CancelToken | None = None) -> Task[dic
         return {"dispatched": r.dispatched, "unitsWritten": r.units_written, "indexEntries": r.index_entries_added,
                 "queues": len(s.queues), "indexFiles": len(s.index.files), "commitlogMaxOffset": s.max_offset,
                 "abnormal": r.abnormal}
+
+
+def _without(cfg, names: set[str]):
+    """cfg with `names` back to what the files decide (the probe reads the store as it is)."""
+    if not names:
+        return cfg
+    from engine.config import StoreConfig
+    out = dataclasses.replace(cfg, **{k: getattr(StoreConfig(), k) for k in names})
+    out.explicit = cfg.explicit - names
+    return out
+
+
+def _geometry_asked(root: Path, found, asked, names: set[str], overwrite: bool):
+    """The probe's settings with the sizes asked for the rebuilt files; refused (ConfigError,
+    nothing changed) where the files there contradict them, unless `overwrite`."""
+    from engine.store.settings_fit import COMMITLOG, misfits
+    cfg = found.with_values(**{k: getattr(asked, k) for k in names})
+    cfg.detected = found.detected - names
+    contradicted = [m for m in misfits(root, cfg) if m.kind != COMMITLOG]
+    if contradicted and not overwrite:
+        more = f" (and {len(contradicted) - 1} more file(s))" if len(contradicted) > 1 else ""
+        raise contradicted[0].error(f"{more}: rebuild would replace the store's {contradicted[0].kind} files "
+                                    "with files of the sizes given; give --overwrite-geometry to do that")
+    return cfg

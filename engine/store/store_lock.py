@@ -9,6 +9,7 @@ import struct
 from pathlib import Path
 
 from engine.errors import StoreLockedError
+from engine.files.mapped_file import fsync_dir
 
 _FLOCK = "hhqqi4x"  # struct flock on Linux: l_type, l_whence, l_start, l_len, l_pid
 # POSIX locks belong to the process: a second lock in this process would "succeed", and
@@ -21,10 +22,12 @@ class StoreLock:
         self.path = Path(root) / "lock"
         self.fd: int | None = None
 
-    def acquire(self) -> None:
+    def acquire(self) -> "Untouched":
+        """Returns the store's `lock` and `abort` as they were before (Untouched)."""
         key = os.path.realpath(self.path)
         if key in _HELD:
             raise StoreLockedError("store is already open read-write in this process", path=str(self.path))
+        before = Untouched(self.path.parent)  # (read before the lock: closing it later would drop ours)
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | getattr(os, "O_CLOEXEC", 0), 0o644)
         try:
             fcntl.lockf(fd, fcntl.LOCK_EX | fcntl.LOCK_NB, 1, 0)
@@ -38,6 +41,7 @@ class StoreLock:
         os.fsync(fd)
         self.fd = fd
         _HELD.add(key)
+        return before
 
     def release(self) -> None:
         if self.fd is not None:
@@ -47,6 +51,57 @@ class StoreLock:
                 os.close(self.fd)
                 self.fd = None
                 _HELD.discard(os.path.realpath(self.path))
+
+
+class Untouched:
+    """The `lock` and `abort` files, and the store folder's times, as a read-write open found
+    them. An open refused before its first write to the store puts them back (`restore`, after
+    the lock is released), so the refusal changes not one byte and the next open, by RocketMQ
+    or rmqstore, sees no crash. StoreLock.acquire takes it, before it writes "lock"."""
+
+    def __init__(self, root: Path):
+        self.root = Path(root)
+        self.files = {name: _snapshot(self.root / name) for name in ("lock", "abort")}
+        self.root_times = _times(self.root)
+
+    def restore(self) -> None:
+        for name, saved in self.files.items():
+            p = self.root / name
+            if saved is None:
+                p.unlink(missing_ok=True)
+                continue
+            head, size, times = saved
+            if _snapshot(p) == saved:
+                continue
+            fd = os.open(p, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+            try:
+                os.pwrite(fd, head, 0)
+                os.ftruncate(fd, size)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+            os.utime(p, ns=times)
+        fsync_dir(self.root)
+        if self.root_times is not None:
+            os.utime(self.root, ns=self.root_times)
+
+
+def _times(p: Path) -> tuple[int, int] | None:
+    try:
+        st = os.stat(p)
+    except OSError:
+        return None
+    return st.st_atime_ns, st.st_mtime_ns
+
+
+def _snapshot(p: Path) -> tuple[bytes, int, tuple[int, int]] | None:
+    """(the first bytes acquire may overwrite, size, times); None when absent."""
+    try:
+        with open(p, "rb") as fh:
+            st = os.fstat(fh.fileno())
+            return fh.read(len(b"lock")), st.st_size, (st.st_atime_ns, st.st_mtime_ns)
+    except FileNotFoundError:
+        return None
 
 
 def holder_pid(lock_path: Path) -> int | None:
