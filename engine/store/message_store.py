@@ -13,7 +13,7 @@ from pathlib import Path
 
 from engine.store.checkpoint import Checkpoint
 from engine.store.commit_log import CommitLog
-from engine.store import dledger_commit_log as _dledger
+from engine.store import dledger_commit_log as _dledger, dledger_reput as _dledger_reput
 from engine.config import StoreConfig
 from engine.format.config_json import CONFIG_FILES, consumer_offsets, load_config_json, store_config_json
 from engine.store import generation as _generation, recovery
@@ -210,6 +210,8 @@ class MessageStore(Queries, QueueKinds, *((_STATE.StoreState,) if _STATE is not 
             self.batch_topics = _bcq.batch_topics(self.batch_queues, {})
             self.warnings.append(str(e))
         self.recovery = yield from recovery.apply(self.recovery_plan, self, cancel)
+        if self.dledger is not None:  # what the restarted broker serves: its reput, its index (in memory)
+            _dledger_reput.restart_view(self)
         if rocks:
             self._load_rocksdb()
         if writable:
