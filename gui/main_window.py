@@ -7,8 +7,8 @@ from pathlib import Path
 
 from PySide6.QtCore import QSettings, Qt, Signal
 from PySide6.QtGui import QAction, QKeySequence
-from PySide6.QtWidgets import (QFileDialog, QLabel, QMainWindow, QPushButton, QSplitter, QStackedWidget, QTabWidget,
-                               QVBoxLayout, QWidget)
+from PySide6.QtWidgets import (QApplication, QFileDialog, QLabel, QMainWindow, QPushButton, QSplitter,
+                               QStackedWidget, QTabWidget, QVBoxLayout, QWidget)
 
 from engine import StoreError, StoreLockedError
 
@@ -54,6 +54,8 @@ class MainWindow(QMainWindow):
         self.open_progress = None             # the TaskProgressDialog of the open running
         self.setWindowTitle("rmqstore browser")
         self.setAcceptDrops(True)
+        from .palette import follow_platform
+        follow_platform(QApplication.instance())   # the platform's dark scheme, where the style ignores it
         self.resize(1440, 900)
 
         # -- central: banners over (welcome | tree + views)
@@ -472,8 +474,9 @@ class MainWindow(QMainWindow):
         self.browser.set_utc(on)
         self.search.set_utc(on)
         self.overview.set_utc(on)
-        if self.timers.panel is not None:
-            self.timers.panel.set_utc(on)
+        for lazy in (self.timers, self.internals):
+            if lazy.panel is not None:
+                lazy.panel.set_utc(on)
 
     def _find(self) -> None:
         self.tabs.setCurrentWidget(self.search)
@@ -517,6 +520,7 @@ class MainWindow(QMainWindow):
         dialogs.info(self, "About rmqstore", menus.about_text())
 
     def _internals_created(self, panel) -> None:
+        panel.set_utc(self.utc)
         panel.openRequested.connect(self.show_commitlog_offset)
         panel.queueOffsetsSelected.connect(lambda t, q, first, end: self.show_queue(t, q, first))
 

@@ -1,9 +1,11 @@
 """A pyqtgraph plot of horizontal file bars, one row per file, x = fraction of the file.
 
-Each row is a `Segments` run-length map over [0, size). Only the visible rows and x range
-are drawn, at the view's pixel width, as one RGBA image: a bar is re-sampled from its
-segments whenever the range or size changes, so a 1 GiB file with a million records costs
-no more to draw than a tiny one."""
+Each row is a `Segments` run-length map over [0, size). Rows have a fixed height (ROW_PX), so
+their names stay readable however many files there are: a scroll bar (and the mouse wheel)
+moves through the rows, Ctrl+wheel or a drag zooms and pans along the files, and nothing zooms
+the rows themselves. Only the visible rows and x range are drawn, at the view's pixel width,
+as one RGBA image: a bar is re-sampled from its segments whenever the range or size changes,
+so a 1 GiB file with a million records costs no more to draw than a tiny one."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -11,14 +13,19 @@ from typing import Callable
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import QRectF, QTimer
+from PySide6.QtCore import QRectF, Qt, QTimer
 from PySide6.QtGui import QFont
+from PySide6.QtWidgets import QHBoxLayout, QScrollBar, QWidget
 
 from engine import analysis as A
 
+from .theme import ink, mid, paper
+
 SUB_ROWS = 10          # image rows per file row: 2 transparent, 7 bar, 1 transparent
 BAR_SUB_ROWS = slice(2, 9)
-VISIBLE_ROWS = 12      # rows shown before the user scrolls
+ROW_PX = 20            # pixels per file row, at any number of files: labels never pile up
+WHEEL_ROWS = 3         # rows per wheel step
+CHROME_PX = 100        # a chart's title and x axis, beside its rows
 ZOOM_BELOW = 0.25      # when every bar is used less than this, start zoomed to the used part
 
 
@@ -28,6 +35,23 @@ class PercentAxis(pg.AxisItem):
     def tickStrings(self, values, scale, spacing):
         digits = max(0, int(np.ceil(-np.log10(max(spacing * 100, 1e-12)))))
         return [f"{v * 100:.{digits}f}%" for v in values]
+
+
+class RowsViewBox(pg.ViewBox):
+    """The wheel scrolls the rows; Ctrl+wheel zooms along the files (never across the rows)."""
+
+    def __init__(self, chart: "BarChart"):
+        super().__init__(invertY=True)
+        self.chart = chart
+        self.setMouseEnabled(x=True, y=False)
+
+    def wheelEvent(self, ev, axis=None):
+        if ev.modifiers() & Qt.ControlModifier:
+            super().wheelEvent(ev, axis=0)
+            return
+        steps = ev.delta() / 120 if hasattr(ev, "delta") else 0
+        self.chart.scroll_rows(-int(np.sign(steps)) * max(1, int(abs(steps))) * WHEEL_ROWS)
+        ev.accept()
 
 
 @dataclass
@@ -41,39 +65,95 @@ class BarRow:
 
 
 class BarChart:
-    """Owns one PlotItem. `set_rows(rows, colors)`; colors maps category id -> RGB."""
+    """One chart with its own widget (`widget`: the plot and a vertical scroll bar).
+    `set_rows(rows, colors)`; colors maps category id -> RGB."""
 
-    def __init__(self, plot: pg.PlotItem, title: str, x_label: str):
-        self.plot = plot
+    def __init__(self, title: str, x_label: str, parent: QWidget | None = None):
         self.rows: list[BarRow] = []
         self.title = title
         self.colors: dict[int, tuple[int, int, int]] = {}
-        plot.setTitle(title, color="#202020", size="11pt")
-        plot.invertY(True)
+        self.top = 0                    # the first row shown
+        self.widget = QWidget(parent)
+        self.glw = pg.GraphicsLayoutWidget(self.widget)
+        self.glw.setBackground(paper())
+        self.scroll = QScrollBar(Qt.Vertical, self.widget)
+        self.scroll.setRange(0, 0)
+        self.scroll.valueChanged.connect(self._scrolled)
+        lay = QHBoxLayout(self.widget)
+        lay.setContentsMargins(0, 0, 0, 0)
+        lay.setSpacing(0)
+        lay.addWidget(self.glw, 1)
+        lay.addWidget(self.scroll)
+        self.vb = RowsViewBox(self)
+        plot = self.plot = self.glw.addPlot(row=0, col=0, viewBox=self.vb, axisItems={"bottom": PercentAxis("bottom")})
+        plot.setTitle(title, color=ink(), size="11pt")
         plot.setMenuEnabled(False)
         plot.hideButtons()
         plot.showGrid(x=True, y=False, alpha=0.25)
-        plot.setAxisItems({"bottom": PercentAxis("bottom")})
         font = QFont()
         font.setPointSize(8)
         for name in ("left", "bottom"):
             ax = plot.getAxis(name)
-            ax.setTextPen("#202020")
-            ax.setPen("#808080")
+            ax.setPen(mid())
+            ax.setTextPen(ink())   # after setPen: the axis label takes the text colour
             ax.setStyle(tickFont=font)
             ax.enableAutoSIPrefix(False)
-        plot.setLabel("bottom", x_label, color="#202020")
+        plot.setLabel("bottom", x_label, color=ink())
         plot.getAxis("left").setWidth(260)
-        self.vb = plot.getViewBox()
         self.image = pg.ImageItem(axisOrder="row-major")
         plot.addItem(self.image)
-        self._timer = QTimer(plot)      # dies with the plot, never fires on a deleted view
+        self._timer = QTimer(self.widget)      # dies with the widget, never fires on a deleted view
         self._timer.setSingleShot(True)
         self._timer.setInterval(25)
         self._timer.timeout.connect(self.render)
         self.vb.sigRangeChanged.connect(lambda *_: self._timer.start())
-        self.vb.sigResized.connect(lambda *_: self._timer.start())
+        self.vb.sigResized.connect(lambda *_: self._fit_rows())
         self.rendered = 0     # how many times the image was rebuilt (tests)
+
+    # ---- rows on screen ------------------------------------------------------------------------
+    def visible_rows(self) -> int:
+        """How many rows of ROW_PX the plot has room for (at least one)."""
+        return max(1, int((self.vb.height() or ROW_PX * 12) // ROW_PX))
+
+    def wanted_height(self) -> int:
+        """Pixels for every row (and the title and axis): what a layout would give if it could."""
+        return CHROME_PX + ROW_PX * max(1, len(self.rows))
+
+    def scroll_rows(self, delta: int) -> None:
+        self.scroll.setValue(self.scroll.value() + delta)
+
+    def scroll_to_row(self, row: int) -> None:
+        """Bring `row` on screen (tests, and a caller that names a file)."""
+        vis = self.visible_rows()
+        if not self.top <= row < self.top + vis:
+            self.scroll.setValue(max(0, row - vis // 2))
+
+    def shown_rows(self) -> tuple[int, int]:
+        """[first, end) of the rows on screen."""
+        return self.top, min(len(self.rows), self.top + self.visible_rows())
+
+    def _scrolled(self, value: int) -> None:
+        self.top = int(value)
+        self._apply_y()
+
+    def _fit_rows(self) -> None:
+        """The view was resized: as many fixed-height rows as fit; the scroll bar covers the rest."""
+        n, vis = len(self.rows), self.visible_rows()
+        self.scroll.blockSignals(True)
+        self.scroll.setRange(0, max(0, n - vis))
+        self.scroll.setPageStep(vis)
+        self.scroll.setSingleStep(1)
+        self.scroll.setValue(min(self.top, max(0, n - vis)))
+        self.scroll.blockSignals(False)
+        self.scroll.setVisible(n > vis)
+        self.top = self.scroll.value()
+        self._apply_y()
+
+    def _apply_y(self) -> None:
+        vis = self.visible_rows()
+        self.vb.setLimits(yMin=0, yMax=max(len(self.rows), vis) + 0.0, minYRange=vis, maxYRange=vis)
+        self.vb.setYRange(self.top, self.top + vis, padding=0)
+        self._timer.start()
 
     def set_rows(self, rows: list[BarRow], colors: dict[int, tuple[int, int, int]], keep_view: bool = False) -> None:
         """keep_view: rows arriving while a view fills in (more of them, or the same ones again)
@@ -81,15 +161,12 @@ class BarChart:
         had = bool(self.rows)
         self.rows = rows
         self.colors = colors
-        n = max(1, len(rows))
         self.plot.getAxis("left").setTicks([[(i + 0.5, r.label) for i, r in enumerate(rows)], []])
-        self.vb.setLimits(xMin=0, xMax=1, yMin=0, yMax=n, minXRange=1e-9, maxYRange=n)
-        if keep_view and had:
-            (_, _), (y0, y1) = self.vb.viewRange()
-            if y1 - y0 < min(n, VISIBLE_ROWS):   # rows came in under a view showing fewer
-                self.vb.setYRange(y0, y0 + min(n, VISIBLE_ROWS), padding=0)
-        else:
-            self.vb.setRange(xRange=(0, self.initial_width()), yRange=(0, min(n, VISIBLE_ROWS)), padding=0)
+        self.vb.setLimits(xMin=0, xMax=1, minXRange=1e-9)
+        if not (keep_view and had):
+            self.top = 0
+            self.vb.setXRange(0, self.initial_width(), padding=0)
+        self._fit_rows()
         self.render()
 
     def initial_width(self) -> float:

@@ -10,7 +10,6 @@ already met (a cycle) is drawn in red and not followed."""
 from __future__ import annotations
 
 import html
-from datetime import datetime, timezone
 
 from PySide6.QtCore import QPointF, QRectF, Qt, Signal
 from PySide6.QtGui import QBrush, QColor, QFont, QPainter, QPainterPath, QPen, QPolygonF
@@ -22,13 +21,14 @@ from engine.format.javahash import index_key_hash
 
 from engine import analysis as A
 from .colors import KIND_COLORS, KIND_TEXT, QUERY_HIT_COLOR, hex_color
+from .theme import paper
+from gui.timefmt import format_ms_readable
 
 BOX_W, BOX_H, GAP_X, GAP_Y = 330, 104, 46, 30
 DRAW_LIMIT = 300           # entries drawn; longer chains (damage) say how many more there are
 
 
-def _utc(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S") + "Z"
+CARD_INK = "#202020"       # the cards are light in either scheme: dark text on them
 
 
 class EntryBox(QGraphicsRectItem):
@@ -53,6 +53,7 @@ class CollisionChainView(QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self._store = None
+        self.utc = False
         self._names: list[str] = []
         self.resolution: A.ChainResolution | None = None
         self.boxes: list[EntryBox] = []
@@ -79,7 +80,7 @@ class CollisionChainView(QWidget):
         self.legend = QLabel("&nbsp;&nbsp; ".join(legend))
         self.legend.setWordWrap(True)
         self.scene = QGraphicsScene(self)
-        self.scene.setBackgroundBrush(QColor(255, 255, 255))
+        self.scene.setBackgroundBrush(QColor(paper()))
         self.view = QGraphicsView(self.scene)
         self.view.setRenderHint(QPainter.Antialiasing)
         self.view.setAlignment(Qt.AlignLeft | Qt.AlignTop)
@@ -102,6 +103,13 @@ class CollisionChainView(QWidget):
         self.files.currentIndexChanged.connect(self._file_changed)
 
     # ---- store -------------------------------------------------------------------------
+    def set_utc(self, utc: bool) -> None:
+        """Times in UTC or the local zone, as the window shows them."""
+        if utc != self.utc:
+            self.utc = utc
+            if self.resolution is not None:
+                self._draw()
+
     def set_store(self, store) -> None:
         self._store = store
         self.resolution = None
@@ -246,7 +254,7 @@ class CollisionChainView(QWidget):
             box.setToolTip(self.describe(e))
             self.scene.addItem(box)
             self.boxes.append(box)
-            self._text(box, self._box_html(e, r), "#202020", mono)
+            self._text(box, self._box_html(e, r), CARD_INK, mono)
             self._arrow(prev_rect, rect, QColor(90, 90, 90))
             prev_rect = rect
         # how the walk ended
@@ -283,7 +291,7 @@ class CollisionChainView(QWidget):
         return (f"<b>#{s.index:,}</b>&nbsp;&nbsp;{tag}{group}<br>"
                 f"keyHash {s.keyHash}<br>"
                 f"commitLogOffset {s.commitLogOffset:,} &nbsp;{where}<br>"
-                f"time {_utc(s.timestamp)} (+{s.timeDiff}s)<br>"
+                f"time {format_ms_readable(s.timestamp, self.utc)} (+{s.timeDiff}s)<br>"
                 f"<b>{html.escape(self._elide(e.label, 44))}</b><br>"
                 f"prev → #{s.prevIndex:,}")
 
@@ -294,7 +302,7 @@ class CollisionChainView(QWidget):
     def describe(self, e: A.ResolvedEntry) -> str:
         s = e.step
         return (f"entry #{s.index} (position {e.position} from the slot)\nkeyHash {s.keyHash}\n"
-                f"commitLogOffset {s.commitLogOffset}\ntime {_utc(s.timestamp)}\nprevIndex {s.prevIndex}\n"
+                f"commitLogOffset {s.commitLogOffset}\ntime {format_ms_readable(s.timestamp, self.utc)}\nprevIndex {s.prevIndex}\n"
                 f"key: {e.label}\n{KIND_TEXT[e.kind]}" + ("\nreturned by the query" if e.query_hit else "")
                 + ("\n" + s.stop if s.stop else ""))
 

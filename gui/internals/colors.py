@@ -39,6 +39,18 @@ CATEGORY_COLORS: dict[int, tuple[int, int, int]] = {
     A.ENTRY_HEADER: (40, 40, 110),  # DLedger entry headers: dark blue
 }
 
+# the same categories on a dark background: unwritten space stays close to the background,
+# the blank tail stands out from it (light where the light scheme has it dark)
+DARK_CATEGORY_COLORS: dict[int, tuple[int, int, int]] = {
+    **CATEGORY_COLORS, A.BLANK: (175, 175, 175), A.FREE: (62, 62, 68), A.FILLER: (120, 120, 120),
+    A.RESERVED: (150, 150, 150), A.ENTRY_HEADER: (120, 120, 230)}
+
+
+def category_colors(dark: bool = False) -> dict[int, tuple[int, int, int]]:
+    """A fresh copy of the segment categories' colours for a light or a dark background."""
+    return dict(DARK_CATEGORY_COLORS if dark else CATEGORY_COLORS)
+
+
 KIND_COLORS: dict[str, tuple[tuple[int, int, int], tuple[int, int, int]]] = {  # (border, fill)
     A.MATCH: ((46, 125, 50), (220, 242, 222)),
     A.COLLISION: ((230, 100, 0), (255, 234, 208)),

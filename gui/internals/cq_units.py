@@ -8,8 +8,6 @@ units pan and zoom smoothly. Drag the shaded region to select queue offsets; cli
 to open its message."""
 from __future__ import annotations
 
-from datetime import datetime, timezone
-
 import numpy as np
 import pyqtgraph as pg
 from PySide6.QtCore import Qt, Signal
@@ -18,6 +16,8 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidg
 
 from engine import analysis as A
 from .colors import topic_colors
+from gui.timefmt import format_ms_readable
+from .theme import ink, mid, paper
 from gui.workers import Background, RefreshWhenShown
 
 pg.setConfigOptions(imageAxisOrder="row-major")
@@ -26,8 +26,14 @@ SYMBOLS_UP_TO = 3000          # draw point symbols while a queue has at most thi
 BIG_TAGS = 1 << 40            # tagsCode beyond this (delivery times, ext addresses): plot relative
 
 
-def _utc(ms: int) -> str:
-    return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+class PlainAxis(pg.AxisItem):
+    """Ticks as plain numbers with digit grouping (600,000,000, never 6e+08): offsets are
+    integers, and only a tick spacing below 1 earns decimals."""
+
+    def tickStrings(self, values, scale, spacing):
+        step = spacing * scale
+        places = 0 if step >= 1 else min(9, int(np.ceil(-np.log10(max(step, 1e-12)))))
+        return [f"{v * scale:,.{places}f}" for v in values]
 
 
 class CqUnitsView(RefreshWhenShown, QWidget):
@@ -40,6 +46,7 @@ class CqUnitsView(RefreshWhenShown, QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self._store = None
+        self.utc = False
         self._dirty = False
         self._want: tuple[str, int] | None = None
         self.series: A.QueueSeries | None = None
@@ -54,23 +61,23 @@ class CqUnitsView(RefreshWhenShown, QWidget):
         self.summary.setWordWrap(True)
         self.summary.setTextInteractionFlags(Qt.TextSelectableByMouse)
         self.glw = pg.GraphicsLayoutWidget()
-        self.glw.setBackground("w")
+        self.glw.setBackground(paper())
         font = QFont()
         font.setPointSize(8)
         self.plots: dict[str, pg.PlotItem] = {}
         self.curves: dict[str, pg.PlotDataItem] = {}
         self.regions: dict[str, pg.LinearRegionItem] = {}
         for i, name in enumerate(self.PLOTS):
-            p = self.glw.addPlot(row=i, col=0)
+            p = self.glw.addPlot(row=i, col=0, axisItems={"left": PlainAxis("left"), "bottom": PlainAxis("bottom")})
             p.setMenuEnabled(False)
             p.showGrid(x=True, y=True, alpha=0.2)
             for ax in ("left", "bottom"):
                 a = p.getAxis(ax)
-                a.setTextPen("#202020")
-                a.setPen("#808080")
+                a.setPen(mid())
+                a.setTextPen(ink())   # after setPen: the axis label takes the text colour
                 a.setStyle(tickFont=font)
                 a.enableAutoSIPrefix(False)
-            p.getAxis("left").setWidth(90)
+            p.getAxis("left").setWidth(110)
             if i:
                 p.setXLink(self.plots[self.PLOTS[0]])
             c = p.plot([], [])
@@ -83,7 +90,7 @@ class CqUnitsView(RefreshWhenShown, QWidget):
             r.sigRegionChangeFinished.connect(self._region_done)
             p.addItem(r)
             self.plots[name], self.curves[name], self.regions[name] = p, c, r
-        self.plots["time"].setLabel("bottom", "queue offset", color="#202020")
+        self.plots["time"].setLabel("bottom", "queue offset", color=ink())
         self._syncing = False
         top = QHBoxLayout()
         top.addWidget(QLabel("Queue:"))
@@ -98,6 +105,12 @@ class CqUnitsView(RefreshWhenShown, QWidget):
         self.glw.scene().sigMouseClicked.connect(self._scene_clicked)
 
     # ---- store and queue selection ---------------------------------------------------------
+    def set_utc(self, utc: bool) -> None:
+        self.utc = utc
+        if self.series is not None and self._store is not None:
+            s = self.series
+            self._set_summary(s, s.phy_offsets[~s.fillers], s.store_times >= 0)
+
     def set_store(self, store) -> None:
         self.background.cancel()
         self._store = store
@@ -188,10 +201,10 @@ class CqUnitsView(RefreshWhenShown, QWidget):
 
         def rel(base: int, what: str) -> str:
             return f"{what} − {base:,}" if base else what
-        self.plots["phy"].setLabel("left", rel(phy_base, "commitLogOffset"), color="#202020")
-        self.plots["size"].setLabel("left", "unit size (bytes)", color="#202020")
-        self.plots["tags"].setLabel("left", rel(tags_base, "tagsCode"), color="#202020")
-        self.plots["time"].setLabel("left", "store time − t0 (s)", color="#202020")
+        self.plots["phy"].setLabel("left", rel(phy_base, "commitLogOffset"), color=ink())
+        self.plots["size"].setLabel("left", "unit size (bytes)", color=ink())
+        self.plots["tags"].setLabel("left", rel(tags_base, "tagsCode"), color=ink())
+        self.plots["time"].setLabel("left", "store time − t0 (s)", color=ink())
         lo, hi = (int(s.queue_offsets[0]), int(s.queue_offsets[-1]) + 1) if n else (0, 1)
         for p in self.plots.values():
             p.setLimits(xMin=lo - 1, xMax=hi + 1)
@@ -210,7 +223,8 @@ class CqUnitsView(RefreshWhenShown, QWidget):
         cq = self._store.find_queue(s.topic, s.queue_id) if self._store else None
         files = len(cq.queue.files) if cq else 0
         t = s.store_times[times_ok]
-        span = (f"store time t0 = {_utc(int(t.min()))} – {_utc(int(t.max()))} ({(t.max() - t.min()) / 1000:,.1f} s)"
+        span = (f"store time t0 = {format_ms_readable(int(t.min()), self.utc)} – "
+                f"{format_ms_readable(int(t.max()), self.utc)} ({(t.max() - t.min()) / 1000:,.1f} s)"
                 if t.size else "no readable store times")
         distinct = len(np.unique(s.tags_codes[~s.fillers]))
         gaps = int(np.count_nonzero(~times_ok & ~s.fillers))

@@ -65,6 +65,12 @@ class InternalsPanel(QWidget):
     def views(self) -> tuple:
         return self.segment_fill, self.cq_units, self.slot_heatmap, self.collision_chain, self.timer_wheel
 
+    def set_utc(self, utc: bool) -> None:
+        """Times in UTC or the local zone, as the window shows them."""
+        for v in self.views:
+            if hasattr(v, "set_utc"):
+                v.set_utc(utc)
+
     def set_store(self, store) -> None:
         """Show `store`'s internals; pass None before the store is closed."""
         for v in self.views:

@@ -4,7 +4,9 @@ CommitLog bars are coloured by topic along the bytes (from the ConsumeQueue unit
 walk of what no queue names; cached per file), with the END_OF_FILE blank tail dark and
 unwritten space light; ConsumeQueue bars show the units written of units per file; index
 files get two bars, entries used of maxIndexNum and slots used of maxHashSlotNum. Hover
-tells the numbers, a click opens the message there.
+tells the numbers, a click opens the message there. Every file is reachable: rows have a
+fixed height and each chart scrolls (scroll bar or wheel); the charts share the height in a
+splitter, each asking for its rows.
 
 The fill comes in as it is computed (engine.analysis.FillProgress): the ConsumeQueue and
 index bars at once, then each commitlog file as it completes, redrawn at most every
@@ -12,20 +14,21 @@ PARTIAL_MS, so a big store draws while it is read and Cancel keeps what was draw
 from __future__ import annotations
 
 import html
-from datetime import datetime, timezone
 
 import numpy as np
 import pyqtgraph as pg
-from PySide6.QtCore import Qt, QTimer, Signal
+from PySide6.QtCore import QEvent, Qt, QTimer, Signal
 from PySide6.QtGui import QCursor
-from PySide6.QtWidgets import QLabel, QToolTip, QVBoxLayout, QWidget
+from PySide6.QtWidgets import QLabel, QSplitter, QToolTip, QVBoxLayout, QWidget
 
 from engine import analysis as A
 from engine.config import CQ_UNIT_SIZE
 from engine.tasks import Progress
 
-from .bars import BarChart, BarRow
-from .colors import CATEGORY_COLORS, hex_color, topic_colors
+from .bars import CHROME_PX, ROW_PX, BarChart, BarRow
+from .colors import category_colors, hex_color, topic_colors
+from .theme import ink, is_dark
+from gui.timefmt import NOT_SET, format_ms_readable
 from gui.views.progress import ProgressRow
 from gui.workers import Background, RefreshWhenShown
 
@@ -33,10 +36,9 @@ pg.setConfigOptions(imageAxisOrder="row-major")
 PARTIAL_MS = 100   # the fill so far is redrawn at most this often while it is computed
 
 
-def fmt_time(ms: int) -> str:
-    if ms <= 0:
-        return "-"
-    return datetime.fromtimestamp(ms / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + "Z"
+def fmt_time(ms: int, utc: bool = False) -> str:
+    """An index header's time: 0 until the file holds an entry."""
+    return NOT_SET if ms <= 0 else format_ms_readable(ms, utc)
 
 
 def pct(a: int, b: int) -> str:
@@ -55,7 +57,9 @@ class SegmentFillView(RefreshWhenShown, QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self._store = None
+        self.utc = False
         self._dirty = False
+        self._user_sized = False            # the user moved the splitter: sizes stay theirs
         self.fill: A.StoreFill | None = None
         self.cache = A.CommitLogFillCache()
         self.partials = 0                  # partial fills drawn by the running computation
@@ -75,16 +79,19 @@ class SegmentFillView(RefreshWhenShown, QWidget):
         self.summary.setTextInteractionFlags(Qt.TextSelectableByMouse)
         self.legend = QLabel()
         self.legend.setWordWrap(True)
-        self.glw = pg.GraphicsLayoutWidget()
-        self.glw.setBackground("w")
+        self.split = QSplitter(Qt.Vertical, self)
+        self.split.setChildrenCollapsible(False)
         self.charts = {
-            "commitlog": BarChart(self.glw.addPlot(row=0, col=0), "CommitLog files",
-                                  "position in the file (% of the file size)"),
-            "queue": BarChart(self.glw.addPlot(row=1, col=0), "ConsumeQueue files",
-                              "unit position in the file (% of units per file)"),
-            "index": BarChart(self.glw.addPlot(row=2, col=0), "Index files",
-                              "entries used (% of maxIndexNum) / slots used (% of maxHashSlotNum)"),
+            "commitlog": BarChart("CommitLog files", "position in the file (% of the file size)"),
+            "queue": BarChart("ConsumeQueue files", "unit position in the file (% of units per file)"),
+            "index": BarChart("Index files", "entries used (% of maxIndexNum) / slots used (% of maxHashSlotNum)"),
         }
+        for kind, ch in self.charts.items():
+            ch.widget.setMinimumHeight(140)
+            self.split.addWidget(ch.widget)
+            ch.glw.scene().sigMouseMoved.connect(lambda pos, kind=kind: self._hover(kind, pos))
+            ch.glw.scene().sigMouseClicked.connect(lambda ev, kind=kind: self._clicked(kind, ev))
+        self.split.splitterMoved.connect(self._splitter_moved)
         # the walk of a big log takes seconds: its progress, and a way to stop it
         self.busy_row = ProgressRow(self.cancel, "reading the commitlog: %p%")
         self.progress, self.cancel_button = self.busy_row.progress, self.busy_row.cancel_button
@@ -93,9 +100,7 @@ class SegmentFillView(RefreshWhenShown, QWidget):
         lay.addWidget(self.summary)
         lay.addWidget(self.busy_row)
         lay.addWidget(self.legend)
-        lay.addWidget(self.glw, 1)
-        self.glw.scene().sigMouseMoved.connect(self._hover)
-        self.glw.scene().sigMouseClicked.connect(self._clicked)
+        lay.addWidget(self.split, 1)
 
     # ---- store --------------------------------------------------------------------------
     def set_store(self, store) -> None:
@@ -105,6 +110,7 @@ class SegmentFillView(RefreshWhenShown, QWidget):
         if store is not self._store:
             self.cache = A.CommitLogFillCache()
         self._store = store
+        self._user_sized = False
         self.fill = None
         self._drawn = None
         for ch in self.charts.values():
@@ -189,7 +195,7 @@ class SegmentFillView(RefreshWhenShown, QWidget):
         self.topic_colors = tcol
         # commitlog: per-file topic ids -> a global id so one colour table serves all rows
         gid = {t: i for i, t in enumerate(fill.topics)}
-        colors = dict(CATEGORY_COLORS)
+        colors = category_colors(is_dark())
         colors.update({gid[t]: c for t, c in tcol.items()})
         keep_view = keep_view and self.partials > 0
         topics = tuple(fill.topics)
@@ -213,7 +219,7 @@ class SegmentFillView(RefreshWhenShown, QWidget):
                                  + self.summary.text())
 
     def _draw_queues_and_index(self, fill: A.StoreFill, gid: dict, tcol: dict, keep_view: bool) -> None:
-        qcolors = dict(CATEGORY_COLORS)
+        qcolors = category_colors(is_dark())
         qrows = []
         for q in fill.queues:
             cid = gid[q.topic]
@@ -223,22 +229,59 @@ class SegmentFillView(RefreshWhenShown, QWidget):
         irows = []
         for x in fill.index:
             irows += self._index_rows(x)
-        self.charts["index"].set_rows(irows, dict(CATEGORY_COLORS), keep_view=keep_view)
+        self.charts["index"].set_rows(irows, category_colors(is_dark()), keep_view=keep_view)
+
+    def _splitter_moved(self, *_) -> None:
+        self._user_sized = True
+
+    def fit_charts(self) -> None:
+        """Share the height: each chart asks for all its rows; one that needs less gives the
+        rest to the others; none gets less than a few rows (it scrolls). The user's own
+        splitter sizes stay."""
+        if self._user_sized:
+            return
+        files = len(self._store.commitlog.files) if self._store is not None else 0
+        # the commitlog chart is sized for every file from its first drawing on, while its rows come in
+        want = [max(ch.wanted_height(), CHROME_PX + ROW_PX * files) if kind == "commitlog" else ch.wanted_height()
+                for kind, ch in self.charts.items()]
+        total = max(self.split.height(), 3 * 140)
+        sizes = [0, 0, 0]
+        left, open_ = total, list(range(3))
+        while open_:   # water-filling: the smallest wishes are met first
+            share = left // len(open_)
+            small = [i for i in open_ if want[i] <= share]
+            if not small:
+                for i in open_:
+                    sizes[i] = share
+                break
+            for i in small:
+                sizes[i] = want[i]
+                left -= want[i]
+                open_.remove(i)
+        self.split.blockSignals(True)
+        self.split.setSizes(sizes)
+        self.split.blockSignals(False)
+
+    def changeEvent(self, ev) -> None:
+        """A dark or light palette: the free space and the blank tails change colour with it."""
+        if ev.type() == QEvent.PaletteChange and self.fill is not None:
+            self._draw(self.fill, partial=False)
+        super().changeEvent(ev)
+
+    def resizeEvent(self, ev) -> None:
+        super().resizeEvent(ev)
+        self.fit_charts()
 
     def _titles(self) -> None:
-        lay = self.glw.ci.layout
-        files = len(self._store.commitlog.files) if self._store is not None else 0
-        for i, (kind, ch) in enumerate(self.charts.items()):
-            # the commitlog chart is sized for every file from its first drawing on, while
-            # its rows still come in (a layout keeps the stretch it was first laid out with)
-            n = max(len(ch.rows), files) if kind == "commitlog" else len(ch.rows)
-            lay.setRowStretchFactor(i, min(n, 12) + 3)
+        self.fit_charts()
+        for kind, ch in self.charts.items():
+            rows = f" ({len(ch.rows):,} {'bars' if kind == 'index' else 'files'})" if ch.rows else ""
             if ch.zoomed:
                 w = ch.vb.viewRange()[0][1]
-                ch.plot.setTitle(f"{ch.title} — zoomed to the used {w * 100:.3g}% (double-click: whole files)",
-                                 color="#202020", size="11pt")
+                ch.plot.setTitle(f"{ch.title}{rows} — zoomed to the used {w * 100:.3g}% (double-click: whole files)",
+                                 color=ink(), size="11pt")
             else:
-                ch.plot.setTitle(ch.title, color="#202020", size="11pt")
+                ch.plot.setTitle(ch.title + rows, color=ink(), size="11pt")
 
     def _commitlog_row(self, c: A.CommitLogFileFill, gid: dict[str, int]) -> BarRow:
         remap = np.array([gid[t] for t in c.topics] or [0], dtype=np.int32)
@@ -319,7 +362,7 @@ class SegmentFillView(RefreshWhenShown, QWidget):
                 f"slots used {x.slots_used:,} of maxHashSlotNum {x.slot_num:,} ({pct(x.slots_used, x.slot_num)}); "
                 f"header hashSlotCount {x.hash_slot_count:,}\n"
                 f"load factor {x.load_factor:.4g} entries per slot\n"
-                f"time {fmt_time(x.begin_timestamp)} – {fmt_time(x.end_timestamp)}\n"
+                f"time {fmt_time(x.begin_timestamp, self.utc)} – {fmt_time(x.end_timestamp, self.utc)}\n"
                 f"commitLogOffset {x.begin_phy_offset:,} – {x.end_phy_offset:,}")
         store = self._store
 
@@ -357,7 +400,8 @@ class SegmentFillView(RefreshWhenShown, QWidget):
             f"Index: {len(fill.index)} files, {sum(x.entries_used for x in fill.index):,} entries.")
         swatches = [f'<span style="color:{hex_color(c)}">&#9632;</span>&nbsp;{html.escape(elide(t, 40))}'
                     for t, c in self.topic_colors.items()]
-        swatches += [f'<span style="color:{hex_color(CATEGORY_COLORS[k])}">&#9632;</span>&nbsp;'
+        cats = category_colors(is_dark())
+        swatches += [f'<span style="color:{hex_color(cats[k])}">&#9632;</span>&nbsp;'
                      f'<i>{A.CATEGORY_NAMES[k]}</i>' for k in (A.BLANK, A.FREE, A.DAMAGED, A.FILLER, A.USED, A.SLOTS)
                      + ((A.ENTRY_HEADER,) if self._entry_headers else ())]
         self.legend.setText("&nbsp;&nbsp; ".join(swatches))
@@ -381,30 +425,34 @@ class SegmentFillView(RefreshWhenShown, QWidget):
             self.openRequested.emit(phy)
         return phy
 
-    def _locate(self, scene_pos):
-        for kind, ch in self.charts.items():
-            if ch.plot.vb.sceneBoundingRect().contains(scene_pos):
-                p = ch.vb.mapSceneToView(scene_pos)
-                row = ch.row_at(p.y())
-                if row is not None and 0 <= p.x() <= 1:
-                    return kind, row, p.x()
+    def _locate(self, kind: str, scene_pos):
+        ch = self.charts[kind]
+        if ch.vb.sceneBoundingRect().contains(scene_pos):
+            p = ch.vb.mapSceneToView(scene_pos)
+            row = ch.row_at(p.y())
+            if row is not None and 0 <= p.x() <= 1:
+                return kind, row, p.x()
         return None
 
-    def _hover(self, scene_pos) -> None:
-        hit = self._locate(scene_pos)
+    def _hover(self, kind: str, scene_pos) -> None:
+        hit = self._locate(kind, scene_pos)
         if hit is None:
             QToolTip.hideText()
             return
-        QToolTip.showText(QCursor.pos(), self.describe(*hit), self.glw)
+        QToolTip.showText(QCursor.pos(), self.describe(*hit), self.charts[kind].glw)
 
-    def _clicked(self, ev) -> None:
+    def _clicked(self, kind: str, ev) -> None:
         if ev.button() != Qt.LeftButton:
             return
+        ch = self.charts[kind]
         if ev.double():
-            for ch in self.charts.values():
-                if ch.plot.vb.sceneBoundingRect().contains(ev.scenePos()):
-                    ch.vb.setXRange(0, 1, padding=0)
+            if ch.vb.sceneBoundingRect().contains(ev.scenePos()):
+                ch.vb.setXRange(0, 1, padding=0)
             return
-        hit = self._locate(ev.scenePos())
+        hit = self._locate(kind, ev.scenePos())
         if hit is not None:
             self.open_at(*hit)
+
+    def set_utc(self, utc: bool) -> None:
+        """Times in the tooltips: UTC or the local zone, as the window shows them."""
+        self.utc = utc

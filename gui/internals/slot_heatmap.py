@@ -26,6 +26,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QHeaderView, Q
 from engine import analysis as A
 
 from . import heatmap as H
+from .theme import ink, mid, paper
 from gui.workers import Background, RefreshWhenShown
 
 pg.setConfigOptions(imageAxisOrder="row-major")
@@ -93,8 +94,8 @@ def _axis_style(p: pg.PlotItem) -> None:
     font.setPointSize(8)
     for ax in ("left", "bottom"):
         a = p.getAxis(ax)
-        a.setTextPen("#202020")
-        a.setPen("#808080")
+        a.setTextPen(ink())
+        a.setPen(mid())
         a.setStyle(tickFont=font)
         a.enableAutoSIPrefix(False)
 
@@ -131,14 +132,15 @@ class SlotHeatmapView(RefreshWhenShown, QWidget):
         self.stats_label.setTextInteractionFlags(Qt.TextSelectableByMouse)
         # heat map
         self.heat_widget = pg.GraphicsLayoutWidget()
-        self.heat_widget.setBackground("w")
+        self.heat_widget.setBackground(paper())
         self.heat_plot = self.heat_widget.addPlot(row=0, col=0)
         self.heat_plot.setMenuEnabled(False)
+        self.heat_plot.hideButtons()    # no auto-range "A" on the map's corner: the map always fits
         self.heat_plot.invertY(True)
         self.heat_plot.setAspectLocked(False)
         self.heat_plot.hideAxis("bottom")
         self.heat_plot.hideAxis("left")
-        self.heat_plot.setTitle("slot table", color="#202020", size="10pt")
+        self.heat_plot.setTitle("slot table", color=ink(), size="10pt")
         # an 8-bit indexed image (H.heat_indices) with a fixed colour table: 0..254 the colour
         # map, 255 transparent; painting it is a QImage of the indices, no per-pixel work
         self.cmap = pg.colormap.get(COLORMAP)
@@ -154,16 +156,16 @@ class SlotHeatmapView(RefreshWhenShown, QWidget):
         self.heat_plot.layout.addItem(self.colorbar, 2, 5)     # what setImageItem(insert_in=) does,
         self.heat_plot.layout.setColumnFixedWidth(4, 5)        # without tying the image's levels to it
         self._titles: dict[object, str] = {}
-        self.colorbar.getAxis("right").setTextPen("#202020")
+        self.colorbar.getAxis("right").setTextPen(ink())
         # histogram
-        self.hist_widget = pg.PlotWidget(background="w")
+        self.hist_widget = pg.PlotWidget(background=paper())
         self.hist_plot = self.hist_widget.getPlotItem()
         self.hist_plot.setMenuEnabled(False)
         _axis_style(self.hist_plot)
-        self.hist_plot.setTitle("chain lengths vs uniform hash (Poisson)", color="#202020", size="10pt")
-        self.hist_plot.setLabel("bottom", "chain length", color="#202020")
+        self.hist_plot.setTitle("chain lengths vs uniform hash (Poisson)", color=ink(), size="10pt")
+        self.hist_plot.setLabel("bottom", "chain length", color=ink())
         self.hist_plot.showGrid(y=True, alpha=0.2)
-        self.legend = self.hist_plot.addLegend(offset=(-10, 10), labelTextColor="#202020")
+        self.legend = self.hist_plot.addLegend(offset=(-10, 10), labelTextColor=ink())
         self.obs_bars = pg.BarGraphItem(x=[], height=[], width=0.4, brush=(31, 119, 180), pen=None, name="slots")
         self.exp_bars = pg.BarGraphItem(x=[], height=[], width=0.4, brush=(255, 127, 14, 200), pen=None,
                                         name="Poisson (same load)")
@@ -330,7 +332,7 @@ class SlotHeatmapView(RefreshWhenShown, QWidget):
             note += "; sparse: used pixels drawn as dots"
         else:
             self.dots.clear()
-        self._set_once(lambda t: self.heat_plot.setTitle(t, color="#202020", size="10pt"),
+        self._set_once(lambda t: self.heat_plot.setTitle(t, color=ink(), size="10pt"),
                        f"{slots:,} slots, {heat.slots_per_bin:,} per pixel ({what}){note}", "title")
 
     def _set_once(self, setter, text: str, key=None) -> None:
@@ -357,13 +359,13 @@ class SlotHeatmapView(RefreshWhenShown, QWidget):
             self.exp_bars.setOpts(x=k + 0.2, height=tf(exp), y0=LOG_FLOOR)
             top = int(np.ceil(np.log10(max(obs.max(), exp.max(), 1))))
             self.hist_plot.getAxis("left").setTicks([[(float(e), f"{10 ** e:,}") for e in range(top + 1)], []])
-            self.hist_plot.setLabel("left", "slots (log scale)", color="#202020")
+            self.hist_plot.setLabel("left", "slots (log scale)", color=ink())
             y_range = (LOG_FLOOR, max(0.0, float(np.log10(max(obs.max(), exp.max(), 1.0)))))
         else:
             self.obs_bars.setOpts(x=k - 0.2, height=obs, y0=0)
             self.exp_bars.setOpts(x=k + 0.2, height=exp, y0=0)
             self.hist_plot.getAxis("left").setTicks(None)
-            self.hist_plot.setLabel("left", "slots", color="#202020")
+            self.hist_plot.setLabel("left", "slots", color=ink())
             y_range = (0.0, float(max(obs.max(), exp.max(), 1.0)))
         self.hist_plot.getAxis("bottom").setTicks(
             [[(float(v), str(int(v))) for v in k[::max(1, len(k) // 25)]], []])

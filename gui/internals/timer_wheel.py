@@ -19,6 +19,7 @@ from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QPlainText
 from engine.format.timer_layout import unit_kind
 
 from . import heatmap as H
+from .theme import ink, paper
 from .slot_heatmap import COLORMAP, DOTS_UP_TO, IndexedImageItem, _axis_style
 from gui.models.columns_model import ColumnsModel
 from gui.timefmt import format_ms_readable
@@ -97,9 +98,10 @@ class TimerWheelView(RefreshWhenShown, QWidget):
         self.summary.setTextInteractionFlags(Qt.TextSelectableByMouse)
         # the whole wheel: an 8-bit indexed heat map, as the index slot view draws its slots
         self.heat_widget = pg.GraphicsLayoutWidget()
-        self.heat_widget.setBackground("w")
+        self.heat_widget.setBackground(paper())
         self.heat_plot = self.heat_widget.addPlot(row=0, col=0)
         self.heat_plot.setMenuEnabled(False)
+        self.heat_plot.hideButtons()    # no auto-range "A" on the map's corner: the map always fits
         self.heat_plot.invertY(True)
         self.heat_plot.hideAxis("bottom")
         self.heat_plot.hideAxis("left")
@@ -115,12 +117,12 @@ class TimerWheelView(RefreshWhenShown, QWidget):
         self.heat_plot.addItem(self.dots)
         self.heat_plot.addItem(self.clock)
         # the occupied slots by time, around the read clock
-        self.bars_widget = pg.PlotWidget(background="w")
+        self.bars_widget = pg.PlotWidget(background=paper())
         self.bars_plot = self.bars_widget.getPlotItem()
         self.bars_plot.setMenuEnabled(False)
         _axis_style(self.bars_plot)
         self.bars_plot.showGrid(y=True, alpha=0.2)
-        self.bars_plot.setLabel("left", "units in slot (num)", color="#202020")
+        self.bars_plot.setLabel("left", "units in slot (num)", color=ink())
         self.bars = pg.BarGraphItem(x=[], height=[], width=0.8)
         self.curve = self.bars_plot.plot([], [], pen=pg.mkPen(DUE, width=1))
         self.bars_plot.addItem(self.bars)
@@ -241,7 +243,7 @@ class TimerWheelView(RefreshWhenShown, QWidget):
             r, c = divmod(ts.slot_of(ts.last_read_time_ms) // heat.slots_per_bin, cols)
             self.clock.setData(x=[c + 0.5], y=[r + 0.5])
         self.heat_plot.setTitle(f"all {len(self.nums):,} slots, {heat.slots_per_bin:,} per pixel (max units per "
-                                f"slot, top {heat.top:g}); ▲ read clock", color="#202020", size="9pt")
+                                f"slot, top {heat.top:g}); ▲ read clock", color=ink(), size="9pt")
 
     def _draw_bars(self) -> None:
         ts = self.timer
@@ -253,7 +255,7 @@ class TimerWheelView(RefreshWhenShown, QWidget):
         base = read if read >= 0 else (int(t_ms[0]) if len(t_ms) else 0)
         x = (t_ms - base) / 1000.0
         self.bars_plot.setLabel("bottom", "slot time, s from the read clock" if read >= 0 else
-                                "slot time, s from the first occupied slot", color="#202020")
+                                "slot time, s from the first occupied slot", color=ink())
         width = max(ts.precision_ms / 1000.0 * 0.8, 1e-3)
         if len(x) <= BARS_UP_TO:
             brushes = [pg.mkBrush(PROCESSED if (read >= 0 and t <= read) else DUE) for t in t_ms.tolist()]
@@ -269,7 +271,7 @@ class TimerWheelView(RefreshWhenShown, QWidget):
             pad = max(1.0, (hi - lo) * 0.03)
             self.bars_plot.vb.setRange(xRange=(lo - pad, hi + pad), yRange=(0, float(num.max()) * 1.1), padding=0)
         self.bars_plot.setTitle(f"occupied slots by time: grey processed, orange due ({len(x):,} slots)",
-                                color="#202020", size="9pt")
+                                color=ink(), size="9pt")
 
     # ---- a slot's chain ----------------------------------------------------------------------------------
     def slot_units(self, row: int) -> list:

@@ -11,6 +11,17 @@ class TopicSummary:
     messages: int
     first_time: int = -1
     last_time: int = -1
+    lmq: bool = False          # an LMQ (%LMQ%...): its count is CQ units, copies of other topics' records
+    batch_units: int = -1      # BatchCQ: batch records (units) holding the `messages`; -1 otherwise
+
+    @property
+    def unit(self) -> str:
+        """What `messages` counts."""
+        if self.lmq:
+            return "CQ units (LMQ dispatch copies)"
+        if self.batch_units >= 0:
+            return f"messages (BatchCQ: in {self.batch_units:,} batch records)"
+        return "messages"
 
 
 @dataclass
@@ -39,6 +50,8 @@ class Overview:
     dledger: dict | None = None   # DLedger mode: selfId, term, ledger indexes, checkpoint (info()["dledger"])
     generation: dict = field(default_factory=dict)  # info()'s: version, evidence, defaults
     consume_queue_store: dict = field(default_factory=dict)  # info()["consumeQueueStore"]: files or RocksDB
+    lmq_units: int = 0       # units of the LMQ queues: dispatch copies, not in message_count
+    lmq_queues: int = 0
     timer_store: dict | None = None  # info()["timerStore"]: timerlog, wheel and timercheck, None without one
 
     @property
@@ -50,11 +63,15 @@ def compute_overview(store) -> Overview:
     info = store.info()
     topics: dict[str, TopicSummary] = {}
     first_all, last_all = -1, -1
-    lmq_units = 0  # LMQ units are copies of other topics' records: not counted again in the total
+    lmq_units = lmq_queues = 0  # LMQ units are copies of other topics' records: not counted again in the total
     for q in info["queues"]:
         if q.get("lmq"):
             lmq_units += q["maxOffset"] - q["minOffset"]
+            lmq_queues += 1
         t = topics.setdefault(q["topic"], TopicSummary(q["topic"], 0, 0))
+        t.lmq = t.lmq or bool(q.get("lmq"))
+        if "units" in q:   # BatchCQ: queue offsets count inner messages, units count batch records
+            t.batch_units = max(0, t.batch_units) + int(q["units"])
         t.queues += 1
         n = q["maxOffset"] - q["minOffset"]
         t.messages += n
@@ -89,4 +106,5 @@ def compute_overview(store) -> Overview:
         generation=info.get("generation", {}),
         consume_queue_store=info.get("consumeQueueStore") or {},
         timer_store=info.get("timerStore"),
+        lmq_units=lmq_units, lmq_queues=lmq_queues,
     )

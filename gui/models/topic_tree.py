@@ -20,7 +20,8 @@ HEADER_TIPS = [
     "Topics and their queues; consumer groups and the queues they consume",
     "Queue: the minimum queue offset. Consumer group: the group's consumer offset",
     "The maximum queue offset (one past the last message)",
-    "Messages in the queue or topic; for consumer groups, the lag (max offset - consumer offset)",
+    "Messages in the queue or topic (LMQ queues: CQ units, copies of other topics' records, not added "
+    "to Topics); for consumer groups, the lag (max offset - consumer offset) in messages",
 ]
 
 
@@ -72,16 +73,23 @@ class TopicTreeModel(QStandardItemModel):
         total = sum(q["maxOffset"] - q["minOffset"] for q in queues if not q.get("lmq"))
         root = self.invisibleRootItem()
         self.topics_item = _text(f"Topics ({len(by_topic)})", "topics")
-        root.appendRow([self.topics_item, _num(""), _num(""), _num(total)])
+        root.appendRow(_tipped([self.topics_item, _num(""), _num(""), _num(total)],
+                               f"{len(by_topic)} topics, {total:,} messages (each counted once, in its own topic)"))
         self._topic_rows(self.topics_item, by_topic)
         self.lmq_item = None
         if lmq:  # 5.x multi-dispatch queues: copies of units of the real topics' records
             self.lmq_item = _text(f"LMQ queues ({len(lmq)})", "lmqs")
             self.lmq_item.setToolTip(tip("Light message queues (%LMQ%...): records of other topics dispatched here "
                                          "through INNER_MULTI_DISPATCH; a record's queueOffset is its real topic's"))
-            root.appendRow([self.lmq_item, _num(""), _num(""),
-                            _num(sum(q["maxOffset"] - q["minOffset"] for qs in lmq.values() for q in qs))])
-            self._topic_rows(self.lmq_item, lmq)
+            units = sum(q["maxOffset"] - q["minOffset"] for qs in lmq.values() for q in qs)
+            lmq_tip = tip(f"{len(lmq)} light message queues (%LMQ%...), {units:,} CQ units: records of other topics "
+                          "dispatched here through INNER_MULTI_DISPATCH (already counted in Topics); a record's "
+                          "queueOffset is its real topic's")
+            cells = [self.lmq_item, _num(""), _num(""), _num(units)]
+            for it in cells:
+                it.setToolTip(lmq_tip)
+            root.appendRow(cells)
+            self._topic_rows(self.lmq_item, lmq, unit="CQ units")
         groups: dict[str, list[dict]] = {}
         for r in lag:
             groups.setdefault(r["group"], []).append(r)
@@ -102,7 +110,7 @@ class TopicTreeModel(QStandardItemModel):
                                          f"{r['consumerOffset']}, max offset {r['maxOffset']}, lag {r['lag']}\n"
                                          "(double-click to open the queue at the consumer offset)"))
 
-    def _topic_rows(self, parent: QStandardItem, by_topic: dict[str, list[dict]]) -> None:
+    def _topic_rows(self, parent: QStandardItem, by_topic: dict[str, list[dict]], unit: str = "messages") -> None:
         for topic in sorted(by_topic):
             qs = sorted(by_topic[topic], key=lambda q: q["queueId"])
             count = sum(q["maxOffset"] - q["minOffset"] for q in qs)
@@ -111,14 +119,14 @@ class TopicTreeModel(QStandardItemModel):
             kind = ("\nBatchCQ: 46-byte units; queue offsets count the inner messages of batch records"
                     if batch else "")
             parent.appendRow(_tipped([t_item, _num(""), _num(""), _num(count)],
-                                     f"{topic}\n{len(qs)} queues, {count} messages{kind}"))
+                                     f"{topic}\n{len(qs)} queues, {count:,} {unit}{kind}"))
             for q in qs:
                 qi = _text(f"queue {q['queueId']}", "queue", topic, q["queueId"])
                 t_item.appendRow(_tipped([qi, _num(q["minOffset"]), _num(q["maxOffset"]),
                                           _num(q["maxOffset"] - q["minOffset"])],
                                          f"{topic} / queue {q['queueId']}{kind}\nqueue offsets "
                                          f"[{q['minOffset']}, {q['maxOffset']}): "
-                                         f"{q['maxOffset'] - q['minOffset']} messages"
+                                         f"{q['maxOffset'] - q['minOffset']:,} {unit}"
                                          + (f" in {q['units']} batch records" if "units" in q else "")))
 
     def find_queue_item(self, topic: str, qid: int):

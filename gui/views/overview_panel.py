@@ -7,7 +7,7 @@ from PySide6.QtWidgets import (QFormLayout, QGroupBox, QGridLayout, QLabel, QSiz
                                QWidget)
 
 from ..models.overview import Overview
-from ..timefmt import format_bytes, format_duration_ms, format_ms, zone_label
+from ..timefmt import format_bytes, format_duration_ms, format_ms, format_set_ms, zone_label
 from ..textsafe import tip
 from .tables import fill_table, make_table
 
@@ -55,6 +55,15 @@ def timer_text(ts: dict | None, t) -> str:
             + (f"\n{len(ts['warnings'])} warning(s): {ts['warnings'][0]}" if ts.get("warnings") else ""))
 
 
+def messages_text(ov: Overview) -> str:
+    """The message count with its unit, and the LMQ units beside it (never added to it)."""
+    text = f"{ov.message_count:,} messages (sum of the ConsumeQueue lengths of the topics)"
+    if ov.lmq_queues:
+        text += (f"\n+ {ov.lmq_units:,} CQ units in {ov.lmq_queues} LMQ queue{'s' * (ov.lmq_queues != 1)}: "
+                 "dispatch copies of those messages, not counted again")
+    return text
+
+
 class OverviewPanel(QWidget):
     FIELDS = {
         "store": ["Folder", "Mode", "Generation", "Abort file", "Lock", "Checkpoint", "Recovery"],
@@ -81,7 +90,7 @@ class OverviewPanel(QWidget):
                 form.addRow(n + ":", lab)
             grid.addWidget(box, i // 2, i % 2)
         self.tabs = QTabWidget(self)
-        self.topics = make_table(["Topic", "Queues", "Messages", "First stored", "Last stored"])
+        self.topics = make_table(["Topic", "Queues", "Count", "Counted", "First stored", "Last stored"])
         self.files = make_table(["CommitLog file", "File size", "Wrote position", "Fill"])
         self.index = make_table(["Index file", "Begin timestamp", "End timestamp", "Begin commitLogOffset",
                                  "End commitLogOffset", "Used slots", "Entries"])
@@ -140,8 +149,9 @@ class OverviewPanel(QWidget):
         v["Abort file"].setText("PRESENT: the broker did not shut down cleanly" if ov.abort else "absent (clean shutdown)")
         v["Lock"].setText(f"held by process {ov.lock_holder}" if ov.lock_holder else "free")
         cp = ov.checkpoint or {}
-        v["Checkpoint"].setText(f"physic {t(cp.get('physicMsgTimestamp', -1))}\nlogics {t(cp.get('logicsMsgTimestamp', -1))}\n"
-                                f"index  {t(cp.get('indexMsgTimestamp', -1))}")
+        ts = lambda k: format_set_ms(cp.get(k, -1), self.utc)  # noqa: E731 - 0: never written
+        v["Checkpoint"].setText(f"physic {ts('physicMsgTimestamp')}\nlogics {ts('logicsMsgTimestamp')}\n"
+                                f"index  {ts('indexMsgTimestamp')}")
         rec = ov.recovery or {}
         v["Recovery"].setText(f"{'abnormal (after a crash)' if rec.get('abnormal') else 'normal'}: valid data ends "
                               f"at commitlog offset {rec.get('endOffset', '?')}\nstopped at: {rec.get('stopReason', '')}")
@@ -154,7 +164,10 @@ class OverviewPanel(QWidget):
         v["Topics"].setText(str(len(ov.topics)))
         v["Queues"].setText(str(ov.queue_count))
         v["ConsumeQueues"].setText(_cq_store_text(ov.consume_queue_store))
-        v["Messages"].setText(f"{ov.message_count:,} (sum of ConsumeQueue lengths)")
+        v["Messages"].setText(messages_text(ov))
+        v["Messages"].setToolTip("Each message is counted once, in its own topic's ConsumeQueue. An LMQ queue "
+                                 "holds CQ units that point at records of other topics (INNER_MULTI_DISPATCH): "
+                                 "they are shown apart, never added to the messages.")
         v["First stored"].setText(t(ov.first_time))
         v["Last stored"].setText(t(ov.last_time))
         v["Span"].setText(format_duration_ms(ov.last_time - ov.first_time) if ov.first_time >= 0 <= ov.last_time else "—")
@@ -164,14 +177,15 @@ class OverviewPanel(QWidget):
         v["Consumer groups"].setText(f"{len(ov.groups)} (total lag {sum(r['lag'] for r in ov.lag):,})"
                                      if ov.groups else "none (no config/consumerOffset.json)")
         v["Config files"].setText(", ".join(ov.config_files) or "none")
-        self.topics.setHorizontalHeaderLabels(["Topic", "Queues", "Messages",
+        self.topics.setHorizontalHeaderLabels(["Topic", "Queues", "Count", "Counted",
                                                f"First stored ({zone_label(self.utc)})", "Last stored"])
-        fill_table(self.topics, [[s.topic, s.queues, s.messages, t(s.first_time), t(s.last_time)] for s in ov.topics],
-                   numeric={1, 2})
+        fill_table(self.topics, [[s.topic, s.queues, f"{s.messages:,}", s.unit, t(s.first_time), t(s.last_time)]
+                                 for s in ov.topics], numeric={1, 2})
         fill_table(self.files, [[f["name"], f["size"], f["wrotePosition"],
                                  f"{100.0 * f['wrotePosition'] / f['size']:.1f} %" if f["size"] else "—"]
                                 for f in ov.commitlog_files], numeric={1, 2, 3})
-        fill_table(self.index, [[f["name"], t(f["beginTimestamp"]), t(f["endTimestamp"]), f["beginPhyOffset"],
+        fill_table(self.index, [[f["name"], format_set_ms(f["beginTimestamp"], self.utc),
+                                 format_set_ms(f["endTimestamp"], self.utc), f["beginPhyOffset"],
                                  f["endPhyOffset"], f["hashSlotCount"], max(0, f["indexCount"] - 1)]
                                 for f in ov.index_files], numeric={3, 4, 5, 6})
         fill_table(self.lag, [[r["group"], r["topic"], r["queueId"], r["consumerOffset"], r["maxOffset"], r["lag"]]
