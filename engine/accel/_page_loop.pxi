@@ -186,6 +186,8 @@ cdef tuple _read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
     u_end = fq.wrote_position // CQ_UNIT_SIZE
     if not broker and u_end > mx - first:
         u_end = mx - first
+    if broker and u_end - u > _page_module.broker_unit_cap(max_count):  # maxFilterMessageSize
+        u_end = u + _page_module.broker_unit_cap(max_count)
     if u >= u_end:
         return (None if broker else "NO_MATCHED_MESSAGE"), offset, new_page(0, None, (), None), 0, []
     nrows = u_end - u
@@ -272,6 +274,10 @@ cdef tuple _read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
                 continue
             if phy == 0 and size == FILLER_SIZE:
                 skipped.append((q - 1, WHY_FILLER))
+                if broker:  # commitLog.getMessage(0, Integer.MAX_VALUE) is null (engine/store/page.py)
+                    removing = True
+                    nfs = cl.roll_next_file(0)
+                    have_nfs = True
                 continue
             took = False
             if phy >= cl_min:

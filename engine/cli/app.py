@@ -17,8 +17,8 @@ from engine.store.index_file import LONG_MAX
 from engine.store.message_store import MessageStore
 from engine.format.msgid import looks_like_msg_id
 from engine.format.text import parse_time, preview  # the GUI's rules too: one definition each
-from engine.cli.output import (EXIT_ERROR, CliError, emit, fmt_time, nonneg, positive, safe, stderr_progress,  # noqa: F401
-                               table)
+from engine.cli.output import (EXIT_ERROR, CliError, OneLineParser, emit, fmt_time, nonneg, positive, safe,  # noqa: F401
+                               stderr_progress, table)
 
 
 def message_rows(msgs) -> str:
@@ -266,7 +266,7 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="rmqstore", description="Read and write Apache RocketMQ message stores.")
     p.add_argument("--version", action="version", version=f"rmqstore {__version__}")
     p.add_argument("--config", metavar="FILE", help="broker.conf-style store settings")
-    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = p.add_subparsers(dest="command", required=True, metavar="COMMAND", parser_class=OneLineParser)
 
     def add(name, help_):
         sp = sub.add_parser(name, help=help_, parents=[common])

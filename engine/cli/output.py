@@ -23,7 +23,7 @@ def _int_at_least(low: int, what: str):
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
         if v < low:
-            raise argparse.ArgumentTypeError(f"{v} is {what}")
+            raise argparse.ArgumentTypeError(f"{v} {what}")
         return v
     parse.__name__ = "int"  # argparse names the type in its "invalid int value" message
     return parse
@@ -31,8 +31,16 @@ def _int_at_least(low: int, what: str):
 
 # counts, caps, limits, offsets and queue ids: argparse refuses a bad one with exit 2 and says
 # why, before any store is opened (a negative cap once meant "truncated" with nothing shown)
-nonneg = _int_at_least(0, "negative: it must be 0 or more")
-positive = _int_at_least(1, "not positive: it must be 1 or more")
+nonneg = _int_at_least(0, "must not be negative")
+positive = _int_at_least(1, "must be 1 or more")
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """A command's parser whose refusals are one line, like every other error of the CLI
+    (the usage is one -h away), with argparse's exit code 2."""
+
+    def error(self, message: str):
+        self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (usage: {self.prog} -h)\n")
 
 
 # ---- formatting ------------------------------------------------------------------------

@@ -23,6 +23,8 @@ _STATE = _load_accel("_state")  # max_physic_offset as a C field for the compile
 
 _CQ = _load_accel("_cq")  # the compiled first-invalid-unit scan (None: numpy's)
 
+_NO_FILLER = 0  # first_live's filler size that no written unit has (sizes are > 0): fillers count
+
 CQ_RESERVE_STEP = 64 << 10  # 3,276 units reserved at a time: a queue of a few messages stays small
 
 
@@ -166,8 +168,14 @@ class ConsumeQueue(_STATE.QueueState if _STATE is not None else object):
             f.wrote_position = f.flushed_position = min(self.file_size, max(0, end - f.file_from_offset))
 
     def correct_min_offset(self, commitlog_min: int) -> None:
-        """First unit (not a filler) whose record is still in the commitlog; an empty
-        queue gets min == max."""
+        """correctMinOffset as a broker computes it when it loads the store: the first unit whose
+        commitLogOffset is at or past the commitlog's min offset; an empty queue gets min == max.
+        A filler unit counts by its commitLogOffset 0, as RocketMQ reads it: while the first
+        commitlog file is there (min offset 0) a queue that starts with fillers (a late first
+        unit, an LMQ whose first dispatch RocketMQ skipped) has its min at the first filler,
+        and getMessage there answers MESSAGE_WAS_REMOVING (engine.store.page); once that file
+        is gone the fillers fall below the min. (The files before the first one holding a live
+        unit are those CleanConsumeQueueService deletes: passed over here.)"""
         files = self.queue.files
         self.min_logic_offset = files[0].file_from_offset if files else 0
         for f in files:
@@ -175,13 +183,13 @@ class ConsumeQueue(_STATE.QueueState if _STATE is not None else object):
             if n == 0:
                 continue
             if _CQ is not None:  # reads units only up to the first live one
-                i = _CQ.first_live(f.mm, n, commitlog_min, FILLER_SIZE)
+                i = _CQ.first_live(f.mm, n, commitlog_min, _NO_FILLER)
                 if i < n:
                     self.min_logic_offset = f.file_from_offset + i * CQ_UNIT_SIZE
                     return
                 continue
             u = self.view(f)[:n]
-            live = (u["commitLogOffset"] >= commitlog_min) & ~is_filler(u["commitLogOffset"], u["size"])
+            live = u["commitLogOffset"] >= commitlog_min
             hit = np.flatnonzero(live)
             if hit.size:
                 self.min_logic_offset = f.file_from_offset + int(hit[0]) * CQ_UNIT_SIZE

@@ -53,6 +53,17 @@ if KERNEL is not None and (KERNEL.ROW_SIZE != ROW_SIZE or KERNEL.ROW_FORMAT != R
                            or getattr(KERNEL, "API", 0) != 3):
     KERNEL = None  # a stale build (another row layout or interface): not used
 
+# getMessage examines at most max(maxFilterMessageSize, maxMsgNums * 20) bytes of units per
+# call (4.9.7 hardcodes 16000; 5.3.3's maxFilterMessageSize defaults to it): a broker page ends
+# there even when every unit was passed over
+MAX_FILTER_MESSAGE_SIZE = 16000
+
+
+def broker_unit_cap(max_count: int) -> int:
+    """How many units one broker getMessage examines at most."""
+    return max(MAX_FILTER_MESSAGE_SIZE, max_count * CQ_UNIT_SIZE) // CQ_UNIT_SIZE
+
+
 WHY_FILLER = "filler unit"
 WHY_EXPIRED = "record expired"
 WHY_INVALID = "no valid record of that size there"
@@ -256,7 +267,8 @@ if KERNEL is not None:
 def _read_page_py(cl, cq, offset: int, mx: int, max_count: int, broker: bool, limit_count: int,
                   limit_bytes: int | None):
     """The reference loop: every record through check_record."""
-    units = cq.broker_units(offset, max_count) if broker else cq.units(offset, offset + max(max_count, 1) * 2 + 64)
+    units = (cq.broker_units(offset, max_count)[:broker_unit_cap(max_count)] if broker
+             else cq.units(offset, offset + max(max_count, 1) * 2 + 64))
     if broker and len(units) == 0:
         return None, offset, MessagePage(), 0, []
     status = "NO_MATCHED_MESSAGE"
@@ -292,6 +304,10 @@ def _read_page_py(cl, cq, offset: int, mx: int, max_count: int, broker: bool, li
             continue
         if phy == 0 and size == FILLER_SIZE:  # cq_unit.is_filler, inline
             skipped.append((q - 1, WHY_FILLER))
+            if broker:  # commitLog.getMessage(0, Integer.MAX_VALUE) is null: what follows an unreadable unit
+                if not messages:
+                    status = "MESSAGE_WAS_REMOVING"
+                next_file_start = cl.roll_next_file(0)
             continue
         msg = None  # cl.get_message(phy, size), without a file lookup per record
         if phy >= cl_min:
