@@ -131,12 +131,16 @@ def _mixed_sizes(kind: str, dirs, sizes: dict[int, int], setting: str) -> Config
     ranked = sorted(sizes, key=lambda s: (-sizes[s], -s))
     expected = ranked[0]
     tie = sizes[ranked[1]] == sizes[expected]
-    odd = sorted((p, n) for p, n in _files_with_sizes(dirs) if n != expected)
+    files = sorted(_files_with_sizes(dirs))
+    if tie:  # no size to expect: the first file of each size
+        odd = [next(f for f in files if f[1] == n) for n in sorted(sizes)]
+    else:
+        odd = [f for f in files if f[1] != expected]
     first, size = odd[0]
     others = "" if len(odd) == 1 else f"; {len(odd) - 1} more: " + ", ".join(
         f"{p.name} ({n} bytes)" for p, n in odd[1:4]) + (", ..." if len(odd) > 4 else "")
     why = f"{kind} files have different sizes {sorted(sizes)}: " + (
-        f"as many of one as of the other; {first.name} is {size} bytes" if tie else
+        f"no size is the majority; {first.name} is {size} bytes" if tie else
         f"{first.name} is {size} bytes, expected {expected} (the size of the other {sizes[expected]})")
     return ConfigError(f"{why}{others}; RocketMQ does not load such a store either; set {setting} if "
                        f"another size is right, or run `rmqstore check` to read the rest", path=str(first))
