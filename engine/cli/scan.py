@@ -15,6 +15,7 @@ from engine.cli.output import nonneg, positive
 from engine.scan.api import (EXPORT_FORMATS, FILTER_TABLE_COLUMNS, JOBS, JobParams, MessageFilter, ScanStore,
                              format_table, one_line, open_scan_store, redacted, resolve_stores, scan_task,
                              validate)
+from engine.scan.jobs import TOPIC_STATS_NOTE
 from engine.tasks import Cancelled, CancelToken, Progress, run
 
 EXIT_ERROR = 2
@@ -131,6 +132,8 @@ def run_scan(args) -> int:
             if cols and result.stores:
                 cols = ["broker"] + cols
             sys.stdout.write(format_table(rows, cols))
+            if rows and args.job == "topic-stats":
+                sys.stdout.write(TOPIC_STATS_NOTE + "\n")
             if not rows and args.job == "consistency":
                 sys.stdout.write("no differences: the ConsumeQueues and the index match the commitlog\n")
             where = f"{result.engine}" + (f" on {result.master}" if result.master else "")

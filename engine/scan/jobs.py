@@ -4,9 +4,10 @@ single-process numpy scanner, the oracle); both engines import this module, neve
 
 Every job returns rows (JSON-ready dicts) with the same keys on both engines:
 
-    topic-stats     topic, [queueId,] messages, bytes, firstStoreTimestamp, lastStoreTimestamp,
-                    sizeP50, sizeP99   (every message record of the commitlog; exact percentiles,
-                    `percentile_value`: the same digits on both engines)
+    topic-stats     topic, [queueId,] messages, dispatched, bytes, firstStoreTimestamp,
+                    lastStoreTimestamp, sizeP50, sizeP99   (messages: every message record of the
+                    commitlog; dispatched: those of them a ConsumeQueue holds, `DISPATCHED_TYPES`;
+                    exact percentiles, `percentile_value`: the same digits on both engines)
     traffic         topic, bucketStart (ms), messages, bytes
     size-histogram  sizeFrom, sizeTo (power-of-two buckets of storeSize), messages, bytes
     filter          Message.to_json() of the matches, commitlog order
@@ -24,6 +25,7 @@ import re
 import shutil
 from dataclasses import dataclass, field
 from urllib.parse import unquote, urlparse
+from engine.format.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE
 from engine.scan.filters import MessageFilter
 
 JOBS = ["topic-stats", "traffic", "size-histogram", "filter", "top-keys", "top-tags", "duplicates",
@@ -36,6 +38,19 @@ _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
 
 
 PERCENTILES = {"sizeP50": 50, "sizeP99": 99}
+# the transaction types RocketMQ's dispatch writes a ConsumeQueue unit for: a PREPARED half
+# and a ROLLBACK record stay in the commitlog only (so topic-stats' messages can exceed the
+# queues' lengths: its `dispatched` column says by how much)
+TRANSACTION_MASK = 0x0C
+DISPATCHED_TYPES = (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
+TOPIC_STATS_NOTE = ("messages: commitlog records; dispatched: those in a ConsumeQueue "
+                    "(transaction halves and rollbacks are not)")
+
+
+def dispatched(sys_flag):
+    """True where a record (sysFlag, an int or a numpy array) is dispatched to its ConsumeQueue."""
+    t = sys_flag & TRANSACTION_MASK
+    return (t == DISPATCHED_TYPES[0]) | (t == DISPATCHED_TYPES[1])
 
 
 def percentile_rank(n: int, pct: int) -> tuple[int, int]:

@@ -14,7 +14,7 @@ from engine.scan.columns import MESSAGE_COLUMN_NAMES, RecordBlock
 from engine.scan.consistency import (MAX_REPORTED, cq_file_size, cq_location, diff_row, index_chain_problems,
                                      index_file_for, index_file_ranges, merge_rows, pair_index_differences, unit_dict)
 from engine.scan.jobs import (CSV_COLUMNS, DEFAULT_FILTER_LIMIT, DEFAULT_TOP, PERCENTILES, JobParams, discard,
-                              exact_percentile, is_uri, publish, temporary_sibling)
+                              dispatched, exact_percentile, is_uri, publish, temporary_sibling)
 from engine.scan.planning import plan_commitlog, plan_consume_queues, plan_index
 from engine.scan import consistency_5x as c5
 from engine.format.lmq import LMQ_PREFIX
@@ -110,11 +110,15 @@ class _GroupAgg:
 
 # ---- jobs ------------------------------------------------------------------------------------
 def topic_stats(store, params, progress, cancel):
-    topics, agg = _Topics(), _GroupAgg(keep_sizes=True)
+    topics, agg, disp = _Topics(), _GroupAgg(keep_sizes=True), {}
     for b in iter_blocks(store, params, progress, cancel):
         g = topics.codes(b)
         keys = (g << 32) | (b.array("queueId") & 0xFFFFFFFF) if params.by_queue else g
         agg.add(keys, b.array("storeSize"), b.array("storeTimestamp"))
+        uk, inv = np.unique(keys, return_inverse=True)
+        counts = np.bincount(inv.ravel(), weights=dispatched(b.array("sysFlag")), minlength=len(uk))
+        for k, c in zip(uk.tolist(), counts.tolist()):
+            disp[k] = disp.get(k, 0) + int(c)
     rows = []
     for k, (n, total, first, last) in agg.stats.items():
         sizes = np.sort(np.concatenate(agg.sizes[k]))
@@ -122,7 +126,8 @@ def topic_stats(store, params, progress, cancel):
         if params.by_queue:
             q = k & 0xFFFFFFFF
             row["queueId"] = q - (1 << 32) if q >= 1 << 31 else q
-        row.update(messages=n, bytes=total, firstStoreTimestamp=first, lastStoreTimestamp=last,
+        row.update(messages=n, dispatched=disp.get(k, 0), bytes=total, firstStoreTimestamp=first,
+                   lastStoreTimestamp=last,
                    **{name: exact_percentile(sizes, pct) for name, pct in PERCENTILES.items()})
         rows.append(row)
     rows.sort(key=lambda r: (r["topic"], r.get("queueId", 0)))

@@ -23,8 +23,9 @@ from pyspark.sql import functions as F
 from engine.scan.columns import MESSAGE_COLUMN_NAMES, row_json
 from engine.scan.consistency import (MAX_REPORTED, chain_problems_json, cq_file_size, cq_location, diff_row, index_chain_problems,
                                      index_file_for, index_file_ranges, merge_rows, pair_index_differences, unit_dict)
-from engine.scan.jobs import (CSV_COLUMNS, DEFAULT_FILTER_LIMIT, DEFAULT_TOP, JSON_COLUMNS, PERCENTILES, JobParams,
-                              discard, is_uri, percentile_rank, percentile_value, publish, temporary_sibling)
+from engine.scan.jobs import (CSV_COLUMNS, DEFAULT_FILTER_LIMIT, DEFAULT_TOP, DISPATCHED_TYPES, JSON_COLUMNS, PERCENTILES,
+                              TRANSACTION_MASK, JobParams, discard, is_uri, percentile_rank, percentile_value, publish,
+                              temporary_sibling)
 from engine.scan.planning import Plan, plan_commitlog, plan_consume_queues, plan_index, plan_to_json, plans_to_json
 from engine.scan.spark_session import is_connect, master_of, parallelism_of
 from engine.scan.stores import ScanStore, members_of
@@ -197,8 +198,10 @@ def topic_stats(ld: Loader, run: SparkRunner):
     rule of engine.scan.jobs: a (group, storeSize) histogram with running counts gives the
     values at the two ranks; the driver does the interpolation (`percentile_value`)."""
     keys = ld.keys("topic", "queueId") if ld.params.by_queue else ld.keys("topic")
-    df = ld.messages(["topic", "queueId", "storeSize", "storeTimestamp"])
+    df = ld.messages(["topic", "queueId", "storeSize", "storeTimestamp", "sysFlag"])
+    tran = F.col("sysFlag").bitwiseAND(TRANSACTION_MASK)
     hist = df.groupBy(*keys, "storeSize").agg(F.count(F.lit(1)).alias("c"),
+                                              F.sum(F.when(tran.isin(*DISPATCHED_TYPES), 1).otherwise(0)).alias("d"),
                                               F.min("storeTimestamp").alias("first"), F.max("storeTimestamp").alias("last"))
     upto = Window.partitionBy(*keys).orderBy("storeSize").rowsBetween(Window.unboundedPreceding, Window.currentRow)
     hist = hist.withColumn("n", F.sum("c").over(Window.partitionBy(*keys))).withColumn("cum", F.sum("c").over(upto))
@@ -207,13 +210,15 @@ def topic_stats(ld: Loader, run: SparkRunner):
         lower = F.expr(f"((n - 1) * {pct}) div 100")
         ranks += [F.min(F.when(F.col("cum") > lower, F.col("storeSize"))).alias(name + "_lo"),
                   F.min(F.when(F.col("cum") > lower + 1, F.col("storeSize"))).alias(name + "_hi")]
-    agg = hist.groupBy(*keys).agg(F.sum("c").alias("messages"), F.sum(F.col("storeSize") * F.col("c")).alias("bytes"),
+    agg = hist.groupBy(*keys).agg(F.sum("c").alias("messages"), F.sum("d").alias("dispatched"),
+                                  F.sum(F.col("storeSize") * F.col("c")).alias("bytes"),
                                   F.min("first").alias("firstStoreTimestamp"), F.max("last").alias("lastStoreTimestamp"),
                                   *ranks)
     rows = []
     for r in _dicts(run.collect(agg.orderBy(*keys))):
         row = {k: r[k] for k in keys}
-        row.update(messages=r["messages"], bytes=r["bytes"], firstStoreTimestamp=r["firstStoreTimestamp"],
+        row.update(messages=r["messages"], dispatched=int(r["dispatched"]), bytes=r["bytes"],
+                   firstStoreTimestamp=r["firstStoreTimestamp"],
                    lastStoreTimestamp=r["lastStoreTimestamp"])
         for name, pct in PERCENTILES.items():
             _, rem = percentile_rank(r["messages"], pct)
