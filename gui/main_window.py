@@ -31,6 +31,18 @@ from .workers import Lane
 SYSTEM_PREFIXES = ("%", "RMQ_SYS_", "SCHEDULE_TOPIC", "rmq_sys_", "TRANS_", "OFFSET_MOVED", "SELF_TEST")
 
 SHORTCUTS = menus.SHORTCUTS
+DEFAULT_SIZE = (1440, 900)
+FRAME_PX = 48     # title bar and borders a window manager adds around the window
+PATH_PX = 380     # the store path in the status bar at most (elided in the middle; whole in its tooltip)
+
+
+def default_size(screen) -> tuple[int, int]:
+    """1440x900, or less on a smaller screen: the whole window (its status bar too) on screen."""
+    w, h = DEFAULT_SIZE
+    if screen is not None:
+        avail = screen.availableGeometry()
+        w, h = min(w, avail.width() - 8), min(h, avail.height() - FRAME_PX)
+    return w, h
 
 
 class MainWindow(QMainWindow):
@@ -56,7 +68,7 @@ class MainWindow(QMainWindow):
         self.setAcceptDrops(True)
         from .palette import follow_platform
         follow_platform(QApplication.instance())   # the platform's dark scheme, where the style ignores it
-        self.resize(1440, 900)
+        self.resize(*default_size(self.screen()))
 
         # -- central: banners over (welcome | tree + views)
         self.banners = BannerArea(self)
@@ -253,7 +265,8 @@ class MainWindow(QMainWindow):
         if first_time:
             self.split.setSizes([330, max(600, self.width() - 330)])
         self.setWindowTitle(f"{store.root} — rmqstore browser")
-        self.path_label.setText(str(store.root))
+        self.path_label.setText(self.path_label.fontMetrics().elidedText(str(store.root), Qt.ElideMiddle, PATH_PX))
+        self.path_label.setToolTip(str(store.root))
         self._sync_rw(store)
         self._show_banners(store)
         self.tree.populate(store)

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QHBoxLayout, QScrollBar, QWidget
 
 from engine import analysis as A
 
-from .theme import ink, mid, paper
+from gui.plot_theme import ink, mid, paper
 
 SUB_ROWS = 10          # image rows per file row: 2 transparent, 7 bar, 1 transparent
 BAR_SUB_ROWS = slice(2, 9)

@@ -21,7 +21,7 @@ from engine.format.javahash import index_key_hash
 
 from engine import analysis as A
 from .colors import KIND_COLORS, KIND_TEXT, QUERY_HIT_COLOR, hex_color
-from .theme import paper
+from gui.plot_theme import paper
 from gui.timefmt import format_ms_readable
 
 BOX_W, BOX_H, GAP_X, GAP_Y = 330, 104, 46, 30

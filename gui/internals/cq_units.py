@@ -17,7 +17,7 @@ from PySide6.QtWidgets import QComboBox, QHBoxLayout, QLabel, QVBoxLayout, QWidg
 from engine import analysis as A
 from .colors import topic_colors
 from gui.timefmt import format_ms_readable
-from .theme import ink, mid, paper
+from gui.plot_theme import ink, mid, paper
 from gui.workers import Background, RefreshWhenShown
 
 pg.setConfigOptions(imageAxisOrder="row-major")

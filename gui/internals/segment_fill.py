@@ -27,7 +27,7 @@ from engine.tasks import Progress
 
 from .bars import CHROME_PX, ROW_PX, BarChart, BarRow
 from .colors import category_colors, hex_color, topic_colors
-from .theme import ink, is_dark
+from gui.plot_theme import ink, is_dark
 from gui.timefmt import NOT_SET, format_ms_readable
 from gui.views.progress import ProgressRow
 from gui.workers import Background, RefreshWhenShown

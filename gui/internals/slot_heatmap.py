@@ -26,7 +26,7 @@ from PySide6.QtWidgets import (QCheckBox, QComboBox, QHBoxLayout, QHeaderView, Q
 from engine import analysis as A
 
 from . import heatmap as H
-from .theme import ink, mid, paper
+from gui.plot_theme import ink, mid, paper
 from gui.workers import Background, RefreshWhenShown
 
 pg.setConfigOptions(imageAxisOrder="row-major")

@@ -19,7 +19,7 @@ from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QLabel, QPlainText
 from engine.format.timer_layout import unit_kind
 
 from . import heatmap as H
-from .theme import ink, paper
+from gui.plot_theme import ink, paper
 from .slot_heatmap import COLORMAP, DOTS_UP_TO, IndexedImageItem, _axis_style
 from gui.models.columns_model import ColumnsModel
 from gui.timefmt import format_ms_readable

@@ -4,9 +4,9 @@ and save actions, and the message's position on disk (commitlog file and offset,
 index entries pointing at it). Store content is only ever set as plain text."""
 from __future__ import annotations
 
-from PySide6.QtCore import Qt, Signal
+from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QFontDatabase, QGuiApplication
-from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QHBoxLayout, QLabel, QPlainTextEdit,
+from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QHBoxLayout, QHeaderView, QLabel, QPlainTextEdit,
                                QPushButton, QSplitter, QTabWidget, QVBoxLayout, QWidget)
 
 from engine import Message
@@ -16,6 +16,10 @@ from ..consts import COMPRESSED_FLAG, magic_text, sys_flag_text
 from ..models.position import Position
 from ..timefmt import format_epoch_ms, format_ms
 from .tables import fill_table, make_table
+
+
+VALUE_PX = 250         # the header's Value column at most: a time with its date wraps, the Meaning stays on screen
+MEANING_MIN_PX = 160   # narrower than this, the header scrolls sideways rather than squeeze the Meaning
 
 
 def mono_font():
@@ -192,6 +196,9 @@ class MessageDetail(QWidget):
             top.addWidget(b)
 
         self.header = make_table(["Field", "Value", "Meaning"])
+        self.header.setWordWrap(True)   # long values and meanings wrap: no column is cut off
+        self.header.verticalHeader().setSectionResizeMode(QHeaderView.ResizeToContents)
+        self.header.viewport().installEventFilter(self)   # Meaning takes what the width leaves
         self.properties = make_table(["Property", "Value"])
         self.position = QPlainTextEdit(self)
         self.position.setReadOnly(True)
@@ -210,8 +217,9 @@ class MessageDetail(QWidget):
         split = QSplitter(Qt.Horizontal, self)
         split.addWidget(self.tabs)
         split.addWidget(self.body)
-        split.setStretchFactor(0, 1)   # the header's times need ~500 px: field, value, then meaning
-        split.setStretchFactor(1, 1)
+        split.setStretchFactor(0, 3)   # the header: field, value and its meaning, all on screen
+        split.setStretchFactor(1, 2)
+        self.split = split
         split.setChildrenCollapsible(False)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(2, 2, 2, 2)
@@ -224,13 +232,31 @@ class MessageDetail(QWidget):
         self.save.clicked.connect(self._save)
         self.send_again.clicked.connect(lambda: self.message and self.sendAgainRequested.emit(self.message))
 
+    def _fill_header(self, rows: list[list]) -> None:
+        """Field at its width, Value up to VALUE_PX (wrapping beyond), Meaning the rest, wrapped."""
+        t = self.header
+        fill_table(t, rows, numeric=set())
+        t.resizeColumnToContents(0)
+        t.resizeColumnToContents(1)
+        t.setColumnWidth(1, min(t.columnWidth(1), VALUE_PX))
+        self._fit_meaning()
+
+    def _fit_meaning(self) -> None:
+        t = self.header
+        t.setColumnWidth(2, max(MEANING_MIN_PX, t.viewport().width() - t.columnWidth(0) - t.columnWidth(1)))
+
+    def eventFilter(self, obj, event) -> bool:
+        if obj is self.header.viewport() and event.type() == QEvent.Resize:
+            self._fit_meaning()
+        return super().eventFilter(obj, event)
+
     def set_send_enabled(self, enabled: bool) -> None:
         self.send_again.setVisible(enabled)
 
     def set_utc(self, utc: bool) -> None:
         self.utc = utc
         if self.message is not None:
-            fill_table(self.header, with_dledger(header_rows(self.message, utc), self.dledger), numeric=set())
+            self._fill_header(with_dledger(header_rows(self.message, utc), self.dledger))
 
     def set_message(self, m: Message | None, note: str = "", inner=None) -> None:
         """`inner`: the inner message of an inner-batch record to show (body, properties)."""
@@ -252,7 +278,7 @@ class MessageDetail(QWidget):
                            f"commitlog offset {m.commitLogOffset}  ·  {m.storeSize:,} B"
                            + (f"  ·  inner message #{inner.index + 1} of the batch, queue offset {inner.queueOffset}"
                               if inner is not None else ""))
-        fill_table(self.header, header_rows(m, self.utc))
+        self._fill_header(header_rows(m, self.utc))
         props = [[k, v] for k, v in m.properties.items()]
         if inner is not None:  # the inner message's own properties, then the record's
             props = [[k, v] for k, v in inner.properties.items()] + [[f"(record) {k}", v] for k, v in props]
@@ -272,7 +298,7 @@ class MessageDetail(QWidget):
         lines = []
         if p.dledger is not None:
             self.dledger = p.dledger
-            fill_table(self.header, with_dledger(header_rows(m, self.utc), p.dledger))
+            self._fill_header(with_dledger(header_rows(m, self.utc), p.dledger))
             e = p.dledger
             lines = ["DLedger entry (the message is its body)",
                      f"  index              {e['index']}",

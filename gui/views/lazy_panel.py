@@ -27,7 +27,7 @@ class LazyPanel(QWidget):
         if self.panel is None:
             self.panel = self.factory()
             self._lay.addWidget(self.panel)
-            from ..internals.theme import restyle   # pyqtgraph: only once a panel is built
+            from ..plot_theme import restyle   # pyqtgraph: only once a panel is built
             restyle(self.panel)
             if self.on_created is not None:
                 self.on_created(self.panel)
@@ -37,7 +37,7 @@ class LazyPanel(QWidget):
         """The palette changed (the platform went dark or light): the plots follow."""
         from PySide6.QtCore import QEvent
         if event.type() == QEvent.PaletteChange and self.panel is not None:
-            from ..internals.theme import restyle
+            from ..plot_theme import restyle
             restyle(self.panel)
         super().changeEvent(event)
 
