@@ -38,8 +38,8 @@ class QueryResult:
 
 @dataclass(slots=True)
 class ExactQueryResult(QueryResult):
-    """The exact answer; `index_lost`: offsets of the hits only an index file RocketMQ's
-    restart deletes holds (a crashed DLedger store, engine.store.dledger_reput): RocketMQ's
+    """The exact answer where the index has lost files; `index_lost`: offsets of the hits only
+    an index file RocketMQ's restart deletes holds (a crashed DLedger store, engine.store.dledger_reput): RocketMQ's
     own query no longer finds them."""
     index_lost: frozenset = frozenset()
 
@@ -123,8 +123,10 @@ class Queries:
         if max_num:
             matched = matched[:max_num]
         found = [m.commitLogOffset for m in matched]
+        if not lost:
+            return QueryResult(matched, truncated, found, false_hits, lts, loff)
         return ExactQueryResult(matched, truncated, found, false_hits, lts, loff,
-                                frozenset(o for o in found if o not in served) if lost else frozenset())
+                                frozenset(o for o in found if o not in served))
 
     def look_message_by_offset(self, offset: int) -> Message | None:
         return self.commitlog.get_message(offset)
