@@ -18,6 +18,7 @@ from . import store_config as sc
 from .chain_copies import ChainCopies
 from .models.overview import compute_overview
 from .session import StoreSession
+from .spark_warmup import SparkStatus
 from .views import dialogs
 from .views.banner import BannerArea
 from .views.lazy_panel import LazyPanel
@@ -111,6 +112,8 @@ class MainWindow(QMainWindow):
         self.path_label = QLabel(self)
         self.path_label.setTextFormat(Qt.PlainText)
         self.statusBar().addPermanentWidget(self.chain_copies.label)
+        self.spark_status = SparkStatus(parent=self)   # the Scan tab's Spark, started in the background
+        self.statusBar().addPermanentWidget(self.spark_status)
         self.statusBar().addPermanentWidget(self.path_label)
         self.statusBar().addPermanentWidget(self.mode_label)
 
