@@ -121,8 +121,8 @@ def _reput_pending(store, out) -> None:
     """What the restart's reput adds (the read-only view serves it already): consume-queue
     units and index entries of the entries past the consume queues' end."""
     view = getattr(store.commitlog, "restart", None)
-    if view is None or not view.dispatched:
-        return
+    if view is None or not (view.units or view.index_entries_added):
+        return  # (a ROLLBACK entry past the queues' end is dispatched on every restart, to no effect)
     units = ", ".join(f"{q} +{n}" for q, n in sorted(view.units.items())) or "none"
     what = (f"{view.dispatched} entries from {view.reput_from} to {view.reput_to} are past the consume queues' end "
             f"(units: {units})")

@@ -196,7 +196,7 @@ class RestartView:
             out.append(f"index files RocketMQ deletes at restart (newer than the checkpoint's indexMsgTimestamp): "
                        f"{', '.join(self.index_files_deleted)}; {self.keys_lost} of their entries are never "
                        "indexed again (DLedger recovery does not re-dispatch)")
-        if self.dispatched:
+        if self.units or self.index_entries_added:
             units = ", ".join(f"{q} +{n}" for q, n in sorted(self.units.items()))
             out.append(f"reput dispatches {self.dispatched} entries from {self.reput_from} to {self.reput_to}"
                        + (f" (units: {units})" if units else ""))
