@@ -86,10 +86,13 @@ def _index_misfits(d: Path, cfg: StoreConfig) -> list[Misfit]:
                                              f"(40 + 4 x maxHashSlotNum + 20 x maxIndexNum)"))
         else:
             fitting.append(p)
-    if fitting and {"maxHashSlotNum", "maxIndexNum"} & cfg.explicit:  # same size, other split?
-        for p in fitting:
+    if {"maxHashSlotNum", "maxIndexNum"} & cfg.explicit:  # same size, other split? the newest file that
+        for p in reversed(fitting):                        # decides speaks for all (one broker's settings)
             g = index_geometry.read_file(p).geometry
-            if g is not None and (g.slots, g.entries) != (cfg.maxHashSlotNum, cfg.maxIndexNum):
+            if g is None:
+                continue
+            if (g.slots, g.entries) != (cfg.maxHashSlotNum, cfg.maxIndexNum):
                 out.append(Misfit(INDEX, str(p), f"was written with maxHashSlotNum={g.slots} maxIndexNum="
                                                  f"{g.entries} (its entries say so), not {geometry}"))
+            break
     return out
