@@ -247,10 +247,15 @@ class SearchPanel(QWidget):
                 self.t_queue.setCurrentIndex(i)
 
     def _fill_queue_ids(self, topic: str) -> None:
+        """The topic's queues; the queue chosen stays chosen when the topic has it (a refresh)."""
+        keep = self.t_queue.currentData()
         self.t_queue.clear()
         for q in getattr(self, "_queues", []):
             if q["topic"] == topic:
                 self.t_queue.addItem(f"{q['queueId']}  [{q['minOffset']}, {q['maxOffset']})", q["queueId"])
+        i = self.t_queue.findData(keep) if keep is not None else -1
+        if i >= 0:
+            self.t_queue.setCurrentIndex(i)
 
     def _any_time(self, on: bool) -> None:
         self.k_begin.setEnabled(not on)

@@ -9,12 +9,36 @@ from __future__ import annotations
 from datetime import datetime, timezone
 
 from PySide6.QtCore import QDate, Qt, Signal
+from PySide6.QtGui import QKeySequence
 from PySide6.QtWidgets import (QCalendarWidget, QHBoxLayout, QLabel, QLineEdit, QToolButton, QVBoxLayout,
                                QWidget)
 
 from ..timefmt import format_ms_readable, read_time, zone_label, zone_of
 
 PLACEHOLDER = "2026-11-28 16:00:00.000, ISO-8601 or epoch ms"
+
+
+class TimeLineEdit(QLineEdit):
+    """A line edit where a time the field put there (not one being typed) gives way to the
+    next: typing at its start (after Home) or pasting with nothing selected replaces it, as a
+    date field's sections would; typing elsewhere edits it."""
+
+    def __init__(self, parent: QWidget | None = None):
+        super().__init__(parent)
+        self.shown = False      # the text is a time the field wrote, untouched since
+        self.textEdited.connect(lambda _t: setattr(self, "shown", False))
+
+    def show_time(self, text: str) -> None:
+        self.setText(text)
+        self.shown = True
+
+    def keyPressEvent(self, ev) -> None:
+        if self.shown and not self.hasSelectedText():
+            typing = bool(ev.text()) and ev.text().isprintable() and not ev.modifiers() & ~Qt.ShiftModifier \
+                and self.cursorPosition() == 0
+            if typing or ev.matches(QKeySequence.Paste):
+                self.selectAll()
+        super().keyPressEvent(ev)
 
 
 class MsDateTimeEdit(QWidget):
@@ -29,7 +53,7 @@ class MsDateTimeEdit(QWidget):
         self.compact = compact
         self._ms: int | None = None
         self._last_good: int | None = None
-        self.edit = QLineEdit(self)
+        self.edit = TimeLineEdit(self)
         self.edit.setPlaceholderText(PLACEHOLDER)
         self.edit.setClearButtonEnabled(True)
         self.edit.setMinimumWidth(self.edit.fontMetrics().horizontalAdvance("2026-11-28 16:00:00.000 +00:00") + 36)
@@ -71,7 +95,7 @@ class MsDateTimeEdit(QWidget):
         return self._ms if self._ms is not None else (self._last_good or 0)
 
     def set_ms(self, ms: int) -> None:
-        self.edit.setText(format_ms_readable(int(ms), self.utc))
+        self.edit.show_time(format_ms_readable(int(ms), self.utc))
 
     def clear(self) -> None:
         """Empty (a new store: the old store's time means nothing there)."""
@@ -109,7 +133,7 @@ class MsDateTimeEdit(QWidget):
         if self._ms is not None:
             text = format_ms_readable(self._ms, self.utc)
             if text != self.edit.text():
-                self.edit.setText(text)
+                self.edit.show_time(text)
 
     # ---- date picker ------------------------------------------------------------------------------
     def _calendar(self) -> None:
