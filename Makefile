@@ -9,7 +9,7 @@ JAVA_LIB ?=
 
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: run test bench package soak system-deps clean screenshots compiler
+.PHONY: run test bench package soak system-deps gui-deps test-deps install clean screenshots compiler
 
 # the engine's fast paths are compiled at install (Cython -> C): a C compiler is needed
 compiler:
@@ -55,11 +55,66 @@ system-deps:
 	  fi; \
 	fi
 
-run: $(STAMP)
-	@if [ -z "$$DISPLAY$$WAYLAND_DISPLAY" ] && [ -z "$$QT_QPA_PLATFORM" ]; then \
-	  echo "no display found: starting offscreen (set DISPLAY, or use xvfb-run make run)"; \
+# Qt's X11 platform plugin (PySide6's libqxcb.so) and the libraries it links (`ldd` of it), by
+# their Debian/Ubuntu package names: without one of them Qt aborts (exit 134) on a desktop.
+XCB_DEBS := libxcb1 libx11-6 libx11-xcb1 libxcb-cursor0 libxcb-icccm4 libxcb-image0 libxcb-keysyms1 \
+            libxcb-randr0 libxcb-render0 libxcb-render-util0 libxcb-shape0 libxcb-shm0 libxcb-sync1 \
+            libxcb-util1 libxcb-xfixes0 libxcb-xkb1 libxkbcommon0 libxkbcommon-x11-0 libegl1 libgl1 \
+            libfontconfig1 libfreetype6 libdbus-1-3 libglib2.0-0
+QXCB = $(firstword $(wildcard $(VENV)/lib/python*/site-packages/PySide6/Qt/plugins/platforms/libqxcb.so))
+# the libraries the plugin cannot find (empty: it loads)
+XCB_MISSING = ldd $(QXCB) 2>/dev/null | awk '/not found/ {print $$1}' | sort -u | tr '\n' ' '
+
+# install Qt's X11 libraries when some are missing (root + apt), else name them
+gui-deps: $(STAMP)
+	@if [ -n "$(QXCB)" ] && [ -n "$$($(XCB_MISSING))" ]; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing the X11 libraries of Qt's xcb platform: $(XCB_DEBS)"; \
+	    apt-get install -y -q $(XCB_DEBS) >/dev/null 2>&1 || \
+	      (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q $(XCB_DEBS) >/dev/null 2>&1) || true; \
+	  fi; \
+	  missing="$$($(XCB_MISSING))"; \
+	  if [ -n "$$missing" ]; then \
+	    echo "WARNING: Qt's X11 (xcb) platform cannot load; missing: $$missing"; \
+	    echo "  install them (Debian/Ubuntu): sudo apt-get install $(XCB_DEBS)"; \
+	  fi; \
+	fi
+
+# the tests' extras: Xvfb, for the test that runs the browser on a real X server (tests/gui/test_gui_xcb.py)
+test-deps: system-deps gui-deps
+	@if ! command -v Xvfb >/dev/null 2>&1; then \
+	  if [ "$$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1; then \
+	    echo "installing Xvfb for the X11 test (xvfb)"; \
+	    apt-get install -y -q xvfb >/dev/null 2>&1 || \
+	      (apt-get update -q >/dev/null 2>&1 && apt-get install -y -q xvfb >/dev/null 2>&1) || \
+	      echo "WARNING: could not install Xvfb: the X11 test will be skipped"; \
+	  else echo "note: no Xvfb (Debian: xvfb): the X11 test will be skipped"; fi; \
+	fi
+
+# on the desktop's display; offscreen (no window) only when there is no display or Qt's X11
+# libraries are missing, and then it says so. No STORE: the demo store, written on first use.
+run: $(STAMP) system-deps gui-deps
+	@if [ -z "$(STORE)" ]; then \
+	  echo "no STORE given: opening the demo store, $${XDG_DATA_HOME:-$$HOME/.local/share}/rmqstore/rmqstore-browser/demo-store (written on first use)"; \
+	fi; \
+	if [ -n "$$QT_QPA_PLATFORM" ]; then $(PY) -m gui.app $(STORE); \
+	elif [ -z "$$DISPLAY$$WAYLAND_DISPLAY" ]; then \
+	  echo "no display found (DISPLAY and WAYLAND_DISPLAY are unset): starting offscreen, NO WINDOW will show;"; \
+	  echo "  run it from a desktop's terminal, or on a headless machine: xvfb-run -a make run"; \
+	  QT_QPA_PLATFORM=offscreen $(PY) -m gui.app $(STORE); \
+	elif [ -z "$$WAYLAND_DISPLAY" ] && [ -n "$$($(XCB_MISSING))" ]; then \
+	  echo "Qt's X11 platform cannot load (missing: $$($(XCB_MISSING))): starting offscreen, NO WINDOW will show;"; \
+	  echo "  install them (Debian/Ubuntu): sudo apt-get install $(XCB_DEBS)"; \
 	  QT_QPA_PLATFORM=offscreen $(PY) -m gui.app $(STORE); \
 	else $(PY) -m gui.app $(STORE); fi
+
+# `rmqstore` and `rmqstore-browser` on PATH: links in ~/.local/bin to this checkout's .venv/bin
+BINDIR ?= $(HOME)/.local/bin
+install: $(STAMP)
+	@mkdir -p $(BINDIR)
+	@for n in rmqstore rmqstore-browser; do ln -sf $(CURDIR)/$(VENV)/bin/$$n $(BINDIR)/$$n; echo "$(BINDIR)/$$n -> $(CURDIR)/$(VENV)/bin/$$n"; done
+	@case ":$$PATH:" in *":$(BINDIR):"*) ;; \
+	  *) echo "note: $(BINDIR) is not on PATH: add  export PATH=\"$(BINDIR):\$$PATH\"  to ~/.profile";; esac
 
 # tests render offscreen; `make run` uses the desktop's display (offscreen only when there is none)
 # the pure-Python twins of the compiled paths answer the conformance, write-path, index-geometry
@@ -69,13 +124,13 @@ TWIN_TESTS := tests/test_conformance_read.py tests/test_write_path.py tests/test
               tests/test_analysis.py tests/internals/test_analysis_oracles.py tests/test_recovery_plan.py \
               tests/test_cli_internals.py tests/gui/test_gui_table_pages.py tests/test_query_kernel.py tests/test_message_kernel.py tests/test_dledger.py tests/test_dledger_real.py \
               tests/test_lmq_batchcq_read.py tests/test_lmq_batchcq_write.py tests/test_decode_kernel.py tests/test_query_batch.py
-test: $(STAMP) system-deps
+test: $(STAMP) test-deps
 	$(VENV)/bin/lint-imports
 	RMQSTORE_PURE_PYTHON=1 QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider $(TWIN_TESTS)
 	QT_QPA_PLATFORM=offscreen RMQSTORE_PACKAGE_TEST=1 $(PY) -m pytest -q tests
 
 # the README's pictures: the GUI tests save them to build/screenshots; this refreshes docs/
-SHOTS := browser-main browser-detail browser-detail-times browser-search browser-overview store-settings store-tree segment-fill cq-units slot-heatmap collision-chain scan-panel scan-panel-topics open-progress scan-panel-progress timer-messages timer-wheel store-compare overview-generation
+SHOTS := xcb-browser scan-panel-columns browser-main browser-detail browser-detail-times browser-search browser-overview store-settings store-tree segment-fill cq-units slot-heatmap collision-chain scan-panel scan-panel-topics open-progress scan-panel-progress timer-messages timer-wheel store-compare overview-generation
 screenshots: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q tests/gui tests/internals tests/scan/test_scan_panel.py
 	mkdir -p docs/screenshots

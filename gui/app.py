@@ -5,10 +5,19 @@ user data folder) if the engine has it, else the small conformance fixture of a 
 (build/conformance/small), else an empty window that asks for a folder.
 
 `--config broker.conf` and `--set KEY=VALUE` give store settings by RocketMQ's names, as for
-`rmqstore`; once the store opens with them they are remembered for it (Store ▸ Store Settings…)."""
+`rmqstore`; once the store opens with them they are remembered for it (Store ▸ Store Settings…).
+
+The Scan tab's Spark starts in the background once a store is open and the tab is shown
+(gui.spark_warmup; RMQSTORE_SPARK_WARMUP=0 turns that off).
+
+RMQSTORE_SCREENSHOT=FILE.png (tests, docs): once the store has opened and the window painted,
+save the screen as the display shows it, print one JSON line (platform, window geometry,
+screen size) and quit."""
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import sys
 from pathlib import Path
 
@@ -83,6 +92,27 @@ def _install_excepthook(window_getter) -> None:
     sys.excepthook = hook
 
 
+def _screenshot_soon(app, win, path: str, delay_ms: int = 800) -> None:
+    """RMQSTORE_SCREENSHOT: after the open's first paints, grab the whole screen from the display
+    (not the widget's own rendering: this shows what the platform really drew), say where the
+    window is and quit."""
+    from PySide6.QtCore import QTimer
+
+    def grab():
+        screen = win.screen()
+        pixmap = screen.grabWindow(0)
+        Path(path).parent.mkdir(parents=True, exist_ok=True)
+        saved = pixmap.save(path)
+        g = win.frameGeometry()
+        print(json.dumps({"platform": app.platformName(), "saved": saved, "path": path,
+                          "window": [g.x(), g.y(), g.width(), g.height()],
+                          "screen": [screen.geometry().width(), screen.geometry().height()],
+                          "title": win.windowTitle()}), flush=True)
+        win.close()
+        app.quit()
+    QTimer.singleShot(delay_ms, grab)
+
+
 def parse_args(argv: list[str] | None = None) -> tuple[argparse.Namespace, dict[str, str]]:
     """The command line, and the store settings it gives (`--config FILE`, then `--set K=V`
     over it, like `rmqstore`). A bad file or value: one line on stderr, exit code 2."""
@@ -123,8 +153,13 @@ def main(argv: list[str] | None = None) -> int:
     app.setDesktopFileName("rmqstore-browser")
     import resources
     app.setWindowIcon(resources.app_icon())
+    from . import spark_warmup
+    spark_warmup.instance().enabled = spark_warmup.enabled_by_env(True)
     win = MainWindow()
     _install_excepthook(lambda: win)
+    shot = os.environ.get("RMQSTORE_SCREENSHOT")
+    if shot:
+        win.storeOpened.connect(lambda _store: _screenshot_soon(app, win, shot))
     win.show()
     if args.store:
         # settings from the command line win over the remembered ones and are remembered once the store opens

@@ -4,8 +4,15 @@ where it fits, a plot (traffic over time, size distribution, messages per topic)
 
 The job is engine.scan's task (`scan_task`: progress, then the JobResult) run by the GUI's one
 runner through the session, in a lane of its own: a newer job replaces an older one, and the
-session's close cancels and waits for it. The SparkSession outlives each job (starting one
-takes seconds); it is (re)created on the worker thread when the master or memory changes.
+session's close cancels and waits for it. The SparkSession outlives each job and each store
+(starting one takes seconds): with a local master it is started in the background as soon as
+a store is open and this tab is shown (gui.spark_warmup, its state in the status bar), and a
+job submitted meanwhile waits for it ("starting Spark…"); it is (re)created on the worker
+thread when the master or memory changes.
+
+The result table keeps every column reachable: columns sized to their contents within
+[MIN_COLUMN, MAX_COLUMN] pixels, the last one not stretched over the others, and a horizontal
+scroll bar when they are wider than the view.
 
 Progress arrives per slice (hundreds on a store of small files); the bar and the status line
 follow at most every PROGRESS_MS: a QProgressBar repaints on each new value, and every
@@ -24,6 +31,7 @@ from engine.scan.api import (EXPORT_FORMATS, FILTER_TABLE_COLUMNS, JOBS, JobPara
                              columns_of, format_cell, one_line, open_scan_store, resolve_stores, scan_task, validate)
 from engine.tasks import Progress
 
+from . import spark_warmup
 from .views.scan_plot import CategoryAxis, plot_result  # noqa: F401  (CategoryAxis: the panel's axis)
 from .workers import Lane, TaskRunner
 
@@ -42,6 +50,7 @@ JOB_FIELDS = {
 COMMON_FIELDS = {"topic", "queue", "stores"}
 VIA_CQ_JOBS = set(JOB_FIELDS) - {"consistency"}   # consistency reads every record
 PROGRESS_MS = 100   # the progress shown at most this often
+MIN_COLUMN, MAX_COLUMN = 60, 260   # result column widths (pixels) when sized to their contents
 
 
 def scan_many(store, extra: list[str], job: str, params: JobParams, engine: str, cancel=None, **kw):
@@ -120,6 +129,7 @@ class ScanPanel(QWidget):
         self._progress_timer.setInterval(PROGRESS_MS)
         self._progress_timer.timeout.connect(self._show_progress)
         self.progress_shown = 0                  # reports drawn (tests: fewer than received)
+        self.warmup = spark_warmup.instance()
         self._build()
         self._job_changed()
         self._engine_changed()
@@ -230,8 +240,14 @@ class ScanPanel(QWidget):
         self.table.setModel(self.model)
         self.table.setAlternatingRowColors(True)
         self.table.verticalHeader().setDefaultSectionSize(20)
-        self.table.horizontalHeader().setSectionResizeMode(QHeaderView.Interactive)
-        self.table.horizontalHeader().setStretchLastSection(True)
+        header = self.table.horizontalHeader()
+        header.setSectionResizeMode(QHeaderView.Interactive)
+        header.setStretchLastSection(False)   # a stretched last column hid the scroll bar's reach
+        header.setMinimumSectionSize(MIN_COLUMN)
+        self.table.setHorizontalScrollMode(QTableView.ScrollPerPixel)
+        self.table.setHorizontalScrollBarPolicy(Qt.ScrollBarAsNeeded)
+        self.table.setWordWrap(False)
+        self.table.setTextElideMode(Qt.ElideMiddle)
         self.plot = pg.PlotWidget(background="w")
         self.plot.showGrid(x=True, y=True, alpha=0.3)
         # an opaque legend box: the curves pass under the names instead of through them
@@ -283,6 +299,20 @@ class ScanPanel(QWidget):
         spark = self.engine_box.currentData() == "spark"
         self.master_edit.setEnabled(spark)
         self.memory_edit.setEnabled(spark)
+        self.warm_up()
+
+    # ---- Spark in the background -------------------------------------------------------
+    def showEvent(self, event) -> None:
+        super().showEvent(event)
+        self.warm_up()
+
+    def warm_up(self) -> bool:
+        """Start the local SparkSession in the background when a store is open, this tab is
+        shown and the engine is Spark (gui.spark_warmup decides whether it may)."""
+        if not (self.isVisible() and self.session.is_open and self.engine_box.currentData() == "spark"):
+            return False
+        master = self.master_edit.text().strip() or "local[*]"
+        return self.warmup.start(master, self.memory_edit.text().strip() or None)
 
     # ---- store -------------------------------------------------------------------------
     def _store_changed(self, *_) -> None:
@@ -292,6 +322,8 @@ class ScanPanel(QWidget):
         self.plot.setVisible(False)
         self.status_label.setText(f"Store: {store.root}" if store is not None else "No store")
         self._set_running(False)
+        if store is not None:
+            self.warm_up()
 
     def _store_closing(self, *_) -> None:
         """The session closes the store: stop the scan and wait for it to let go of the files."""
@@ -344,6 +376,8 @@ class ScanPanel(QWidget):
         # session's lock; the session's close still cancels and waits for it (_store_closing)
         target = self.master_edit.text().strip()
         remote = target if target.startswith("sc://") else None   # a running Spark, through Spark Connect
+        if self.engine_box.currentData() == "spark":
+            self.warmup.claim()   # the job takes over the session being started, if any
         extra = self.extra_stores()
         fn, args = (scan_many, (extra,)) if extra else (scan_task, ())
         return self.session.submit(fn, *args, job, params, self.engine_box.currentData(),
@@ -397,9 +431,7 @@ class ScanPanel(QWidget):
         if cols and result.rows and "broker" in result.rows[0]:
             cols = ["broker", "store"] + cols
         self.model.set_rows(result.rows, cols)
-        self.table.resizeColumnsToContents()
-        for c in range(self.model.columnCount()):
-            self.table.setColumnWidth(c, min(self.table.columnWidth(c), 220))
+        self.fit_columns()
         where = result.master or "this process"
         more = f" (first {len(result.rows)}; more matched)" if result.truncated else ""
         self.status_label.setText(f"{result.job}: {len(result.rows)} row(s){more} on {where} in {result.seconds:.1f} s")
@@ -407,6 +439,20 @@ class ScanPanel(QWidget):
             total = max(self.splitter.width(), 800)
             self.splitter.setSizes([total * 9 // 20, total * 11 // 20])
         self.finished.emit(result)
+
+    def fit_columns(self) -> None:
+        """Each column as wide as its header and its first rows (ResizeToContents over every
+        row would cost seconds on a filter's many rows), within [MIN_COLUMN, MAX_COLUMN]; wider
+        than the view, the table scrolls sideways. A cell cut short shows its whole value as a
+        tooltip."""
+        header = self.table.horizontalHeader()
+        fm = self.table.fontMetrics()
+        pad = 2 * self.table.style().pixelMetric(self.table.style().PixelMetric.PM_FocusFrameHMargin) + 16
+        sample = self.model.rows[:200]
+        for c, key in enumerate(self.model.columns):
+            texts = [key] + [format_cell(key, r.get(key)) for r in sample]
+            width = max(fm.horizontalAdvance(str(t)) for t in texts) + pad
+            header.resizeSection(c, max(MIN_COLUMN, min(MAX_COLUMN, width)))
 
     def _on_failed(self, exc: BaseException) -> None:
         self._set_running(False)

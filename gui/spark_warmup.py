@@ -24,7 +24,7 @@ from .workers import TaskRunner
 IDLE, STARTING, READY, FAILED, CANCELLED = "idle", "starting", "ready", "failed", "cancelled"
 
 
-def _enabled_by_env(default: bool) -> bool:
+def enabled_by_env(default: bool) -> bool:
     v = os.environ.get("RMQSTORE_SPARK_WARMUP", "").strip()
     return default if not v else v not in ("0", "false", "no", "off")
 
@@ -42,7 +42,7 @@ class SparkWarmup(QObject):
     def __init__(self, parent: QObject | None = None, enabled: bool | None = None):
         super().__init__(parent)
         self.runner = TaskRunner(self, max_threads=1)
-        self.enabled = _enabled_by_env(False) if enabled is None else enabled
+        self.enabled = enabled_by_env(False) if enabled is None else enabled
         self.state = IDLE
         self.text = ""
         self.detail = ""             # the full reason of a failure (the label's tooltip)

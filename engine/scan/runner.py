@@ -8,6 +8,7 @@ runs on it, so pyspark stays optional and confined to engine/scan/spark_*.py."""
 from __future__ import annotations
 
 import queue
+import tempfile
 import threading
 import time
 
@@ -26,6 +27,20 @@ def spark_session(master: str | None = None, memory: str | None = None, conf: di
     on `remote` / $RMQSTORE_SPARK_REMOTE (sc://host:15002); raises SparkUnavailable."""
     from engine.scan.spark_session import get_session
     return get_session(master or None, memory or None, conf, remote=remote or None)
+
+
+def spark_state() -> str | None:
+    """The master of the process's running local/cluster SparkSession, None when none runs
+    (never starts one; pyspark is not imported for the asking)."""
+    from engine.scan.spark_session import running_session
+    s = running_session()
+    return None if s is None else _master(s)
+
+
+def stop_spark() -> None:
+    """Stop the process's SparkSession and end its JVM (a later job starts a new one)."""
+    from engine.scan.spark_session import shutdown
+    shutdown()
 
 
 def _master(spark) -> str:
@@ -108,3 +123,40 @@ def scan_task(store, job: str, params: JobParams | None = None, engine: str = "s
     if "error" in box:
         raise box["error"]
     return box["result"]
+
+
+def warm_up_task(master: str | None = None, memory: str | None = None, conf: dict | None = None,
+                 cancel: CancelToken | None = None) -> Task[str]:
+    """Start the process's SparkSession before a job asks for it, then run one tiny job on a
+    store of a few messages written in a temporary folder: on a fresh session the first job
+    on the data sources costs several times a later one (Python workers, the sources' first
+    planning, code generation), so the user's first job finds all of it warm. Returns the
+    master. A cancel between the steps ends it; the JVM start itself cannot be interrupted."""
+    cancel = cancel or CancelToken()
+    yield Progress(0, 2, "spark", "steps", "starting Spark…")
+    session = spark_session(master, memory, conf)
+    cancel.raise_if_cancelled()
+    yield Progress(1, 2, "spark", "steps", f"warming up Spark on {_master(session)}…")
+    with tempfile.TemporaryDirectory(prefix="rmqstore-warm-up-") as tmp:
+        store = _tiny_store(tmp)
+        try:
+            run_job(store, "topic-stats", JobParams(), "spark", session, None, cancel)
+        finally:
+            store.close()
+    yield Progress(2, 2, "spark", "steps", "Spark ready")
+    return _master(session)
+
+
+def _tiny_store(root: str):
+    """A store of small geometry holding a handful of messages in two topics, opened read-only."""
+    from engine.config import StoreConfig
+    from engine.store.message_store import MessageStore
+    cfg = StoreConfig(mappedFileSizeCommitLog=65536, mappedFileSizeConsumeQueue=1000, maxHashSlotNum=64,
+                      maxIndexNum=256)
+    w = MessageStore.create(root, cfg)
+    try:
+        for i in range(8):
+            w.put_message("WarmUp" if i % 2 else "WarmUpToo", b"warm-up %d" % i, tags="t", keys=f"k{i}")
+    finally:
+        w.close()
+    return MessageStore.open(root, cfg)

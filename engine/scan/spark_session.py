@@ -7,9 +7,14 @@ loopback; logs are quiet and there is no console progress bar (progress is ours 
 
 A running session elsewhere is reused through Spark Connect: `remote` (or
 $RMQSTORE_SPARK_REMOTE), e.g. sc://host:15002; no JVM starts here then (needs pyspark's
-connect extra: grpcio, grpcio-status, googleapis-common-protos, pandas)."""
+connect extra: grpcio, grpcio-status, googleapis-common-protos, pandas).
+
+A local JVM's stdout and stderr (Spark's log4j, and the Python workers' tracebacks, which the
+JVM relays: BrokenPipe when a job is cancelled or the process exits) go to `log_path()`, and
+so do the py4j/pyspark Python loggers: none of it reaches the terminal or the CLI's stderr."""
 from __future__ import annotations
 
+import logging
 import os
 import shutil
 import sys
@@ -19,6 +24,7 @@ from pathlib import Path
 DEFAULT_MASTER = "local[*]"
 _LOCK = threading.Lock()
 _LOG4J = Path(__file__).with_name("log4j2.properties")
+LOG_ROTATE_BYTES = 8 << 20   # the log is renamed to spark.log.1 beyond this at the next JVM start
 
 
 class SparkUnavailable(RuntimeError):
@@ -137,10 +143,13 @@ def get_session(master: str | None = None, memory: str | None = None, conf: dict
             b = b.config("spark.driver.memory", memory).config("spark.executor.memory", memory)
         for k, v in (conf or {}).items():
             b = b.config(k, v)
+        opts = dict(b._options)
         try:
+            _launch_gateway(opts)
             spark = b.getOrCreate()
         except Exception as e:  # JVM failed to start: say why in one line
-            raise SparkUnavailable(f"cannot start Spark on {master}: {str(e).strip().splitlines()[0]}") from None
+            raise SparkUnavailable(f"cannot start Spark on {master}: {str(e).strip().splitlines()[0]} "
+                                   f"(Spark's log: {log_path()})") from None
         spark.sparkContext.setLogLevel("ERROR")
         register_sources(spark)
         return spark
@@ -176,3 +185,107 @@ def stop_session() -> None:
         s = _current(SparkContext, SparkSession)
         if s is not None:
             s.stop()
+
+
+def running_session():
+    """The process's classic session if one runs (never starts one), else None."""
+    if "pyspark" not in sys.modules:
+        return None
+    from pyspark import SparkContext
+    from pyspark.sql import SparkSession
+    return _current(SparkContext, SparkSession)
+
+
+def shutdown() -> None:
+    """Stop the session and end its JVM (~450 MB): `stop_session` leaves the gateway JVM
+    running until the process exits. The next get_session starts a new one."""
+    if "pyspark" not in sys.modules:
+        return
+    from pyspark import SparkContext
+    stop_session()
+    with _LOCK:
+        gw = SparkContext._gateway
+        if gw is None:
+            return
+        proc = getattr(gw, "proc", None)
+        try:
+            gw.shutdown()
+        finally:
+            SparkContext._gateway = SparkContext._jvm = None
+            if proc is not None:   # the gateway JVM exits when its stdin closes
+                if proc.stdin:
+                    proc.stdin.close()
+                try:
+                    proc.wait(60)
+                except Exception:
+                    proc.kill()
+                    proc.wait()
+
+
+def log_path() -> Path:
+    """Where Spark's JVM, its Python workers and the py4j/pyspark loggers write:
+    $RMQSTORE_SPARK_LOG, else the user's cache folder ($XDG_CACHE_HOME or ~/.cache)/rmqstore/spark.log."""
+    given = os.environ.get("RMQSTORE_SPARK_LOG")
+    if given:
+        return Path(given)
+    cache = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
+    return Path(cache) / "rmqstore" / "spark.log"
+
+
+def _open_log():
+    """The log, opened for appending (renamed to .1 first when past LOG_ROTATE_BYTES); None
+    when it cannot be written (then the JVM's output stays on this process's stderr)."""
+    path = log_path()
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        if path.exists() and path.stat().st_size > LOG_ROTATE_BYTES:
+            path.replace(path.with_name(path.name + ".1"))
+        return open(path, "ab", buffering=0)
+    except OSError:
+        return None
+
+
+_logged_to: list = []   # the py4j/pyspark logging handler, once
+
+
+def _route_python_logs(path: Path) -> None:
+    """py4j and pyspark log through `logging` (py4j's "Exception while sending command" when the
+    JVM goes away); with no handler of the application's, Python's last resort prints them on
+    stderr. They go to the Spark log instead."""
+    if _logged_to:
+        return
+    try:
+        handler = logging.FileHandler(path, encoding="utf-8")
+    except OSError:
+        return
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    for name in ("py4j", "pyspark"):
+        lg = logging.getLogger(name)
+        if not lg.handlers:
+            lg.addHandler(handler)
+            lg.propagate = False
+    _logged_to.append(handler)
+
+
+def _launch_gateway(options: dict[str, str]) -> None:
+    """Start the JVM as pyspark would (spark-submit with the builder's --conf), but with its
+    stdout and stderr in the Spark log; getOrCreate then finds the gateway up. Nothing to do
+    when a JVM already runs (or runs elsewhere: PYSPARK_GATEWAY_PORT)."""
+    from pyspark import SparkConf, SparkContext
+    from pyspark.java_gateway import launch_gateway
+    if SparkContext._gateway is not None or "PYSPARK_GATEWAY_PORT" in os.environ:
+        return
+    log = _open_log()
+    if log is None:
+        return
+    _route_python_logs(log_path())
+    conf = SparkConf(loadDefaults=False)
+    for k, v in options.items():
+        conf.set(k, str(v))
+    try:
+        with SparkContext._lock:
+            if SparkContext._gateway is None:
+                SparkContext._gateway = launch_gateway(conf, {"stdout": log, "stderr": log})
+                SparkContext._jvm = SparkContext._gateway.jvm
+    finally:
+        log.close()   # the JVM holds its own copy of the descriptor

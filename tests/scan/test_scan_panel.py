@@ -111,3 +111,34 @@ def test_topic_bars_are_named_without_overlap(qtbot, panel):
     assert len(shown) == len(rows) and any("…" in t for t in shown)   # every bar named, long ones elided
     SHOTS.mkdir(parents=True, exist_ok=True)
     assert panel.grab().save(str(SHOTS / "scan-panel-topics.png"))
+
+
+def test_every_result_column_is_reachable(qtbot, panel):
+    """A filter's rows are wider than the view: each column is sized to its contents (header
+    included, within the panel's bounds), the last one is not stretched over the others, and
+    the table scrolls sideways to the last column."""
+    from gui.scan_panel import MAX_COLUMN, MIN_COLUMN
+    panel.engine_box.setCurrentIndex(panel.engine_box.findData("local"))
+    panel.job_box.setCurrentText("filter")
+    panel.topic_edit.setText("TopicTest")
+    with qtbot.waitSignal(panel.finished, timeout=30_000):
+        qtbot.mouseClick(panel.run_button, Qt.LeftButton)
+    table, header = panel.table, panel.table.horizontalHeader()
+    cols = panel.model.columns
+    assert len(cols) >= 10 and panel.model.rowCount() > 0
+    widths = [header.sectionSize(c) for c in range(len(cols))]
+    assert all(MIN_COLUMN <= w <= MAX_COLUMN for w in widths), dict(zip(cols, widths))
+    assert not header.stretchLastSection()
+    fm = header.fontMetrics()
+    for c, name in enumerate(cols):   # every header readable (names are short)
+        assert header.sectionSize(c) >= min(MAX_COLUMN, fm.horizontalAdvance(name)), name
+    bar = table.horizontalScrollBar()
+    assert sum(widths) > table.viewport().width()
+    qtbot.waitUntil(lambda: bar.maximum() > 0, timeout=2000)   # the scroll range follows the layout
+    bar.setValue(bar.maximum())
+    qtbot.wait(20)
+    last = len(cols) - 1
+    x = table.columnViewportPosition(last)
+    assert 0 <= x and x + header.sectionSize(last) <= table.viewport().width() + 1   # the last column in view
+    SHOTS.mkdir(parents=True, exist_ok=True)
+    assert panel.grab().save(str(SHOTS / "scan-panel-columns.png"))
