@@ -43,6 +43,7 @@ INNER_BATCH = 4      # SYSFLAG marks an inner batch: Python looks for INNER_NUM
 BAD_CRC = 8          # body CRC
 BAD_TAIL = 16        # no valid __CRC32# tail
 PY_KEYS = 32         # keys (or topic) not ASCII, or too many: Python hashes them
+COMPRESSED = 64      # SYSFLAG says the body is compressed: Python decompresses it
 
 # why walk stopped
 DONE = 0             # reached `stop`
@@ -56,6 +57,7 @@ cdef enum:
     E_BAD_CRC = 8
     E_BAD_TAIL = 16
     E_PY_KEYS = 32
+    E_COMPRESSED = 64
     CHECK_TAILS_F = 8
     W_DONE = 0
     W_AT_RECORD = 1
@@ -356,6 +358,8 @@ cdef int walk_core(const uint8_t* b, Py_ssize_t L, Py_ssize_t* pos_io, Py_ssize_
             fl |= E_BAD_PHYS
         if r.sysFlag & 0x700 and not r.sysFlag & 0x1:
             fl |= E_BAD_COMPRESSION
+        if r.sysFlag & 0x1:
+            fl |= E_COMPRESSED
         if r.sysFlag & 0xC0:
             fl |= E_INNER_BATCH
         if r.bodyLength > 0:

@@ -42,10 +42,24 @@ class CheckCancelled(Cancelled):
 
 
 class Problems:
+    """What a reader gets wrong (`items`, exit 1), and apart from it what crash recovery will
+    still do (`pending_items`: a killed writer's leftovers, exit 0) and `notes` (true of the
+    files, invisible to readers)."""
+
     def __init__(self, limit: int):
         self.items: list[dict] = []
+        self.pending_items: list[dict] = []
+        self.notes: list[dict] = []
         self.limit = limit
         self.count = 0
+
+    def pending(self, kind: str, detail: str, file, offset, recovery: str) -> None:
+        if len(self.pending_items) < self.limit:
+            self.pending_items.append({"kind": kind, "detail": detail, "file": str(file), "offset": offset,
+                                       "recovery": recovery})
+
+    def note(self, kind: str, detail: str, file, offset) -> None:
+        self.notes.append({"kind": kind, "detail": detail, "file": str(file), "offset": offset})
 
     def add(self, kind: str, detail: str, file, offset) -> None:
         self.count += 1
@@ -76,8 +90,21 @@ def check_task(store, max_problems: int = 1000, cancel=None) -> Task[dict]:
             helper.shutdown(wait=True, cancel_futures=True)
 
 
+def redispatch_from(store) -> int | None:
+    """The commitlog offset from which crash recovery re-dispatches records into the queues
+    and the index (engine.store.recovery: the abnormal start file, or earlier where a builder
+    stopped before it); None after a clean shutdown, when no recovery is pending."""
+    from engine.store.recovery import resume_offset
+    p = store.recovery_plan
+    cl = store.commitlog
+    if p is None or not p.abnormal or not cl.files or getattr(cl, "is_dledger", False):
+        return None  # DLedger: never re-dispatched; its reput is in the read-only view (dledger_check)
+    return min(cl.files[p.start_index].file_from_offset, resume_offset(store, p.cq_max_physic_offset))
+
+
 def _check(store, max_problems: int, cancel, helper):
     out = Problems(max_problems)
+    pending_from = redispatch_from(store)
     chains = None
     walk = _commitlog(store, out, cancel, helper)  # (DLedger: tail in dledger_check)
     while True:
@@ -97,17 +124,19 @@ def _check(store, max_problems: int, cancel, helper):
         from .dledger_check import check_entries
         extra["dledgerEntries"] = check_entries(store, out)
     yield Progress(0, 3, "consume queues", "phases")  # (then one as each phase ends)
-    n_units = _consume_queues(store, rec, out)
+    n_units = _consume_queues(store, rec, out, pending_from)
     yield Progress(1, 3, "consume queues", "phases")
     _poll(store, cancel)
-    n_entries = index_phase(store, rec, out, chains.result() if chains is not None else None)
+    n_entries = index_phase(store, rec, out, chains.result() if chains is not None else None, pending_from)
+    _planned_cuts(store, out)
     yield Progress(2, 3, "index", "phases")
     _checkpoint(store, last_ts, out)
     _config_json(store, out)
     yield Progress(3, 3, "checkpoint and config", "phases")
     return {"ok": not out.count, "messages": n_messages, "cqUnits": n_units, "indexEntries": n_entries,
             "crcRule": "body CRC and __CRC32# tails" if _verify_tails(store) else "body CRC (4.x: no __CRC32# tails)",
-            "problemCount": out.count, "problems": out.items, **extra}
+            "problemCount": out.count, "problems": out.items, "recoveryPending": out.pending_items,
+            "notes": out.notes, **extra}
 
 
 def _verify_tails(store) -> bool:
@@ -127,14 +156,24 @@ def _commitlog(store, out: Problems, cancel, helper=None):
     cl = store.commitlog
     rec = store.recovery.commitlog
     last = cl.files[-1] if cl.files else None
+    crashed = store.abort_present
     if last is not None and rec.end_offset < last.end_offset and getattr(store, "dledger", None) is None:
         f = cl.queue.find(rec.end_offset) or last
         pos = rec.end_offset - f.file_from_offset
         if pos < f.file_size and any(f.buf[pos:min(f.file_size, pos + 4096)]):
-            out.add("commitlog-tail", f"data after the end of the valid log ({rec.stop_reason})", f.path,
-                    rec.end_offset)
-    if store.abort_present:
-        out.add("abort", "abort file present: the store was not shut down cleanly", store.root / "abort", None)
+            what = f"data after the end of the valid log ({rec.stop_reason})"
+            if crashed:  # a killed writer's torn tail
+                cut = ", ".join(f"{c.file} {'deleted' if c.delete else f'zeroed [{c.start}, {c.end})'}"
+                                for c in store.recovery_plan.commitlog_cuts) or "the log ends there"
+                out.pending("commitlog-tail", what, f.path, rec.end_offset, f"recovery cuts the log there: {cut}")
+            else:
+                out.add("commitlog-tail", what, f.path, rec.end_offset)
+    if crashed:
+        p = store.recovery_plan
+        out.pending("abort", "abort file present: the store was not shut down cleanly", store.root / "abort", None,
+                    f"abnormal recovery: the commitlog is scanned from file {p.scan.start_file} ({p.start_rule}) "
+                    + ("and nothing re-dispatched (DLedger: reput resumes at the consume queues' end)"
+                       if getattr(cl, "is_dledger", False) else "and its records re-dispatched"))
     for a, b in cl.queue.gaps:
         out.add("commitlog-gap", f"files missing between {a} and {b}", cl.queue.dirs[0], a)
     for why in store.refused_files:
@@ -190,7 +229,7 @@ def _unit_codes(rec: Records, cl, tid: int, qid: int, lmq: bool, q, phy, size, t
     return code, r, found
 
 
-def _consume_queues(store, rec: Records, out: Problems) -> int:
+def _consume_queues(store, rec: Records, out: Problems, pending_from: int | None = None) -> int:
     cl = store.commitlog
     n_units = 0
     seen: dict[tuple[int, int], list] = {}   # (topic id, queue id) -> queue offsets with a unit
@@ -228,7 +267,7 @@ def _consume_queues(store, rec: Records, out: Problems) -> int:
         out.add("batch-cq-unit", f"{p['topic']}/{p['queueId']} unit at base {p['queueOffset']}: {p['problem']}"
                 + (f" (expected {p['expected']}, found {p['actual']})" if p.get("expected") else ""),
                 store.root / p["file"], p["fileOffset"])
-    _missing_units(store, rec, seen, ok, batch, out)
+    _missing_units(store, rec, seen, ok, batch, out, pending_from)
     return n_units
 
 
@@ -259,7 +298,8 @@ def _unit_word(rec, cl, cq, topic, qid, first, phy, size, tags, times, code, r, 
     return word
 
 
-def _missing_units(store, rec: Records, seen: dict, ok: np.ndarray, batch, out: Problems) -> None:
+def _missing_units(store, rec: Records, seen: dict, ok: np.ndarray, batch, out: Problems,
+                   pending_from: int | None = None) -> None:
     """Every dispatchable record has its unit: a record is covered when a unit of its queue at
     its queue offset reached a record (RocketMQ's "seen"). `ok` has the records a unit reached
     directly; the others are looked up queue by queue in the units seen (as arrays)."""
@@ -287,6 +327,14 @@ def _missing_units(store, rec: Records, seen: dict, ok: np.ndarray, batch, out: 
             if t in rec.topic_ids:
                 need &= rec.topic != rec.topic_ids[t]
     cl = store.commitlog
+    if pending_from is not None:  # crash recovery re-dispatches these
+        later = need & (rec.off >= pending_from)
+        if later.any():
+            i = int(np.flatnonzero(later)[0])
+            out.pending("cq-behind", f"{int(later.sum())} records from commitlog offset {int(rec.off[i])} on have no "
+                        "ConsumeQueue unit yet", cl.queue.find(int(rec.off[i])).path, int(rec.off[i]),
+                        "re-dispatched into their queues by crash recovery")
+            need &= ~later
 
     def word(i):
         topic, qid, qoff = rec.row(int(i))[:3]
@@ -311,16 +359,39 @@ def _checkpoint(store, last_ts: int, out: Problems) -> None:
         if store.commitlog.files:
             out.add("checkpoint", "no checkpoint file beside a commitlog", path, None)
         return
-    if last_ts and cp.physicMsgTimestamp > last_ts:
-        out.add("checkpoint", f"physicMsgTimestamp {cp.physicMsgTimestamp} is after the last record's store time "
-                f"{last_ts}: records the checkpoint vouches for are gone", path, 0)
-    if last_ts and cp.logicsMsgTimestamp > last_ts:
-        out.add("checkpoint", f"logicsMsgTimestamp {cp.logicsMsgTimestamp} is after the last record's store time "
-                f"{last_ts}", path, 8)
+    # a checkpoint ahead of the data changes no answer a reader gets: after a crash recovery
+    # rewrites it; after RocketMQ's own recovery physicMsgTimestamp stays where it was
+    for name, value, pos in (("physicMsgTimestamp", cp.physicMsgTimestamp, 0),
+                             ("logicsMsgTimestamp", cp.logicsMsgTimestamp, 8)):
+        if last_ts and value > last_ts:
+            what = f"{name} {value} is after the last record's store time {last_ts}"
+            if store.abort_present:
+                out.pending("checkpoint", what, path, pos, "crash recovery starts its scan from the checkpoint's "
+                            "older timestamps; the checkpoint is rewritten at the clean shutdown")
+            else:
+                out.note("checkpoint", what + " (records were cut after it was written; no reader sees it)", path, pos)
     ends = [f.header.endTimestamp for f in store.index.files if f.header.indexCount > 1]
     if ends and cp.indexMsgTimestamp > max(ends):
         out.add("checkpoint", f"indexMsgTimestamp {cp.indexMsgTimestamp} is after the newest index entry "
                 f"({max(ends)}): index files are missing", path, 16)
+
+
+def _planned_cuts(store, out: Problems) -> None:
+    """Consume-queue units past the commitlog's end and index files newer than the checkpoint:
+    what crash recovery will drop (a read-only open already reads without them)."""
+    p = store.recovery_plan
+    if p is None or not p.abnormal:
+        return
+    for q in p.queue_cuts:
+        cq = store.queues.get((q.topic, q.queue_id))
+        out.pending("cq-past-end", f"{q.name}: {q.units_dropped} units from queue offset {q.max_offset} point past the "
+                    "commitlog's end", cq.directory if cq is not None else store.root / "consumequeue",
+                    q.max_offset * CQ_UNIT_SIZE, f"recovery drops them: max offset {q.max_offset_before} -> "
+                    f"{q.max_offset}")
+    for name in ([] if getattr(store.commitlog, "is_dledger", False) else p.index_files_deleted):  # (dledger_check)
+        out.pending("index-after-checkpoint", f"index file {name} is newer than the checkpoint's indexMsgTimestamp "
+                    f"{p.checkpoint.get('indexMsgTimestamp')}", store.index.directory / name, None,
+                    "crash recovery deletes it and re-indexes its records from the commitlog")
 
 
 def _config_json(store, out: Problems) -> None:

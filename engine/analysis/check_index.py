@@ -57,7 +57,7 @@ def chain_findings(store) -> dict:
     return res
 
 
-def index_phase(store, rec, out, chains: dict | None = None) -> int:
+def index_phase(store, rec, out, chains: dict | None = None, redispatch_from: int | None = None) -> int:
     cl = store.commitlog
     files = store.index.files
     n_entries = 0
@@ -83,6 +83,7 @@ def index_phase(store, rec, out, chains: dict | None = None) -> int:
             count = f.index_num
         e = f.entries[1:count]
         n_entries += len(e)
+        _past_the_end(store, f, e, out, redispatch_from is not None)
         _chains(f, count, e, out, (chains or {}).get(f.path))
         if _K is not None:
             rows = np.empty(len(e), dtype=np.int64)
@@ -96,7 +97,7 @@ def index_phase(store, rec, out, chains: dict | None = None) -> int:
             _header_against_entries(f, count, int(e["commitLogOffset"][0]), int(e["commitLogOffset"][-1]),
                                     rows, rec, out)
         _entry_problems(f, rec, e, rows, bad, out)
-    _completeness(store, rec, key_found, out)
+    _completeness(store, rec, key_found, out, redispatch_from)
     return n_entries
 
 
@@ -305,37 +306,105 @@ def _header_against_entries(f, count: int, first_phy: int, last_phy: int, rows, 
                     f"{'first' if name.startswith('begin') else 'last'} entry", f.path, pos)
 
 
-def _completeness(store, rec, key_found: np.ndarray, out) -> None:
-    """Every key RocketMQ indexes (UNIQ_KEY, each KEYS token; not ROLLBACK records) of every
-    record from the first index file's first entry to the last file's end has its entry.
-    After a clean shutdown every dispatched record is indexed, so the range runs to the log's end."""
-    if not store.cfg.messageIndexEnable or not store.index.files:
+def _past_the_end(store, f, e, out, crashed: bool) -> None:
+    """Entries naming records past the commitlog's end: a crash's leftovers (the records were
+    torn off) when recovery is pending, damage after a clean shutdown. Exact queries skip
+    them; raw ones return them."""
+    end = store.commitlog.max_offset
+    past = np.flatnonzero(e["commitLogOffset"] >= end) if len(e) else ()
+    if not len(past):
         return
-    used = [f for f in store.index.files if f.header.indexCount > 1]
-    if not used or not len(rec.key_rec):
+    pos = INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * f.slot_num + INDEX_ENTRY_SIZE * (int(past[0]) + 1)
+    what = f"{len(past)} entries (from entry {int(past[0]) + 1}) name records past the commitlog's end ({end})"
+    if not crashed:
+        out.add("index-entry", what + ": their records are gone (raw key queries return them)", f.path, pos)
         return
-    lo = min(f.header.beginPhyOffset for f in used)
-    hi = max(f.header.endPhyOffset for f in used)
-    if not store.abort_present:
-        hi = max(hi, store.commitlog.max_offset)
+    plan = store.recovery_plan
+    if plan is not None and f.name in plan.index_files_deleted:
+        fate = "the file is newer than the checkpoint's indexMsgTimestamp: recovery deletes it and re-indexes"
+    elif plan is not None and plan.index_end_clamp is not None and plan.index_end_clamp[0] == f.name:
+        fate = f"recovery lowers the file's endPhyOffset to {plan.index_end_clamp[2]}; exact queries skip them"
+    else:
+        fate = "they stay, as RocketMQ leaves them; exact queries skip them"
+    out.pending("index-past-end", what + " (a torn tail)", f.path, pos, fate)
+
+
+def _missing_keys(rec, key_found: np.ndarray, lo: int, hi: int, room: int) -> tuple[int, np.ndarray]:
+    """Keys of the records in [lo, hi] (not ROLLBACK) without an entry: how many, and the
+    first `room` of them (key indexes)."""
     kr = rec.key_rec
     if _K is not None:
-        missing = np.empty(100, dtype=np.int64)
-        n_missing = _K.keys_missing(kr, rec.off, rec.tran, key_found, lo, hi, missing)
-        missing = missing[:min(n_missing, 100)]
-    else:
-        off = rec.off[kr]
-        want = (off >= lo) & (off <= hi) & (rec.tran[kr] != TRANSACTION_ROLLBACK_TYPE)
-        missing = np.flatnonzero(want & (key_found == 0))
-        n_missing = len(missing)
-    if not n_missing:
+        first = np.empty(room, dtype=np.int64)
+        n = _K.keys_missing(kr, rec.off, rec.tran, key_found, lo, hi, first)
+        return n, first[:min(n, room)]
+    off = rec.off[kr]
+    want = (off >= lo) & (off <= hi) & (rec.tran[kr] != TRANSACTION_ROLLBACK_TYPE)
+    missing = np.flatnonzero(want & (key_found == 0))
+    return len(missing), missing[:room]
+
+
+def _completeness(store, rec, key_found: np.ndarray, out, redispatch_from: int | None) -> None:
+    """Every key RocketMQ indexes (UNIQ_KEY, each KEYS token; not ROLLBACK records) of every
+    record from the first message onwards has its entry, whatever index files remain: RocketMQ
+    deletes an index file only once its endPhyOffset is below the commitlog's min offset
+    (IndexService.deleteExpiredFile), so a record still in the log has its file unless that
+    file was lost. Keys of records crash recovery will re-dispatch (from `redispatch_from`)
+    are pending recovery, not missing."""
+    if not store.cfg.messageIndexEnable or not len(rec.key_rec) or not rec.n:
         return
+    lo = int(rec.off[0])
+    hi = store.commitlog.max_offset
+    damage_hi = hi if redispatch_from is None else redispatch_from - 1
+    n_missing, missing = _missing_keys(rec, key_found, lo, damage_hi, 100)
+    if n_missing:
+        _uncovered_ranges(store, rec, key_found, lo, damage_hi, n_missing, out)
+        _word_missing(store, rec, missing, out, "index-missing",
+                      "has no index entry (a query by it cannot find the message)")
+        out.count += max(0, n_missing - len(missing))
+    if redispatch_from is not None and redispatch_from <= hi:
+        n_pending, first = _missing_keys(rec, key_found, redispatch_from, hi, 1)
+        if n_pending:
+            o = int(rec.off[rec.key_rec[first[0]]])
+            out.pending("index-behind", f"{n_pending} keys of records from commitlog offset {o} on have no index "
+                        "entry yet", store.commitlog.queue.find(o).path, o,
+                        "re-dispatched into the index by crash recovery")
+
+
+def _word_missing(store, rec, missing, out, kind: str, what: str) -> None:
     cl = store.commitlog
-    for p in missing[:100].tolist():
+    kr = rec.key_rec
+    for p in missing.tolist():
         row = int(kr[p])
         o = int(rec.off[row])
         m = cl.read_record(o).message
         k = record_keys(m)[p - int(np.searchsorted(kr, row))]
-        out.add("index-missing", f"key {k!r} of record {m.topic}/{m.queueId}@{m.queueOffset} has no index entry "
-                "(a query by it cannot find the message)", cl.queue.find(o).path, o)
-    out.count += max(0, n_missing - 100)
+        out.add(kind, f"key {k!r} of record {m.topic}/{m.queueId}@{m.queueOffset} {what}", cl.queue.find(o).path, o)
+
+
+def _uncovered_ranges(store, rec, key_found, lo: int, hi: int, n_missing: int, out) -> None:
+    """One problem per stretch of the log with unindexed keys that no index file's range
+    covers: the index file that held them is gone (deleted, lost), which the per-key lines
+    alone would not say."""
+    _, missing = _missing_keys(rec, key_found, lo, hi, n_missing)
+    offs = rec.off[rec.key_rec[missing]]
+    files = sorted((f for f in store.index.files if f.header.indexCount > 1), key=lambda f: f.header.beginPhyOffset)
+    begins = np.array([f.header.beginPhyOffset for f in files], dtype=np.int64)
+    ends = np.array([f.header.endPhyOffset for f in files], dtype=np.int64)
+    gap = np.searchsorted(begins, offs, side="right")      # files[gap - 1] begins at or before the record
+    covered = (gap > 0) & (offs <= ends[np.maximum(gap - 1, 0)] if len(files) else np.zeros(len(offs), bool))
+    cl = store.commitlog
+    for g in np.unique(gap[~covered]).tolist():
+        sel = offs[(gap == g) & ~covered]
+        a, b = int(sel.min()), int(sel.max())
+        if not files:
+            where = "and there is no index file"
+        elif g == 0:
+            where = f"before the oldest index file ({files[0].name} begins at {int(begins[0])})"
+        elif g == len(files):
+            where = f"after the newest index file ({files[-1].name} ends at {int(ends[-1])})"
+        else:
+            where = f"between index files {files[g - 1].name} (ends at {int(ends[g - 1])}) and {files[g].name} " \
+                f"(begins at {int(begins[g])})"
+        out.add("index-file-missing", f"{len(sel)} keys of records at commitlog offsets {a}..{b} are in no index "
+                f"file, {where}: an index file is missing (key queries cannot find them; rmqstore rebuild "
+                "re-creates the index)", cl.queue.find(a).path, a)

@@ -19,7 +19,7 @@ import numpy as np
 from engine import accel
 from engine.format import properties as P
 from engine.format.javahash import index_key, index_key_hash
-from engine.format.message import RecordStatus, body_crc, verify_prop_crc
+from engine.format.message import COMPRESSED_FLAG, RecordStatus, body_crc, decompression_error, verify_prop_crc
 from engine.store.commit_log import read_record_at
 from engine.tasks import Progress
 
@@ -265,6 +265,9 @@ class _PyRules:
         if m.sysFlag & 0x700 and not m.sysFlag & 0x1:
             out.add("commitlog-record", f"SYSFLAG {m.sysFlag:#x} names a compression type for a body that is not "
                     "compressed", f.path, off)
+        if m.sysFlag & COMPRESSED_FLAG and (why := decompression_error(m.body, (m.sysFlag >> 8) & 0x7)):
+            out.add("commitlog-body", f"SYSFLAG {m.sysFlag:#x} says the body is compressed, but it does not "
+                    f"decompress ({why}): a consumer gets no body", f.path, off)
         if m.sysFlag & 0xC0 and "INNER_NUM" not in m.properties:
             out.add("commitlog-record", f"SYSFLAG {m.sysFlag:#x} marks an inner batch, but the record has no "
                     "INNER_NUM property", f.path, off)

@@ -286,16 +286,31 @@ def cmd_check(store, args) -> int:
     if args.json:
         print(json.dumps(report))
     else:
-        print(f"{'OK' if report['ok'] else 'PROBLEMS'}: {report['messages']} messages, "
+        pending = report.get("recoveryPending", [])
+        kinds = list(dict.fromkeys(p["kind"] for p in pending))
+        verdict = "OK" if report["ok"] else "PROBLEMS"
+        if pending:
+            verdict += f" (recovery pending: {', '.join(kinds)})"
+        print(f"{verdict}: {report['messages']} messages, "
               f"{report['cqUnits']} CQ units, {report['indexEntries']} index entries"
               + (f", {report['dledgerEntries']} DLedger entries" if "dledgerEntries" in report else "") + " checked"
               + (f"; {report['problemCount']} problems" if report["problemCount"] else "")
               + (f", first {len(report['problems'])} shown" if report["problemCount"] > len(report["problems"]) else ""))
         print(f"  crc rule: {report['crcRule']} (by the store's generation)")
         for p in report["problems"]:
-            where = p["file"] + (f", offset {p['offset']}" if p["offset"] is not None else "")
-            print(f"  {p['kind']}: {p['detail']} ({where})")
+            print(f"  {p['kind']}: {p['detail']} ({_where(p)})")
+        if pending:
+            print("  recovery pending (a killed writer's leftovers; `rmqstore recover` or the next read-write open "
+                  "does this):")
+        for p in pending:
+            print(f"    {p['kind']}: {p['detail']} ({_where(p)}) -> {p['recovery']}")
+        for p in report.get("notes", []):
+            print(f"  note: {p['kind']}: {p['detail']} ({_where(p)})")
     return 0 if report["ok"] else 1
+
+
+def _where(p: dict) -> str:
+    return p["file"] + (f", offset {p['offset']}" if p["offset"] is not None else "")
 
 
 def print_recover_result(args, out: dict) -> int:

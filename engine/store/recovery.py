@@ -18,7 +18,7 @@ import dataclasses
 from dataclasses import dataclass, field
 
 from engine.config import CQ_UNIT_SIZE
-from engine.format.message import RecordStatus, check_record
+from engine.format.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, RecordStatus, check_record
 from engine.store.commit_log import ScanResult
 from engine.store.dispatcher import dispatch
 from engine.tasks import NEVER, CancelToken, Progress, Task
@@ -305,7 +305,13 @@ def apply(p: RecoveryPlan, store, cancel: CancelToken | None = None) -> Task[Rec
             # then loses the keys in between, and with consume queues behind the start file (a
             # rebuild killed half-way) it never dispatches the records before it. Those first.
             yield from _dispatch(store, resume_offset(store, p.cq_max_physic_offset), start, counts, cancel)
-            yield from _dispatch(store, start, end, counts, cancel)
+            last = [0]
+            yield from _dispatch(store, start, end, counts, cancel, last)
+            if last[0]:
+                # RocketMQ's re-dispatch sets logicsMsgTimestamp at every record it hands the
+                # queues, present or not: its clean shutdown then writes the last one's time
+                # (the crash's value may be ahead of the data recovery kept)
+                store.checkpoint.logicsMsgTimestamp = last[0]
     yield Progress(0, 1, "commitlog")
     report.commitlog = dataclasses.replace(p.scan, deleted_files=cl.apply_end(end, zero=writable))
     yield Progress(1, 1, "commitlog")
@@ -361,8 +367,10 @@ def _messages(cl, begin: int, end: int):
             pos += r.size
 
 
-def _dispatch(store, begin: int, end: int, counts: list[int], cancel: CancelToken) -> Task[None]:
-    """Re-dispatch the records in [begin, end) (RocketMQ's reput), with progress in bytes."""
+def _dispatch(store, begin: int, end: int, counts: list[int], cancel: CancelToken, last: list | None = None
+              ) -> Task[None]:
+    """Re-dispatch the records in [begin, end) (RocketMQ's reput), with progress in bytes;
+    `last` gets the store time of the last record the queues take (not prepared, not rolled back)."""
     if begin >= end:
         return
     n = 0
@@ -370,6 +378,8 @@ def _dispatch(store, begin: int, end: int, counts: list[int], cancel: CancelToke
         counts[0] += 1
         if dispatch(store, msg):
             counts[1] += 1
+        if last is not None and msg.sysFlag & 0x0C in (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE):
+            last[0] = msg.storeTimestamp
         n += 1
         if n % DISPATCH_STEP == 0:
             cancel.raise_if_cancelled()

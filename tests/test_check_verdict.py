@@ -1,0 +1,213 @@
+"""check's verdict is what a reader gets (issue 33): index completeness judged against the
+commitlog (not against the index files that survived), a compressed flag that must
+decompress, and a crash's leftovers as their own verdict (recovery pending, exit 0) --
+on RocketMQ's own stores, damaged here the way the outside probe damaged them."""
+import json
+import struct
+import zlib
+
+import pytest
+
+from conftest import unpack
+from engine.analysis.check import check_store
+from engine.config import StoreConfig
+from engine.store.message_store import MessageStore
+from test_live_and_cli import tree_digest
+from test_trust import run
+
+
+def check_json(root, *extra):
+    rc, out, err, _ = run("check", "--json", root, *extra, timeout=120)
+    assert rc in (0, 1), err
+    return rc, json.loads(out)
+
+
+def kinds(report, key="problems"):
+    return {p["kind"] for p in report[key]}
+
+
+def key_queries_answer(root, key, topic) -> int:
+    rc, out, err, _ = run("query-key", "--json", root, topic, key)
+    assert rc in (0, 1), err
+    return len(json.loads(out).get("messages", json.loads(out).get("hits", [])))
+
+
+# ---- index completeness against the commitlog ---------------------------------------------
+@pytest.mark.parametrize("name", ["small", "default", "v5", "v5_timer", "v5_lmq", "dledger"])
+def test_every_index_file_deleted_is_damage(fixture_copy, name):
+    root = fixture_copy(name)
+    rc, r = check_json(root)
+    assert rc == 0 and r["ok"], r["problems"][:3]
+    for f in (root / "index").iterdir():
+        f.unlink()
+    rc, r = check_json(root)
+    assert rc == 1 and not r["ok"]
+    gone = [p for p in r["problems"] if p["kind"] == "index-file-missing"]
+    assert gone and "there is no index file" in gone[0]["detail"]
+    assert "index-missing" in kinds(r)
+    assert r["problemCount"] > 100   # every key counted, the first 100 worded
+
+
+def _index_files(root):
+    return sorted(p for p in (root / "index").iterdir())
+
+
+def _header(path):
+    """(beginPhyOffset, endPhyOffset, indexCount) of an index file's header."""
+    b = path.read_bytes()[:40]
+    _, _, begin, end, _, count = struct.unpack(">qqqqii", b)
+    return begin, end, count
+
+
+@pytest.mark.parametrize("how", ["delete", "zero"])
+def test_oldest_index_file_deleted_or_zeroed(fixture_copy, how):
+    """RocketMQ deletes an index file only once the commitlog no longer holds its records: a
+    missing oldest file is damage however many files remain (the old rule took its range
+    from the files that were left, so it shrank with every deletion)."""
+    if True:
+        root = fixture_copy("small")
+        oldest = _index_files(root)[0]
+        begin, end, count = _header(oldest)
+        assert count > 1
+        if how == "delete":
+            oldest.unlink()
+        else:
+            oldest.write_bytes(bytes(oldest.stat().st_size))
+        rc, r = check_json(root)
+        assert rc == 1
+        (gap,) = [p for p in r["problems"] if p["kind"] == "index-file-missing"]
+        assert "before the oldest index file" in gap["detail"]
+        assert gap["offset"] == begin == 0
+        missing = [p for p in r["problems"] if p["kind"] == "index-missing"]
+        assert missing and all(p["offset"] <= end for p in missing)
+
+
+def test_middle_and_newest_index_files_deleted(fixture_copy):
+    root = fixture_copy("small")
+    files = _index_files(root)
+    files[len(files) // 2].unlink()
+    files[-1].unlink()
+    rc, r = check_json(root)
+    assert rc == 1
+    words = [p["detail"] for p in r["problems"] if p["kind"] == "index-file-missing"]
+    assert len(words) == 2
+    assert any("between index files" in w for w in words) and any("after the newest" in w for w in words)
+
+
+def test_retention_is_not_a_missing_index(fixture_copy):
+    """Retention: commitlog files deleted from the front, and with them every index file whose
+    endPhyOffset is below the new min offset (IndexService.deleteExpiredFile): nothing a
+    reader can ask for is missing."""
+    root = fixture_copy("small")
+    logs = sorted((root / "commitlog").iterdir())
+    for f in logs[:3]:
+        f.unlink()
+    new_min = int(logs[3].name)
+    for f in _index_files(root)[:-1]:
+        if _header(f)[1] < new_min:
+            f.unlink()
+    with MessageStore.open(root, read_only=True) as st:
+        r = check_store(st)
+    assert not {"index-missing", "index-file-missing"} & kinds(r), r["problems"][:3]
+
+
+def test_index_disabled_needs_no_index(fixture_copy):
+    root = fixture_copy("small")
+    for f in _index_files(root):
+        f.unlink()
+    rc, r = check_json(root, "--set", "messageIndexEnable=false")
+    assert not {"index-missing", "index-file-missing"} & kinds(r), r["problems"][:3]
+
+
+# ---- flags a reader acts on ---------------------------------------------------------------
+SYSFLAG_POS = 36
+
+
+def _set_sysflag(root, offset, bits):
+    path = root / "commitlog" / f"{0:020d}"
+    with open(path, "r+b") as f:
+        f.seek(offset + SYSFLAG_POS)
+        v = struct.unpack(">i", f.read(4))[0]
+        f.seek(offset + SYSFLAG_POS)
+        f.write(struct.pack(">i", v | bits))
+
+
+@pytest.mark.parametrize("pure", [False, True])
+def test_compressed_flag_on_a_plain_body(fixture_copy, pure, monkeypatch):
+    root = fixture_copy("small")
+    _set_sysflag(root, 0, 0x1)  # the first record: a plain text body
+    env = {"RMQSTORE_PURE_PYTHON": "1"} if pure else {}
+    import os
+    import subprocess
+    import sys
+    p = subprocess.run([sys.executable, "-m", "engine", "check", "--json", str(root)], capture_output=True,
+                       text=True, env={**os.environ, **env}, timeout=120)
+    r = json.loads(p.stdout)
+    assert p.returncode == 1
+    (bad,) = [x for x in r["problems"] if x["kind"] == "commitlog-body"]
+    assert bad["offset"] == 0 and "does not decompress" in bad["detail"]
+
+
+def test_compressed_bodies_that_decompress_pass_and_truncated_ones_fail(tmp_path):
+    cfg = StoreConfig.from_mapping({"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 6000,
+                                    "maxHashSlotNum": 64, "maxIndexNum": 256})
+    root = tmp_path / "s"
+    body = b"hello compressed world " * 40
+    with MessageStore.create(root, cfg) as st:
+        good = st.put_message("T", zlib.compress(body), 0, None, None, {"KEYS": "k1"}, sys_flag=0x1)
+        torn = st.put_message("T", zlib.compress(body)[:-9], 0, None, None, {"KEYS": "k2"}, sys_flag=0x1)
+    with MessageStore.open(root, read_only=True) as st:
+        assert st.look_message_by_offset(good.commitLogOffset).body_decompressed() == body
+        r = check_store(st)
+    (bad,) = r["problems"]
+    assert bad["kind"] == "commitlog-body" and bad["offset"] == torn.commitLogOffset
+    assert "ends early" in bad["detail"]
+
+
+# ---- a crash's leftovers: their own verdict -----------------------------------------------
+@pytest.mark.parametrize("name", ["crashed", "crashed_torn", "crashed_badcrc", "crashed_live", "v5_crashed"])
+def test_crashed_stores_are_ok_with_recovery_pending(fixture_copy, name):
+    root = fixture_copy(name)
+    before = tree_digest(root)
+    rc, out, err, _ = run("check", root)
+    assert rc == 0, out
+    assert out.startswith("OK (recovery pending: ")
+    rc, r = check_json(root)
+    assert rc == 0 and r["ok"] and not r["problems"]
+    pend = {p["kind"]: p for p in r["recoveryPending"]}
+    assert "abort" in pend
+    assert all(p["recovery"] and p["file"] for p in r["recoveryPending"])
+    assert tree_digest(root) == before   # check writes nothing
+    # recover does what the pending list says; the store is then what a clean shutdown leaves
+    rc, out, err, _ = run("recover", root, timeout=120)
+    assert rc == 0, err
+    rc, r = check_json(root)
+    assert rc == 0 and r["ok"] and not r["recoveryPending"], (r["problems"][:3], r["recoveryPending"][:3])
+    assert not r["notes"], r["notes"]   # the checkpoint rewritten as RocketMQ's shutdown writes it
+
+
+def test_torn_tail_lists_what_recovery_cuts(fixture_copy):
+    root = fixture_copy("crashed_torn")
+    rc, r = check_json(root)
+    pend = {p["kind"]: p for p in r["recoveryPending"]}
+    assert {"abort", "commitlog-tail", "index-past-end", "cq-past-end"} <= set(pend)
+    assert "recovery cuts the log there" in pend["commitlog-tail"]["recovery"]
+    assert pend["index-past-end"]["file"].startswith(str(root / "index"))
+
+
+def test_the_same_leftovers_without_abort_are_damage(fixture_copy):
+    """Data past the valid end and index entries naming records past it, in a store that says
+    it was shut down cleanly: readers lost those messages, so check fails."""
+    root = fixture_copy("crashed_torn")
+    (root / "abort").unlink()
+    rc, r = check_json(root)
+    assert rc == 1
+    assert {"commitlog-tail", "index-entry"} <= kinds(r)
+    assert not r["recoveryPending"]
+
+
+def test_damage_on_a_crashed_store_still_fails(fixture_copy):
+    root = fixture_copy("crashed")
+    _set_sysflag(root, 0, 0x1)
+    rc, out, err, _ = run("check", root)
+    assert rc == 1 and out.startswith("PROBLEMS (recovery pending: ")
