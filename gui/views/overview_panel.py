@@ -57,10 +57,10 @@ def timer_text(ts: dict | None, t) -> str:
 
 def messages_text(ov: Overview) -> str:
     """The message count with its unit, and the LMQ units beside it (never added to it)."""
-    text = f"{ov.message_count:,} messages (sum of the ConsumeQueue lengths of the topics)"
+    text = f"{ov.message_count:,} messages (ConsumeQueue lengths summed)"
     if ov.lmq_queues:
-        text += (f"\n+ {ov.lmq_units:,} CQ units in {ov.lmq_queues} LMQ queue{'s' * (ov.lmq_queues != 1)}: "
-                 "dispatch copies of those messages, not counted again")
+        text += (f"\n+ {ov.lmq_units:,} CQ units in {ov.lmq_queues} LMQ queue{'s' * (ov.lmq_queues != 1)} "
+                 "(copies, not counted again)")
     return text
 
 
