@@ -66,6 +66,13 @@ def test_time_fields_take_typed_and_pasted_times_and_say_what_they_read(qtbot, w
         qtbot.keyClicks(f.edit, text)
         assert f.value() == parse_time(text, utc=True), text
         assert f.note.text() == "read as " + timefmt.format_ms_readable(f.value(), True)
+    # the date picker changes the date and keeps the time of day
+    from PySide6.QtCore import QDate
+    f.set_ms(1795310726891)
+    f.pick.click()
+    assert f.calendar.isVisible() and f.calendar.selectedDate() == QDate(2026, 11, 22)
+    f.calendar.clicked.emit(QDate(2026, 1, 2))
+    assert f.value() == parse_time("2026-01-02T01:25:26.891Z") and not f.calendar.isVisible()
     # what is not a time says so, and the search refuses it
     f.edit.selectAll()
     qtbot.keyClicks(f.edit, "next tuesday")
