@@ -16,6 +16,7 @@ from . import menus
 from . import settings as st
 from . import store_config as sc
 from .chain_copies import ChainCopies
+from .desktop import PATH_PX, default_size, follow_platform
 from .models.overview import compute_overview
 from .session import StoreSession
 from .spark_warmup import SparkStatus
@@ -32,18 +33,6 @@ from .workers import Lane
 SYSTEM_PREFIXES = ("%", "RMQ_SYS_", "SCHEDULE_TOPIC", "rmq_sys_", "TRANS_", "OFFSET_MOVED", "SELF_TEST")
 
 SHORTCUTS = menus.SHORTCUTS
-DEFAULT_SIZE = (1440, 900)
-FRAME_PX = 48     # title bar and borders a window manager adds around the window
-PATH_PX = 380     # the store path in the status bar at most (elided in the middle; whole in its tooltip)
-
-
-def default_size(screen) -> tuple[int, int]:
-    """1440x900, or less on a smaller screen: the whole window (its status bar too) on screen."""
-    w, h = DEFAULT_SIZE
-    if screen is not None:
-        avail = screen.availableGeometry()
-        w, h = min(w, avail.width() - 8), min(h, avail.height() - FRAME_PX)
-    return w, h
 
 
 class MainWindow(QMainWindow):
@@ -67,7 +56,6 @@ class MainWindow(QMainWindow):
         self.open_progress = None             # the TaskProgressDialog of the open running
         self.setWindowTitle("rmqstore browser")
         self.setAcceptDrops(True)
-        from .palette import follow_platform
         follow_platform(QApplication.instance())   # the platform's dark scheme, where the style ignores it
         self.resize(*default_size(self.screen()))
 

@@ -338,7 +338,8 @@ class _Screen:
 
 
 def test_window_fits_the_screen_with_its_status_bar(qtbot, settings):  # noqa: F811
-    from gui.main_window import FRAME_PX, MainWindow, default_size
+    from gui.desktop import FRAME_PX, default_size
+    from gui.main_window import MainWindow
     assert default_size(_Screen(1920, 1200)) == (1440, 900)
     w, h = default_size(_Screen(1440, 900))     # the screen: the frame and the status bar fit
     assert w <= 1440 and h + FRAME_PX <= 900
