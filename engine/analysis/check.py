@@ -380,14 +380,20 @@ def _planned_cuts(store, out: Problems) -> None:
     """Consume-queue units past the commitlog's end and index files newer than the checkpoint:
     what crash recovery will drop (a read-only open already reads without them)."""
     p = store.recovery_plan
-    if p is None or not p.abnormal:
+    if p is None:
         return
     for q in p.queue_cuts:
         cq = store.queues.get((q.topic, q.queue_id))
+        where = cq.directory if cq is not None else store.root / "consumequeue"
+        if not p.abnormal:  # after a clean shutdown: the records they name are gone
+            out.add("cq-unit", f"{q.name}: {q.units_dropped} units from queue offset {q.max_offset} point past the "
+                    f"commitlog's end ({p.end_offset}): their records are gone", where, q.max_offset * CQ_UNIT_SIZE)
+            continue
         out.pending("cq-past-end", f"{q.name}: {q.units_dropped} units from queue offset {q.max_offset} point past the "
-                    "commitlog's end", cq.directory if cq is not None else store.root / "consumequeue",
-                    q.max_offset * CQ_UNIT_SIZE, f"recovery drops them: max offset {q.max_offset_before} -> "
-                    f"{q.max_offset}")
+                    "commitlog's end", where, q.max_offset * CQ_UNIT_SIZE,
+                    f"recovery drops them: max offset {q.max_offset_before} -> {q.max_offset}")
+    if not p.abnormal:
+        return
     for name in ([] if getattr(store.commitlog, "is_dledger", False) else p.index_files_deleted):  # (dledger_check)
         out.pending("index-after-checkpoint", f"index file {name} is newer than the checkpoint's indexMsgTimestamp "
                     f"{p.checkpoint.get('indexMsgTimestamp')}", store.index.directory / name, None,

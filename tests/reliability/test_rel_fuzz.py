@@ -82,18 +82,27 @@ GAP_CASES = {
     "commitlog:BODYCRC:nocrc": ("small", 263119638747380),
     "cq:delete": ("small", 202510977267669),
     "index:entry:timeDiff": ("small", 127507517749593),
+    # issue 33: whole files of each kind (oldest, newest), zeroed pages and flags with meaning
+    "index:delete:oldest": ("small", 241373729724997),
+    "index:zeropage:newest": ("small", 273948997792680),
+    "cq:delete:newest": ("small", 29705023802229),
+    "commitlog:delete:newest": ("v5", 87819297811043),
+    "commitlog:SYSFLAG:0x0->0x1:nocrc": ("small", 197772312007546),
+    "commitlog:SYSFLAG:0x0->0x101:crc": ("v5", 208983709344785),
 }
 VERDICT_STORES = ["small", "v5"]
 
 
 def _known(cls: str) -> bool:
-    return cls.endswith(":format-blind") or cls in KNOWN_CHECK_GAPS
+    return cls.endswith((":format-blind", ":retention-like")) or cls in KNOWN_CHECK_GAPS
 
 
 def test_fuzz_verdicts(request, tmp_path):
     """Mutated copies of the clean conformance stores: bytes of records, CQ units, index
     headers/slots/entries and the checkpoint damaged (bit flips, bytes, zeroed runs, integer
-    fields, files truncated or deleted). A case is reader-visible when any answer changed: the
+    fields, files truncated or deleted); whole files of each kind, the oldest and the newest
+    among them, deleted or a 4 KiB page of them zeroed; SYSFLAG set to values a reader acts on
+    (compressed and its codec, the transaction type). A case is reader-visible when any answer changed: the
     recovered ends, a CQ unit, a message at a queue offset (every field), an exact key query;
     check (tolerant read-only open) must then not say OK."""
     from conftest import unpack
