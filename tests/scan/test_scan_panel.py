@@ -142,3 +142,65 @@ def test_every_result_column_is_reachable(qtbot, panel):
     assert 0 <= x and x + header.sectionSize(last) <= table.viewport().width() + 1   # the last column in view
     SHOTS.mkdir(parents=True, exist_ok=True)
     assert panel.grab().save(str(SHOTS / "scan-panel-columns.png"))
+
+
+@pytest.mark.spark
+def test_spark_starts_in_the_background_and_is_reused(qtbot, panel, spark, monkeypatch, tmp_path, capfd):
+    """Shown with a store open, the tab starts Spark in the background (the status bar says so,
+    with Cancel) while the UI thread keeps serving events; a job submitted meanwhile shows
+    "starting Spark…" and runs on that session; another store reuses it; a cancelled start
+    ends the JVM once it is up. The JVM's output goes to the Spark log, not the terminal."""
+    import time
+
+    from PySide6.QtCore import QTimer
+
+    from engine.scan.api import spark_state, stop_spark
+    from engine.scan.spark_session import running_session
+    from gui import spark_warmup
+    log = tmp_path / "spark.log"
+    monkeypatch.setenv("RMQSTORE_SPARK_LOG", str(log))
+    stop_spark()                                     # the run's session, started again below
+    assert spark_state() is None
+    warm = spark_warmup.instance()
+    monkeypatch.setattr(warm, "enabled", True)
+    status = spark_warmup.SparkStatus(warm)
+    qtbot.addWidget(status)
+    status.show()
+    panel.memory_edit.setText("512m")                # the run's session size (scan_support)
+
+    gaps, last = [], [time.perf_counter()]
+    ticker = QTimer()
+    ticker.timeout.connect(lambda: (gaps.append(time.perf_counter() - last[0]), last.__setitem__(0, time.perf_counter())))
+    ticker.start(20)
+    assert panel.warm_up() and warm.state == spark_warmup.STARTING
+    assert status.isVisible() and status.cancel_button.isVisible() and "starting" in status.label.text()
+    qtbot.wait(1500)
+    panel.job_box.setCurrentText("topic-stats")
+    qtbot.mouseClick(panel.run_button, Qt.LeftButton)
+    qtbot.waitUntil(lambda: "starting Spark" in panel.status_label.text() or panel.last_result is not None, timeout=5000)
+    with qtbot.waitSignal(panel.finished, timeout=240_000) as blocker:
+        pass
+    ticker.stop()
+    assert blocker.args[0].engine == "spark" and blocker.args[0].master == SPARK_MASTER
+    assert max(gaps) < 1.0, f"the UI thread stalled {max(gaps):.2f} s while Spark started"
+    qtbot.waitUntil(lambda: warm.state == spark_warmup.READY, timeout=60_000)
+    app_id = running_session().sparkContext.applicationId
+
+    panel.session.close()                            # another store: the same session
+    panel.session.open_blocking(unpack("v5"))
+    assert panel.warm_up() and warm.state == spark_warmup.READY and not warm.busy
+    with qtbot.waitSignal(panel.finished, timeout=120_000) as blocker:
+        qtbot.mouseClick(panel.run_button, Qt.LeftButton)
+    assert blocker.args[0].engine == "spark" and running_session().sparkContext.applicationId == app_id
+
+    stop_spark()                                     # a cancelled start: the JVM is ended once up
+    assert panel.warm_up() and warm.state == spark_warmup.STARTING
+    qtbot.mouseClick(status.cancel_button, Qt.LeftButton)
+    qtbot.waitUntil(lambda: warm.state == spark_warmup.CANCELLED, timeout=240_000)
+    assert status.label.text() == "Spark start cancelled" and not status.cancel_button.isVisible()
+    assert warm.wait(120_000)
+    assert spark_state() is None
+
+    err = capfd.readouterr().err
+    assert "Traceback" not in err and "WARNING: Using incubator modules" not in err, err[-2000:]
+    assert log.exists() and "incubator" in log.read_text(errors="replace")   # the JVM's stderr, kept
