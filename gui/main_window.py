@@ -340,7 +340,10 @@ class MainWindow(QMainWindow):
 
     def _show_banners(self, store) -> None:
         self.banners.clear()
-        if store.abort_present:
+        said = None if store.read_only else store.recovery.summary(store.recovery_plan)
+        if said:  # the read-write switch: which recovery ran and what it cut
+            self.banners.show_banner("abort", "warning", f"Opening read-write ran {said}.")
+        elif store.abort_present:
             self.banners.show_banner(
                 "abort", "warning",
                 "The abort file is present: the broker did not shut down cleanly (or is still running). "

@@ -211,3 +211,15 @@ def test_damage_on_a_crashed_store_still_fails(fixture_copy):
     _set_sysflag(root, 0, 0x1)
     rc, out, err, _ = run("check", root)
     assert rc == 1 and out.startswith("PROBLEMS (recovery pending: ")
+
+
+def test_send_says_which_recovery_it_ran_and_what_it_cut(fixture_copy):
+    root = fixture_copy("crashed_torn")
+    rc, out, err, _ = run("send", root, "TopicTest", "--body", "after the crash")
+    assert rc == 0 and out.startswith("PUT_OK")
+    assert err.startswith("recovery: abnormal recovery (abort file present): commitlog cut at ")
+    assert "the data after it zeroed" in err and "re-dispatched" in err
+    rc, out, err, _ = run("send", root, "TopicTest", "--body", "again")
+    assert rc == 0 and err == ""          # a clean start that changed nothing says nothing
+    rc, out, err, _ = run("check", root)
+    assert rc == 0 and out.startswith("OK: ")

@@ -148,7 +148,11 @@ def prepare_send(args, cfg) -> None:
 
 
 def cmd_send(store, args) -> int:
-    """Each line is printed only after its message is stored (and, under sync flush, msynced)."""
+    """Each line is printed only after its message is stored (and, under sync flush, msynced);
+    the recovery the read-write open ran, when it did anything, is said first (stderr)."""
+    said = store.recovery.summary(store.recovery_plan) if store.recovery is not None else None
+    if said:
+        print(f"recovery: {said}", file=sys.stderr, flush=True)
     if args.body_file:
         raw = args.body_bytes  # read (bounded) by prepare_send
         body_of = lambda i: raw  # noqa: E731

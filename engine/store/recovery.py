@@ -38,6 +38,26 @@ class RecoveryReport:
     units_written: int = 0       # ConsumeQueue units those records added
     index_entries_added: int = 0  # index entries they added
 
+    def summary(self, plan: "RecoveryPlan | None" = None) -> str | None:
+        """What a read-write open's recovery did, in one line for `send` and the GUI's
+        read-write switch; None when a clean start changed nothing."""
+        parts = []
+        if plan is not None and plan.data_cut:
+            gone = self.commitlog.deleted_files
+            parts.append(f"commitlog cut at {self.commitlog.end_offset} ({self.commitlog.stop_reason or 'end'}; "
+                         "the data after it zeroed" + (f", files deleted {', '.join(gone)}" if gone else "") + ")")
+        if self.truncated_queues:
+            parts.append(f"units past it dropped in {len(self.truncated_queues)} queues")
+        if self.deleted_index_files:
+            parts.append(f"index files rebuilt {', '.join(self.deleted_index_files)}")
+        if self.units_written or self.index_entries_added:
+            parts.append(f"{self.dispatched:,} records re-dispatched ({self.units_written:,} CQ units, "
+                         f"{self.index_entries_added:,} index entries written)")
+        if not parts and not self.abnormal:
+            return None
+        kind = "abnormal recovery (abort file present)" if self.abnormal else "normal recovery"
+        return f"{kind}: " + ("; ".join(parts) if parts else "nothing to cut or re-dispatch")
+
 
 @dataclass
 class FileCut:
@@ -94,6 +114,7 @@ class RecoveryPlan:
     empty_index_files: list[str] = field(default_factory=list)    # zero-length: deleted
     torn_slots: dict[str, int] = field(default_factory=dict)      # last index file: slots to point back
     index_end_clamp: tuple[str, int, int] | None = None           # (file, endPhyOffset, lowered to)
+    data_cut: bool = False       # written bytes lie past the end (a torn tail), not only zeros
 
     @property
     def end_offset(self) -> int:
@@ -167,6 +188,9 @@ def plan(store) -> RecoveryPlan:
                      store.checkpoint.to_json(), ends, cq_max)
     p.commitlog_cuts = [FileCut(f.path.name, max(end, f.file_from_offset), f.end_offset, f.file_from_offset > end)
                         for f in cl.files if f.end_offset > end]
+    f = cl.queue.find(end) if cl.files else None
+    pos = end - f.file_from_offset if f is not None else 0
+    p.data_cut = bool(p.files_deleted) or (f is not None and any(f.buf[pos:min(f.file_size, pos + 4096)]))
     if cq_max >= end:
         for key, cq in store.queues.items():
             if not writable and max_physic(key) <= end:
