@@ -65,3 +65,27 @@ class BannerArea(QWidget):
 
     def texts(self) -> list[str]:
         return [b.text for b in self.banners.values() if not b.isHidden()]
+
+    def show_store(self, store) -> None:
+        """The banners a newly opened store needs: a crash (or the recovery the read-write open
+        ran), read-write, a lock held by another process, the open's warnings."""
+        self.clear()
+        said = None if store.read_only else store.recovery.summary(store.recovery_plan)
+        if said:  # the read-write switch: which recovery ran and what it cut
+            self.show_banner("abort", "warning", f"Opening read-write ran {said}.")
+        elif store.abort_present:
+            self.show_banner(
+                "abort", "warning",
+                "The abort file is present: the broker did not shut down cleanly (or is still running). "
+                "What is shown is what RocketMQ's crash recovery would keep.")
+        if not store.read_only:
+            self.show_banner("rw", "info", "Read-write: this window holds the store's lock and may "
+                                           "append messages. Switch back to read-only when done.")
+        holder = store.broker_holding_lock() if store.read_only else None
+        if holder:
+            self.show_banner("lock", "info", f"Process {holder} (a broker or another writer) holds the "
+                                             "lock: the store may be changing while you look (F5 / Live tail).")
+        warnings = list(getattr(store, "warnings", []) or [])
+        if warnings:
+            more = f" (+{len(warnings) - 1} more in Overview ▸ Warnings)" if len(warnings) > 1 else ""
+            self.show_banner("warnings", "warning", warnings[0] + more)
