@@ -1,7 +1,8 @@
 """Store ▸ Check Store…: `rmqstore check` in the browser. The check (engine.analysis.check_task:
 commitlog records, ConsumeQueues, index, checkpoint and config; nothing is written) runs on the
 session's runner with one progress bar over its phases and Cancel; the verdict and every
-problem (kind, what is wrong, file, offset) are listed."""
+problem (kind, what is wrong, file, offset) are listed; apart from them, what crash recovery
+will still do (a killed writer's leftovers, which are no damage) and the notes."""
 from __future__ import annotations
 
 from PySide6.QtCore import Qt
@@ -32,9 +33,13 @@ def verdict_text(r: dict) -> str:
     head = "OK" if r["ok"] else f"PROBLEMS: {r['problemCount']:,}"
     if r["problemCount"] > len(r["problems"]):
         head += f" (first {len(r['problems']):,} listed)"
+    pending = r.get("recoveryPending") or []
+    if pending:
+        head += f" (recovery pending: {len(pending)} crash leftovers, listed below)"
+    notes = "".join(f"\nnote: {n['detail']}" for n in r.get("notes") or [])
     return (f"{head} — {r['messages']:,} messages, {r['cqUnits']:,} CQ units, {r['indexEntries']:,} index entries"
             + (f", {r['dledgerEntries']:,} DLedger entries" if "dledgerEntries" in r else "") + " checked\n"
-            f"crc rule: {r['crcRule']} (by the store's generation)")
+            f"crc rule: {r['crcRule']} (by the store's generation)" + notes)
 
 
 class CheckDialog(QDialog):
@@ -58,6 +63,11 @@ class CheckDialog(QDialog):
         self.summary.setTextInteractionFlags(Qt.TextSelectableByMouse)
         self.summary.setWordWrap(True)
         self.problems = make_table(["Kind", "Problem", "File", "Offset"])
+        self.pending_label = QLabel("Recovery pending: what `rmqstore recover` or the next read-write open will do "
+                                    "(a killed writer's leftovers, not damage)")
+        self.pending = make_table(["Kind", "Left by the crash", "Recovery will", "File", "Offset"])
+        for w in (self.pending_label, self.pending):
+            w.setVisible(False)
         buttons = QDialogButtonBox(QDialogButtonBox.Close)
         buttons.rejected.connect(self.close)
         lay = QVBoxLayout(self)
@@ -65,6 +75,8 @@ class CheckDialog(QDialog):
         lay.addWidget(self.busy_row)
         lay.addWidget(self.summary)
         lay.addWidget(self.problems, 1)
+        lay.addWidget(self.pending_label)
+        lay.addWidget(self.pending, 1)
         lay.addWidget(buttons)
         self.resize(1000, 520)
 
@@ -100,6 +112,12 @@ class CheckDialog(QDialog):
         self.summary.setText(verdict_text(r))
         fill_table(self.problems, [[p["kind"], p["detail"], p["file"], "" if p["offset"] is None else p["offset"]]
                                    for p in r["problems"]], numeric={3})
+        pending = r.get("recoveryPending") or []
+        fill_table(self.pending, [[p["kind"], p["detail"], p["recovery"], p["file"],
+                                   "" if p["offset"] is None else p["offset"]] for p in pending], numeric={4})
+        for w in (self.pending_label, self.pending):
+            w.setVisible(bool(pending))
+        self.problems.setVisible(bool(r["problems"]) or not pending)   # an empty table only says "none"
 
     def closeEvent(self, ev) -> None:
         self.lane.cancel()

@@ -69,3 +69,22 @@ def test_check_dialog_progress_over_phases_and_cancel(qtbot, window):
     assert dlg.progress.format().startswith("commitlog")
     screenshot(dlg, "store-check-progress.png")
     dlg._busy(False)
+
+
+def test_check_dialog_lists_a_crash_leftovers_apart_from_damage(qtbot, window, fixture_copy, dialogs):
+    root = fixture_copy("crashed_torn")
+    before = tree_hashes(root)
+    open_and_wait(qtbot, window, root)
+    window.act_check.trigger()
+    dlg = window.check_dlg
+    qtbot.waitUntil(lambda: dlg.result is not None, timeout=30000)
+    r = dlg.result
+    assert r["ok"] and dlg.problems.rowCount() == 0
+    assert dlg.summary.text().startswith("OK (recovery pending: ")
+    assert dlg.pending.isVisible() and dlg.pending.rowCount() == len(r["recoveryPending"]) > 0
+    kinds = {dlg.pending.item(i, 0).text() for i in range(dlg.pending.rowCount())}
+    assert {"abort", "commitlog-tail"} <= kinds
+    assert "recovery cuts the log" in " ".join(dlg.pending.item(i, 2).text() for i in range(dlg.pending.rowCount()))
+    screenshot(dlg, "store-check-recovery-pending.png")
+    dlg.close()
+    assert tree_hashes(root) == before
