@@ -5,6 +5,9 @@
                                                      # queue in the Messages tab, until its rows paint
     python -m bench.gui_probe --fill STORE           # Internals > segment fill, until drawn
     python -m bench.gui_probe --scan STORE [N]       # Scan tab: local topic-stats, N runs
+    python -m bench.gui_probe --first-spark-job STORE [DELAY]   # Scan tab shown at the open, Spark
+                                                     # topic-stats run DELAY s (10) after the open,
+                                                     # against the same job from the CLI (twice)
 
 Times run from the action (open, show, Run) to what the user sees, on the UI thread's clock."""
 from __future__ import annotations
@@ -177,12 +180,73 @@ def scan(root: str, runs: int = 1) -> dict:
     return out
 
 
+def first_spark_job(root: str, delay: float = 10.0, job: str = "topic-stats") -> dict:
+    """The issue's measure: the store opened, the Scan tab shown (the local Spark starts in the
+    background), the job run `delay` seconds after the open began; its wall time from Run to
+    the rows (firstGuiJobSeconds), then the same job again (secondGuiJobSeconds). Then the same
+    job from the CLI, twice, each a process of its own that starts its own Spark (cliJobSeconds:
+    the second, warm run's wall time; cliColdJobSeconds the first's; cliReportedJobSeconds what
+    the warm run reports for the job itself, without Python's and Spark's start)."""
+    import re
+    import subprocess
+    from PySide6.QtCore import QEventLoop, QTimer
+    app = _app()
+    from gui import spark_warmup
+    warm = spark_warmup.instance()
+    warm.enabled = True
+    out: dict = {"job": job, "delaySeconds": delay}
+    with tempfile.TemporaryDirectory() as tmp:
+        w = _window(tmp)
+        app.processEvents()
+        t0 = time.perf_counter()
+        out["openSeconds"] = _open(w, root)
+        w.tabs.setCurrentWidget(w.scans)
+        p = w.scans.ensure()
+        p.job_box.setCurrentText(job)
+        app.processEvents()
+        while time.perf_counter() < t0 + delay:
+            app.processEvents()
+            time.sleep(0.01)
+        out["sparkStateAtRun"] = warm.state
+        walls = []
+        for _ in range(2):
+            loop = QEventLoop()
+            p.finished.connect(loop.quit)
+            QTimer.singleShot(1_800_000, loop.quit)
+            t = time.perf_counter()
+            p.run()
+            loop.exec()
+            walls.append(time.perf_counter() - t)
+            p.finished.disconnect(loop.quit)
+        out.update({"firstGuiJobSeconds": walls[0], "secondGuiJobSeconds": walls[1],
+                    "firstGuiJobReportedSeconds": p.last_result.seconds if p.last_result else None,
+                    "sparkStartSeconds": warm.seconds, "master": p.last_result.master if p.last_result else None,
+                    "rows": len(p.last_result.rows) if p.last_result else None})
+        w.session.close()
+        w.session.wait_open()
+    from engine.scan.api import stop_spark
+    stop_spark()   # the CLI's runs below have the machine to themselves
+    cli = []
+    for _ in range(2):
+        t = time.perf_counter()
+        r = subprocess.run([sys.executable, "-m", "engine", "scan", root, job], capture_output=True, text=True)
+        wall = time.perf_counter() - t
+        m = re.search(r"in ([0-9.]+) s\s*$", r.stdout.strip())
+        cli.append((wall, float(m.group(1)) if m else None, r.returncode))
+    out.update({"cliColdJobSeconds": cli[0][0], "cliJobSeconds": cli[1][0], "cliReportedJobSeconds": cli[1][1],
+                "cliExit": cli[1][2]})
+    out["firstGuiToCliRatio"] = out["firstGuiJobSeconds"] / out["cliJobSeconds"]
+    return out
+
+
 if __name__ == "__main__":
     a = sys.argv[1:]
     if a and a[0] == "--first-page":
         print(json.dumps(first_page(a[1])))
     elif a and a[0] == "--fill":
         print(json.dumps(fill(a[1])))
+    elif a and a[0] == "--first-spark-job":
+        print(json.dumps(first_spark_job(a[1], float(a[2]) if len(a) > 2 else 10.0)))
     elif a and a[0] == "--scan":
         print(json.dumps(scan(a[1], int(a[2]) if len(a) > 2 else 1)))
     else:

@@ -50,6 +50,7 @@ class SparkWarmup(QObject):
         self.seconds: float | None = None   # start to ready, the last time
         self.task = None
         self._claimed = False        # a job waits for (or runs on) the session being started
+        self._warming = False        # the JVM is up, the tiny job runs
         self._t0 = 0.0
 
     def _set(self, state: str, text: str, detail: str = "") -> None:
@@ -74,7 +75,7 @@ class SparkWarmup(QObject):
                 self._set(READY, f"Spark ready ({master})")
             return True
         from engine.scan.api import warm_up_task
-        self.master, self._claimed, self._t0 = master, False, time.perf_counter()
+        self.master, self._claimed, self._warming, self._t0 = master, False, False, time.perf_counter()
         self._set(STARTING, f"Spark: starting {master}…")
         self.task = self.runner.submit(warm_up_task, master, memory or None, pass_cancel=True,
                                        on_progress=self._on_progress, on_result=self._on_ready,
@@ -84,10 +85,12 @@ class SparkWarmup(QObject):
 
     def claim(self) -> None:
         """A Spark job is being submitted: it will use the session being started (so a
-        Cancel no longer ends the JVM), and the warm-up's own tiny job is skipped."""
+        Cancel no longer ends the JVM). While the JVM is still starting, the warm-up's own
+        tiny job is skipped; once it runs, it is left to finish beside the job (stopping it
+        would end the Python workers it started for the job to reuse)."""
         self._claimed = True
-        if self.state == STARTING and self.task is not None:
-            self.task.cancel.cancel()
+        if self.state == STARTING and self.task is not None and not self._warming:
+            self.task.cancel.cancel()   # the job would only run beside the tiny one: skip it
             self._set(STARTING, f"Spark: starting {self.master} for the job…")
 
     def cancel(self) -> None:
@@ -104,6 +107,7 @@ class SparkWarmup(QObject):
 
     # ---- outcomes, on the UI thread ------------------------------------------------------
     def _on_progress(self, p) -> None:
+        self._warming = p.done >= 1
         if self.state == STARTING and p.message and not self.task.cancel.cancelled:
             self._set(STARTING, f"Spark: {p.message}")
 
