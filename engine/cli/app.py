@@ -332,6 +332,8 @@ def _add_optional_commands(sub, add) -> None:
     cli_timers.register(add, COMMANDS)
     from engine.cli import keys as cli_keys
     cli_keys.register(add, COMMANDS)
+    from engine.cli import lineage as cli_lineage
+    cli_lineage.register(add, COMMANDS)
     try:
         from engine.cli import scan as scan_cli
     except Exception as e:  # noqa: BLE001 - reported when `scan` is asked for, not hidden
