@@ -360,7 +360,12 @@ def main(argv: list[str] | None = None) -> int:
                 raise CliError(f"scans are unavailable: engine.scan failed to import ({SCAN_BROKEN[0]})")
             from engine.cli import scan as scan_cli
             return scan_cli.run_scan(args)
+        from engine.cli import tiered as cli_tiered  # a tier folder opens on its own
+        tier_settings = cli_tiered.take_tier_settings(args)
         cfg = load_config(args)
+        tier_rc = cli_tiered.run_if_tier(args, tier_settings, COMMANDS)
+        if tier_rc is not None:
+            return tier_rc
         if args.command == "recover":
             from pathlib import Path
             from engine.cli.write import print_recover_result, recover

@@ -1,0 +1,439 @@
+"""A tier folder of RocketMQ 5.x tiered storage (TieredMessageStore, POSIX provider) opened on
+its own, read-only: its clusters, brokers, topics and queues found from the folder names, its
+reads answered as TieredMessageStore's fetcher answers them (queue offsets and commit-log
+offsets as the tier holds them), its keys found through the tiered index.
+
+TieredStore offers the small surface the CLI and the GUI call on a MessageStore (root,
+read_only, queues, queue_bounds, get_message, query_message, topics, info, close); the layouts
+are engine/format/tiered_layout.py's."""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from engine.errors import ConfigError, NotAStoreError, StoreError
+from engine.format import tiered_layout as L
+from engine.format.message import RecordStatus, check_record
+from engine.store.index_file import LONG_MAX
+from engine.store.message_store import GetMessageResult
+from engine.store.queries import QueryResult
+
+READ_AHEAD_COUNT = 4096          # tieredStore readAheadMessageCountThreshold (default)
+READ_AHEAD_BYTES = 16 << 20      # readAheadMessageSizeThreshold (default)
+TIER_KEYS = ("brokerName", "brokerClusterName", "tieredStoreFilePath", "tieredStorageLevel")
+
+
+@dataclass
+class Segment:
+    path: Path
+    base: int       # byte offset of its first byte in the flat file
+    size: int
+
+    @property
+    def end(self) -> int:
+        return self.base + self.size
+
+
+class FlatFile:
+    """One append-only flat file (a queue's COMMIT_LOG or CONSUME_QUEUE, the INDEX): its
+    segments by base offset. Reads span segments; a hole between segments is unreadable."""
+
+    def __init__(self, folder: Path):
+        self.folder = folder
+        self.segments: list[Segment] = []
+        self.gaps: list[tuple[int, int]] = []
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError:
+            entries = []
+        for e in entries:
+            base = L.parse_segment_name(e.name)
+            if base is not None and e.is_file():
+                self.segments.append(Segment(Path(e.path), base, e.stat().st_size))
+        self.segments.sort(key=lambda s: s.base)
+        for a, b in zip(self.segments, self.segments[1:]):
+            if b.base != a.end:
+                self.gaps.append((a.end, b.base))
+
+    @property
+    def min_offset(self) -> int:
+        return self.segments[0].base if self.segments else 0
+
+    @property
+    def max_offset(self) -> int:
+        """The commit offset: where the last segment's data ends."""
+        return self.segments[-1].end if self.segments else 0
+
+    def read(self, offset: int, size: int) -> bytes | None:
+        """`size` bytes from `offset`, None when any of them is not in a segment."""
+        out = bytearray()
+        for s in self.segments:
+            if s.end <= offset or size <= 0:
+                continue
+            if s.base > offset:
+                return None
+            n = min(size, s.end - offset)
+            with open(s.path, "rb") as f:
+                data = os.pread(f.fileno(), n, offset - s.base)
+            if len(data) != n:
+                return None
+            out += data
+            offset += n
+            size -= n
+        return bytes(out) if size <= 0 else None
+
+
+class TierQueue:
+    """A queue's flat files: `<broker>/<topic>/<queueId>/COMMIT_LOG` and `CONSUME_QUEUE`."""
+    lmq = False
+
+    def __init__(self, topic: str, queue_id: int, folder: Path):
+        self.topic, self.queue_id, self.folder = topic, queue_id, folder
+        self.commitlog = FlatFile(folder / L.COMMIT_LOG)
+        self.cq = FlatFile(folder / L.CONSUME_QUEUE)
+
+    @property
+    def min_offset(self) -> int:  # FlatMessageFile.getConsumeQueueMinOffset
+        return self.cq.min_offset // L.CQ_UNIT_SIZE
+
+    @property
+    def max_offset(self) -> int:  # getConsumeQueueCommitOffset
+        return self.cq.max_offset // L.CQ_UNIT_SIZE
+
+    def units(self, start: int, end: int) -> list[tuple[int, int, int]] | None:
+        data = self.cq.read(start * L.CQ_UNIT_SIZE, (end - start) * L.CQ_UNIT_SIZE)
+        if data is None:
+            return None
+        return [L.CQ_UNIT.unpack_from(data, i) for i in range(0, len(data), L.CQ_UNIT_SIZE)]
+
+    def message(self, offset: int, size: int):
+        """The record at tiered commit-log `offset`, decoded (its commitLogOffset is `offset`)."""
+        data = self.commitlog.read(offset, size)
+        if data is None:
+            return None
+        r = check_record(data, 0, len(data), offset)
+        return r.message if r.status is RecordStatus.MESSAGE and r.size == size else None
+
+
+@dataclass
+class IndexSegment:
+    """One compacted, uploaded index file (IndexStoreFile in state UPLOAD)."""
+    segment: Segment
+    magic: int
+    begin_timestamp: int
+    end_timestamp: int
+    hash_slot_count: int
+    item_count: int
+    slots: int | None   # hashSlotMaxCount, from the file size
+
+    def to_json(self) -> dict:
+        return {"name": self.segment.path.name, "baseOffset": self.segment.base, "size": self.segment.size,
+                "magic": self.magic, "sealed": self.magic == L.END_MAGIC, "beginTimestamp": self.begin_timestamp,
+                "endTimestamp": self.end_timestamp, "hashSlotCount": self.hash_slot_count,
+                "indexItemCount": self.item_count, "hashSlotMaxCount": self.slots}
+
+    def read(self, pos: int, n: int) -> bytes:
+        with open(self.segment.path, "rb") as f:
+            return os.pread(f.fileno(), n, pos)
+
+    def items(self, hash_code: int, begin: int, end: int, max_count: int) -> list[tuple]:
+        """queryAsyncFromSegmentFile: the slot's items with this hash and a store time in
+        [begin, end], at most max_count."""
+        if not self.slots or hash_code < 0:
+            return []
+        pos = L.INDEX_HEADER_SIZE + (hash_code % self.slots) * L.INDEX_SLOT_SIZE
+        slot = self.read(pos, L.INDEX_SLOT_SIZE)
+        if len(slot) < L.INDEX_SLOT_SIZE:
+            return []
+        start, length = L.INDEX_SLOT.unpack(slot)
+        length = min(length, L.MAX_ITEMS_READ)
+        if start <= 0 or length <= 0:
+            return []
+        data = self.read(start, length)
+        if len(data) != length or length % L.INDEX_ITEM_SIZE:
+            return []
+        out = []
+        for i in range(0, length, L.INDEX_ITEM_SIZE):
+            item = L.INDEX_ITEM.unpack_from(data, i)
+            ts = item[5] * 1000 + self.begin_timestamp
+            if item[0] == hash_code and begin <= ts <= end and len(out) < max_count:
+                out.append(item)
+        return out
+
+    def all_items(self) -> list[tuple[int, tuple]]:
+        """(slot, item) for every item, slot by slot."""
+        out = []
+        if not self.slots:
+            return out
+        table = self.read(L.INDEX_HEADER_SIZE, self.slots * L.INDEX_SLOT_SIZE)
+        for s in range(self.slots):
+            start, length = L.INDEX_SLOT.unpack_from(table, s * L.INDEX_SLOT_SIZE)
+            if start > 0 and length > 0:
+                data = self.read(start, length)
+                for i in range(0, len(data) - L.INDEX_ITEM_SIZE + 1, L.INDEX_ITEM_SIZE):
+                    out.append((s, L.INDEX_ITEM.unpack_from(data, i)))
+        return out
+
+
+def open_index_segment(seg: Segment) -> IndexSegment:
+    head = seg.path.read_bytes()[:L.INDEX_HEADER_SIZE]
+    if len(head) < L.INDEX_HEADER_SIZE:
+        raise StoreError("index segment shorter than its 28-byte header", path=str(seg.path))
+    magic, begin, end, used, count = L.INDEX_HEADER.unpack(head)
+    return IndexSegment(seg, magic, begin, end, used, count, L.slot_count(seg.size, count))
+
+
+def find_brokers(root: Path) -> list[tuple[str, str, Path]]:
+    """(cluster, broker, broker folder) under `root`, which may be the tieredStoreFilePath, a
+    `<md5>_<cluster>` folder or a broker folder. A broker folder holds topic folders whose queue
+    folders hold COMMIT_LOG / CONSUME_QUEUE / INDEX."""
+    def is_broker(p: Path) -> bool:
+        return any((q / t).is_dir() for topic in _dirs(p) for q in _dirs(topic)
+                   for t in (L.COMMIT_LOG, L.CONSUME_QUEUE, L.INDEX))
+
+    cluster = L.parse_cluster_folder(root.name)
+    if cluster is not None:
+        return [(cluster, b.name, b) for b in _dirs(root) if is_broker(b)]
+    out = [(c, b.name, b) for d in _dirs(root) if (c := L.parse_cluster_folder(d.name)) is not None
+           for b in _dirs(d) if is_broker(b)]
+    if out:
+        return out
+    if is_broker(root):
+        return [(L.parse_cluster_folder(root.parent.name) or "", root.name, root)]
+    return []
+
+
+def is_tier_folder(root) -> bool:
+    root = Path(root)
+    return root.is_dir() and bool(find_brokers(root))
+
+
+def _dirs(p: Path) -> list[Path]:
+    try:
+        return sorted(e for e in p.iterdir() if e.is_dir())
+    except OSError:
+        return []
+
+
+class TieredStore:
+    """One broker's part of a tier. Open with TieredStore.open(folder, settings)."""
+    read_only = True
+    dledger = None
+    kind = "tiered"
+
+    def __init__(self, root: Path, cluster: str, broker: str, folder: Path, brokers: list, metadata: Path | None):
+        self.root, self.cluster, self.broker, self.folder = root, cluster, broker, folder
+        self.brokers = brokers
+        self.warnings: list[str] = []
+        self.queues: dict[tuple[str, int], TierQueue] = {}
+        self.batch_queues: dict = {}
+        self.index_files: list[IndexSegment] = []
+        self.metadata_path = metadata
+        self.metadata: dict = {}
+        self._topic_ids: dict[str, int] = {}     # learned from the segments (verified items)
+        for tdir in _dirs(folder):
+            if tdir.name == L.INDEX_TOPIC:
+                continue
+            for qdir in _dirs(tdir):
+                if not qdir.name.isdigit():
+                    self.warnings.append(f"skipped {qdir}: queue id is not a number")
+                    continue
+                q = TierQueue(tdir.name, int(qdir.name), qdir)
+                if q.commitlog.segments or q.cq.segments:
+                    self.queues[(tdir.name, int(qdir.name))] = q
+                    for kind, ff in (("commit log", q.commitlog), ("consume queue", q.cq)):
+                        for a, b in ff.gaps:
+                            self.warnings.append(f"{tdir.name}/{qdir.name}: tiered {kind} has no segment "
+                                                 f"for bytes [{a}, {b})")
+        index = FlatFile(folder / L.INDEX_TOPIC / "0" / L.INDEX)
+        for seg in index.segments:
+            try:
+                f = open_index_segment(seg)
+            except StoreError as e:
+                self.warnings.append(str(e))
+                continue
+            if f.slots is None:
+                self.warnings.append(f"index segment {seg.path.name}: its size {seg.size} leaves no whole "
+                                     f"number of 8-byte slots beside {f.item_count} items; not searched")
+            self.index_files.append(f)
+        if metadata is not None:
+            self._load_metadata(metadata)
+
+    # ---- opening -------------------------------------------------------------------------
+    @classmethod
+    def open(cls, root, settings: dict | None = None, metadata: Path | None = None) -> "TieredStore":
+        """settings: brokerName / brokerClusterName choose one broker when the tier holds
+        several; metadata: a tieredStoreMetadata.json (else one beside the tier is looked for)."""
+        root = Path(root)
+        settings = settings or {}
+        if not root.is_dir():
+            raise NotAStoreError("no such folder", path=str(root))
+        brokers = find_brokers(root)
+        if not brokers:
+            raise NotAStoreError("not a tier folder: no <broker>/<topic>/<queueId>/COMMIT_LOG, CONSUME_QUEUE "
+                                 "or INDEX segments", path=str(root))
+        chosen = [b for b in brokers if settings.get("brokerName") in (None, b[1])
+                  and settings.get("brokerClusterName") in (None, b[0])]
+        if not chosen:
+            raise ConfigError("the tier holds no broker " + "/".join(
+                filter(None, (settings.get("brokerClusterName"), settings.get("brokerName")))) +
+                f"; it holds {_names(brokers)}", path=str(root))
+        if len(chosen) > 1:
+            need = "brokerClusterName=" if len({b[1] for b in chosen}) == 1 else "brokerName="
+            raise ConfigError(f"the tier holds several brokers ({_names(chosen)}): choose one with --set {need}",
+                              path=str(root))
+        cluster, broker, folder = chosen[0]
+        return cls(root, cluster, broker, folder, brokers, metadata or _find_metadata(folder, broker))
+
+    def _load_metadata(self, path: Path) -> None:
+        try:
+            self.metadata = L.load_fastjson(path.read_text("utf-8", "replace"))
+        except (OSError, ValueError) as e:
+            self.warnings.append(f"{path}: not readable as fastjson ({e}); topic ids come from the index items")
+            self.metadata = {}
+            return
+        if not isinstance(self.metadata, dict):
+            self.metadata = {}
+
+    def close(self) -> None:
+        pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    # ---- the MessageStore surface ----------------------------------------------------------
+    def find_queue(self, topic: str, queue_id: int) -> TierQueue | None:
+        return self.queues.get((topic, queue_id))
+
+    def find_batch_queue(self, topic: str, queue_id: int):
+        return None
+
+    def lmq_dispatch(self, msg) -> None:
+        return None
+
+    def queue_bounds(self, topic: str, queue_id: int) -> tuple[str, int, int] | None:
+        q = self.find_queue(topic, queue_id)
+        return None if q is None else ("SimpleCQ", q.min_offset, q.max_offset)
+
+    def topics(self) -> list[str]:
+        return sorted({t for t, _ in self.queues})
+
+    def queue_list(self) -> list[dict]:
+        return [{"topic": t, "queueId": q, "minOffset": fq.min_offset, "maxOffset": fq.max_offset,
+                 "cqType": "SimpleCQ", "lmq": False, "commitLogMinOffset": fq.commitlog.min_offset,
+                 "commitLogMaxOffset": fq.commitlog.max_offset, "commitLogSegments": len(fq.commitlog.segments),
+                 "consumeQueueSegments": len(fq.cq.segments), "topicId": self.topic_id(t)}
+                for (t, q), fq in sorted(self.queues.items())]
+
+    def get_message(self, topic: str, queue_id: int, offset: int, max_count: int = 32,
+                    broker: bool = False) -> GetMessageResult:
+        """MessageStoreFetcherImpl.getMessageAsync over the tier (getMessageFromTieredStoreAsync):
+        the status table of its offset ranges, then up to max_count messages from the CQ units."""
+        q = self.find_queue(topic, queue_id)
+        if q is None:
+            return GetMessageResult("NO_MATCHED_LOGIC_QUEUE", offset, 0, 0)
+        mn, mx = q.min_offset, q.max_offset
+        if mx <= 0:
+            return GetMessageResult("NO_MESSAGE_IN_QUEUE", offset, mn, mx)
+        if offset < mn:
+            return GetMessageResult("OFFSET_TOO_SMALL", mn, mn, mx)
+        if offset == mx:
+            return GetMessageResult("OFFSET_OVERFLOW_ONE", mx, mn, mx)
+        if offset > mx:
+            return GetMessageResult("OFFSET_OVERFLOW_BADLY", mx, mn, mx)
+        count = max(1, min(max_count, mx - offset, READ_AHEAD_COUNT))
+        units = q.units(offset, offset + count)
+        if not units:
+            return GetMessageResult("OFFSET_FOUND_NULL", offset, mn, mx)
+        first = units[0][0]
+        while len(units) > 1 and units[-1][0] - first + units[-1][1] > READ_AHEAD_BYTES:
+            units.pop()
+        msgs, skipped, total = [], [], 0
+        for i, (phy, size, _tags) in enumerate(units):
+            m = q.message(phy, size)
+            if m is None:
+                skipped.append((offset + i, f"no message of {size} bytes at tiered commit-log offset {phy}"))
+                continue
+            msgs.append(m)
+            total += size
+        status = "FOUND" if msgs else "NO_MATCHED_MESSAGE"
+        return GetMessageResult(status, offset + len(units), mn, mx, msgs, total, skipped)
+
+    def topic_id(self, topic: str) -> int | None:
+        """The topicId index items carry for `topic`: the metadata's topicMetadataTable, else what
+        verified index items showed."""
+        table = self.metadata.get("topicMetadataTable") if self.metadata else None
+        entry = table.get(topic) if isinstance(table, dict) else None
+        if isinstance(entry, dict) and isinstance(entry.get("topicId"), int):
+            return entry["topicId"]
+        return self._topic_ids.get(topic)
+
+    def query_message(self, topic: str, key: str, begin: int = 0, end: int = LONG_MAX, max_num: int = 64,
+                      raw: bool = False, cap: int | None = None) -> QueryResult:
+        """TieredMessageStore.queryMessage over the tier (IndexStoreService.queryAsync, then
+        MessageStoreFetcherImpl). raw: its answer as is (hash, time and topicId only); default:
+        each hit also checked to be a message of `topic` carrying `key`."""
+        if cap is not None and cap == 0:
+            max_num = LONG_MAX
+        if begin > end or max_num <= 0:
+            return QueryResult([], False, [])
+        h = L.tiered_key_hash(topic, key)
+        found: dict[tuple[int, int], tuple] = {}
+        for f in sorted(self.index_files, key=lambda f: f.begin_timestamp, reverse=True):
+            if not begin <= f.begin_timestamp <= end:
+                continue
+            for item in f.items(h, begin, end, max_num if raw else LONG_MAX):
+                if not raw or len(found) < max_num:
+                    found[(item[2], item[3])] = item
+        tid = self.topic_id(topic)
+        msgs, offsets, false_hits = [], [], []
+        for item in found.values():
+            _h, item_tid, qid, off, size, _t = item
+            if raw and item_tid != tid:
+                continue
+            q = self.find_queue(topic, qid)
+            m = q.message(off, size) if q is not None else None
+            if not raw:
+                if m is None or m.topic != topic or key not in ([m.uniqKey] + m.key_list) or (
+                        tid is not None and item_tid != tid):
+                    false_hits.append(off)
+                    continue
+                self._topic_ids.setdefault(topic, item_tid)
+            if m is not None:
+                msgs.append(m)
+                offsets.append(off)
+            if len(msgs) >= max_num:
+                break
+        return QueryResult(msgs, len(found) > len(msgs) + len(false_hits), offsets, false_hits)
+
+    def info(self) -> dict:
+        return {"root": str(self.root), "kind": "tiered", "readOnly": True, "cluster": self.cluster,
+                "broker": self.broker, "brokers": [{"cluster": c, "broker": b, "folder": str(p)}
+                                                   for c, b, p in self.brokers],
+                "folder": str(self.folder), "metadata": str(self.metadata_path) if self.metadata_path else None,
+                "queues": self.queue_list(), "indexFiles": [f.to_json() for f in self.index_files],
+                "warnings": list(self.warnings)}
+
+
+def _names(brokers) -> str:
+    return ", ".join(f"{c}/{b}" if c else b for c, b, _ in brokers)
+
+
+def _find_metadata(folder: Path, broker: str) -> Path | None:
+    """The tieredStoreMetadata.json of the store beside the tier (`<parent>/<store>/config/`,
+    the usual layout when tieredStoreFilePath sits next to storePathRootDir), only if it speaks
+    of this broker's flat files; None otherwise (the segments then say the topic ids)."""
+    tier = folder.parent.parent          # <tieredStoreFilePath>/<md5>_<cluster>/<broker>
+    for cand in [tier.parent / "config" / L.METADATA_FILE] + [
+            d / "config" / L.METADATA_FILE for d in _dirs(tier.parent)]:
+        try:
+            if cand.is_file() and cand.stat().st_size < (64 << 20) and \
+                    f'"{broker}/' in cand.read_text("utf-8", "replace"):
+                return cand
+        except OSError:
+            continue
+    return None
