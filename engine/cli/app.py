@@ -17,8 +17,9 @@ from engine.store.index_file import LONG_MAX
 from engine.store.message_store import MessageStore
 from engine.format.msgid import looks_like_msg_id
 from engine.format.text import parse_time, preview  # the GUI's rules too: one definition each
-from engine.cli.output import (EXIT_ERROR, CliError, OneLineParser, emit, fmt_time, nonneg, positive, safe,  # noqa: F401
-                               stderr_progress, table)
+from engine.cli.output import (EXIT_ERROR, CliError, OneLineParser, add_body_options, body_schemas,  # noqa: F401
+                               decode_into, decoded_lines, emit, fmt_time, nonneg, positive, safe, stderr_progress,
+                               table)
 
 
 def message_rows(msgs) -> str:
@@ -133,20 +134,24 @@ def cmd_get(store: MessageStore, args) -> int:
     absent = store.queue_bounds(args.topic, args.queue) is None
     if not args.broker:
         require_queue(store, args.topic, args.queue)
+    schemas = body_schemas(args)
     r = store.get_message(args.topic, args.queue, args.offset, args.count, broker=args.broker)
     rows = inner_rows(r.innerMessages) if r.innerMessages is not None else message_rows(r.messages)
+    out = r.to_json() if not args.json else get_json(store, r, args.offset, args, schemas)
+    decoded = decode_into(args, out["messages"], r.messages, schemas) if args.json or args.decoded else []
     human = (f"status {r.status}  next {r.nextBeginOffset}  queue offsets [{r.minOffset}, {r.maxOffset})\n"
              + (f"(the store has no queue {safe(args.topic)}/{args.queue}: the broker creates it empty on a "
                 "pull and answers as above)\n" if absent else "")
-             + rows + "".join(f"\nskipped queue offset {q}: {why}" for q, why in r.skipped))
-    emit(args, with_dledger(store, r.to_json() if not args.json else get_json(store, r, args.offset), r.messages),
-         human)
+             + rows + "".join(f"\nskipped queue offset {q}: {why}" for q, why in r.skipped)
+             + ("\n" + decoded_lines(decoded, r.messages) if decoded else ""))
+    emit(args, with_dledger(store, out, r.messages), human)
     return 0
 
 
-def get_json(store: MessageStore, r, offset: int) -> dict:
+def get_json(store: MessageStore, r, offset: int, args=None, schemas=None) -> dict:
     """get --json: the page, plus each record's LMQ dispatch (positions from the LMQ CQs) and,
-    on a BatchCQ queue, the inner message at the requested offset with its record."""
+    on a BatchCQ queue, the inner message at the requested offset with its record (and its
+    body decoded)."""
     j = r.to_json()
     for m, mj in zip(r.messages, j["messages"]):
         d = store.lmq_dispatch(m)
@@ -155,6 +160,10 @@ def get_json(store: MessageStore, r, offset: int) -> dict:
     if r.innerMessages is not None:
         at = [b for b in r.innerMessages if b.queueOffset == offset]
         j["innerMessage"] = at[0].to_json() if at else None
+        if at:
+            from engine.format.body_decode import decode_body
+            j["innerMessage"]["decodedBody"] = decode_body(
+                at[0].body, 0, schemas, getattr(args, "body_format", None)).to_json()
     return j
 
 
@@ -203,12 +212,16 @@ def cmd_query_key(store: MessageStore, args) -> int:
         r = store.query_message(args.topic, args.key, begin, end, LONG_MAX, raw=True, cap=0)
     else:
         r = store.query_message(args.topic, args.key, begin, end, args.max, raw=args.raw)
+    out = r.to_json()
+    decoded = decode_into(args, out["messages"], r.messages, body_schemas(args)) if args.json or args.decoded else []
     human = message_rows(r.messages) + ("\n(truncated: more matches exist; raise --max or use --max 0)"
                                         if r.truncated else "")
     if r.index_lost:  # a crashed DLedger store: hits only in index files RocketMQ's restart deletes
         human += (f"\nINDEX LOST BY ROCKETMQ at {', '.join(map(str, sorted(r.index_lost)))}: RocketMQ's restart "
                   "deletes the index file holding them and never re-indexes them (--raw answers as RocketMQ does)")
-    emit(args, with_dledger(store, r.to_json(), r.messages), human)
+    if decoded:
+        human += "\n" + decoded_lines(decoded, r.messages)
+    emit(args, with_dledger(store, out, r.messages), human)
     return 0
 
 
@@ -282,6 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("offset", type=int, help="queue offset of the first message (0 = the queue's start)")
     sp.add_argument("--count", type=positive, default=32, help="messages to read (default 32)")
     sp.add_argument("--broker", action="store_true", help="exactly the broker's page (stops at CQ file end)")
+    add_body_options(sp)
     sp = add("cq", "ConsumeQueue units (JSON Lines with --json)")
     _topic_queue(sp)
     sp.add_argument("--from", type=nonneg, default=None, metavar="O", help="first queue offset (default: the queue's min)")
@@ -293,6 +307,7 @@ def build_parser() -> argparse.ArgumentParser:
     sp.add_argument("--end", metavar="TIME", help=f"latest store time: {TIME_FORMATS}")
     sp.add_argument("--max", type=nonneg, default=64, help="cap (0 = none)")
     sp.add_argument("--raw", action="store_true", help="RocketMQ's own hash-only answer")
+    add_body_options(sp)
     sp = add("msgid", "look up an offset msgId or a UNIQ_KEY")
     sp.add_argument("id", help="an offset msgId or a UNIQ_KEY: 32 hex digits (IPv4 hosts) or 56 (IPv6)")
     sp = add("uniq", "messages by UNIQ_KEY")

@@ -141,3 +141,50 @@ def rate_progress(stream=None, tty: bool | None = None, every: float = 1.0, cloc
         out.write((f"\r{text[:79]:<79}" + ("\n" if final else "")) if tty else text + "\n")
         out.flush()
     return show
+
+
+# ---- decoded bodies (engine.format.body_decode) -------------------------------------------
+def add_body_options(sp) -> None:
+    """--proto-desc/--proto-type, --avro-schema, --body-format and --decoded on a command
+    that shows messages; --json always carries `decodedBody`."""
+    from engine.format.body_decode import FORMATS
+    g = sp.add_argument_group("decoded bodies")
+    g.add_argument("--proto-desc", metavar="FILE", help="Protobuf descriptor set (protoc --descriptor_set_out "
+                   "--include_imports) for the bodies; with --proto-type")
+    g.add_argument("--proto-type", metavar="TYPE", help="the bodies' message type, e.g. shop.Order")
+    g.add_argument("--avro-schema", metavar="FILE", help="Avro schema (.avsc) the bodies are written with")
+    g.add_argument("--body-format", choices=FORMATS, help="decode the bodies as this format (default: detected)")
+    g.add_argument("--decoded", action="store_true", help="human output: each body decoded, below the table")
+
+
+def body_schemas(args):
+    """The Schemas the flags name (SchemaError, a ValueError, for a bad file: exit 2)."""
+    from engine.format.body_decode import Schemas
+    desc, typ, avsc = (getattr(args, k, None) for k in ("proto_desc", "proto_type", "avro_schema"))
+    if not (desc or typ or avsc):
+        return None
+    return Schemas(desc, typ, avsc)
+
+
+def decode_into(args, rows: list[dict], msgs, schemas=None) -> list:
+    """Each JSON row gains `decodedBody` for its message; returns the DecodedBody list."""
+    from engine.format.body_decode import decode_message
+    out = []
+    for j, m in zip(rows, msgs):
+        d = decode_message(m, schemas, getattr(args, "body_format", None))
+        j["decodedBody"] = d.to_json()
+        out.append(d)
+    return out
+
+
+def decoded_lines(decoded: list, msgs) -> str:
+    """Human lines: queue offset, format (compression, confidence), the value on one line."""
+    lines = []
+    for d, m in zip(decoded, msgs):
+        comp = f", {d.compression}" if d.compression else ""
+        value = d.value if isinstance(d.value, str) else json.dumps(d.value, ensure_ascii=False)
+        if len(value) > 400:
+            value = value[:399] + "…"
+        lines.append(f"  {m.queueOffset}: {d.format}{comp} ({d.confidence:.2f}) {safe(value)}"
+                     + (f"  [{safe(d.note)}]" if d.note else ""))
+    return "\n".join(["decoded bodies:"] + lines) if lines else ""

@@ -299,15 +299,51 @@ def prop_crc_tail(value: int) -> bytes:
     return b"__CRC32#\x01" + f"{value:010d}"[::-1].encode() + b"\x02"
 
 
-def decompress_body(body: bytes, ctype: int) -> bytes:
+COMPRESSION_NAMES = {0: "zlib", 1: "lz4", 2: "zstd", 3: "zlib"}   # (sysFlag >> 8) & 7; 0: legacy, zlib
+
+
+class DecompressionTooLarge(ValueError):
+    pass
+
+
+def decompress_body(body: bytes, ctype: int, limit: int | None = None) -> bytes:
+    """The body a consumer gets from a compressed one (RocketMQ's zlib, LZ4 frame or ZSTD
+    frame). `limit`: refuse (DecompressionTooLarge) an output longer than that many bytes,
+    so a small body cannot make a huge one."""
     if ctype in (0, 3):
-        return zlib.decompress(body)
+        if limit is None:
+            return zlib.decompress(body)
+        d = zlib.decompressobj()
+        out = d.decompress(bytes(body), limit + 1)
+        if len(out) > limit:
+            raise DecompressionTooLarge(f"decompresses to more than {limit:,} bytes")
+        if not d.eof:
+            raise zlib.error("the zlib stream ends early")
+        return out
     if ctype == 1:
-        import lz4.frame  # optional dependency
-        return lz4.frame.decompress(body)
+        import lz4.frame
+        if limit is None:
+            return lz4.frame.decompress(body)
+        d = lz4.frame.LZ4FrameDecompressor()
+        out = d.decompress(bytes(body), limit + 1)
+        if len(out) > limit:
+            raise DecompressionTooLarge(f"decompresses to more than {limit:,} bytes")
+        if not d.eof:
+            raise ValueError("the LZ4 frame ends early")
+        return out
     if ctype == 2:
-        import zstandard  # optional dependency
-        return zstandard.ZstdDecompressor().decompressobj().decompress(body)
+        import zstandard
+        if limit is None:
+            return zstandard.ZstdDecompressor().decompressobj().decompress(body)
+        parts, made = [], 0
+        with zstandard.ZstdDecompressor().stream_reader(bytes(body), read_across_frames=True) as r:
+            while made <= limit and (chunk := r.read(limit + 1 - made)):
+                parts.append(chunk)
+                made += len(chunk)
+        out = b"".join(parts)
+        if len(out) > limit:
+            raise DecompressionTooLarge(f"decompresses to more than {limit:,} bytes")
+        return out
     raise ValueError(f"unknown compression type {ctype}")
 
 
@@ -327,12 +363,12 @@ def decompression_error(body: bytes, ctype: int) -> str | None:
                 return "the zlib stream ends early"
             return None
         if ctype == 1:
-            import lz4.frame  # optional dependency
+            import lz4.frame
             d = lz4.frame.LZ4FrameDecompressor()
             d.decompress(bytes(body), DECOMPRESS_CHECK_LIMIT)
             return None if d.eof or d.needs_input is False else "the LZ4 frame ends early"
         if ctype == 2:
-            import zstandard  # optional dependency
+            import zstandard
             with zstandard.ZstdDecompressor().stream_reader(bytes(body)) as r:
                 made = 0
                 while made < DECOMPRESS_CHECK_LIMIT and (chunk := r.read(1 << 20)):

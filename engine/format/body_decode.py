@@ -1,0 +1,345 @@
+"""A message body as people read it: one pipeline for the CLI, the scans and the GUI.
+
+1. Decompress by the record's own sysFlag (engine.format.message.decompress_body: zlib,
+   LZ4, ZSTD and the legacy flag), bounded so a small body cannot become a huge one.
+2. Detect the format, most specific first, each with a confidence in [0, 1]: a user's schema
+   (Protobuf descriptor set + message type, Avro schema), an Avro object container, JSON, XML,
+   UTF-8 text, Protobuf without a schema (protoc --decode_raw's rules), MessagePack, CBOR,
+   then hex. The first candidate at or above ACCEPT wins; otherwise the best one that parsed,
+   if it reaches FLOOR; otherwise hex.
+3. `value` is always JSON-able (bytes become {"$bytes": hex}); decoding never raises on bad
+   bytes, and `note` says why it fell back. docs/formats/bodies.md has the rules."""
+from __future__ import annotations
+
+import datetime
+import decimal
+import io
+import json
+import math
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from engine.format import protobuf_wire as pw
+from engine.format.message import COMPRESSED_FLAG, COMPRESSION_NAMES, decompress_body
+from engine.format.text import GBK, HEX, UTF8, detect
+
+JSON_F, TEXT, XML, PROTOBUF, MSGPACK, CBOR, AVRO = "json", "text", "xml", "protobuf", "msgpack", "cbor", "avro"
+FORMATS = (JSON_F, TEXT, XML, PROTOBUF, MSGPACK, CBOR, AVRO, HEX)   # a caller's override picks one of these
+ACCEPT = 0.8          # a candidate this sure ends the search
+FLOOR = 0.3           # below this, hex says more than a guess
+DECOMPRESS_LIMIT = 64 << 20
+_CTRL = bytes(c for c in range(0x20) if c not in (0x09, 0x0A, 0x0D)) + b"\x7f"
+
+
+@dataclass
+class DecodedBody:
+    """`raw` is the decoder's own result; `value` its JSON-able form, made when first asked
+    for (a scan that only matches text, or a bench, pays for no conversion it does not use)."""
+    format: str
+    compression: str | None
+    raw: object
+    confidence: float
+    note: str = ""
+    _value: object = field(default=None, repr=False, compare=False)
+    _made: bool = field(default=False, repr=False, compare=False)
+
+    @property
+    def value(self):
+        if not self._made:
+            self._value = pw.to_value(self.raw) if self.format == PROTOBUF and isinstance(self.raw, list) \
+                else jsonable(self.raw)
+            self._made = True
+        return self._value
+
+    def to_json(self) -> dict:
+        d = {"format": self.format, "compression": self.compression, "value": self.value,
+             "confidence": self.confidence}
+        if self.note:
+            d["note"] = self.note
+        return d
+
+    def text(self) -> str:
+        """The decoded body as one searchable text: the text itself, or the value as JSON."""
+        if isinstance(self.value, str):
+            return self.value
+        return json.dumps(self.value, ensure_ascii=False)
+
+
+# ---- schemas -------------------------------------------------------------------------------
+class SchemaError(ValueError):
+    """A schema file that cannot be used (the CLI says so and exits 2)."""
+
+
+class Schemas:
+    """What the user knows about a topic's bodies: a Protobuf message type from a descriptor
+    set (`protoc --descriptor_set_out`), or an Avro schema (.avsc). Loaded once, reused."""
+
+    def __init__(self, proto_desc: str | None = None, proto_type: str | None = None,
+                 avro_schema: str | None = None):
+        self.proto_desc, self.proto_type, self.avro_schema = proto_desc, proto_type, avro_schema
+        self._proto_cls = None
+        self._avro = None
+        if bool(proto_desc) != bool(proto_type):
+            raise SchemaError("a Protobuf schema needs both the descriptor set and the message type")
+        if proto_desc:
+            self._proto_cls = _load_proto(proto_desc, proto_type)
+        if avro_schema:
+            self._avro = _load_avro(avro_schema)
+
+    @property
+    def empty(self) -> bool:
+        return self._proto_cls is None and self._avro is None
+
+    def decode_proto(self, data: bytes):
+        from google.protobuf import json_format
+        msg = self._proto_cls()
+        msg.ParseFromString(data)   # DecodeError on bad bytes (caught by the caller)
+        return json_format.MessageToDict(msg, preserving_proto_field_name=True)
+
+    def decode_avro(self, data: bytes):
+        import fastavro
+        if data[:2] == b"\xc3\x01" and len(data) >= 10:   # Avro single-object encoding: marker + fingerprint
+            data = data[10:]
+        fp = io.BytesIO(data)
+        v = fastavro.schemaless_reader(fp, self._avro, None)
+        if fp.tell() != len(data):
+            raise ValueError(f"{len(data) - fp.tell()} bytes left after the record")
+        return v
+
+
+def _load_proto(path: str, type_name: str):
+    try:
+        from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+        fds = descriptor_pb2.FileDescriptorSet.FromString(Path(path).read_bytes())
+        pool = descriptor_pool.DescriptorPool()
+        pending = list(fds.file)
+        while pending:   # dependencies first, whatever order protoc wrote them in
+            added = {f.name for f in pending if all(_has_file(pool, d) for d in f.dependency) and pool.Add(f) is None}
+            if not added:
+                missing = sorted({d for f in pending for d in f.dependency if not _has_file(pool, d)})
+                raise SchemaError(f"{path}: imports not in the descriptor set: {', '.join(missing)} "
+                                  "(protoc --include_imports)")
+            pending = [f for f in pending if f.name not in added]
+        return message_factory.GetMessageClass(pool.FindMessageTypeByName(type_name.lstrip(".")))
+    except SchemaError:
+        raise
+    except KeyError:
+        raise SchemaError(f"{path}: no message type {type_name!r}") from None
+    except Exception as e:   # OSError, DecodeError, TypeError from the pool: one clear line
+        raise SchemaError(f"{path}: not a usable descriptor set ({type(e).__name__}: {e})") from None
+
+
+def _has_file(pool, name: str) -> bool:
+    try:
+        pool.FindFileByName(name)
+        return True
+    except KeyError:
+        return False
+
+
+def _load_avro(path: str):
+    try:
+        import fastavro
+        return fastavro.parse_schema(json.loads(Path(path).read_text(encoding="utf-8")))
+    except Exception as e:   # OSError, JSON or schema errors
+        raise SchemaError(f"{path}: not a usable Avro schema ({type(e).__name__}: {e})") from None
+
+
+# ---- JSON-able values ------------------------------------------------------------------------
+def jsonable(v, depth: int = 0):
+    """Any decoder's value as JSON: bytes as {"$bytes": hex}, non-finite floats as text, map
+    keys as text, tags / extensions / dates spelled out."""
+    if v is None or isinstance(v, (bool, int, str)):
+        return v
+    if isinstance(v, float):
+        return v if math.isfinite(v) else str(v)
+    if depth > 64:
+        return "…"
+    if isinstance(v, (bytes, bytearray, memoryview)):
+        return {"$bytes": bytes(v).hex()}
+    if isinstance(v, dict):
+        return {k if isinstance(k, str) else json.dumps(jsonable(k, depth + 1), ensure_ascii=False):
+                jsonable(x, depth + 1) for k, x in v.items()}
+    if isinstance(v, (list, tuple, set, frozenset)):
+        return [jsonable(x, depth + 1) for x in v]
+    if isinstance(v, (datetime.date, datetime.time)):
+        return v.isoformat()
+    if isinstance(v, (decimal.Decimal, uuid.UUID)):
+        return str(v)
+    tag = getattr(v, "tag", None)
+    if tag is not None and hasattr(v, "value"):   # cbor2.CBORTag
+        return {"$tag": tag, "value": jsonable(v.value, depth + 1)}
+    code = getattr(v, "code", None)
+    if code is not None and hasattr(v, "data"):   # msgpack.ExtType
+        return {"$ext": code, "data": bytes(v.data).hex()}
+    return str(v)
+
+
+# ---- the decoders: each (value, confidence) or raises -----------------------------------------
+def _json(data: bytes):
+    s = data.lstrip()[:1]
+    if s not in (b"{", b"["):
+        raise ValueError("does not start with { or [")
+    return json.loads(data.decode("utf-8")), 1.0
+
+
+def _text(data: bytes):
+    sample = data[:4096]
+    if (len(sample) - len(sample.translate(None, _CTRL))) * 20 > len(sample):   # > 5 % controls: binary
+        raise ValueError("control bytes: not text")
+    kind = detect(data)
+    if kind == UTF8:
+        return data.decode("utf-8", "replace"), 0.9
+    if kind == GBK:
+        return data.decode("gbk", "replace"), 0.6
+    raise ValueError("not printable UTF-8 or GBK text")
+
+
+def _xml(data: bytes):
+    head = data.lstrip()[:5]
+    if not head.startswith(b"<") or head[1:2] not in b"?!abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ_":
+        raise ValueError("does not start with <")
+    if b"<!DOCTYPE" in data or b"<!ENTITY" in data:
+        raise ValueError("has a DOCTYPE (entities are never expanded here)")
+    from xml.etree import ElementTree
+    return _element(ElementTree.fromstring(data)), 1.0
+
+
+def _element(e) -> dict:
+    d = {"tag": e.tag}
+    if e.attrib:
+        d["attributes"] = dict(e.attrib)
+    if e.text and e.text.strip():
+        d["text"] = e.text.strip()
+    if len(e):
+        d["children"] = [_element(c) for c in e]
+    return d
+
+
+def _protobuf(data: bytes):
+    fields, why = pw.walk(data)
+    if fields is None:
+        raise ValueError(why)
+    return fields, pw.score(fields, len(data))
+
+
+def _msgpack(data: bytes):
+    import msgpack
+    v = msgpack.unpackb(data, raw=False, strict_map_key=False, unicode_errors="surrogateescape")
+    return v, (0.85 if isinstance(v, (dict, list)) and v else 0.35 if len(data) <= 9 else 0.2)
+
+
+def _cbor(data: bytes):
+    import cbor2
+    fp = io.BytesIO(data)
+    v = cbor2.CBORDecoder(fp).decode()
+    if fp.tell() != len(data):
+        raise ValueError(f"{len(data) - fp.tell()} bytes after the item")
+    if getattr(v, "tag", None) == 55799:   # the self-described CBOR tag
+        return v.value, 1.0
+    return v, (0.8 if isinstance(v, (dict, list)) and v else 0.3 if len(data) <= 9 else 0.2)
+
+
+def _avro_container(data: bytes):
+    if not data.startswith(b"Obj\x01"):
+        raise ValueError("no Avro object-container header")
+    import fastavro
+    return list(fastavro.reader(io.BytesIO(data))), 1.0
+
+
+def _hex(data: bytes):
+    return data, 0.0
+
+
+def _sniff(data: bytes) -> dict[str, str]:
+    """Why each cheap-to-refuse format does not fit, without calling its decoder (no
+    exception per body on the common path)."""
+    no = {}
+    if not data.startswith(b"Obj\x01"):
+        no[AVRO] = "no Avro object-container header"
+    first = data.lstrip()[:1]
+    if first not in (b"{", b"["):
+        no[JSON_F] = "does not start with { or ["
+    if first != b"<":
+        no[XML] = "does not start with <"
+    sample = data[:4096]
+    if (len(sample) - len(sample.translate(None, _CTRL))) * 20 > len(sample):
+        no[TEXT] = "control bytes: not text"
+    return no
+
+
+DECODERS = {JSON_F: _json, TEXT: _text, XML: _xml, PROTOBUF: _protobuf, MSGPACK: _msgpack, CBOR: _cbor,
+            AVRO: _avro_container, HEX: _hex}
+_ORDER = (AVRO, JSON_F, XML, TEXT, PROTOBUF, MSGPACK, CBOR)
+
+
+def _try(fn, data: bytes):
+    try:
+        v, conf = fn(data)
+        return v, conf, ""
+    except RecursionError:
+        return None, -1.0, "nested too deep"
+    except Exception as e:   # noqa: BLE001 - every library has its own errors: all mean "not this format"
+        return None, -1.0, f"{type(e).__name__}: {e}"[:160]
+
+
+# ---- the pipeline ----------------------------------------------------------------------------
+def decompressed(body: bytes, sys_flag: int) -> tuple[bytes | None, str | None, str]:
+    """(consumer's bytes or None, compression name or None, why it failed)."""
+    if not sys_flag & COMPRESSED_FLAG:
+        return body, None, ""
+    ctype = (sys_flag >> 8) & 0x7
+    name = COMPRESSION_NAMES.get(ctype, f"type {ctype}")
+    try:
+        return decompress_body(body, ctype, DECOMPRESS_LIMIT), name, ""
+    except Exception as e:   # noqa: BLE001 - zlib / LZ4 / ZSTD errors, too large, unknown type
+        return None, name, f"the {name} body does not decompress: {type(e).__name__}: {e}"[:200]
+
+
+def decode_body(body: bytes, sys_flag: int = 0, schemas: Schemas | None = None,
+                format: str | None = None) -> DecodedBody:
+    """The body as people read it. `format` forces one decoder (a user's override); when it
+    fails the result is hex, with the note saying why."""
+    body = bytes(body)
+    data, comp, why = decompressed(body, sys_flag)
+    if data is None:
+        return DecodedBody(HEX, comp, body, 0.0, why)
+    if format is not None and format not in DECODERS:
+        return DecodedBody(HEX, comp, data, 0.0, f"unknown format {format!r}")
+    if not data and format in (None, TEXT, JSON_F):
+        return DecodedBody(TEXT, comp, "", 1.0, "empty body")
+    notes = []
+    if schemas is not None and not schemas.empty:
+        for name, fn in ((PROTOBUF, schemas.decode_proto if schemas._proto_cls else None),
+                         (AVRO, schemas.decode_avro if schemas._avro else None)):
+            if fn is None or format not in (None, name):
+                continue
+            v, conf, err = _try(lambda d: (fn(d), 1.0), data)
+            if conf >= 0:
+                return DecodedBody(name, comp, v, 1.0, "schema: " + (schemas.proto_type or schemas.avro_schema))
+            notes.append(f"{name} schema: {err}")
+    if format is not None:
+        v, conf, err = _try(DECODERS[format], data)
+        if conf >= 0:
+            return DecodedBody(format, comp, v, max(conf, 0.0), "; ".join(notes + ["format chosen by the user"]))
+        return DecodedBody(HEX, comp, data, 0.0, "; ".join(notes + [f"not {format}: {err}"]))
+    best = None
+    refused = _sniff(data)
+    for name in _ORDER:
+        if name in refused:
+            continue
+        v, conf, err = _try(DECODERS[name], data)
+        if conf >= ACCEPT:
+            return DecodedBody(name, comp, v, conf, "; ".join(notes))
+        if conf >= 0 and (best is None or conf > best[2]):
+            best = (name, v, conf)
+    if best is not None and best[2] >= FLOOR:
+        return DecodedBody(best[0], comp, best[1], best[2], "; ".join(notes + ["a guess: nothing parsed with certainty"]))
+    return DecodedBody(HEX, comp, data, 0.0,
+                       "; ".join(notes + ["no format fits" + (f" (best guess {best[0]}, {best[2]:.2f})" if best else "")]))
+
+
+def decode_message(m, schemas: Schemas | None = None, format: str | None = None) -> DecodedBody:
+    """decode_body of an engine Message (its body and sysFlag)."""
+    return decode_body(m.body, m.sysFlag, schemas, format)
