@@ -390,6 +390,8 @@ class TieredStore:
                 if not raw or len(found) < max_num:
                     found[(item[2], item[3])] = item
         tid = self.topic_id(topic)
+        if tid is None:  # no metadata: an item that really is this topic's message says its id
+            tid = next((it[1] for it in found.values() if self._proves(topic, key, it)), None)
         msgs, offsets, false_hits = [], [], []
         for item in found.values():
             _h, item_tid, qid, off, size, _t = item
@@ -398,17 +400,26 @@ class TieredStore:
             q = self.find_queue(topic, qid)
             m = q.message(off, size) if q is not None else None
             if not raw:
-                if m is None or m.topic != topic or key not in ([m.uniqKey] + m.key_list) or (
-                        tid is not None and item_tid != tid):
+                if not self._proves(topic, key, item, m):  # the segments decide, not the metadata
                     false_hits.append(off)
                     continue
-                self._topic_ids.setdefault(topic, item_tid)
             if m is not None:
                 msgs.append(m)
                 offsets.append(off)
             if len(msgs) >= max_num:
                 break
         return QueryResult(msgs, len(found) > len(msgs) + len(false_hits), offsets, false_hits)
+
+    def _proves(self, topic: str, key: str, item: tuple, m=None) -> bool:
+        """The item points at a message of `topic` in its queue that carries `key` (then its
+        topicId is the topic's: learned when no metadata says it)."""
+        if m is None:
+            q = self.find_queue(topic, item[2])
+            m = q.message(item[3], item[4]) if q is not None else None
+        ok = m is not None and m.topic == topic and key in [m.uniqKey] + m.key_list
+        if ok:
+            self._topic_ids.setdefault(topic, item[1])
+        return ok
 
     def info(self) -> dict:
         return {"root": str(self.root), "kind": "tiered", "readOnly": True, "cluster": self.cluster,

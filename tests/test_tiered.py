@@ -1,0 +1,181 @@
+"""A tier folder (RocketMQ 5.3.3 TieredMessageStore, POSIX provider) opened on its own: every
+message and every key query of the tiered_store fixture against what the real
+TieredMessageStore answered (README_TIERED.md), the CLI over it, other names and brokers,
+and not one byte written."""
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from conftest import manifest, unpack
+from engine.cli.app import main
+from engine.errors import ConfigError, NotAStoreError
+from engine.format import tiered_layout as L
+from engine.store.tiered import TieredStore, is_tier_folder
+
+FIELDS = ["topic", "queueId", "queueOffset", "commitLogOffset", "storeSize", "keys", "tags", "uniqKey", "msgId",
+          "storeTimestamp", "bornTimestamp", "sysFlag", "bodyCRC"]
+
+
+def tier() -> Path:
+    return unpack("tiered_store") / "tiered"
+
+
+def tree_hash(root: Path) -> dict:
+    out = {}
+    for dirpath, _dirs, files in os.walk(root):
+        for n in files:
+            p = Path(dirpath) / n
+            out[str(p.relative_to(root))] = (p.stat().st_size, p.stat().st_mtime_ns,
+                                             hashlib.sha256(p.read_bytes()).hexdigest())
+    return out
+
+
+def read_all(store, topic, qid, step=16):
+    msgs, off = [], 0
+    while True:
+        r = store.get_message(topic, qid, off, step)
+        if r.status != "FOUND":
+            assert r.status == "OFFSET_OVERFLOW_ONE", (topic, qid, off, r.status)
+            return msgs
+        assert r.nextBeginOffset > off
+        msgs.extend(r.messages)
+        off = r.nextBeginOffset
+
+
+def test_every_message_as_tiered_message_store_returned_it():
+    m = manifest("tiered_store")
+    with TieredStore.open(tier()) as store:
+        assert (store.cluster, store.broker) == (m["cluster"], m["brokerName"])
+        for q in m["queues"]:
+            assert store.queue_bounds(q["topic"], q["queueId"]) == (
+                "SimpleCQ", q["tieredConsumeQueueMinOffset"], q["tieredConsumeQueueCommitOffset"])
+            tq = store.find_queue(q["topic"], q["queueId"])
+            assert (tq.commitlog.min_offset, tq.commitlog.max_offset) == (
+                q["tieredCommitLogMinOffset"], q["tieredCommitLogCommitOffset"])
+            assert store.topic_id(q["topic"]) == q["tieredTopicId"]
+        got = {}
+        for t, qid in store.queues:
+            for msg in read_all(store, t, qid):
+                got[(t, qid, msg.queueOffset)] = msg
+    assert len(got) == len(m["messages"]) == 300
+    for e in m["messages"]:
+        msg = got[(e["topic"], e["queueId"], e["queueOffset"])]
+        assert [getattr(msg, f) for f in FIELDS] == [e[f] for f in FIELDS]
+        assert msg.body.decode() == e["body"]
+        assert msg.physicalOffsetField == e["commitLogOffset"]  # rewritten by the upload
+
+
+def _hits(r) -> set[str]:
+    return {f"{x.queueId}:{x.queueOffset}:{x.commitLogOffset}" for x in r.messages}
+
+
+@pytest.mark.parametrize("raw", [False, True])
+def test_every_key_query_as_tiered_message_store_answered(raw):
+    m = manifest("tiered_store")
+    expected = m["queryMessage_queueId:queueOffset:commitLogOffset"]
+    keys = {k for per in expected.values() for k in per} | {e["uniqKey"] for e in m["messages"]}
+    with TieredStore.open(tier()) as store:
+        checked = 0
+        for topic in store.topics():
+            for key in sorted(keys):
+                r = store.query_message(topic, key, 0, 2**63 - 1, 64, raw=raw)
+                want = set(expected.get(topic, {}).get(key, []))
+                if key.startswith("C0") and not want:  # UNIQ_KEY: the manifest's messages say where
+                    want = {f"{e['queueId']}:{e['queueOffset']}:{e['commitLogOffset']}"
+                            for e in m["messages"] if e["uniqKey"] == key and e["topic"] == topic}
+                assert _hits(r) == want, (topic, key)
+                checked += bool(want)
+    assert checked == sum(len(v) for v in expected.values()) + 300
+
+
+def test_keys_answer_without_the_metadata_file(tmp_path):
+    """The tier alone (no store beside it): topic ids come from the index items themselves."""
+    shutil.copytree(tier(), tmp_path / "tier")
+    expected = manifest("tiered_store")["queryMessage_queueId:queueOffset:commitLogOffset"]
+    with TieredStore.open(tmp_path / "tier") as store:
+        assert store.metadata_path is None
+        for raw in (False, True):
+            for topic, per in expected.items():
+                for key, hits in list(per.items())[:12]:
+                    assert _hits(store.query_message(topic, key, raw=raw)) == set(hits), (topic, key, raw)
+        assert store.query_message("TopicA", "no-such-key").messages == []
+
+
+def test_get_status_table():
+    with TieredStore.open(tier()) as store:
+        assert store.get_message("TopicA", 0, 46).status == "OFFSET_OVERFLOW_ONE"
+        r = store.get_message("TopicA", 0, 99)
+        assert (r.status, r.nextBeginOffset) == ("OFFSET_OVERFLOW_BADLY", 46)
+        assert store.get_message("NoSuchTopic", 0, 0).status == "NO_MATCHED_LOGIC_QUEUE"
+        r = store.get_message("TopicA", 0, 10, 1000)  # across segments
+        assert [x.queueOffset for x in r.messages] == list(range(10, 46))
+
+
+def test_cli_over_the_tier_and_nothing_written(capsys):
+    before = tree_hash(unpack("tiered_store"))
+    for where in (tier(), next(tier().iterdir()), next(next(tier().iterdir()).iterdir())):
+        assert main(["info", str(where), "--json"]) == 0
+        info = json.loads(capsys.readouterr().out)
+        assert info["kind"] == "tiered" and info["broker"] == "broker-fx" and len(info["queues"]) == 6
+        assert sum(f["indexItemCount"] for f in info["indexFiles"]) == 660
+    assert main(["get", str(tier()), "TopicB", "1", "44", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert [x["queueOffset"] for x in out["messages"]] == [44, 45]
+    assert main(["query-key", str(tier()), "TopicA", "ord-0", "--json"]) == 0
+    hits = {f"{x['queueId']}:{x['queueOffset']}:{x['commitLogOffset']}"
+            for x in json.loads(capsys.readouterr().out)["messages"]}
+    assert hits == set(manifest("tiered_store")["queryMessage_queueId:queueOffset:commitLogOffset"]["TopicA"]["ord-0"])
+    assert main(["check", str(tier())]) == 0
+    assert capsys.readouterr().out.startswith("OK: 300 messages, 300 CQ units, 660 index items")
+    assert main(["info", str(tier())]) == 0
+    assert "TopicC" in capsys.readouterr().out
+    assert main(["dump", str(tier())]) == 2
+    assert "needs a store" in capsys.readouterr().err
+    assert tree_hash(unpack("tiered_store")) == before
+
+
+def test_several_brokers_and_other_names(tmp_path, capsys):
+    """Other cluster and broker names are found from the folders; two brokers ask for brokerName."""
+    src = next(tier().iterdir()) / "broker-fx"
+    root = tmp_path / "nas"
+    for cluster, broker in (("ProdCluster", "broker-a"), ("ProdCluster", "broker-b")):
+        shutil.copytree(src, root / L.cluster_folder(cluster) / broker)
+    (root / "not-a-cluster" / "x").mkdir(parents=True)
+    assert is_tier_folder(root)
+    with pytest.raises(ConfigError, match="brokerName="):
+        TieredStore.open(root)
+    assert main(["info", str(root)]) == 2
+    assert "--set brokerName=" in capsys.readouterr().err
+    assert main(["get", str(root), "TopicA", "0", "0", "--set", "brokerName=broker-b", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["messages"][0]["keys"] == "ord-6"
+    with TieredStore.open(root, {"brokerName": "broker-a"}) as store:
+        assert (store.cluster, store.broker) == ("ProdCluster", "broker-a")
+        assert store.query_message("TopicB", "ord-1").messages
+    with pytest.raises(ConfigError, match="no broker"):
+        TieredStore.open(root, {"brokerName": "broker-z"})
+
+
+def test_not_a_tier(tmp_path):
+    (tmp_path / "a" / "b").mkdir(parents=True)
+    assert not is_tier_folder(tmp_path)
+    with pytest.raises(NotAStoreError):
+        TieredStore.open(tmp_path)
+
+
+def test_layout_rules():
+    assert L.parse_segment_name("cfcd208400000000000000000000") == 0
+    assert L.parse_segment_name("3e88384000000000000000007901") == 7901
+    assert L.parse_segment_name("0000000000000000000000007901") is None  # the hash must match
+    assert L.segment_name(7901) == "3e88384000000000000000007901"
+    assert L.parse_cluster_folder("439aea23_FixtureCluster") == "FixtureCluster"
+    assert L.parse_cluster_folder("439aea24_FixtureCluster") is None
+    assert L.slot_count(12224, 399) == 128 and L.slot_count(12225, 399) is None
+    assert L.load_fastjson('{\n\t"a":{\n\t\t0:{"x":1},\n\t\t7879:{"x":2}\n\t}\n}') == {"a": {"0": {"x": 1}, "7879": {"x": 2}}}
+    head = (next(tier().iterdir()) / "broker-fx/rmq_sys_INDEX/0/INDEX/cfcd208400000000000000000000").read_bytes()[:4]
+    assert int.from_bytes(head, "big", signed=True) == L.END_MAGIC
