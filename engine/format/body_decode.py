@@ -115,7 +115,10 @@ def _load_proto(path: str, type_name: str):
         pool = descriptor_pool.DescriptorPool()
         pending = list(fds.file)
         while pending:   # dependencies first, whatever order protoc wrote them in
-            added = {f.name for f in pending if all(_has_file(pool, d) for d in f.dependency) and pool.Add(f) is None}
+            ready = [f for f in pending if all(_has_file(pool, d) for d in f.dependency)]
+            for f in ready:
+                pool.Add(f)
+            added = {f.name for f in ready}
             if not added:
                 missing = sorted({d for f in pending for d in f.dependency if not _has_file(pool, d)})
                 raise SchemaError(f"{path}: imports not in the descriptor set: {', '.join(missing)} "
@@ -236,8 +239,8 @@ def _cbor(data: bytes):
     v = cbor2.CBORDecoder(fp).decode()
     if fp.tell() != len(data):
         raise ValueError(f"{len(data) - fp.tell()} bytes after the item")
-    if getattr(v, "tag", None) == 55799:   # the self-described CBOR tag
-        return v.value, 1.0
+    if data.startswith(b"\xd9\xd9\xf7"):   # the self-described CBOR tag (cbor2 drops it)
+        return getattr(v, "value", v) if getattr(v, "tag", None) == 55799 else v, 1.0
     return v, (0.8 if isinstance(v, (dict, list)) and v else 0.3 if len(data) <= 9 else 0.2)
 
 
