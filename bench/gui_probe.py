@@ -220,7 +220,7 @@ def first_spark_job(root: str, delay: float = 10.0, job: str = "topic-stats") ->
             p.finished.disconnect(loop.quit)
         out.update({"firstGuiJobSeconds": walls[0], "secondGuiJobSeconds": walls[1],
                     "firstGuiJobReportedSeconds": p.last_result.seconds if p.last_result else None,
-                    "sparkStartSeconds": warm.seconds, "master": p.last_result.master if p.last_result else None,
+                    "sparkStartSeconds": warm.seconds, "sparkSessionUpSeconds": warm.jvm_seconds, "master": p.last_result.master if p.last_result else None,
                     "rows": len(p.last_result.rows) if p.last_result else None})
         w.session.close()
         w.session.wait_open()

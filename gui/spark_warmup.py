@@ -4,7 +4,8 @@ the JVM, then one tiny job so the Python workers and the data sources are warm t
 
 There is one per process (one JVM per process: pyspark's rule), shared by every window and
 every store: the session outlives the store that was open when it started. It runs on a
-one-thread pool of its own, never the session's runner, so browsing never waits for it.
+daemon thread of its own, never the session's runner, so browsing never waits for it, and
+quitting never waits for a JVM still starting (the JVM ends with the process).
 Its state is a label in the status bar with a Cancel button. A job submitted while Spark
 starts waits for the same session (it shows "starting Spark…"); a cancel with no job
 waiting ends the JVM once it is up (starting it cannot be interrupted).
@@ -14,12 +15,13 @@ turns it off. Tests and embedders that build windows get no JVM they did not ask
 from __future__ import annotations
 
 import os
+import threading
 import time
 
 from PySide6.QtCore import QObject, Qt, Signal
 from PySide6.QtWidgets import QApplication, QHBoxLayout, QLabel, QToolButton, QWidget
 
-from .workers import TaskRunner
+from engine.tasks import Cancelled, CancelToken
 
 IDLE, STARTING, READY, FAILED, CANCELLED = "idle", "starting", "ready", "failed", "cancelled"
 
@@ -38,17 +40,22 @@ class SparkWarmup(QObject):
     """The process's background Spark start. `state` is one of IDLE, STARTING, READY, FAILED,
     CANCELLED; `text` what the status bar says; `changed` fires with both."""
     changed = Signal(str, str)
+    _event = Signal(int, str, object)   # from the thread: (run, kind, value), delivered on the UI thread
 
     def __init__(self, parent: QObject | None = None, enabled: bool | None = None):
         super().__init__(parent)
-        self.runner = TaskRunner(self, max_threads=1)
+        self._event.connect(self._on_event)
+        self._run = 0                # the current start; events of older ones are dropped
+        self._thread: threading.Thread | None = None
+        self._stopper: threading.Thread | None = None
         self.enabled = enabled_by_env(False) if enabled is None else enabled
         self.state = IDLE
         self.text = ""
         self.detail = ""             # the full reason of a failure (the label's tooltip)
         self.master: str | None = None
         self.seconds: float | None = None   # start to ready, the last time
-        self.task = None
+        self.jvm_seconds: float | None = None   # start to the session up (before the tiny job)
+        self.cancel_token: CancelToken | None = None
         self._claimed = False        # a job waits for (or runs on) the session being started
         self._warming = False        # the JVM is up, the tiny job runs
         self._t0 = 0.0
@@ -76,12 +83,43 @@ class SparkWarmup(QObject):
             return True
         from engine.scan.api import warm_up_task
         self.master, self._claimed, self._warming, self._t0 = master, False, False, time.perf_counter()
+        self.seconds = self.jvm_seconds = None
         self._set(STARTING, f"Spark: starting {master}…")
-        self.task = self.runner.submit(warm_up_task, master, memory or None, pass_cancel=True,
-                                       on_progress=self._on_progress, on_result=self._on_ready,
-                                       on_error=self._on_failed, on_cancelled=self._on_cancelled,
-                                       on_dropped=lambda _master: self._on_cancelled())
+        self._run += 1
+        self.cancel_token = CancelToken()
+        self._thread = threading.Thread(target=self._drive, name="rmqstore-spark-warm-up", daemon=True,
+                                        args=(self._run, warm_up_task(master, memory or None, cancel=self.cancel_token),
+                                              self.cancel_token))
+        self._thread.start()
         return True
+
+    def _drive(self, run: int, gen, cancel: CancelToken) -> None:
+        """On the warm-up's thread: step the task, hand each report and the end to the UI thread."""
+        try:
+            while True:
+                p = next(gen)
+                if cancel.cancelled:
+                    gen.close()
+                    raise Cancelled()
+                self._post(run, "progress", p)
+        except StopIteration as stop:
+            self._post(run, "ready", stop.value)
+        except Cancelled:
+            self._post(run, "cancelled", None)
+        except BaseException as exc:   # shown in the status bar
+            self._post(run, "cancelled" if cancel.cancelled else "failed", exc)
+
+    def _post(self, run: int, kind: str, value) -> None:
+        try:
+            self._event.emit(run, kind, value)
+        except RuntimeError:   # the application is gone (quitting while Spark started)
+            pass
+
+    def _on_event(self, run: int, kind: str, value) -> None:
+        if run != self._run:
+            return
+        {"progress": self._on_progress, "ready": self._on_ready, "failed": self._on_failed,
+         "cancelled": lambda _v: self._on_cancelled()}[kind](value)
 
     def claim(self) -> None:
         """A Spark job is being submitted: it will use the session being started (so a
@@ -89,26 +127,34 @@ class SparkWarmup(QObject):
         tiny job is skipped; once it runs, it is left to finish beside the job (stopping it
         would end the Python workers it started for the job to reuse)."""
         self._claimed = True
-        if self.state == STARTING and self.task is not None and not self._warming:
-            self.task.cancel.cancel()   # the job would only run beside the tiny one: skip it
+        if self.state == STARTING and self.cancel_token is not None and not self._warming:
+            self.cancel_token.cancel()   # the job would only run beside the tiny one: skip it
             self._set(STARTING, f"Spark: starting {self.master} for the job…")
 
     def cancel(self) -> None:
         """Cancel the start: once the JVM is up (its start cannot be interrupted) it is ended
         again, unless a job is waiting for it."""
-        if self.state != STARTING or self.task is None:
+        if self.state != STARTING or self.cancel_token is None:
             return
         self._claimed = False
-        self.task.cancel.cancel()
+        self.cancel_token.cancel()
         self._set(STARTING, "Spark: cancelling the start…")
 
     def wait(self, msecs: int = -1) -> bool:
-        return self.runner.pool.waitForDone(msecs)
+        """Until the warm-up's thread (and a stop after a cancel) has ended; False on timeout."""
+        for t in (self._thread, self._stopper):
+            if t is not None:
+                t.join(None if msecs < 0 else msecs / 1000)
+                if t.is_alive():
+                    return False
+        return True
 
     # ---- outcomes, on the UI thread ------------------------------------------------------
     def _on_progress(self, p) -> None:
+        if p.done >= 1 and not self._warming:
+            self.jvm_seconds = time.perf_counter() - self._t0
         self._warming = p.done >= 1
-        if self.state == STARTING and p.message and not self.task.cancel.cancelled:
+        if self.state == STARTING and p.message and not self.cancel_token.cancelled:
             self._set(STARTING, f"Spark: {p.message}")
 
     def _on_ready(self, master: str) -> None:
@@ -129,8 +175,9 @@ class SparkWarmup(QObject):
             else:
                 self._set(IDLE, "")
             return
-        if running:
-            self.runner.submit(stop_spark)   # off the UI thread: stopping takes a second
+        if running:   # off the UI thread: stopping takes a second
+            self._stopper = threading.Thread(target=stop_spark, name="rmqstore-spark-stop", daemon=True)
+            self._stopper.start()
         self._set(CANCELLED, "Spark start cancelled")
 
 
