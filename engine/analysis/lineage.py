@@ -72,145 +72,39 @@ def op_half_offsets(m) -> list[int]:
     return out
 
 
-class Lineage:
-    """The lineage reader of one open store (its consumer and schedule offsets read once)."""
+class LifeRules:
+    """The rules that name a life's records and its fate, from records alone (no store): what
+    the consumer offsets, the schedule offsets and the delay level table say, read once. The
+    store walker (Lineage) and the whole-store scans (engine.scan.lineage_job) share them."""
 
-    def __init__(self, store):
-        self.store = store
-        self.offsets = store.consumer_offsets()          # (topic, group, queueId) -> committed offset
+    def __init__(self, offsets: dict, delay_offsets: dict, level_millis: list[int]):
+        self.offsets = offsets                           # (topic, group, queueId) -> committed offset
         self.subscriptions: dict[str, set[str]] = {}     # group -> topics it has committed offsets in
-        for topic, group, _ in self.offsets:
+        for topic, group, _ in offsets:
             self.subscriptions.setdefault(group, set()).add(topic)
+        self.delay_offsets = delay_offsets               # delay level -> the schedule service's next offset
+        self.level_millis = level_millis
+
+    @classmethod
+    def of_store(cls, store) -> "LifeRules":
         table = (store.config_json("delayOffset.json") or {}).get("offsetTable") or {}
-        self.delay_offsets = {int(k): int(v) for k, v in table.items()} if isinstance(table, dict) else {}
-        self.level_millis = store.cfg.delay_level_millis
-        names = store.topics()
-        self.topic_names = set(names)
-        self.group_topics = [t for t in names if t.startswith((RETRY_PREFIX, DLQ_PREFIX))]
+        delays = {}
+        if isinstance(table, dict):
+            for k, v in table.items():
+                try:
+                    delays[int(k)] = int(v)
+                except (TypeError, ValueError):
+                    continue
+        return cls(store.consumer_offsets(), delays, store.cfg.delay_level_millis)
 
-    # ---- handles ---------------------------------------------------------------------
-    def seeds(self, offset=None, msgid=None, uniq=None, key=None, topic=None) -> list:
-        """The records a handle names (an offset, an offset msgId or UNIQ_KEY, a UNIQ_KEY, a key in a topic)."""
-        st = self.store
-        if offset is not None:
-            m = st.look_message_by_offset(offset) if st.min_offset <= offset < st.max_offset else None
-            if m is None:
-                raise StoreError(f"no message starts at this commitlog offset "
-                                 f"(the commitlog holds [{st.min_offset}, {st.max_offset}))", offset=offset)
-            return [m]
-        if msgid is not None:
-            msgid = msgid.strip().upper()
-            if looks_like_msg_id(msgid):
-                off = decode_offset_msg_id(msgid)[2]
-                m = st.look_message_by_offset(off) if st.min_offset <= off < st.max_offset else None
-                if m is not None and m.msgId == msgid:
-                    return [m]
-            uniq = msgid
-        if uniq is not None:
-            uniq = uniq.strip().upper()
-            return self.walk_uniq(uniq, self.group_topics + [t for t in (SCHEDULE_TOPIC, HALF_TOPIC, TIMER_TOPIC)]
-                                  + sorted({t for t, _g, _q in self.offsets}))
-        if key is not None and topic is not None:
-            return st.query_message(topic, key, max_num=0).messages
-        raise ValueError("a handle is needed: an offset, a msgId, a UNIQ_KEY, or a key with its topic")
-
-    def walk_uniq(self, uniq: str, topics) -> list:
-        """Every record holding `uniq` in the given topics (one index walk per topic)."""
-        found = {}
-        for t in dict.fromkeys(topics):
-            if t in self.topic_names:
-                for m in self.store.query_message(t, uniq, max_num=0).messages:
-                    if m.uniqKey == uniq:
-                        found[m.commitLogOffset] = m
-        return list(found.values())
-
-    # ---- one life --------------------------------------------------------------------
-    def lives(self, seeds) -> list[dict]:
-        """The lives the seed records belong to, each once, ordered by their first record."""
-        out, seen = [], set()
-        for m in seeds:
-            if m.topic == OP_TOPIC:
-                half = self.half_of_op(m)
-                m = half if half is not None else m
-            ident = m.uniqKey or m.properties.get("ORIGIN_MESSAGE_ID") or m.commitLogOffset
-            if ident in seen:
-                continue
-            seen.add(ident)
-            life = self.life(m)
-            if not any(r["commitLogOffset"] in seen for r in life["records"]):
-                seen.update(r["commitLogOffset"] for r in life["records"])
-                out.append(life)
-        return sorted(out, key=lambda d: d["originalOffset"])
-
-    def candidate_topics(self, m, topic: str) -> list[str]:
-        """The topics a copy of a message of `topic` can be written to."""
-        groups = {g for g, subs in self.subscriptions.items() if topic in subs}
-        if group_of(m.topic):
-            groups.add(group_of(m.topic))
-        out = [topic, m.topic, m.properties.get("REAL_TOPIC") or topic, SCHEDULE_TOPIC, HALF_TOPIC, TIMER_TOPIC]
-        out += [p + g for g in sorted(groups) for p in (RETRY_PREFIX, DLQ_PREFIX)]
-        if len(self.group_topics) <= ALL_GROUP_TOPICS_UP_TO:
-            out += self.group_topics
-        return out
-
-    def life(self, m) -> dict:
-        topic = real_topic(m)
-        if m.uniqKey:
-            msgs = self.walk_uniq(m.uniqKey, self.candidate_topics(m, topic))
-        else:
-            msgs = [m]
-        by_off = {x.commitLogOffset: x for x in msgs}
-        by_off.setdefault(m.commitLogOffset, m)
-        origin = m.properties.get("ORIGIN_MESSAGE_ID")
-        if origin and looks_like_msg_id(origin) and not m.uniqKey:
-            o = self.store.look_message_by_offset(decode_offset_msg_id(origin)[2])
-            if o is not None and o.msgId == origin.upper():
-                by_off.setdefault(o.commitLogOffset, o)
-        for half in [x for x in by_off.values() if x.topic == HALF_TOPIC]:
-            op = self.op_of_half(half)
-            if op is not None:
-                by_off[op.commitLogOffset] = op
-        hops = [Hop(by_off[o]) for o in sorted(by_off)]
+    def life_of(self, records, topic: str | None = None) -> dict:
+        """The life these records make (any order; they are put in write order)."""
+        hops = [Hop(m) for m in sorted(records, key=lambda m: m.commitLogOffset)]
         self.classify(hops)
+        if topic is None:
+            first = next((h.message for h in hops if h.message.topic != OP_TOPIC), hops[0].message)
+            topic = real_topic(first)
         return self.describe(hops, topic)
-
-    # ---- transactions ----------------------------------------------------------------
-    def half_of_op(self, op):
-        """The half an op message removes: the half queue's unit at the op body's offset
-        (the op sits in the op queue with the half's queue id)."""
-        cq = self.store.find_queue(HALF_TOPIC, op.queueId)
-        for qo in op_half_offsets(op):
-            u = cq.unit(qo) if cq is not None and cq.min_offset <= qo < cq.max_offset else None
-            if u is not None:
-                return self.store.commitlog.get_message(u[0], u[1])
-        return None
-
-    def op_of_half(self, half):
-        """The op message naming this half's queue offset: the op queue of the half's queue id,
-        read from the first op stored at or after the half (an op is written after its half)."""
-        cq = self.store.find_queue(OP_TOPIC, half.queueId)
-        if cq is None:
-            return None
-        cl = self.store.commitlog
-        lo, hi = cq.min_offset, cq.max_offset
-        while lo < hi:  # first unit stored at or after the half
-            mid = (lo + hi) // 2
-            u = cq.unit(mid)
-            if u is not None and 0 <= cl.pickup_store_timestamp(u[0], u[1]) < half.storeTimestamp:
-                lo = mid + 1
-            else:
-                hi = mid
-        q = lo
-        while q < cq.max_offset:
-            units = cq.units(q, q + 4096)
-            if len(units) == 0:
-                break
-            for pos, size in zip(units["commitLogOffset"].tolist(), units["size"].tolist()):
-                op = cl.get_message(pos, size)
-                if op is not None and half.queueOffset in op_half_offsets(op):
-                    return op
-            q += len(units)
-        return None
 
     # ---- roles -----------------------------------------------------------------------
     def classify(self, hops: list[Hop]) -> None:
@@ -274,12 +168,11 @@ class Lineage:
                 ex["lmq"] = lmq
 
     def due(self, m, level: int) -> int | None:
-        """When a scheduled record is due: its consume queue unit's tagsCode (the deliver time
-        CommitLog computed at dispatch), else store time + the level's delay."""
-        cq = self.store.find_queue(SCHEDULE_TOPIC, m.queueId)
-        u = cq.unit(m.queueOffset) if cq is not None and cq.min_offset <= m.queueOffset < cq.max_offset else None
-        if u is not None and u[0] == m.commitLogOffset:
-            return u[2]
+        """When a scheduled record is due: the tagsCode its decoding computed (the deliver time,
+        as CommitLog computes it at dispatch), else store time + the level's delay."""
+        t = getattr(m, "tagsCode", 0)
+        if t and t > m.storeTimestamp:
+            return t
         if 1 <= level <= len(self.level_millis):
             return m.storeTimestamp + self.level_millis[level - 1]
         return None
@@ -365,6 +258,148 @@ class Lineage:
             out[group] = {"consumed": queues[-1]["pastCommittedOffset"] if queues else None, "queues": queues}
         return out
 
+
+class Lineage(LifeRules):
+    """The lineage reader of one open store: the rules, and the index walks that find a life."""
+
+    def __init__(self, store):
+        rules = LifeRules.of_store(store)
+        super().__init__(rules.offsets, rules.delay_offsets, rules.level_millis)
+        self.store = store
+        names = store.topics()
+        self.topic_names = set(names)
+        self.group_topics = [t for t in names if t.startswith((RETRY_PREFIX, DLQ_PREFIX))]
+
+    def due(self, m, level: int) -> int | None:
+        """When a scheduled record is due: its consume queue unit's tagsCode (the deliver time
+        CommitLog computed at dispatch with the broker's level table), else the rules' answer."""
+        cq = self.store.find_queue(SCHEDULE_TOPIC, m.queueId)
+        u = cq.unit(m.queueOffset) if cq is not None and cq.min_offset <= m.queueOffset < cq.max_offset else None
+        if u is not None and u[0] == m.commitLogOffset:
+            return u[2]
+        return super().due(m, level)
+
+    # ---- handles ---------------------------------------------------------------------
+    def seeds(self, offset=None, msgid=None, uniq=None, key=None, topic=None) -> list:
+        """The records a handle names (an offset, an offset msgId or UNIQ_KEY, a UNIQ_KEY, a key in a topic)."""
+        st = self.store
+        if offset is not None:
+            m = st.look_message_by_offset(offset) if st.min_offset <= offset < st.max_offset else None
+            if m is None:
+                raise StoreError(f"no message starts at this commitlog offset "
+                                 f"(the commitlog holds [{st.min_offset}, {st.max_offset}))", offset=offset)
+            return [m]
+        if msgid is not None:
+            msgid = msgid.strip().upper()
+            if looks_like_msg_id(msgid):
+                off = decode_offset_msg_id(msgid)[2]
+                m = st.look_message_by_offset(off) if st.min_offset <= off < st.max_offset else None
+                if m is not None and m.msgId == msgid:
+                    return [m]
+            uniq = msgid
+        if uniq is not None:
+            uniq = uniq.strip().upper()
+            return self.walk_uniq(uniq, self.group_topics + [t for t in (SCHEDULE_TOPIC, HALF_TOPIC, TIMER_TOPIC)]
+                                  + sorted({t for t, _g, _q in self.offsets}))
+        if key is not None and topic is not None:
+            return st.query_message(topic, key, max_num=0).messages
+        raise ValueError("a handle is needed: an offset, a msgId, a UNIQ_KEY, or a key with its topic")
+
+    def walk_uniq(self, uniq: str, topics) -> list:
+        """Every record holding `uniq` in the given topics (one index walk per topic)."""
+        found = {}
+        for t in dict.fromkeys(topics):
+            if t in self.topic_names:
+                for m in self.store.query_message(t, uniq, max_num=0).messages:
+                    if m.uniqKey == uniq:
+                        found[m.commitLogOffset] = m
+        return list(found.values())
+
+    # ---- one life --------------------------------------------------------------------
+    def lives(self, seeds) -> list[dict]:
+        """The lives the seed records belong to, each once, ordered by their first record."""
+        out, seen = [], set()
+        for m in seeds:
+            if m.topic == OP_TOPIC:
+                half = self.half_of_op(m)
+                m = half if half is not None else m
+            ident = m.uniqKey or m.properties.get("ORIGIN_MESSAGE_ID") or m.commitLogOffset
+            if ident in seen:
+                continue
+            seen.add(ident)
+            life = self.life(m)
+            if not any(r["commitLogOffset"] in seen for r in life["records"]):
+                seen.update(r["commitLogOffset"] for r in life["records"])
+                out.append(life)
+        return sorted(out, key=lambda d: d["originalOffset"])
+
+    def candidate_topics(self, m, topic: str) -> list[str]:
+        """The topics a copy of a message of `topic` can be written to."""
+        groups = {g for g, subs in self.subscriptions.items() if topic in subs}
+        if group_of(m.topic):
+            groups.add(group_of(m.topic))
+        out = [topic, m.topic, m.properties.get("REAL_TOPIC") or topic, SCHEDULE_TOPIC, HALF_TOPIC, TIMER_TOPIC]
+        out += [p + g for g in sorted(groups) for p in (RETRY_PREFIX, DLQ_PREFIX)]
+        if len(self.group_topics) <= ALL_GROUP_TOPICS_UP_TO:
+            out += self.group_topics
+        return out
+
+    def life(self, m) -> dict:
+        topic = real_topic(m)
+        if m.uniqKey:
+            msgs = self.walk_uniq(m.uniqKey, self.candidate_topics(m, topic))
+        else:
+            msgs = [m]
+        by_off = {x.commitLogOffset: x for x in msgs}
+        by_off.setdefault(m.commitLogOffset, m)
+        origin = m.properties.get("ORIGIN_MESSAGE_ID")
+        if origin and looks_like_msg_id(origin) and not m.uniqKey:
+            o = self.store.look_message_by_offset(decode_offset_msg_id(origin)[2])
+            if o is not None and o.msgId == origin.upper():
+                by_off.setdefault(o.commitLogOffset, o)
+        for half in [x for x in by_off.values() if x.topic == HALF_TOPIC]:
+            op = self.op_of_half(half)
+            if op is not None:
+                by_off[op.commitLogOffset] = op
+        return self.life_of(by_off.values(), topic)
+
+    # ---- transactions ----------------------------------------------------------------
+    def half_of_op(self, op):
+        """The half an op message removes: the half queue's unit at the op body's offset
+        (the op sits in the op queue with the half's queue id)."""
+        cq = self.store.find_queue(HALF_TOPIC, op.queueId)
+        for qo in op_half_offsets(op):
+            u = cq.unit(qo) if cq is not None and cq.min_offset <= qo < cq.max_offset else None
+            if u is not None:
+                return self.store.commitlog.get_message(u[0], u[1])
+        return None
+
+    def op_of_half(self, half):
+        """The op message naming this half's queue offset: the op queue of the half's queue id,
+        read from the first op stored at or after the half (an op is written after its half)."""
+        cq = self.store.find_queue(OP_TOPIC, half.queueId)
+        if cq is None:
+            return None
+        cl = self.store.commitlog
+        lo, hi = cq.min_offset, cq.max_offset
+        while lo < hi:  # first unit stored at or after the half
+            mid = (lo + hi) // 2
+            u = cq.unit(mid)
+            if u is not None and 0 <= cl.pickup_store_timestamp(u[0], u[1]) < half.storeTimestamp:
+                lo = mid + 1
+            else:
+                hi = mid
+        q = lo
+        while q < cq.max_offset:
+            units = cq.units(q, q + 4096)
+            if len(units) == 0:
+                break
+            for pos, size in zip(units["commitLogOffset"].tolist(), units["size"].tolist()):
+                op = cl.get_message(pos, size)
+                if op is not None and half.queueOffset in op_half_offsets(op):
+                    return op
+            q += len(units)
+        return None
 
 def record_json(h: Hop) -> dict:
     m = h.message
