@@ -54,7 +54,8 @@ def dledger_line(d: dict) -> str:
 
 # ---- commands --------------------------------------------------------------------------
 def cmd_info(store: MessageStore, args) -> int:
-    info = store.info()
+    from engine.cli.compaction import mark_info
+    info = mark_info(store, store.info())  # compacted topics marked
     if args.json:
         print(json.dumps(info, ensure_ascii=False))
         return 0
@@ -73,7 +74,7 @@ def cmd_info(store: MessageStore, args) -> int:
         out[-1:-1] = [f"consume queues in RocksDB (storeType=defaultRocksDB, read-only) at {cqs['path']}; "
                       f"dispatch committed up to commitlog offset {cqs['committedMaxPhyOffset']}"]
     out.append(table([[q["topic"], q["queueId"], q["minOffset"], q["maxOffset"], q["maxOffset"] - q["minOffset"],
-                       "LMQ" if q.get("lmq") else q.get("cqType", "SimpleCQ")]
+                       ("LMQ" if q.get("lmq") else q.get("cqType", "SimpleCQ")) + (" COMPACTED" if q.get("compacted") else "")]
                       for q in info["queues"]], ["TOPIC", "QUEUE", "MIN", "MAX", "COUNT", "KIND"]))
     out.append("")
     out.append(table([[f["name"], fmt_time(f["beginTimestamp"]), fmt_time(f["endTimestamp"]), f["beginPhyOffset"],
@@ -131,6 +132,9 @@ def cmd_get(store: MessageStore, args) -> int:
     """--broker answers what the broker answers, also for a queue the store never created
     (getMessage's findConsumeQueue creates it empty: NO_MESSAGE_IN_QUEUE, next 0); without
     --broker such a queue is an error that names the queues the topic has."""
+    from engine.cli.compaction import compacted_get  # cleanup.policy=COMPACTION: the compacted view
+    if (rc := compacted_get(store, args, message_rows)) is not None:
+        return rc
     absent = store.queue_bounds(args.topic, args.queue) is None
     if not args.broker:
         require_queue(store, args.topic, args.queue)

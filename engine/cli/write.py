@@ -283,6 +283,8 @@ def cmd_check(store, args) -> int:
     show = tty or getattr(args, "progress", False)
     t0 = time.monotonic()
     report = run(check_task(store), check_progress(tty) if show else None)
+    from engine.cli.compaction import check_report
+    report = check_report(store, report)  # compaction logs against their CQs
     if tty:
         print("\r" + " " * 79 + "\r", end="", file=sys.stderr, flush=True)
     elif show:
@@ -297,7 +299,8 @@ def cmd_check(store, args) -> int:
             verdict += f" (recovery pending: {', '.join(kinds)})"
         print(f"{verdict}: {report['messages']} messages, "
               f"{report['cqUnits']} CQ units, {report['indexEntries']} index entries"
-              + (f", {report['dledgerEntries']} DLedger entries" if "dledgerEntries" in report else "") + " checked"
+              + (f", {report['dledgerEntries']} DLedger entries" if "dledgerEntries" in report else "")
+              + (f", {report['compactionUnits']} compaction-log units" if "compactionUnits" in report else "") + " checked"
               + (f"; {report['problemCount']} problems" if report["problemCount"] else "")
               + (f", first {len(report['problems'])} shown" if report["problemCount"] > len(report["problems"]) else ""))
         print(f"  crc rule: {report['crcRule']} (by the store's generation)")

@@ -18,6 +18,7 @@ import json
 import re
 import struct
 
+from engine.format.cq_unit import CQ_UNIT, CQ_UNIT_SIZE  # noqa: F401 - the tier's CQ unit
 from engine.format.javahash import java_hash
 
 COMMIT_LOG, CONSUME_QUEUE, INDEX = "COMMIT_LOG", "CONSUME_QUEUE", "INDEX"   # FileSegmentType names
@@ -25,8 +26,8 @@ SEGMENT_TYPES = {0: COMMIT_LOG, 1: CONSUME_QUEUE, 2: INDEX}                 # me
 INDEX_TOPIC = "rmq_sys_INDEX"            # MessageStoreUtil.java:30: the index flat file's "topic"
 METADATA_FILE = "tieredStoreMetadata.json"   # <storePathRootDir>/config/ (DefaultMetadataStore)
 
-CQ_UNIT = struct.Struct(">qiq")          # commitLogOffset (tiered) | size | tagsCode
-CQ_UNIT_SIZE = CQ_UNIT.size              # 20 (MessageFormatUtil.java:54)
+# CONSUME_QUEUE units are the classic 20-byte unit (commitLogOffset, here the tiered one | size |
+# tagsCode; MessageFormatUtil.java:54)
 
 INDEX_HEADER = struct.Struct(">iqqii")   # magic | beginTimestamp | endTimestamp | hashSlotCount | indexItemCount
 INDEX_HEADER_SIZE = INDEX_HEADER.size    # 28

@@ -1,0 +1,85 @@
+"""Compacted topics in the CLI: `get` answers with the compacted view the broker serves
+(`--broker`) or with both the view and the full queue, labelled; `info` marks the topics;
+`check` verifies each compaction log against its compactionCq."""
+from __future__ import annotations
+
+import json
+
+from engine.cli.output import emit, safe
+from engine.store.compaction import check_compaction, open_compaction
+
+
+def compaction_of(store):
+    """The store's CompactionStore (None without a compaction log), opened once per store."""
+    if not hasattr(store, "root") or getattr(store, "kind", None) == "tiered":
+        return None
+    cached = getattr(store, "_rmqstore_compaction", False)
+    if cached is False:
+        try:
+            config = store.topic_config()
+        except Exception:  # noqa: BLE001 - an unreadable topics.json: the folders decide
+            config = {}
+        cached = open_compaction(store.root, config)
+        try:
+            store._rmqstore_compaction = cached
+        except AttributeError:
+            return cached
+    return cached
+
+
+def compacted_get(store, args, message_rows) -> int | None:
+    """`get` on a compacted topic; None for any other topic (the normal path answers)."""
+    cs = compaction_of(store)
+    cq = cs.queue(args.topic, args.queue) if cs is not None else None
+    if cq is None:
+        return None
+    view = cq.get_message(args.offset, args.count, broker=args.broker,
+                          max_transfer_count=store.cfg.maxTransferCountOnMessageInMemory,
+                          max_transfer_bytes=store.cfg.maxTransferBytesOnMessageInMemory)
+    head = (f"compacted view of {safe(args.topic)}/{args.queue} (cleanup.policy=COMPACTION: what the broker's "
+            f"getMessage serves, from the compaction log; compacted up to queue offset "
+            f"{cs.compacted_up_to(args.topic, args.queue)})\n"
+            f"status {view.status}  next {view.nextBeginOffset}  queue offsets [{view.minOffset}, {view.maxOffset})\n"
+            + message_rows(view.messages) + "".join(f"\nskipped queue offset {q}: {w}" for q, w in view.skipped))
+    vj = dict(view.to_json(), compacted=True)
+    if args.broker:
+        emit(args, vj, head)
+        return 0
+    full = store.get_message(args.topic, args.queue, args.offset, args.count)
+    fj = full.to_json()
+    fj["compactedView"] = vj
+    emit(args, fj, head + f"\n\nfull queue (the ConsumeQueue: every message put, before compaction)\n"
+         f"status {full.status}  next {full.nextBeginOffset}  queue offsets [{full.minOffset}, {full.maxOffset})\n"
+         + message_rows(full.messages))
+    return 0
+
+
+def mark_info(store, info: dict) -> dict:
+    """info's queues of compacted topics gain `compacted`, the info `compaction`."""
+    cs = compaction_of(store)
+    if cs is None:
+        return info
+    topics = set(cs.topics())
+    for q in info.get("queues", []):
+        if q["topic"] in topics:
+            q["compacted"] = True
+    info["compaction"] = cs.info()
+    return info
+
+
+def check_report(store, report: dict) -> dict:
+    """check's report with the compaction logs verified against their CQs."""
+    cs = compaction_of(store)
+    if cs is None:
+        return report
+    extra = check_compaction(cs, store)
+    report["compactionUnits"] = extra["units"]
+    report["problems"] = report["problems"] + extra["problems"]
+    report["problemCount"] = report["problemCount"] + len(extra["problems"])
+    report["notes"] = report.get("notes", []) + extra["notes"]
+    report["ok"] = report["ok"] and not extra["problems"]
+    return report
+
+
+def dumps(d: dict) -> str:
+    return json.dumps(d, ensure_ascii=False)
