@@ -29,7 +29,11 @@ CRASHED = ["crashed", "crashed_live", "crashed_torn", "crashed_badcrc", "v5_cras
 # in tests/fixtures too, described by README_DLEDGER.md / README_5X_LAYOUTS.md
 MORE_FIXTURES = ["dledger", "dledger_crashed", "dledger_mixed", "dledger_terms", "v5_timer", "v5_lmq", "v5_rocksdb_cq", "v5_batchcq"]
 ALL_FIXTURES = FIXTURES + MORE_FIXTURES
-FIXTURE_READMES = ["README.md", "README_5X_LAYOUTS.md", "README_DLEDGER.md"]
+# manifests of a shape of their own (README_LINEAGE.md): kept apart from the tests that read ALL_FIXTURES' manifests
+SHAPED_APART = ["lineage", "tiered_store", "compaction_store"]  # + README_TIERED.md, README_COMPACTION.md
+EVERY_FIXTURE = ALL_FIXTURES + SHAPED_APART
+FIXTURE_READMES = ["README.md", "README_5X_LAYOUTS.md", "README_DLEDGER.md", "README_LINEAGE.md", "README_TIERED.md",
+                    "README_COMPACTION.md"]
 
 
 def archive_path(name: str) -> Path:
