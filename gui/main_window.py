@@ -333,6 +333,7 @@ class MainWindow(QMainWindow):
         self.act_tail.setEnabled(store is not None and self.session.can_refresh and store.read_only)
         for d in (self.browser.detail, self.search.detail):
             d.set_send_enabled(rw)
+            d.set_store(store.root if store is not None else None, self.settings)
         if store is not None:
             self.mode_label.setText("READ-ONLY" if store.read_only else "READ-WRITE")
             self.mode_label.setStyleSheet("color:#1a6d1a; font-weight:bold; padding:0 6px" if store.read_only

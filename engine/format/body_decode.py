@@ -95,7 +95,13 @@ class Schemas:
         from google.protobuf import json_format
         msg = self._proto_cls()
         msg.ParseFromString(data)   # DecodeError on bad bytes (caught by the caller)
-        return json_format.MessageToDict(msg, preserving_proto_field_name=True)
+        d = json_format.MessageToDict(msg, preserving_proto_field_name=True)
+        known = {f.number for f in msg.DESCRIPTOR.fields}
+        fields, _ = pw.walk(data)
+        unknown = [f for f in fields or () if f[0] not in known]
+        if unknown:   # fields the schema does not name (a newer producer): kept, by number
+            d["$unknown"] = pw.to_value(unknown)
+        return d
 
     def decode_avro(self, data: bytes):
         import fastavro

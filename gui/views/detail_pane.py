@@ -7,14 +7,16 @@ from __future__ import annotations
 from PySide6.QtCore import QEvent, Qt, Signal
 from PySide6.QtGui import QFontDatabase, QGuiApplication
 from PySide6.QtWidgets import (QCheckBox, QComboBox, QFileDialog, QHBoxLayout, QHeaderView, QLabel, QPlainTextEdit,
-                               QPushButton, QSplitter, QTabWidget, QVBoxLayout, QWidget)
+                               QPushButton, QSplitter, QStackedWidget, QTabWidget, QVBoxLayout, QWidget)
 
 from engine import Message
+from engine.format import body_decode as bd
 
 from .. import body_format as bf
 from ..consts import COMPRESSED_FLAG, magic_text, sys_flag_text
 from ..models.position import Position
 from ..timefmt import format_epoch_ms, format_ms
+from .decoded_view import DecodedView, SchemaDialog
 from .tables import fill_table, make_table
 
 
@@ -86,6 +88,9 @@ class BodyView(QWidget):
         self._decompressed = None
         self.show_all = False
         self.mode_used = bf.UTF8
+        self.sys_flag = 0
+        self.topic = None
+        self.schemas = None          # callable: topic -> (engine Schemas or None, why unusable)
         self.mode = QComboBox(self)
         for m in bf.MODES:
             self.mode.addItem(bf.MODE_LABELS[m], m)
@@ -103,6 +108,10 @@ class BodyView(QWidget):
         self.text.setReadOnly(True)
         self.text.setFont(mono_font())
         self.text.setUndoRedoEnabled(False)
+        self.decoded_view = DecodedView(self)
+        self.stack = QStackedWidget(self)
+        self.stack.addWidget(self.text)
+        self.stack.addWidget(self.decoded_view)
         top = QHBoxLayout()
         top.addWidget(QLabel("Body as:"))
         top.addWidget(self.mode)
@@ -112,17 +121,21 @@ class BodyView(QWidget):
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addLayout(top)
-        lay.addWidget(self.text, 1)
+        lay.addWidget(self.stack, 1)
         self.mode.currentIndexChanged.connect(self._render)
+        self.decoded_view.formatChosen.connect(self._render)
         self.decompress.toggled.connect(self._render)
         self.show_all_button.clicked.connect(self._show_all)
 
     def set_mode(self, mode: str) -> None:
         self.mode.setCurrentIndex(bf.MODES.index(mode))
 
-    def set_body(self, body: bytes, compressed: bool, decompress=None) -> None:
-        """`decompress` returns the consumer's view of a compressed body (Message.body_decompressed)."""
+    def set_body(self, body: bytes, compressed: bool, decompress=None, sys_flag: int = 0, topic=None) -> None:
+        """`decompress` returns the consumer's view of a compressed body (Message.body_decompressed);
+        `sys_flag` and `topic` let the Decoded view decompress and pick the topic's schema."""
         self.body = body
+        self.sys_flag = sys_flag if compressed else 0
+        self.topic = topic
         self.compressed = compressed
         self._decompress = decompress
         self._decompressed = None
@@ -147,9 +160,39 @@ class BodyView(QWidget):
         self.show_all = True
         self._render()
 
+    def _decode_args(self) -> tuple[bytes, int]:
+        """The bytes and sysFlag the decoder gets: the stored body and its flag (the pipeline
+        decompresses), or the stored bytes as they are when "Decompressed" is off."""
+        if self.compressed and self.decompress.isChecked():
+            return self.body, self.sys_flag
+        return self.data(), 0
+
+    def _schemas(self):
+        return self.schemas(self.topic) if self.schemas is not None and self.topic is not None else (None, "")
+
     def _render(self) -> None:
         data = self.data()
-        text, used, shown, truncated = bf.render(data, self.mode.currentData(), self.show_all)
+        mode = self.mode.currentData()
+        decoded = None
+        if mode in (bf.AUTO, bf.DECODED) and self.body:
+            schemas, why = self._schemas()
+            raw, flag = self._decode_args()
+            if mode == bf.AUTO and self.decoded_view.chosen_format() is None:
+                mode, decoded = bf.auto_mode(raw, flag, schemas)
+            else:
+                mode = bf.DECODED
+            if mode == bf.DECODED:
+                if decoded is None:
+                    decoded = bd.decode_body(raw, flag, schemas, self.decoded_view.chosen_format())
+                self.mode_used = bf.DECODED
+                self.decoded_view.show_decoded(decoded, why)
+                self.stack.setCurrentWidget(self.decoded_view)
+                auto = "auto → " if self.mode.currentData() == bf.AUTO else ""
+                self.info.setText(f"{auto}decoded {decoded.format}; {len(data):,} bytes")
+                self.show_all_button.setVisible(False)
+                return
+        self.stack.setCurrentWidget(self.text)
+        text, used, shown, truncated = bf.render(data, mode, self.show_all)
         self.mode_used = used
         self.text.setLineWrapMode(QPlainTextEdit.NoWrap if used == bf.HEX else QPlainTextEdit.WidgetWidth)
         self.text.setPlainText(text)  # never interpreted: HTML and escape sequences stay text
@@ -159,6 +202,8 @@ class BodyView(QWidget):
         self.show_all_button.setVisible(truncated)
 
     def text_for_copy(self) -> str:
+        if self.mode_used == bf.DECODED and self.decoded_view.decoded is not None:
+            return self.decoded_view.decoded.text()
         enc = bf.GBK if self.mode_used == bf.GBK else bf.UTF8
         return self.data().decode(enc, errors="replace")
 
@@ -172,6 +217,8 @@ class MessageDetail(QWidget):
         self.message: Message | None = None
         self.dledger: dict | None = None   # the DLedger entry of the message shown, once located
         self.utc = False
+        self.store_path = None      # with `settings`: where each topic's body schema is kept
+        self.settings = None
         self.title = QLabel("No message selected", self)
         self.title.setTextFormat(Qt.PlainText)
         self.title.setTextInteractionFlags(Qt.TextSelectableByMouse)
@@ -214,6 +261,8 @@ class MessageDetail(QWidget):
         self.tabs.addTab(self.dispatch, "LMQ / Batch")
         self.inner = None
         self.body = BodyView(self)
+        self.body.schemas = self._topic_schemas
+        self.body.decoded_view.schema_button.clicked.connect(self._edit_schema)
         split = QSplitter(Qt.Horizontal, self)
         split.addWidget(self.tabs)
         split.addWidget(self.body)
@@ -250,6 +299,22 @@ class MessageDetail(QWidget):
             self._fit_meaning()
         return super().eventFilter(obj, event)
 
+    def set_store(self, path, settings) -> None:
+        """The store shown (its topics' body schemas are kept per store) and the QSettings."""
+        self.store_path, self.settings = path, settings
+
+    def _topic_schemas(self, topic: str):
+        return bf.schemas_for(bf.load_schema(self.settings, self.store_path, topic))
+
+    def _edit_schema(self) -> None:
+        if self.message is None or self.settings is None or self.store_path is None:
+            return
+        topic = self.message.topic
+        dlg = SchemaDialog(topic, bf.load_schema(self.settings, self.store_path, topic), self)
+        if dlg.exec() == SchemaDialog.Accepted:
+            bf.save_schema(self.settings, self.store_path, topic, dlg.schema())
+            self.body._render()
+
     def set_send_enabled(self, enabled: bool) -> None:
         self.send_again.setVisible(enabled)
 
@@ -285,9 +350,9 @@ class MessageDetail(QWidget):
         fill_table(self.properties, props)
         self.tabs.setTabText(1, f"Properties ({len(props)})")
         if inner is not None:
-            self.body.set_body(inner.body, False)
+            self.body.set_body(inner.body, False, topic=m.topic)
         else:
-            self.body.set_body(m.body, bool(m.sysFlag & COMPRESSED_FLAG), m.body_decompressed)
+            self.body.set_body(m.body, bool(m.sysFlag & COMPRESSED_FLAG), m.body_decompressed, m.sysFlag, m.topic)
         self.position.setPlainText("locating…")
         self.dispatch.setPlainText("locating…")
         self.positionRequested.emit(m)
