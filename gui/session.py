@@ -18,7 +18,7 @@ from typing import Callable
 
 from PySide6.QtCore import QObject, Signal
 
-from engine import MessageStore
+from engine import MessageStore, TieredStore, is_tier_folder
 from engine.tasks import Cancelled, CancelToken, Progress
 
 from .workers import Lane, TaskRunner, holding
@@ -28,11 +28,20 @@ def open_task(path: Path, config, read_only: bool, cancel: CancelToken):
     """Opening a store as a task. The one line to swap once the engine has the generator:
     `store = yield from MessageStore.open_task(path, config=config, read_only=read_only, cancel=cancel)`."""
     yield Progress(0, 0, "open", message=f"opening {path} ({'read-only' if read_only else 'read-write'})…")
-    store = MessageStore.open(path, config=config, read_only=read_only)
+    if is_tier_folder(path):  # a tier of tiered storage: its own reader, read-only
+        store = TieredStore.open(path, _tier_settings(config))
+    else:
+        store = MessageStore.open(path, config=config, read_only=read_only)
     if cancel.cancelled:  # asked to stop while the engine worked: give back the maps and the lock
         store.close()
         raise Cancelled()
     return store
+
+
+def _tier_settings(config) -> dict:
+    """brokerName / brokerClusterName to choose within a tier, from the Store Settings' extra keys."""
+    extra = getattr(config, "tier", None) or {}
+    return {k: v for k, v in extra.items() if v}
 
 
 class StoreSession(QObject):

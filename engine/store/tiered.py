@@ -12,8 +12,11 @@ import os
 from dataclasses import dataclass
 from pathlib import Path
 
+import numpy as np
+
 from engine.errors import ConfigError, NotAStoreError, StoreError
 from engine.format import tiered_layout as L
+from engine.format.cq_unit import CQ_UNIT_DTYPE
 from engine.format.message import RecordStatus, check_record
 from engine.store.index_file import LONG_MAX
 from engine.store.message_store import GetMessageResult
@@ -33,6 +36,10 @@ class Segment:
     @property
     def end(self) -> int:
         return self.base + self.size
+
+    @property
+    def file_from_offset(self) -> int:  # the name a MappedFile gives it
+        return self.base
 
 
 class FlatFile:
@@ -55,6 +62,9 @@ class FlatFile:
         for a, b in zip(self.segments, self.segments[1:]):
             if b.base != a.end:
                 self.gaps.append((a.end, b.base))
+
+    def find(self, offset: int) -> Segment | None:
+        return next((s for s in self.segments if s.base <= offset < s.end), None)
 
     @property
     def min_offset(self) -> int:
@@ -101,11 +111,18 @@ class TierQueue:
     def max_offset(self) -> int:  # getConsumeQueueCommitOffset
         return self.cq.max_offset // L.CQ_UNIT_SIZE
 
-    def units(self, start: int, end: int) -> list[tuple[int, int, int]] | None:
-        data = self.cq.read(start * L.CQ_UNIT_SIZE, (end - start) * L.CQ_UNIT_SIZE)
-        if data is None:
-            return None
-        return [L.CQ_UNIT.unpack_from(data, i) for i in range(0, len(data), L.CQ_UNIT_SIZE)]
+    def units(self, start: int, end: int) -> np.ndarray | None:
+        """Units [start, end) as a ConsumeQueue gives them (CQ_UNIT_DTYPE); None across a hole."""
+        data = self.cq.read(start * L.CQ_UNIT_SIZE, max(0, end - start) * L.CQ_UNIT_SIZE)
+        return None if data is None else np.frombuffer(data, dtype=CQ_UNIT_DTYPE)
+
+    def unit(self, offset: int) -> tuple[int, int, int] | None:
+        u = self.units(offset, offset + 1) if self.min_offset <= offset < self.max_offset else None
+        return tuple(u.tolist()[0]) if u is not None and len(u) else None
+
+    def file_for(self, offset: int) -> Segment | None:
+        """The CONSUME_QUEUE segment holding queue offset `offset`."""
+        return self.cq.find(offset * L.CQ_UNIT_SIZE)
 
     def message(self, offset: int, size: int):
         """The record at tiered commit-log `offset`, decoded (its commitLogOffset is `offset`)."""
@@ -306,6 +323,53 @@ class TieredStore:
         self.close()
 
     # ---- the MessageStore surface ----------------------------------------------------------
+    abort_present = False     # a tier has no abort file, no recovery, no lock, no timer store
+    recovery = recovery_plan = timer = rocksdb = commitlog = index = None
+    min_offset = 0
+
+    @property
+    def max_offset(self) -> int:
+        """The tier has one commit log per queue: the bytes they hold together."""
+        return sum(q.commitlog.max_offset - q.commitlog.min_offset for q in self.queues.values())
+
+    def message_in_queue(self, topic: str, queue_id: int, offset: int, size: int):
+        """The record at `offset` of this queue's tiered commit log (offsets are per queue)."""
+        q = self.find_queue(topic, queue_id)
+        return q.message(offset, size) if q is not None else None
+
+    def look_message_by_offset(self, offset: int):
+        """A tier has no one commit log: an offset alone names no message."""
+        return None
+
+    def store_time_at(self, topic: str, queue_id: int, queue_offset: int) -> int:
+        q = self.find_queue(topic, queue_id)
+        u = q.unit(queue_offset) if q is not None else None
+        m = q.message(u[0], u[1]) if u else None
+        return m.storeTimestamp if m is not None else -1
+
+    def earliest_message_time(self, topic: str, queue_id: int) -> int:
+        q = self.find_queue(topic, queue_id)
+        return self.store_time_at(topic, queue_id, q.min_offset) if q else -1
+
+    @property
+    def banner_note(self) -> str:
+        others = len(self.brokers) - 1
+        return (f"Tier of tiered storage (read-only): broker {self.cluster}/{self.broker}"
+                + (f" ({others} more broker(s) in the tier: choose with brokerName)" if others else "")
+                + ". Queue offsets and commit-log offsets are the tier's (per queue), as TieredMessageStore answers.")
+
+    def broker_holding_lock(self) -> None:
+        return None
+
+    def topic_config(self) -> dict:
+        return {}
+
+    def consumer_lag(self) -> list:
+        return []       # consumer offsets live with the broker's store, not in the tier
+
+    def consumer_offsets(self) -> dict:
+        return {}
+
     def find_queue(self, topic: str, queue_id: int) -> TierQueue | None:
         return self.queues.get((topic, queue_id))
 
@@ -347,6 +411,7 @@ class TieredStore:
             return GetMessageResult("OFFSET_OVERFLOW_BADLY", mx, mn, mx)
         count = max(1, min(max_count, mx - offset, READ_AHEAD_COUNT))
         units = q.units(offset, offset + count)
+        units = units.tolist() if units is not None else []
         if not units:
             return GetMessageResult("OFFSET_FOUND_NULL", offset, mn, mx)
         first = units[0][0]
@@ -410,6 +475,19 @@ class TieredStore:
                 break
         return QueryResult(msgs, len(found) > len(msgs) + len(false_hits), offsets, false_hits)
 
+    def _classic_info(self, segs) -> dict:
+        """The keys a classic store's info() has, as a tier fills them (the overview reads them):
+        the commit-log segments of every queue as files, no abort, checkpoint or recovery."""
+        return {"abort": False, "checkpoint": {}, "config": {"mappedFileSizeCommitLog": max(
+                    (s.size for _, s in segs), default=0)},
+                "commitlog": {"minOffset": 0, "maxOffset": self.max_offset,
+                              "files": [{"name": n, "size": s.size, "wrotePosition": s.size} for n, s in segs]},
+                "recovery": {"abnormal": False, "endOffset": "- (per queue)",
+                             "stopReason": "a tier is read as its segments hold it (no recovery)"},
+                "generation": {"version": "5.x", "evidence": [{"points": "5.x", "kind": "tier", "detail": "tiered storage "
+                               "(TieredMessageStore) exists in RocketMQ 5.x only"}], "defaults": {}},
+                "consumeQueueStore": {"storeType": "tiered"}, "configFiles": [], "timerStore": None, "dledger": None}
+
     def _proves(self, topic: str, key: str, item: tuple, m=None) -> bool:
         """The item points at a message of `topic` in its queue that carries `key` (then its
         topicId is the topic's: learned when no metadata says it)."""
@@ -422,11 +500,16 @@ class TieredStore:
         return ok
 
     def info(self) -> dict:
-        return {"root": str(self.root), "kind": "tiered", "readOnly": True, "cluster": self.cluster,
+        segs = [(f"{t}/{q}/{L.COMMIT_LOG}/{s.path.name}", s) for (t, q), fq in sorted(self.queues.items())
+                for s in fq.commitlog.segments]
+        return {**self._classic_info(segs),
+                "root": str(self.root), "kind": "tiered", "readOnly": True, "cluster": self.cluster,
                 "broker": self.broker, "brokers": [{"cluster": c, "broker": b, "folder": str(p)}
                                                    for c, b, p in self.brokers],
                 "folder": str(self.folder), "metadata": str(self.metadata_path) if self.metadata_path else None,
-                "queues": self.queue_list(), "indexFiles": [f.to_json() for f in self.index_files],
+                "queues": self.queue_list(), "indexFiles": [dict(f.to_json(), beginPhyOffset=-1, endPhyOffset=-1,
+                                                                 indexCount=f.item_count + 1)  # classic: next index
+                                                            for f in self.index_files],
                 "warnings": list(self.warnings)}
 
 

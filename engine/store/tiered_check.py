@@ -26,7 +26,8 @@ def check_tier(store) -> dict:
             problem("cq-torn", f"consume queue ends {q.cq.max_offset % L.CQ_UNIT_SIZE} bytes into a unit",
                     q.cq.folder, q.cq.max_offset)
         seen_end = q.commitlog.min_offset
-        units = q.units(q.min_offset, q.max_offset) or []
+        units = q.units(q.min_offset, q.max_offset)
+        units = units.tolist() if units is not None else []
         for i, (phy, size, _tags) in enumerate(units, start=q.min_offset):
             counts["cqUnits"] += 1
             data = q.commitlog.read(phy, size)

@@ -139,11 +139,14 @@ def batch_rows_with_messages(store, topic: str, queue_id: int, start: int, end: 
     return out
 
 
-def read_message(store, phy: int, size: int) -> Message | None:
-    """The message of an ok row (the detail view): the record at `phy`, if it is one of `size`."""
+def read_message(store, phy: int, size: int, topic: str | None = None, queue_id: int | None = None
+                 ) -> Message | None:
+    """The message of an ok row (the detail view): the record at `phy`, if it is one of `size`
+    (a tier's commit-log offsets are per queue: there the row's queue says which log)."""
     if size <= 0:
         return None
-    m = store.look_message_by_offset(phy)
+    in_queue = getattr(store, "message_in_queue", None)
+    m = in_queue(topic, queue_id, phy, size) if in_queue and topic is not None else store.look_message_by_offset(phy)
     return m if m is not None and m.storeSize == size else None
 
 

@@ -85,6 +85,9 @@ class BannerArea(QWidget):
         if holder:
             self.show_banner("lock", "info", f"Process {holder} (a broker or another writer) holds the "
                                              "lock: the store may be changing while you look (F5 / Live tail).")
+        note = getattr(store, "banner_note", None)  # what kind of folder this is, when not a store (a tier)
+        if note:
+            self.show_banner("kind", "info", note)
         warnings = list(getattr(store, "warnings", []) or [])
         if warnings:
             more = f" (+{len(warnings) - 1} more in Overview ▸ Warnings)" if len(warnings) > 1 else ""

@@ -341,7 +341,7 @@ class QueueBrowser(QWidget):
             self.detail.set_message(None, f"queue offset {r.queueOffset}: {r.preview}")
             self.messageShown.emit(None)
             return
-        m: Message | None = self.session.call(read_message, r.commitLogOffset, r.size)
+        m: Message | None = self.session.call(read_message, r.commitLogOffset, r.size, self.model.topic, self.model.queue_id)
         if m is None:
             self.detail.set_message(None, f"queue offset {r.queueOffset}: the record is gone")
         else:
