@@ -14,7 +14,7 @@ from engine.format.message import Message
 from engine.store.message_store import GetMessageResult, MessageStore, QueryResult
 from engine.store.demo import demo_task, ensure_demo_task  # File > New Demo Store; the first-run store
 from engine.store.tiered import TieredStore, is_tier_folder  # a tier folder opened on its own
-from engine.store.compaction import key_summary, open_compaction  # compacted topics' view
+from engine.store.compaction import compaction_of, key_summary, mark_compacted, open_compaction  # compacted topics' view
 from engine.store.page import WHY_EXPIRED, WHY_FILLER, WHY_INVALID  # getMessage's reasons for a skipped unit
 
 __version__ = "0.1.0"
@@ -22,4 +22,5 @@ __all__ = ["MessageStore", "StoreConfig", "Message", "GetMessageResult", "QueryR
            "NotAStoreError", "ConfigError", "CorruptDataError", "StoreLockedError", "ReadOnlyStoreError",
            "MessageRejectedError", "StoreFullError", "WHY_FILLER", "WHY_EXPIRED", "WHY_INVALID", "ensure_demo_task",
            "demo_task", "TieredStore", "is_tier_folder", "open_compaction", "key_summary",
+           "compaction_of", "mark_compacted",
            "__version__"]

@@ -6,25 +6,7 @@ from __future__ import annotations
 import json
 
 from engine.cli.output import emit, safe
-from engine.store.compaction import check_compaction, open_compaction
-
-
-def compaction_of(store):
-    """The store's CompactionStore (None without a compaction log), opened once per store."""
-    if not hasattr(store, "root") or getattr(store, "kind", None) == "tiered":
-        return None
-    cached = getattr(store, "_rmqstore_compaction", False)
-    if cached is False:
-        try:
-            config = store.topic_config()
-        except Exception:  # noqa: BLE001 - an unreadable topics.json: the folders decide
-            config = {}
-        cached = open_compaction(store.root, config)
-        try:
-            store._rmqstore_compaction = cached
-        except AttributeError:
-            return cached
-    return cached
+from engine.store.compaction import check_compaction, compaction_of, mark_compacted
 
 
 def compacted_get(store, args, message_rows) -> int | None:
@@ -59,10 +41,7 @@ def mark_info(store, info: dict) -> dict:
     cs = compaction_of(store)
     if cs is None:
         return info
-    topics = set(cs.topics())
-    for q in info.get("queues", []):
-        if q["topic"] in topics:
-            q["compacted"] = True
+    mark_compacted(store, info.get("queues", []))
     info["compaction"] = cs.info()
     return info
 

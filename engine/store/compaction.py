@@ -179,6 +179,35 @@ def open_compaction(root: Path, topic_config: dict | None = None) -> CompactionS
     return cs if cs.queues else None
 
 
+def compaction_of(store) -> CompactionStore | None:
+    """A MessageStore's CompactionStore (None without a compaction log; a tier has none),
+    opened once per store and kept on it."""
+    if getattr(store, "kind", None) == "tiered" or not hasattr(store, "root"):
+        return None
+    cached = getattr(store, "_rmqstore_compaction", False)
+    if cached is False:
+        try:
+            config = store.topic_config()
+        except Exception:  # noqa: BLE001 - an unreadable topics.json: the folders decide
+            config = {}
+        cached = open_compaction(store.root, config)
+        try:
+            store._rmqstore_compaction = cached
+        except AttributeError:
+            pass
+    return cached
+
+
+def mark_compacted(store, queues: list[dict]) -> list[dict]:
+    """queue_list() rows of compacted topics gain `compacted` (info and the tree mark them)."""
+    cs = compaction_of(store)
+    topics = set(cs.topics()) if cs is not None else set()
+    for q in queues:
+        if q["topic"] in topics:
+            q["compacted"] = True
+    return queues
+
+
 def _numbered(d: Path) -> list[Path]:
     try:
         return sorted((p for p in d.iterdir() if p.name.isdigit() and p.is_file()), key=lambda p: int(p.name))

@@ -14,6 +14,7 @@ from PySide6.QtCore import Signal
 from PySide6.QtWidgets import QTabWidget, QVBoxLayout, QWidget
 
 from .collision_chain import CollisionChainView
+from .compaction_view import CompactionView
 from .cq_units import CqUnitsView
 from .segment_fill import SegmentFillView
 from .slot_heatmap import SlotHeatmapView
@@ -39,6 +40,9 @@ class InternalsPanel(QWidget):
         self.tabs.addTab(self.collision_chain, "Collision chains")
         self.tabs.insertTab(self.tabs.indexOf(self.slot_heatmap) + 1, self.timer_wheel, "Timer wheel")
         self.tabs.setTabVisible(self.tabs.indexOf(self.timer_wheel), False)
+        self.compaction = CompactionView()       # a tab only while the store has compacted topics
+        self.tabs.addTab(self.compaction, "Compaction")
+        self.tabs.setTabVisible(self.tabs.indexOf(self.compaction), False)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.tabs)
@@ -63,7 +67,8 @@ class InternalsPanel(QWidget):
 
     @property
     def views(self) -> tuple:
-        return self.segment_fill, self.cq_units, self.slot_heatmap, self.collision_chain, self.timer_wheel
+        return (self.segment_fill, self.cq_units, self.slot_heatmap, self.collision_chain, self.timer_wheel,
+                self.compaction)
 
     def set_utc(self, utc: bool) -> None:
         """Times in UTC or the local zone, as the window shows them."""
@@ -76,6 +81,7 @@ class InternalsPanel(QWidget):
         for v in self.views:
             v.set_store(store)
         self.tabs.setTabVisible(self.tabs.indexOf(self.timer_wheel), getattr(store, "timer", None) is not None)
+        self.tabs.setTabVisible(self.tabs.indexOf(self.compaction), self.compaction.has_compaction)
 
     def show_chain(self, index_file: str, slot: int) -> None:
         self.tabs.setCurrentWidget(self.collision_chain)

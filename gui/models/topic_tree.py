@@ -115,9 +115,12 @@ class TopicTreeModel(QStandardItemModel):
             qs = sorted(by_topic[topic], key=lambda q: q["queueId"])
             count = sum(q["maxOffset"] - q["minOffset"] for q in qs)
             batch = any(q.get("cqType") == "BatchCQ" for q in qs)
-            t_item = _text(f"{topic}  [BatchCQ]" if batch else topic, "topic", topic)
+            compacted = any(q.get("compacted") for q in qs)
+            t_item = _text(f"{topic}  [BatchCQ]" if batch else f"{topic}  [compacted]" if compacted else topic,
+                           "topic", topic)
             kind = ("\nBatchCQ: 46-byte units; queue offsets count the inner messages of batch records"
-                    if batch else "")
+                    if batch else "\ncleanup.policy=COMPACTION: the broker serves the compacted view "
+                    "(Internals ▸ Compaction); the rows are the full ConsumeQueue" if compacted else "")
             parent.appendRow(_tipped([t_item, _num(""), _num(""), _num(count)],
                                      f"{topic}\n{len(qs)} queues, {count:,} {unit}{kind}"))
             for q in qs:

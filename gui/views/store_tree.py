@@ -6,6 +6,8 @@ from __future__ import annotations
 from PySide6.QtCore import Qt, Signal
 from PySide6.QtWidgets import QAbstractItemView, QHeaderView, QTreeView, QWidget
 
+from engine import mark_compacted  # compacted topics marked in the tree
+
 from ..models.topic_tree import KIND_ROLE, OFFSET_ROLE, QID_ROLE, TOPIC_ROLE, TopicTreeModel
 
 
@@ -43,7 +45,7 @@ class StoreTree(QTreeView):
         if store is None:
             self.tree_model.populate([], [], [])
         else:
-            self.tree_model.populate(store.queue_list(), store.topics(), store.consumer_lag())
+            self.tree_model.populate(mark_compacted(store, store.queue_list()), store.topics(), store.consumer_lag())
         self._size_columns()
         for item in (self.tree_model.topics_item, self.tree_model.lmq_item, self.tree_model.groups_item):
             if item is not None:

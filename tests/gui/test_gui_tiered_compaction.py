@@ -33,3 +33,36 @@ def test_tier_overview(qtbot, window):
     window.tabs.setCurrentWidget(ov)
     wait_idle(qtbot, window)
     screenshot(window, "tiered-overview.png")
+
+
+def test_compacted_topics_marked_and_their_compaction_view(qtbot, window):
+    m = manifest("compaction_store")
+    root = unpack("compaction_store")
+    before = tree_hashes(root)
+    open_and_wait(qtbot, window, root / "store")
+    tm = window.tree_model
+    labels = [tm.topics_item.child(i).text() for i in range(tm.topics_item.rowCount())]
+    assert labels == ["CompactA  [compacted]", "CompactB  [compacted]"]
+    window.tabs.setCurrentWidget(window.internals)
+    internals = window.internals.ensure()
+    view = internals.compaction
+    assert internals.tabs.isTabVisible(internals.tabs.indexOf(view))
+    assert view.queue.count() == 4
+    view.queue.setCurrentIndex(view.queue.findText("CompactB / queue 0"))
+    kept = [e for e in m["messages"] if (e["topic"], e["queueId"]) == ("CompactB", 0)]
+    puts = [p for p in m["puts"] if (p["topic"], p["queueId"]) == ("CompactB", 0)]
+    assert sum(len(r["kept"]) for r in view.rows) == len(kept) == 30
+    assert sum(r["puts"] for r in view.rows) == len(puts)
+    by_key = {r["key"]: r for r in view.rows}
+    for e in kept:
+        assert e["queueOffset"] in [x.queueOffset for x in by_key[e["keys"]]["kept"]]
+    assert view.table.rowCount() == len(view.rows)
+    row = next(i for i in range(view.table.rowCount()) if view.table.item(i, 0).text() == kept[0]["keys"])
+    r = by_key[kept[0]["keys"]]
+    assert view.table.item(row, 5).text() == str(r["puts"] - len(r["kept"]))
+    internals.tabs.setCurrentWidget(view)
+    wait_idle(qtbot, window)
+    screenshot(window, "compaction.png")
+    window.session.close()
+    window.session.wait_open()
+    assert tree_hashes(root) == before
