@@ -40,12 +40,12 @@ JOB_FIELDS = {
     "topic-stats": {"by_queue"},
     "traffic": {"bucket"},
     "size-histogram": set(),
-    "filter": {"body", "tags", "key", "prop", "limit"},
+    "filter": {"body", "body_decoded", "tags", "key", "prop", "limit"},
     "top-keys": {"limit"},
     "top-tags": {"limit"},
     "duplicates": {"per_topic", "limit"},
     "consistency": set(),
-    "export": {"body", "tags", "key", "prop", "format", "out", "overwrite"},
+    "export": {"body", "body_decoded", "tags", "key", "prop", "format", "out", "overwrite"},
 }
 COMMON_FIELDS = {"topic", "queue", "stores"}
 VIA_CQ_JOBS = set(JOB_FIELDS) - {"consistency"}   # consistency reads every record
@@ -185,6 +185,8 @@ class ScanPanel(QWidget):
         self.bucket_box.addItems(["1s", "10s", "1m", "5m", "1h", "1d"])
         self.bucket_box.setCurrentText("1m")
         self.body_edit = add("body", "Body regex", QLineEdit())
+        self.body_decoded = add("body_decoded", "", QCheckBox("Search the decoded body (Protobuf, MessagePack, "
+                                                              "CBOR, Avro as JSON)"))
         self.tags_edit = add("tags", "Tags", QLineEdit())
         self.tags_edit.setPlaceholderText("TagA || TagB")
         self.key_edit = add("key", "Key / UNIQ_KEY", QLineEdit())
@@ -343,7 +345,8 @@ class ScanPanel(QWidget):
             return edit.text() if key in used and edit.text() else None
         flt = MessageFilter.build(topics=topics or None, queue_ids=queues or None, body=text("body", self.body_edit),
                                   tags=text("tags", self.tags_edit), key=text("key", self.key_edit),
-                                  prop=text("prop", self.prop_edit))
+                                  prop=text("prop", self.prop_edit),
+                                  body_decoded="body_decoded" in used and self.body_decoded.isChecked())
         return JobParams(filter=flt, by_queue=self.by_queue.isChecked(), bucket=self.bucket_box.currentText(),
                          limit=self.limit_spin.value() or None, per_topic=self.per_topic.isChecked(),
                          format=self.format_box.currentText(), out=self.out_edit.text() or None,

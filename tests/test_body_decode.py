@@ -322,3 +322,36 @@ def test_deep_nesting_is_no_crash():
                  (b"\x0a\x02" * 40) + b"\x08\x01", b"\x0b" * 5000):
         for fmt in (None, *bd.FORMATS):
             _check(data, 0, fmt)
+
+
+# ---- the scans: decodedBody on the rows a scan returns, the body regex over decoded text ---------
+def test_scan_filter_and_export_decode_and_search_decoded_text(tmp_path, capsys):
+    import csv
+    root = tmp_path / "store"
+    with MessageStore.create(root) as s:
+        s.put_message("Bin", order_pb(), queue_id=0)
+        s.put_message("Bin", msgpack_body(), queue_id=0)
+        s.put_message("Bin", b"qty is written here as text", queue_id=0)
+    # "qty" is a map key in the MessagePack body: its raw bytes hold it too, but "qty":300 is
+    # only in the decoded text
+    assert main(["scan", str(root), "filter", "--local", "--json", "--body", '"qty": 300']) == 0
+    assert json.loads(capsys.readouterr().out)["rows"] == []
+    assert main(["scan", str(root), "filter", "--local", "--json", "--body", '"qty": 300', "--body-decoded",
+                 "--decode-body"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert [r["decodedBody"]["format"] for r in rows] == ["msgpack"] and rows[0]["decodedBody"]["value"]["qty"] == 300
+    assert main(["scan", str(root), "filter", "--local", "--json", "--body", '"4": "gift"', "--body-decoded"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert len(rows) == 1 and "decodedBody" not in rows[0]   # decoded only when asked for
+    out = tmp_path / "out.jsonl"
+    assert main(["scan", str(root), "export", "--local", "--format", "jsonl", "--out", str(out), "--decode-body"]) == 0
+    got = [json.loads(line)["decodedBody"]["format"] for line in out.read_text().splitlines()]
+    assert got == ["protobuf", "msgpack", "text"]
+    out_csv = tmp_path / "out.csv"
+    assert main(["scan", str(root), "export", "--local", "--format", "csv", "--out", str(out_csv), "--decode-body"]) == 0
+    with open(out_csv, newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert json.loads(rows[0]["decodedBody"])["value"]["3"] == {"1": "sku-7", "2": 1999}
+    capsys.readouterr()
+    assert main(["scan", str(root), "export", "--local", "--out", str(tmp_path / "x.parquet"), "--decode-body"]) == 2
+    assert "jsonl or csv" in capsys.readouterr().err

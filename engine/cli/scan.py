@@ -37,6 +37,8 @@ def add_scan_parser(subparsers) -> argparse.ArgumentParser:
     g.add_argument("--queue", action="append", type=nonneg, default=[], metavar="QUEUE_ID",
                    help="only this queue id (repeatable)")
     g.add_argument("--body", metavar="REGEX", help="body matches REGEX (decompressed when compressed)")
+    g.add_argument("--body-decoded", action="store_true",
+                   help="--body searches the decoded text (Protobuf, MessagePack, CBOR, Avro bodies as JSON)")
     g.add_argument("--tags", metavar="EXPR", help="subscription expression, e.g. 'TagA || TagB'")
     g.add_argument("--key", metavar="K", help="a KEYS token or the UNIQ_KEY equals K")
     g.add_argument("--prop", metavar="NAME=REGEX", help="property NAME exists and matches REGEX")
@@ -52,6 +54,8 @@ def add_scan_parser(subparsers) -> argparse.ArgumentParser:
     g.add_argument("--format", choices=EXPORT_FORMATS, default="parquet", help="export format")
     g.add_argument("--out", metavar="PATH", help="export: output path (a directory on Spark)")
     g.add_argument("--overwrite", action="store_true", help="export: replace PATH")
+    g.add_argument("--decode-body", action="store_true",
+                   help="filter, export (jsonl, csv): each row gains decodedBody {format, compression, value, confidence}")
     g.add_argument("--split-bytes", type=positive, default=None, metavar="N",
                    help="largest commitlog slice per task (default: automatic)")
     g = p.add_argument_group("engine")
@@ -71,10 +75,11 @@ def add_scan_parser(subparsers) -> argparse.ArgumentParser:
 
 def params_from_args(args) -> JobParams:
     flt = MessageFilter.build(topics=args.topic or None, queue_ids=args.queue or None, body=args.body,
-                              tags=args.tags, key=args.key, prop=args.prop)
+                              tags=args.tags, key=args.key, prop=args.prop, body_decoded=args.body_decoded)
     return JobParams(filter=flt, by_queue=args.by_queue, bucket=args.bucket, limit=args.limit,
                      per_topic=args.per_topic, format=args.format, out=args.out, overwrite=args.overwrite,
-                     split_bytes=args.split_bytes, via_consume_queue=args.via_consume_queue)
+                     split_bytes=args.split_bytes, via_consume_queue=args.via_consume_queue,
+                     decode_body=args.decode_body)
 
 
 def _pairs(items: list[str], what: str) -> dict[str, str]:

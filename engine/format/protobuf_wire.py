@@ -103,22 +103,22 @@ _TAG_WT_OK = frozenset((VARINT, I64, LEN, SGROUP, I32))
 
 
 def _len_value(buf: bytes, pos: int, end: int, depth: int):
-    """A length-delimited value: a nested message if it parses whole, else text, else bytes."""
+    """A length-delimited value: a nested message if it parses whole, else text, else bytes.
+    Printable bytes are tried as a message only when they start like one with field 1 (a key
+    byte of \\t or \\n, a nested message's usual start); else they stay a string."""
     data = buf[pos:end]
     if not data:
         return ""
-    text = _text(data)
     first = data[0]
-    # printable text is tried as a message only when it starts like one with field 1 (a key
-    # byte of \t or \n: a nested message's usual start); else it stays a string
     if depth < MAX_DEPTH and (first & 7) in _TAG_WT_OK and (first >= 0x80 or first >> 3) and \
-            (text is None or first in (0x09, 0x0A)):
+            (first in (0x09, 0x0A) or len(data.translate(None, _CTRL)) != len(data)):
         try:
             sub, at = _fields(buf, pos, end, depth + 1)
-            if at == end and sub and (text is None or _plausible(sub)):
+            if at == end and sub and (first not in (0x09, 0x0A) or _plausible(sub) or _text(data) is None):
                 return sub
         except (WireError, RecursionError):
             pass
+    text = _text(data)
     return text if text is not None else data
 
 

@@ -55,11 +55,14 @@ def visible_text(text: str, one_line: bool = False) -> str:
     return text
 
 
+_NOT_PRINTABLE = {c: None for c in [*range(0x20), *range(0x7F, 0xA0), 0xFFFD] if c not in (0x09, 0x0A, 0x0D)}
+
+
 def _printable_ratio(text: str) -> float:
+    """Share of characters that are not controls (C0 but tab / newline / CR, DEL, C1) nor U+FFFD."""
     if not text:
         return 1.0
-    bad = sum(1 for ch in text if (ord(ch) < 0x20 and ch not in "\t\n\r") or ch == "\ufffd" or 0x7F <= ord(ch) < 0xA0)
-    return 1.0 - bad / len(text)
+    return len(text.translate(_NOT_PRINTABLE)) / len(text)
 
 
 def _decode_prefix(data: bytes, encoding: str) -> str | None:

@@ -18,6 +18,8 @@ from numpy.lib.stride_tricks import sliding_window_view
 
 from engine.format import properties as P
 from engine.format.javahash import index_key_hash, tags_code
+from engine.format.body_decode import decode_body
+from engine.format.text import HEX
 from engine.format.message import COMPRESSED_FLAG, SCHEDULE_TOPIC, TRANSACTION_NAMES, decompress_body, format_host
 from engine.format.record import (HEAD_SIZE, MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, OFF_BODY, OFF_BODYLENGTH, OFF_BORNHOST,
                                   OFF_PREPAREDTXOFFSET, OFF_RECONSUMETIMES, OFF_STOREHOST, OFF_STORETIMESTAMP,
@@ -417,10 +419,18 @@ class RecordBlock:
             self._cache["body_decoded"] = r
         return r
 
-    def body_text(self, i: int) -> str | None:
-        """Body i as text for matching (decompressed), None when it cannot be decoded."""
+    def body_text(self, i: int, decoded: bool = False) -> str | None:
+        """Body i as text for matching (decompressed), None when it cannot be decoded.
+        `decoded`: the text of body_decode's value (Protobuf, MessagePack, CBOR, Avro shown as
+        JSON), the UTF-8 reading where no format fits."""
         body = self.decoded_body(i)
-        return None if body is None else body.decode("utf-8", "replace")
+        if body is None:
+            return None
+        if decoded:
+            d = decode_body(body)
+            if d.format != HEX:
+                return d.text()
+        return body.decode("utf-8", "replace")
 
     # ---- generic access ----------------------------------------------------------------
     def column(self, name: str):
@@ -457,11 +467,12 @@ class RecordBlock:
             return self.body_decoded
         return self.array(name)
 
-    def rows_json(self, with_body: bool = True, mark: bool = False) -> list[dict]:
+    def rows_json(self, with_body: bool = True, mark: bool = False, decoded: bool = False) -> list[dict]:
         """Message.to_json() of every record, built from the columns; `mark` adds
-        "bodyDecoded": false to the rows whose compressed body cannot be decoded."""
+        "bodyDecoded": false to the rows whose compressed body cannot be decoded; `decoded`
+        adds `decodedBody` (engine.format.body_decode) to every row."""
         names = MESSAGE_COLUMN_NAMES if mark else [n for n in MESSAGE_COLUMN_NAMES if n != "bodyDecoded"]
-        return [row_json(r, with_body) for r in self.rows(names)]
+        return [row_json(r, with_body, decoded) for r in self.rows(names)]
 
     def rows(self, names: list[str]) -> list[dict]:
         cols = [self.column(n) for n in names]
@@ -469,8 +480,9 @@ class RecordBlock:
         return [dict(zip(names, vals)) for vals in zip(*cols)]
 
 
-def row_json(r: dict, with_body: bool = True) -> dict:
-    """A message row (all MESSAGE_COLUMNS) in the shape of engine.Message.to_json()."""
+def row_json(r: dict, with_body: bool = True, decoded: bool = False) -> dict:
+    """A message row (all MESSAGE_COLUMNS) in the shape of engine.Message.to_json(); with
+    `decoded` also `decodedBody` (decoded here, for the rows a scan returns, never for all)."""
     import base64
     body = r["body"]
     body = bytes(body) if body is not None else b""
@@ -491,4 +503,6 @@ def row_json(r: dict, with_body: bool = True) -> dict:
         d["body"] = base64.b64encode(body).decode("ascii")
     if r.get("bodyDecoded") is False:   # a compressed body this process cannot decompress
         d["bodyDecoded"] = False
+    if decoded:
+        d["decodedBody"] = decode_body(body, r["sysFlag"]).to_json()
     return d

@@ -8,7 +8,9 @@ body). Spark runs exactly this code inside the data source, so both engines agre
 - `key`: equals one KEYS token or the UNIQ_KEY;
 - `prop`: (name, regex): the property exists and the regex is found in its value;
 - `body`: regex found in the body text (decompressed when the record is compressed; a body
-  that cannot be decompressed here -- codec module missing, damaged -- never matches).
+  that cannot be decompressed here -- codec module missing, damaged -- never matches);
+  `body_decoded`: in the decoded text instead (engine.format.body_decode: Protobuf,
+  MessagePack, CBOR, Avro bodies as JSON).
 """
 from __future__ import annotations
 
@@ -29,9 +31,11 @@ class MessageFilter:
     tags: str | None = None
     key: str | None = None
     prop: tuple[str, str] | None = None
+    body_decoded: bool = False
 
     @classmethod
-    def build(cls, topics=None, queue_ids=None, body=None, tags=None, key=None, prop=None) -> "MessageFilter":
+    def build(cls, topics=None, queue_ids=None, body=None, tags=None, key=None, prop=None,
+              body_decoded=False) -> "MessageFilter":
         """Validated construction: regexes compile, `prop` is 'name=regex' or a pair."""
         if isinstance(prop, str):
             name, sep, rx = prop.partition("=")
@@ -46,7 +50,8 @@ class MessageFilter:
                     raise ValueError(f"bad {label} regex {rx!r}: {e}") from None
         parse_tags_expression(tags)  # ValueError for an expression that names no tag
         return cls(frozenset(topics) if topics else None, frozenset(int(q) for q in queue_ids) if queue_ids else None,
-                   body or None, tags or None, key or None, tuple(prop) if prop else None)
+                   body or None, tags or None, key or None, tuple(prop) if prop else None,
+                   bool(body_decoded and body))
 
     @property
     def is_empty(self) -> bool:
@@ -61,6 +66,8 @@ class MessageFilter:
             o["queueId"] = ",".join(str(q) for q in sorted(self.queue_ids))
         if self.body is not None:
             o["bodyRegex"] = self.body
+        if self.body_decoded:
+            o["bodyDecodedText"] = "true"
         if self.tags is not None:
             o["tags"] = self.tags
         if self.key is not None:
@@ -78,7 +85,8 @@ class MessageFilter:
         queues = get("queueId")
         return cls.build(topics=[t for t in topics.split(",") if t] if topics else None,
                          queue_ids=[q for q in queues.split(",") if q.strip()] if queues else None,
-                         body=get("bodyRegex"), tags=get("tags"), key=get("key"), prop=get("prop"))
+                         body=get("bodyRegex"), tags=get("tags"), key=get("key"), prop=get("prop"),
+                         body_decoded=(get("bodyDecodedText") or "").lower() == "true")
 
     # ---- evaluation --------------------------------------------------------------------
     def apply(self, block: RecordBlock) -> RecordBlock:
@@ -108,8 +116,8 @@ class MessageFilter:
             props = block.properties
             slow.append(lambda b, i: (v := props[i].get(name)) is not None and rx.search(v) is not None)
         if self.body is not None:
-            rx_body = re.compile(self.body)
-            slow.append(lambda b, i: (t := b.body_text(i)) is not None and rx_body.search(t) is not None)
+            rx_body, dec = re.compile(self.body), self.body_decoded
+            slow.append(lambda b, i: (t := b.body_text(i, dec)) is not None and rx_body.search(t) is not None)
         if not slow:
             return block
         keep = [i for i in range(len(block)) if all(f(block, i) for f in slow)]

@@ -97,6 +97,7 @@ class JobParams:
     stats_dir: str | None = None      # test / benchmark hook: Spark readers write what they read here
     via_consume_queue: bool = False   # read the selected queues' records through their CQ units (a
                                       # consumer's view: engine.scan.queue_reader says what it leaves out)
+    decode_body: bool = False         # filter / export (jsonl, csv): rows gain decodedBody
 
     @property
     def bucket_ms(self) -> int:
@@ -133,6 +134,8 @@ def validate(job: str, params: JobParams) -> None:
             raise ValueError(f"unknown export format {params.format!r}; formats: {', '.join(EXPORT_FORMATS)}")
         if not params.out:
             raise ValueError("export needs --out PATH")
+        if params.decode_body and params.format == "parquet":
+            raise ValueError("--decode-body: decodedBody goes into jsonl or csv exports (--format jsonl|csv)")
     if params.limit is not None and params.limit < 0:
         raise ValueError("--limit must be >= 0")
     if params.via_consume_queue:

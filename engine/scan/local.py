@@ -191,7 +191,7 @@ def filter_messages(store, params, progress, cancel):
     limit = DEFAULT_FILTER_LIMIT if params.limit is None else params.limit
     rows, truncated = [], False
     for b in iter_blocks(store, params, progress, cancel):
-        rows.extend(b.rows_json(mark=True))
+        rows.extend(b.rows_json(mark=True, decoded=params.decode_body))
         if len(rows) > limit:
             truncated = True
             break
@@ -400,18 +400,19 @@ def _write_export(store, params, progress, cancel, fh, fmt: str) -> int:
     if fmt == "jsonl":
         for b in iter_blocks(store, params, progress, cancel):
             origin = {"broker": b.origin[0], "store": b.origin[1]} if multi else {}
-            for r in b.rows_json(mark=True):
+            for r in b.rows_json(mark=True, decoded=params.decode_body):
                 text.write(json.dumps({**origin, **r}, ensure_ascii=False) + "\n")
             n += len(b)
     else:
         import csv
         w = csv.writer(text)
-        w.writerow((["broker", "store"] if multi else []) + CSV_COLUMNS)
+        cols = CSV_COLUMNS + (["decodedBody"] if params.decode_body else [])
+        w.writerow((["broker", "store"] if multi else []) + cols)
         for b in iter_blocks(store, params, progress, cancel):
             origin = list(b.origin) if multi else []
-            for r, ok in zip(b.rows_json(), b.body_decoded.tolist()):
+            for r, ok in zip(b.rows_json(decoded=params.decode_body), b.body_decoded.tolist()):
                 r["bodyDecoded"] = ok
-                w.writerow(origin + [csv_value(r.get(c)) for c in CSV_COLUMNS])
+                w.writerow(origin + [csv_value(r.get(c)) for c in cols])
             n += len(b)
     text.flush()
     text.detach()

@@ -257,7 +257,7 @@ def filter_messages(ld: Loader, run: SparkRunner):
           .orderBy(*order).limit(limit + 1))
     rows = []
     for r in _dicts(run.collect(df)):
-        row = row_json({**r, "properties": {e[0]: e[1] for e in r["properties"] or ()}})
+        row = row_json({**r, "properties": {e[0]: e[1] for e in r["properties"] or ()}}, decoded=ld.params.decode_body)
         rows.append({"broker": r["broker"], "store": r["store"], **row} if ld.multi else row)
     return rows[:limit], len(rows) > limit
 
@@ -464,6 +464,8 @@ def export(ld: Loader, run: SparkRunner):
     A local path is written as a file:// URI and published with the local rules; any other
     URI goes to Spark's writer untouched and is published by a rename in its filesystem."""
     p = ld.params
+    if p.decode_body:   # the decoder runs in this process: Spark's writers would need it as a UDF
+        raise ValueError("--decode-body on export runs with --local (Spark's export has no decodedBody yet)")
     if is_connect(ld.spark):
         return _export_connect(ld, run)
     remote = is_uri(p.out)
