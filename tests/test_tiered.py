@@ -36,12 +36,12 @@ def tree_hash(root: Path) -> dict:
     return out
 
 
-def read_all(store, topic, qid, step=16):
+def read_all(store, topic, qid, step=16, ends=("OFFSET_OVERFLOW_ONE",)):
     msgs, off = [], 0
     while True:
         r = store.get_message(topic, qid, off, step)
         if r.status != "FOUND":
-            assert r.status == "OFFSET_OVERFLOW_ONE", (topic, qid, off, r.status)
+            assert r.status in ends, (topic, qid, off, r.status)
             return msgs
         assert r.nextBeginOffset > off
         msgs.extend(r.messages)
@@ -179,3 +179,56 @@ def test_layout_rules():
     assert L.load_fastjson('{\n\t"a":{\n\t\t0:{"x":1},\n\t\t7879:{"x":2}\n\t}\n}') == {"a": {"0": {"x": 1}, "7879": {"x": 2}}}
     head = (next(tier().iterdir()) / "broker-fx/rmq_sys_INDEX/0/INDEX/cfcd208400000000000000000000").read_bytes()[:4]
     assert int.from_bytes(head, "big", signed=True) == L.END_MAGIC
+
+
+# ---- a store with its tier (tieredStoreFilePath given) ---------------------------------------
+def _view(root: Path, level: str):
+    from engine import MessageStore
+    from engine.store.tiered_view import StoreWithTier
+    return StoreWithTier(MessageStore.open(root / "store"), TieredStore.open(root / "tiered"), level)
+
+
+def test_store_with_tier_reads_as_the_level_says():
+    m = manifest("tiered_store")
+    local = {(p["topic"], p["queueId"], p["queueOffset"]): p["localCommitLogOffset"] for p in m["puts"]}
+    tier_off = {(e["topic"], e["queueId"], e["queueOffset"]): e["commitLogOffset"] for e in m["messages"]}
+    for level, want in (("FORCE", tier_off), ("NOT_IN_DISK", local), ("DISABLE", local), ("3", tier_off)):
+        with _view(unpack("tiered_store"), level) as v:
+            got = {}
+            for t, q in v.tier.queues:
+                for msg in read_all(v, t, q):
+                    got[(t, q, msg.queueOffset)] = msg.commitLogOffset
+            assert got == want, level
+            assert v.get_message("TopicA", 0, 0).source.startswith("tier" if want is tier_off else "local")
+            hits = v.query_message("TopicB", "ord-1")
+            assert {x.queueOffset for x in hits.messages} >= {
+                int(h.split(":")[1]) for h in m["queryMessage_queueId:queueOffset:commitLogOffset"]["TopicB"]["ord-1"]}
+            info = v.info()["tier"]
+            assert info["tieredStorageLevel"] == {"3": "FORCE"}.get(level, level)
+            assert all(q["readFromTier"] == ([q["tier"][0], q["tier"][1]] if want is tier_off else None)
+                       for q in info["queues"])
+
+
+def test_store_whose_commitlog_is_gone_reads_the_tier(fixture_copy, capsys):
+    """Retention deleted the local commitlog: under NOT_IN_DISK (the default) every read goes
+    to the tier, which still holds the messages."""
+    root = fixture_copy("tiered_store")
+    (root / "store" / "commitlog" / "00000000000000000000").unlink()
+    before = tree_hash(root / "tiered")
+    m = manifest("tiered_store")
+    want = {(e["topic"], e["queueId"], e["queueOffset"]): e["commitLogOffset"] for e in m["messages"]}
+    with _view(root, "NOT_IN_DISK") as v:
+        # past the tier's commit offset the local store answers: its queues are empty now
+        got = {(t, q, x.queueOffset): x.commitLogOffset for t, q in v.tier.queues
+               for x in read_all(v, t, q, ends=("OFFSET_OVERFLOW_ONE", "NO_MESSAGE_IN_QUEUE"))}
+        assert got == want
+        assert v.get_message("TopicC", 1, 5).source == "tier (the local commitlog is empty)"
+    conf = root / "broker.conf"
+    conf.write_text(f"brokerName=broker-fx\nmessageStorePlugIn=org.apache.rocketmq.tieredstore.TieredMessageStore\n"
+                    f"tieredStoreFilePath={root / 'tiered'}\n")
+    assert main(["get", str(root / "store"), "TopicC", "1", "5", "--count", "1", "--config", str(conf), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["source"].startswith("tier") and out["messages"][0]["commitLogOffset"] == want[("TopicC", 1, 5)]
+    assert main(["info", str(root / "store"), "--config", str(conf)]) == 0
+    assert "READ FROM THE TIER" in capsys.readouterr().out
+    assert tree_hash(root / "tiered") == before

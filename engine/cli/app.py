@@ -412,7 +412,7 @@ def main(argv: list[str] | None = None) -> int:
             PREPARE[args.command](args, cfg)
         with MessageStore.open(args.store, config=cfg, read_only=read_only,
                                tolerant=args.command == "check") as store:
-            return COMMANDS[args.command](store, args)
+            return cli_tiered.run_with_tier(store, args, tier_settings, COMMANDS)  # the store alone without one
     except (StoreError, CliError) as e:
         print(f"rmqstore: error: {e}", file=sys.stderr)
         return EXIT_ERROR

@@ -85,3 +85,58 @@ def cmd_tier_check(store, args) -> int:
 
 def _where(p: dict) -> str:
     return p["file"] + (f", offset {p['offset']}" if p["offset"] is not None else "")
+
+
+PLUGIN = "TieredMessageStore"   # messageStorePlugIn=org.apache.rocketmq.tieredstore.TieredMessageStore
+
+
+def tier_settings_of(args, settings: dict) -> dict:
+    """The tier keys in force: --config's broker.conf (only when it plugs in TieredMessageStore,
+    or names tieredStoreFilePath), then --set over them."""
+    from engine.config import read_properties
+    path = getattr(args, "sub_config", None) or getattr(args, "config", None)
+    out = {}
+    if path:
+        props = read_properties(path)
+        if PLUGIN in props.get("messageStorePlugIn", "") or props.get("tieredStoreFilePath"):
+            out = {k: props[k] for k in tiered.TIER_KEYS if props.get(k)}
+    out.update(settings)
+    return out
+
+
+def run_with_tier(store, args, settings: dict, commands: dict) -> int:
+    """The command on the store, with its tier when tieredStoreFilePath is given: reads as
+    TieredMessageStore's (local first, then the tier as tieredStorageLevel says)."""
+    settings = tier_settings_of(args, settings)
+    path = settings.get("tieredStoreFilePath")
+    if not path:
+        return commands[args.command](store, args)
+    from engine.store.tiered_view import StoreWithTier, parse_level
+    if not store.read_only:
+        raise CliError(f"`{args.command}` writes the local store; the tier is never written: leave out "
+                       "tieredStoreFilePath")
+    try:
+        level = parse_level(settings.get("tieredStorageLevel"))
+    except ValueError as e:
+        raise CliError(str(e)) from None
+    view = StoreWithTier(store, tiered.TieredStore.open(path, settings), level)
+    if args.command in ("get", "query-key", "info"):
+        rc = commands[args.command](view, args)
+        if args.command == "get" and not args.json:
+            r = view.last_source
+            if r:
+                print(f"(read from the {r})")
+        if args.command == "info" and not args.json:
+            print_where(view.info()["tier"])
+        return rc
+    return commands[args.command](store, args)
+
+
+def print_where(t: dict) -> None:
+    """Which queue offsets live where: the local store's, the tier's, and what a read takes
+    from the tier at this tieredStorageLevel."""
+    print(f"\ntier       {t['cluster']}/{t['broker']} at {t['folder']}  (tieredStorageLevel={t['tieredStorageLevel']})")
+    print(table([[q["topic"], q["queueId"], "" if q["local"] is None else f"[{q['local'][0]}, {q['local'][1]})",
+                  f"[{q['tier'][0]}, {q['tier'][1]})",
+                  "none" if q["readFromTier"] is None else f"[{q['readFromTier'][0]}, {q['readFromTier'][1]})"]
+                 for q in t["queues"]], ["TOPIC", "QUEUE", "LOCAL OFFSETS", "TIER OFFSETS", "READ FROM THE TIER"]))

@@ -25,6 +25,12 @@ COMMIT_LOG, CONSUME_QUEUE, INDEX = "COMMIT_LOG", "CONSUME_QUEUE", "INDEX"   # Fi
 SEGMENT_TYPES = {0: COMMIT_LOG, 1: CONSUME_QUEUE, 2: INDEX}                 # metadata "type" codes
 INDEX_TOPIC = "rmq_sys_INDEX"            # MessageStoreUtil.java:30: the index flat file's "topic"
 METADATA_FILE = "tieredStoreMetadata.json"   # <storePathRootDir>/config/ (DefaultMetadataStore)
+# MessageStoreTopicFilter: topics always read from the local store (TopicValidator.SYSTEM_TOPIC_SET,
+# the rmq_sys_ prefix, the pop revive prefix, LMQs)
+SYSTEM_TOPICS = frozenset({"TBW102", "SCHEDULE_TOPIC_XXXX", "BenchmarkTest", "RMQ_SYS_TRANS_HALF_TOPIC",
+                           "RMQ_SYS_TRACE_TOPIC", "RMQ_SYS_TRANS_OP_HALF_TOPIC", "TRANS_CHECK_MAX_TIME_TOPIC",
+                           "SELF_TEST_TOPIC", "OFFSET_MOVED_EVENT", "CHECKPOINT_TOPIC"})
+SYSTEM_TOPIC_PREFIXES = ("rmq_sys_", "%LMQ%")   # rmq_sys_REVIVE_LOG_ (revive) is under rmq_sys_
 
 # CONSUME_QUEUE units are the classic 20-byte unit (commitLogOffset, here the tiered one | size |
 # tagsCode; MessageFormatUtil.java:54)

@@ -57,6 +57,7 @@ class GetMessageResult:
     messageCount: int | None = None              # BatchCQ: inner messages (else len(messages))
     cqType: str = "SimpleCQ"
     innerMessages: list | None = None            # BatchCQ: batch_page.BatchedMessage per offset
+    source: str | None = None                    # a store with its tier: which one answered, and why
 
     def to_json(self, with_body: bool = True) -> dict:
         d = {"status": self.status, "nextBeginOffset": self.nextBeginOffset,
@@ -67,6 +68,8 @@ class GetMessageResult:
              "skipped": [{"queueOffset": q, "reason": r} for q, r in self.skipped]}
         if self.messageQueueOffset is not None:
             d["messageQueueOffset"] = self.messageQueueOffset
+        if self.source is not None:
+            d["source"] = self.source
         if self.innerMessages is not None:
             d["cqType"] = self.cqType
             d["innerMessages"] = [b.to_json(with_body) for b in self.innerMessages]
