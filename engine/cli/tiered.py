@@ -107,29 +107,24 @@ def tier_settings_of(args, settings: dict) -> dict:
 def run_with_tier(store, args, settings: dict, commands: dict) -> int:
     """The command on the store, with its tier when tieredStoreFilePath is given: reads as
     TieredMessageStore's (local first, then the tier as tieredStorageLevel says)."""
+    if args.command not in ("get", "query-key", "info"):  # writes (send, ...) and the rest: the local store
+        return commands[args.command](store, args)
     settings = tier_settings_of(args, settings)
     path = settings.get("tieredStoreFilePath")
     if not path:
         return commands[args.command](store, args)
     from engine.store.tiered_view import StoreWithTier, parse_level
-    if not store.read_only:
-        raise CliError(f"`{args.command}` writes the local store; the tier is never written: leave out "
-                       "tieredStoreFilePath")
     try:
         level = parse_level(settings.get("tieredStorageLevel"))
     except ValueError as e:
         raise CliError(str(e)) from None
     view = StoreWithTier(store, tiered.TieredStore.open(path, settings), level)
-    if args.command in ("get", "query-key", "info"):
-        rc = commands[args.command](view, args)
-        if args.command == "get" and not args.json:
-            r = view.last_source
-            if r:
-                print(f"(read from the {r})")
-        if args.command == "info" and not args.json:
-            print_where(view.info()["tier"])
-        return rc
-    return commands[args.command](store, args)
+    rc = commands[args.command](view, args)
+    if args.command == "get" and not args.json and view.last_source:
+        print(f"(read from the {view.last_source})")
+    if args.command == "info" and not args.json:
+        print_where(view.info()["tier"])
+    return rc
 
 
 def print_where(t: dict) -> None:
