@@ -176,6 +176,7 @@ def test_layout_rules():
     assert L.parse_cluster_folder("439aea23_FixtureCluster") == "FixtureCluster"
     assert L.parse_cluster_folder("439aea24_FixtureCluster") is None
     assert L.slot_count(12224, 399) == 128 and L.slot_count(12225, 399) is None
+    assert L.slot_count(12224, 399, 28 + 8 * 256) == 256  # slot 0 says, even where the size would not
     assert L.load_fastjson('{\n\t"a":{\n\t\t0:{"x":1},\n\t\t7879:{"x":2}\n\t}\n}') == {"a": {"0": {"x": 1}, "7879": {"x": 2}}}
     head = (next(tier().iterdir()) / "broker-fx/rmq_sys_INDEX/0/INDEX/cfcd208400000000000000000000").read_bytes()[:4]
     assert int.from_bytes(head, "big", signed=True) == L.END_MAGIC

@@ -93,9 +93,15 @@ def tiered_key_hash(topic: str, key: str) -> int:
     return -h if h < 0 and h != -(1 << 31) else h
 
 
-def slot_count(file_size: int, item_count: int) -> int | None:
-    """hashSlotMaxCount of a compacted index file: not stored, it is what the file's size leaves
-    after the header and the items. None when that is not a whole number of slots."""
+def slot_count(file_size: int, item_count: int, first_item_start: int | None = None) -> int | None:
+    """hashSlotMaxCount of a compacted index file. It is not stored: the compaction writes every
+    slot, empty ones too, with the position items start from, so slot 0's itemStart is
+    28 + 8 x slots (IndexStoreFile.compactToNewFile); else it is what the file's size leaves
+    after the header and the items. None when neither gives a whole number of slots."""
+    if first_item_start is not None:
+        rest = first_item_start - INDEX_HEADER_SIZE
+        if rest > 0 and rest % INDEX_SLOT_SIZE == 0 and first_item_start <= file_size:
+            return rest // INDEX_SLOT_SIZE
     rest = file_size - INDEX_HEADER_SIZE - INDEX_ITEM_SIZE * item_count
     if rest <= 0 or rest % INDEX_SLOT_SIZE:
         return None

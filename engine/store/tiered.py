@@ -194,11 +194,14 @@ class IndexSegment:
 
 
 def open_index_segment(seg: Segment) -> IndexSegment:
-    head = seg.path.read_bytes()[:L.INDEX_HEADER_SIZE]
+    with open(seg.path, "rb") as f:
+        head = f.read(L.INDEX_HEADER_SIZE + L.INDEX_SLOT_SIZE)
     if len(head) < L.INDEX_HEADER_SIZE:
         raise StoreError("index segment shorter than its 28-byte header", path=str(seg.path))
-    magic, begin, end, used, count = L.INDEX_HEADER.unpack(head)
-    return IndexSegment(seg, magic, begin, end, used, count, L.slot_count(seg.size, count))
+    magic, begin, end, used, count = L.INDEX_HEADER.unpack_from(head)
+    first = L.INDEX_SLOT.unpack_from(head, L.INDEX_HEADER_SIZE)[0] if \
+        len(head) >= L.INDEX_HEADER_SIZE + L.INDEX_SLOT_SIZE else None
+    return IndexSegment(seg, magic, begin, end, used, count, L.slot_count(seg.size, count, first))
 
 
 def find_brokers(root: Path) -> list[tuple[str, str, Path]]:

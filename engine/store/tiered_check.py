@@ -76,6 +76,10 @@ def _check_index(store, counts, problem, notes) -> dict[int, str]:
         if f.slots is None:
             problem("index-geometry", f"size {f.segment.size} leaves no whole number of slots", path)
             continue
+        by_size = L.slot_count(f.segment.size, f.item_count)
+        if by_size != f.slots:
+            problem("index-geometry", f"slot 0 says {f.slots} slots, the file size {by_size} (the slots are read "
+                    f"as slot 0 says)", path, 28, into=notes)
         items = f.all_items()
         if len(items) != f.item_count:
             problem("index-count", f"header says {f.item_count} items, slots hold {len(items)}", path, 24)
