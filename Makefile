@@ -123,14 +123,14 @@ TWIN_TESTS := tests/test_conformance_read.py tests/test_write_path.py tests/test
               tests/test_check.py tests/test_first_contact.py tests/test_expired_and_late_queues.py \
               tests/test_analysis.py tests/internals/test_analysis_oracles.py tests/test_recovery_plan.py \
               tests/test_cli_internals.py tests/gui/test_gui_table_pages.py tests/test_query_kernel.py tests/test_message_kernel.py tests/test_dledger.py tests/test_dledger_real.py \
-              tests/test_lmq_batchcq_read.py tests/test_lmq_batchcq_write.py tests/test_decode_kernel.py tests/test_query_batch.py tests/test_lineage.py
+              tests/test_lmq_batchcq_read.py tests/test_lmq_batchcq_write.py tests/test_decode_kernel.py tests/test_query_batch.py tests/test_lineage.py tests/test_body_decode.py
 test: $(STAMP) test-deps
 	$(VENV)/bin/lint-imports
 	RMQSTORE_PURE_PYTHON=1 QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider $(TWIN_TESTS)
 	QT_QPA_PLATFORM=offscreen RMQSTORE_PACKAGE_TEST=1 $(PY) -m pytest -q tests
 
 # the README's pictures: the GUI tests save them to build/screenshots; this refreshes docs/
-SHOTS := xcb-browser scan-panel-columns browser-main browser-detail browser-detail-times browser-search browser-overview store-settings store-tree segment-fill cq-units slot-heatmap collision-chain scan-panel scan-panel-topics open-progress scan-panel-progress timer-messages timer-wheel store-compare overview-generation
+SHOTS := xcb-browser decoded-body scan-panel-columns browser-main browser-detail browser-detail-times browser-search browser-overview store-settings store-tree segment-fill cq-units slot-heatmap collision-chain scan-panel scan-panel-topics open-progress scan-panel-progress timer-messages timer-wheel store-compare overview-generation
 screenshots: $(STAMP)
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q tests/gui tests/internals tests/scan/test_scan_panel.py
 	mkdir -p docs/screenshots
