@@ -60,12 +60,17 @@ def group_of(topic: str) -> str | None:
 
 
 def op_half_offsets(m) -> list[int]:
-    """The half queue offsets an op message removes: its body, one offset (4.9) or several
-    joined by commas (5.x's TransactionalOpBatchService)."""
-    if m.properties.get("TAGS") != OP_TAG:
+    """The half queue offsets an op message removes (see op_body_offsets)."""
+    return op_body_offsets(m.properties.get("TAGS"), m.body)
+
+
+def op_body_offsets(tags, body: bytes) -> list[int]:
+    """An op message's body: one half queue offset (4.9) or several joined by commas (5.x's
+    TransactionalOpBatchService); only messages tagged `d` remove halves."""
+    if tags != OP_TAG:
         return []
     out = []
-    for tok in m.body.decode("utf-8", "replace").split(","):
+    for tok in (body or b"").decode("utf-8", "replace").split(","):
         tok = tok.strip()
         if tok.lstrip("-").isdigit():
             out.append(int(tok))

@@ -17,6 +17,7 @@ Every job returns rows (JSON-ready dicts) with the same keys on both engines:
                     commitLogOffset, expected, actual  (CQ and index rebuilt from the commitlog
                     versus the files; nothing for a good store)
     export          path, format, rows, files   (path: a local path, or the URI written to)
+    lineage, fates  one row per life / per (topic, retry group): engine.scan.lineage_job
 """
 from __future__ import annotations
 
@@ -29,7 +30,7 @@ from engine.format.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE
 from engine.scan.filters import MessageFilter
 
 JOBS = ["topic-stats", "traffic", "size-histogram", "filter", "top-keys", "top-tags", "duplicates",
-        "consistency", "export"]
+        "consistency", "export", "lineage", "fates"]
 EXPORT_FORMATS = ["parquet", "jsonl", "csv"]
 DEFAULT_FILTER_LIMIT = 1000
 DEFAULT_TOP = 20
@@ -136,6 +137,10 @@ def validate(job: str, params: JobParams) -> None:
             raise ValueError("export needs --out PATH")
         if params.decode_body and params.format == "parquet":
             raise ValueError("--decode-body: decodedBody goes into jsonl or csv exports (--format jsonl|csv)")
+    if job in ("lineage", "fates"):
+        f = params.filter
+        if f.queue_ids or f.body or f.tags or f.key or f.prop or params.via_consume_queue:
+            raise ValueError(f"{job} follows whole lives: only --topic (the life's topic) selects")
     if params.limit is not None and params.limit < 0:
         raise ValueError("--limit must be >= 0")
     if params.via_consume_queue:

@@ -17,6 +17,7 @@ from engine.scan.jobs import (CSV_COLUMNS, DEFAULT_FILTER_LIMIT, DEFAULT_TOP, PE
                               dispatched, exact_percentile, is_uri, publish, temporary_sibling)
 from engine.scan.planning import plan_commitlog, plan_consume_queues, plan_index
 from engine.scan import consistency_5x as c5
+from engine.scan import lineage_job as LJ
 from engine.format.lmq import LMQ_PREFIX
 from engine.scan.queue_reader import QueueRead, queue_read, read_queue_records
 from engine.scan.reader import SliceStats, read_commitlog, read_cq, read_index
@@ -427,9 +428,25 @@ def csv_value(v):
     return "" if v is None else v
 
 
+def lineage(store, params, progress, cancel):
+    """One row per life (engine.scan.lineage_job): every record read, lives picked by --topic."""
+    members = members_of(store)
+    first = members[0].store
+    blocks = iter_blocks(members, params, progress, cancel, apply_filter=False)
+    rows = LJ.selected(LJ.finish(LJ.local_rows(blocks, LJ.LifeRules.of_store(first)), first), params)
+    if params.limit is not None and len(rows) > params.limit:
+        return rows[:params.limit], True
+    return rows, False
+
+
+def fates(store, params, progress, cancel):
+    rows, _ = lineage(store, JobParams(filter=params.filter), progress, cancel)
+    return LJ.fates(rows), False
+
+
 JOB_FUNCS = {"topic-stats": topic_stats, "traffic": traffic, "size-histogram": size_histogram,
              "filter": filter_messages, "top-keys": top_keys, "top-tags": top_tags, "duplicates": duplicates,
-             "consistency": consistency, "export": export}
+             "consistency": consistency, "export": export, "lineage": lineage, "fates": fates}
 
 
 def run(stores, job: str, params: JobParams, progress: ProgressFn | None, cancel: CancelToken):
@@ -453,7 +470,10 @@ def run(stores, job: str, params: JobParams, progress: ProgressFn | None, cancel
         limit = DEFAULT_TOP if limit is None else limit
     elif job == "filter":
         limit = DEFAULT_FILTER_LIMIT if limit is None else limit
-    elif job != "duplicates":
+    elif job == "fates":
+        rows.sort(key=lambda r: (r["broker"], r["topic"], r["group"] or ""))
+        limit = None
+    elif job not in ("duplicates", "lineage"):
         limit = None
     if limit is not None and len(rows) > limit:
         rows, truncated = rows[:limit], True

@@ -30,6 +30,7 @@ from engine.scan.planning import Plan, plan_commitlog, plan_consume_queues, plan
 from engine.scan.spark_session import is_connect, master_of, parallelism_of
 from engine.scan.stores import ScanStore, members_of
 from engine.scan import consistency_5x as c5
+from engine.scan import spark_lineage
 from engine.format.lmq import LMQ_PREFIX
 from engine.tasks import Cancelled, CancelToken, Progress, ProgressFn, StageProgress
 
@@ -548,7 +549,8 @@ def _export_frame(ld: Loader):
 
 JOB_FUNCS = {"topic-stats": topic_stats, "traffic": traffic, "size-histogram": size_histogram,
              "filter": filter_messages, "top-keys": top_keys, "top-tags": top_tags, "duplicates": duplicates,
-             "consistency": consistency, "export": export}
+             "consistency": consistency, "export": export, "lineage": spark_lineage.lineage,
+             "fates": spark_lineage.fates}
 
 
 def run(spark: SparkSession, stores, job: str, params: JobParams, progress: ProgressFn | None,
