@@ -31,7 +31,7 @@ from .common import MB, Row, disk_free, log, machine, row, table
 
 HERE = Path(__file__).resolve().parent
 SECTIONS = ["baselines", "first-contact", "append", "key-query", "scaling", "get-page", "open", "heatmap", "internals-scan", "demo",
-            "big-store", "check"]
+            "big-store", "check", "body-decode"]
 JAVA = "java"  # only with --java-lib (bench/java_side.py)
 
 
@@ -119,6 +119,7 @@ def main(argv=None) -> int:
         "demo": lambda c: __import__("bench.demo_write", fromlist=["run"]).run(c),
         "big-store": lambda c: __import__("bench.big", fromlist=["run"]).run(c),
         "check": lambda c: __import__("bench.check_speed", fromlist=["run"]).run(c),
+        "body-decode": lambda c: __import__("bench.body_decode", fromlist=["run"]).run(c),
         JAVA: lambda c: __import__("bench.java_side", fromlist=["run"]).run(c),
     }
     try:

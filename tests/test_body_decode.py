@@ -355,3 +355,28 @@ def test_scan_filter_and_export_decode_and_search_decoded_text(tmp_path, capsys)
     capsys.readouterr()
     assert main(["scan", str(root), "export", "--local", "--out", str(tmp_path / "x.parquet"), "--decode-body"]) == 2
     assert "jsonl or csv" in capsys.readouterr().err
+
+
+# ---- the compiled wire walk (engine/accel/_wire) answers as the pure-Python one ----------------
+def _kernel():
+    from engine.format import protobuf_wire as pw
+    if pw._KERNEL is None:
+        pytest.skip("engine.accel._wire not built (or RMQSTORE_PURE_PYTHON=1)")
+    return pw
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(st.binary(max_size=300), st.sampled_from(VALID).flatmap(
+    lambda b: st.tuples(st.integers(0, len(b)), st.integers(0, 255)).map(
+        lambda t: b[:t[0]] + bytes([t[1]]) + b[t[0] + 1:]))))
+def test_compiled_wire_walk_is_the_pure_one(data):
+    pw = _kernel()
+    assert pw._KERNEL.walk(data) == pw.walk_py(data)
+
+
+def test_compiled_wire_walk_edge_cases():
+    pw = _kernel()
+    for data in (b"", b"\x0b" * 50, b"\x0a\x02" * 40 + b"\x08\x01", b"\xff" * 11, b"\x08" + b"\xff" * 9 + b"\x7f",
+                 b"\x0b\x0c", b"\x0c", b"\x00", order_pb() + b"\x0a\x05hello", pb_len(1, b"\x0a\x01a")):
+        assert pw._KERNEL.walk(data) == pw.walk_py(data), data.hex()
+    assert pw.walk_py(b"\x08" + b"\xff" * 9 + b"\x7f")[0] == [[1, 0, (1 << 64) - 1]]   # the low 64 bits

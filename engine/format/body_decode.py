@@ -187,16 +187,15 @@ def jsonable(v, depth: int = 0):
 
 # ---- the decoders: each (value, confidence) or raises -----------------------------------------
 def _json(data: bytes):
-    s = data.lstrip()[:1]
+    s = data[:64].lstrip()[:1]
     if s not in (b"{", b"["):
         raise ValueError("does not start with { or [")
     return json.loads(data.decode("utf-8")), 1.0
 
 
 def _text(data: bytes):
-    sample = data[:4096]
-    if (len(sample) - len(sample.translate(None, _CTRL))) * 20 > len(sample):   # > 5 % controls: binary
-        raise ValueError("control bytes: not text")
+    if len(data) > 256 and detect(data[:256], complete=False) == HEX:   # binary from its first bytes on
+        raise ValueError("not printable UTF-8 or GBK text")
     kind = detect(data)
     if kind == UTF8:
         return data.decode("utf-8", "replace"), 0.9
@@ -267,7 +266,7 @@ def _sniff(data: bytes) -> dict[str, str]:
     no = {}
     if not data.startswith(b"Obj\x01"):
         no[AVRO] = "no Avro object-container header"
-    first = data.lstrip()[:1]
+    first = data[:64].lstrip()[:1]
     if first not in (b"{", b"["):
         no[JSON_F] = "does not start with { or ["
     if first != b"<":

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import struct
 
+from engine import accel
+
 VARINT, I64, LEN, SGROUP, EGROUP, I32 = 0, 1, 2, 3, 4, 5
 MAX_FIELD = (1 << 29) - 1
 MAX_DEPTH = 32                # nesting deeper than protoc's own limit (100) is not worth showing
@@ -27,7 +29,7 @@ def _varint(buf: bytes, pos: int, end: int) -> tuple[int, int]:
         pos += 1
         result |= (b & 0x7F) << shift
         if b < 0x80:
-            return result, pos
+            return result & 0xFFFF_FFFF_FFFF_FFFF, pos   # protobuf keeps the low 64 bits
         shift += 7
         if shift >= 70:
             raise WireError(f"varint longer than 10 bytes at byte {pos}")
@@ -129,7 +131,14 @@ def _plausible(fields: list) -> bool:
 
 
 def walk(data: bytes) -> tuple[list | None, str]:
-    """(fields, "") or (None, why it is not Protobuf)."""
+    """(fields, "") or (None, why it is not Protobuf). The compiled twin (engine/accel/_wire)
+    answers the same when it is built."""
+    if _KERNEL is not None:
+        return _KERNEL.walk(data)
+    return walk_py(data)
+
+
+def walk_py(data: bytes) -> tuple[list | None, str]:
     if not data:
         return None, "empty"
     try:
@@ -185,3 +194,6 @@ def score(fields: list, size: int) -> float:
     if any(f[1] in (SGROUP, I64, I32) for f in fields) and max(nums) >= 64:
         conf -= 0.2
     return round(min(conf, 0.9), 2)
+
+
+_KERNEL = accel.load("_wire")
