@@ -18,6 +18,7 @@ from .compaction_view import CompactionView
 from .cq_units import CqUnitsView
 from .segment_fill import SegmentFillView
 from .slot_heatmap import SlotHeatmapView
+from .tier_segments import TierSegmentsView
 from .timer_wheel import TimerWheelView
 
 
@@ -43,6 +44,9 @@ class InternalsPanel(QWidget):
         self.compaction = CompactionView()       # a tab only while the store has compacted topics
         self.tabs.addTab(self.compaction, "Compaction")
         self.tabs.setTabVisible(self.tabs.indexOf(self.compaction), False)
+        self.tier_segments = TierSegmentsView()  # a tier opened on its own: its segments, not the classic views
+        self.tabs.insertTab(0, self.tier_segments, "Tier segments")
+        self.tabs.setTabVisible(self.tabs.indexOf(self.tier_segments), False)
         lay = QVBoxLayout(self)
         lay.setContentsMargins(0, 0, 0, 0)
         lay.addWidget(self.tabs)
@@ -68,7 +72,7 @@ class InternalsPanel(QWidget):
     @property
     def views(self) -> tuple:
         return (self.segment_fill, self.cq_units, self.slot_heatmap, self.collision_chain, self.timer_wheel,
-                self.compaction)
+                self.compaction, self.tier_segments)
 
     def set_utc(self, utc: bool) -> None:
         """Times in UTC or the local zone, as the window shows them."""
@@ -78,8 +82,13 @@ class InternalsPanel(QWidget):
 
     def set_store(self, store) -> None:
         """Show `store`'s internals; pass None before the store is closed."""
+        tier = TierSegmentsView.applies(store)
+        classic = (self.segment_fill, self.cq_units, self.slot_heatmap, self.collision_chain)
         for v in self.views:
-            v.set_store(store)
+            v.set_store(None if tier and v in classic else store)
+        for v in classic:
+            self.tabs.setTabVisible(self.tabs.indexOf(v), not tier)
+        self.tabs.setTabVisible(self.tabs.indexOf(self.tier_segments), tier)
         self.tabs.setTabVisible(self.tabs.indexOf(self.timer_wheel), getattr(store, "timer", None) is not None)
         self.tabs.setTabVisible(self.tabs.indexOf(self.compaction), self.compaction.has_compaction)
 

@@ -66,3 +66,22 @@ def test_compacted_topics_marked_and_their_compaction_view(qtbot, window):
     window.session.close()
     window.session.wait_open()
     assert tree_hashes(root) == before
+
+
+def test_tier_internals_show_its_segments(qtbot, window):
+    open_and_wait(qtbot, window, unpack("tiered_store") / "tiered")
+    window.tabs.setCurrentWidget(window.internals)
+    p = window.internals.ensure()
+    visible = [p.tabs.tabText(i) for i in range(p.tabs.count()) if p.tabs.isTabVisible(i)]
+    assert visible == ["Tier segments"]
+    files = {f["path"]: f["size"] for f in manifest("tiered_store")["files"] if f["path"].startswith("tiered/")}
+    v = p.tier_segments
+    assert len(v.rows) == v.table.rowCount() == len(files) == 38
+    assert sum(r[4] for r in v.rows) == sum(files.values())
+    wait_idle(qtbot, window)
+    screenshot(window, "tiered-segments.png")
+    window.session.close()   # a classic store afterwards: the classic views come back
+    window.session.wait_open()
+    open_and_wait(qtbot, window, unpack("compaction_store") / "store")
+    visible = [p.tabs.tabText(i) for i in range(p.tabs.count()) if p.tabs.isTabVisible(i)]
+    assert "Segment fill" in visible and "Tier segments" not in visible and "Compaction" in visible
