@@ -132,3 +132,31 @@ def test_a_topic_schema_gives_field_names_and_is_kept_per_store(qtbot, window, s
     d.body._render()
     assert "schema not used" in d.body.decoded_view.info.text()
     assert d.body.decoded_view.decoded.format == "protobuf" and d.body.decoded_view.decoded.confidence < 1.0
+
+
+def test_scan_panel_searches_the_decoded_body(qtbot, tmp_path):
+    """The Scan tab's "Search the decoded body": a regex only the decoded MessagePack text holds."""
+    from PySide6.QtCore import Qt
+
+    from gui.scan_panel import ScanPanel
+    from gui.session import StoreSession
+    session = StoreSession()
+    session.open_blocking(_store(tmp_path))
+    p = ScanPanel(session)
+    qtbot.addWidget(p)
+    p.show()
+    try:
+        p.engine_box.setCurrentIndex(p.engine_box.findData("local"))
+        p.job_box.setCurrentText("filter")
+        p.body_edit.setText('"qty": 300')
+        assert p.body_decoded.isVisible()
+        for checked, found in ((False, []), (True, ["mp"])):
+            p.body_decoded.setChecked(checked)
+            with qtbot.waitSignal(p.finished, timeout=30_000):
+                qtbot.mouseClick(p.run_button, Qt.LeftButton)
+            assert [r["tags"] for r in p.model.rows] == found, checked
+        p.job_box.setCurrentText("top-keys")
+        assert not p.body_decoded.isVisible() and not p.params().filter.body_decoded
+    finally:
+        p.cancel()
+        session.close()
