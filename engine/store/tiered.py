@@ -224,9 +224,14 @@ def find_brokers(root: Path) -> list[tuple[str, str, Path]]:
     return []
 
 
+CLASSIC_MARKERS = ("commitlog", "consumequeue", "checkpoint", "index")   # a store root, never a tier
+
+
 def is_tier_folder(root) -> bool:
     root = Path(root)
-    return root.is_dir() and bool(find_brokers(root))
+    if not root.is_dir() or any((root / m).exists() for m in CLASSIC_MARKERS):
+        return False
+    return bool(find_brokers(root))
 
 
 def _dirs(p: Path) -> list[Path]:
