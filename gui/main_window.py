@@ -153,6 +153,9 @@ class MainWindow(QMainWindow):
         self.search.detail.sendAgainRequested.connect(self.send_dialog)
         self.browser.detail.positionRequested.connect(lambda m: self._locate(self.browser.detail, m))
         self.search.detail.positionRequested.connect(lambda m: self._locate(self.search.detail, m))
+        for d in (self.browser.detail, self.search.detail):   # the Lineage tab: a life, and a click opens a record
+            d.lineageRequested.connect(lambda m, d=d: self._follow_life(d, m))
+            d.lineage.recordChosen.connect(lambda r: self.show_queue(r["topic"], r["queueId"], r["queueOffset"]))
 
     # ---- opening ---------------------------------------------------------------------------------
     def open_dialog(self, read_only: bool | None = None) -> None:
@@ -432,6 +435,11 @@ class MainWindow(QMainWindow):
         from .models.position import locate
         self.session.submit(locate, message, on_result=lambda p: detail.show_position(message, p),
                             on_error=lambda e: detail.position.setPlainText(f"could not locate: {e}"))
+
+    def _follow_life(self, detail, message) -> None:
+        from .views.lineage_view import compute_lineage
+        self.session.submit(compute_lineage, message, on_result=lambda lives: detail.show_lineage(message, lives),
+                            on_error=lambda e: detail.lineage.show_note(f"could not follow its life: {e}"))
 
     # ---- refresh -------------------------------------------------------------------------------------
     def refresh(self) -> None:

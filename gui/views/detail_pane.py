@@ -17,6 +17,7 @@ from ..consts import COMPRESSED_FLAG, magic_text, sys_flag_text
 from ..models.position import Position
 from ..timefmt import format_epoch_ms, format_ms
 from .decoded_view import DecodedView, SchemaDialog
+from .lineage_view import LineageView
 from .tables import fill_table, make_table
 
 
@@ -211,6 +212,7 @@ class BodyView(QWidget):
 class MessageDetail(QWidget):
     sendAgainRequested = Signal(object)   # Message
     positionRequested = Signal(object)    # Message: the owner computes the position off-thread
+    lineageRequested = Signal(object)     # Message: the owner follows its life off-thread (Lineage tab shown)
 
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
@@ -259,6 +261,10 @@ class MessageDetail(QWidget):
         self.dispatch.setFont(mono_font())
         self.dispatch.setLineWrapMode(QPlainTextEdit.NoWrap)
         self.tabs.addTab(self.dispatch, "LMQ / Batch")
+        self.lineage = LineageView(self)
+        self._lineage_for = None
+        self.tabs.addTab(self.lineage, "Lineage")
+        self.tabs.currentChanged.connect(lambda *_: self._request_lineage())
         self.inner = None
         self.body = BodyView(self)
         self.body.schemas = self._topic_schemas
@@ -320,6 +326,7 @@ class MessageDetail(QWidget):
 
     def set_utc(self, utc: bool) -> None:
         self.utc = utc
+        self.lineage.set_utc(utc)
         if self.message is not None:
             self._fill_header(with_dledger(header_rows(self.message, utc), self.dledger))
 
@@ -338,6 +345,7 @@ class MessageDetail(QWidget):
             self.position.setPlainText("")
             self.dispatch.setPlainText("")
             self.body.set_body(b"", False)
+            self.lineage.show_note(note or "No message selected")
             return
         self.title.setText(f"{m.topic} / queue {m.queueId} / queue offset {m.queueOffset}  ·  "
                            f"commitlog offset {m.commitLogOffset}  ·  {m.storeSize:,} B"
@@ -356,6 +364,19 @@ class MessageDetail(QWidget):
         self.position.setPlainText("locating…")
         self.dispatch.setPlainText("locating…")
         self.positionRequested.emit(m)
+        self._request_lineage()
+
+    def _request_lineage(self) -> None:
+        """Follow the message's life when the Lineage tab is shown (once per message)."""
+        m = self.message
+        if m is not None and self.tabs.currentWidget() is self.lineage and self._lineage_for is not m:
+            self._lineage_for = m
+            self.lineage.show_note("following its life…")
+            self.lineageRequested.emit(m)
+
+    def show_lineage(self, m: Message, lives: list[dict]) -> None:
+        if m is self.message:
+            self.lineage.show_lives(lives, m.commitLogOffset)
 
     def show_position(self, m: Message, p: Position) -> None:
         if m is not self.message:
