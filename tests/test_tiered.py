@@ -233,3 +233,24 @@ def test_store_whose_commitlog_is_gone_reads_the_tier(fixture_copy, capsys):
     assert main(["info", str(root / "store"), "--config", str(conf)]) == 0
     assert "READ FROM THE TIER" in capsys.readouterr().out
     assert tree_hash(root / "tiered") == before
+
+
+def test_time_and_id_lookups():
+    m = manifest("tiered_store")
+    with TieredStore.open(tier()) as store:
+        msgs = [e for e in m["messages"] if (e["topic"], e["queueId"]) == ("TopicB", 0)]
+        for e in msgs[::7]:
+            off = store.get_offset_in_queue_by_time("TopicB", 0, e["storeTimestamp"])
+            assert msgs[off]["storeTimestamp"] == e["storeTimestamp"] and (
+                off == 0 or msgs[off - 1]["storeTimestamp"] < e["storeTimestamp"])
+            up = store.get_offset_in_queue_by_time("TopicB", 0, e["storeTimestamp"], "upper")
+            assert msgs[up]["storeTimestamp"] == e["storeTimestamp"] and (
+                up == len(msgs) - 1 or msgs[up + 1]["storeTimestamp"] > e["storeTimestamp"])
+        assert store.get_offset_in_queue_by_time("TopicB", 0, 0) == 0
+        assert store.get_offset_in_queue_by_time("TopicB", 0, 2**62) == len(msgs)
+        e = m["messages"][77]
+        kind, found = store.lookup_id(e["uniqKey"])
+        assert kind == "uniq" and [(x.topic, x.queueOffset) for x in found] == [(e["topic"], e["queueOffset"])]
+        kind, found = store.lookup_id(e["msgId"])
+        assert kind == "offset" and (e["topic"], e["queueId"], e["queueOffset"]) in [
+            (x.topic, x.queueId, x.queueOffset) for x in found]

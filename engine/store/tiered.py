@@ -355,6 +355,64 @@ class TieredStore:
         m = q.message(u[0], u[1]) if u else None
         return m.storeTimestamp if m is not None else -1
 
+    def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int,
+                                    boundary: str | None = None) -> int:
+        """FlatMessageFile.getQueueOffsetByTimeAsync: max when the last message is older, min
+        when the first is newer, else the first offset stored at or after `timestamp` (upper:
+        the last of those stored exactly then). The broker narrows to a segment by the
+        metadata's times first; over a queue whose times rise that is the same offset."""
+        q = self.find_queue(topic, queue_id)
+        if q is None:
+            return 0
+        lo, hi = q.min_offset, q.max_offset - 1
+        if hi < lo:
+            return lo
+        if self.store_time_at(topic, queue_id, hi) < timestamp:
+            return hi + 1
+        if self.store_time_at(topic, queue_id, lo) > timestamp:
+            return lo
+        while lo < hi:
+            mid = lo + (hi - lo) // 2
+            if self.store_time_at(topic, queue_id, mid) < timestamp:
+                lo = mid + 1
+            else:
+                hi = mid
+        if (boundary or "").lower() == "upper":
+            while lo + 1 < q.max_offset and self.store_time_at(topic, queue_id, lo + 1) == timestamp:
+                lo += 1
+        return lo
+
+    def offset_by_time(self, topic: str, queue_id: int, timestamp: int, rule: str | None = None,
+                       boundary: str | None = None) -> tuple[int, str, str]:
+        """The tier's own lookup (TieredMessageStore answers by it): (offset, rule, why)."""
+        b = (boundary or "lower").lower()
+        return self.get_offset_in_queue_by_time(topic, queue_id, timestamp, b), f"5.x-{b}", "tier"
+
+    def lookup_id(self, msg_id: str, topic: str | None = None) -> tuple[str, list]:
+        """An offset msgId (its offset is a tiered commit-log offset: any queue may hold a
+        record there, the msgId's host picks) or a UNIQ_KEY (the tiered index)."""
+        from engine.format.msgid import decode_offset_msg_id, looks_like_msg_id
+        msg_id = msg_id.strip().upper()
+        if looks_like_msg_id(msg_id):
+            off = decode_offset_msg_id(msg_id)[2]
+            hits = []
+            for (t, qid), q in sorted(self.queues.items()):
+                if topic not in (None, t):
+                    continue
+                units = q.units(q.min_offset, q.max_offset)
+                for phy, size, _tags in (units[units["commitLogOffset"] == off].tolist() if units is not None else []):
+                    m = q.message(phy, size)
+                    if m is not None and m.msgId == msg_id:
+                        hits.append(m)
+            if hits:
+                return "offset", hits
+        found = [m for t in ([topic] if topic else self.topics())
+                 for m in self.query_message(t, msg_id, max_num=0, cap=0).messages if m.uniqKey == msg_id]
+        return ("uniq", found) if found else ("unknown", [])
+
+    def query_uniq(self, topic: str, uniq: str) -> list:
+        return [m for m in self.query_message(topic, uniq, max_num=0, cap=0).messages if m.uniqKey == uniq]
+
     def earliest_message_time(self, topic: str, queue_id: int) -> int:
         q = self.find_queue(topic, queue_id)
         return self.store_time_at(topic, queue_id, q.min_offset) if q else -1
