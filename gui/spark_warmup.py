@@ -155,7 +155,7 @@ class SparkWarmup(QObject):
             self.jvm_seconds = time.perf_counter() - self._t0
         self._warming = p.done >= 1
         if self.state == STARTING and p.message and not self.cancel_token.cancelled:
-            self._set(STARTING, f"Spark: {p.message}")
+            self._set(STARTING, p.message[:1].upper() + p.message[1:])   # "Starting Spark…", "Warming up Spark on …"
 
     def _on_ready(self, master: str) -> None:
         self.seconds = time.perf_counter() - self._t0
