@@ -147,7 +147,7 @@ class LifeRules:
                 ex["dueTimestamp"] = _int(p.get("TIMER_OUT_MS"))
                 if p.get("TIMER_ROLL_TIMES"):
                     ex["rollTimes"] = _int(p["TIMER_ROLL_TIMES"])
-            elif p.get("TIMER_DEQUEUE_MS") and p.get("REAL_TOPIC") == t:
+            elif p.get("TIMER_DEQUEUE_MS"):   # put back into its topic by the timer (REAL_TOPIC may be cleared)
                 h.role = "timer-delivered"
                 ex["dueTimestamp"] = _int(p.get("TIMER_OUT_MS"))
                 if group_of(t):
