@@ -14,6 +14,7 @@ from pathlib import Path
 
 import numpy as np
 
+from engine.config import StoreConfig
 from engine.errors import ConfigError, NotAStoreError, StoreError
 from engine.format import tiered_layout as L
 from engine.format.cq_unit import CQ_UNIT_DTYPE
@@ -180,6 +181,7 @@ class TieredStore:
     def __init__(self, root: Path, cluster: str, broker: str, folder: Path, brokers: list, metadata: Path | None):
         self.root, self.cluster, self.broker, self.folder = root, cluster, broker, folder
         self.brokers = brokers
+        self.cfg = StoreConfig()   # RocketMQ's defaults (maxMsgsNumBatch, page limits) where a caller asks
         self.warnings: list[str] = []
         self.queues: dict[tuple[str, int], TierQueue] = {}
         self.batch_queues: dict = {}

@@ -85,3 +85,18 @@ def test_tier_internals_show_its_segments(qtbot, window):
     open_and_wait(qtbot, window, unpack("compaction_store") / "store")
     visible = [p.tabs.tabText(i) for i in range(p.tabs.count()) if p.tabs.isTabVisible(i)]
     assert "Segment fill" in visible and "Tier segments" not in visible and "Compaction" in visible
+
+
+def test_tier_searches_by_key_id_and_time(qtbot, window):
+    from gui.models.search import id_search, key_search, time_search
+    m = manifest("tiered_store")
+    store = open_and_wait(qtbot, window, unpack("tiered_store") / "tiered")
+    want = set(m["queryMessage_queueId:queueOffset:commitLogOffset"]["TopicC"]["ord-7"])
+    for raw in (False, True):
+        out = window.session.call(key_search, "TopicC", "ord-7", raw=raw)
+        assert {f"{h.message.queueId}:{h.message.queueOffset}:{h.message.commitLogOffset}" for h in out.hits} == want
+    e = m["messages"][150]
+    out = window.session.call(id_search, e["uniqKey"])
+    assert out.kind == "uniq" and [x.queueOffset for x in out.messages] == [e["queueOffset"]]
+    t = window.session.call(time_search, e["topic"], e["queueId"], e["storeTimestamp"])
+    assert store.get_message(e["topic"], e["queueId"], t["offset"], 1).messages[0].storeTimestamp == e["storeTimestamp"]
