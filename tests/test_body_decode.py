@@ -317,6 +317,32 @@ def test_fuzz_truncated_and_flipped_never_raise(body, draw):
             _check(data, 0, fmt)
 
 
+def test_avro_counts_cannot_make_endless_work(tmp_path):
+    """A block count in the body stands for items to read; items that take no bytes (null, an
+    empty record) would let 20 bytes ask for 2^40 of them: such schemas are refused."""
+    schema = {"type": "record", "name": "R", "fields": [{"name": "n", "type": {"type": "array", "items": "null"}}]}
+    meta = zigzag(1) + av_str("avro.schema") + av_str(json.dumps(schema).encode()) + zigzag(0)
+    datum = zigzag(1 << 40) + zigzag(0)
+    body = b"Obj\x01" + meta + bytes(16) + zigzag(1) + zigzag(len(datum)) + datum + bytes(16)
+    t = time.perf_counter()
+    d = bd.decode_body(body)
+    assert time.perf_counter() - t < PER_EXAMPLE_S and d.format != "avro"
+    assert "take no bytes" in bd.decode_body(body, format="avro").note
+    nulls = b"Obj\x01" + zigzag(1) + av_str("avro.schema") + av_str(b'"null"') + zigzag(0) + bytes(16) \
+        + zigzag(1 << 40) + zigzag(0) + bytes(16)
+    assert "records take no bytes" in bd.decode_body(nulls, format="avro").note
+    avsc = tmp_path / "bad.avsc"
+    avsc.write_text(json.dumps(schema))
+    with pytest.raises(bd.SchemaError, match="take no bytes"):
+        bd.Schemas(avro_schema=str(avsc))
+    maps = {"type": "record", "name": "M", "fields": [{"name": "m", "type": {"type": "map", "values": "null"}}]}
+    assert bd.avro_unbounded(maps) is None and bd.avro_unbounded(AVRO_SCHEMA) is None   # a key is a byte at least
+    by_name = {"type": "record", "name": "Outer", "fields": [
+        {"name": "e", "type": {"type": "record", "name": "Empty", "fields": []}},
+        {"name": "a", "type": {"type": "array", "items": "Empty"}}]}
+    assert bd.avro_unbounded(by_name)
+
+
 def test_deep_nesting_is_no_crash():
     for data in (b"\x91" * 100_000 + b"\x00", b"\x81" * 100_000 + b"\x00", b"[" * 100_000,
                  (b"\x0a\x02" * 40) + b"\x08\x01", b"\x0b" * 5000):

@@ -150,9 +150,73 @@ def _has_file(pool, name: str) -> bool:
 def _load_avro(path: str):
     try:
         import fastavro
-        return fastavro.parse_schema(json.loads(Path(path).read_text(encoding="utf-8")))
+        raw = json.loads(Path(path).read_text(encoding="utf-8"))
+        schema = fastavro.parse_schema(raw)
     except Exception as e:   # OSError, JSON or schema errors
         raise SchemaError(f"{path}: not a usable Avro schema ({type(e).__name__}: {e})") from None
+    why = avro_unbounded(raw)
+    if why:
+        raise SchemaError(f"{path}: {why}")
+    return schema
+
+
+def avro_unbounded(schema) -> str | None:
+    """Why reading `schema` could run without end on a few bytes (None: it cannot): an array
+    whose items take no bytes (null, an empty record, fixed(0)), since a block count in the
+    body then stands for items with nothing to read. fastavro would loop over them all."""
+    named: dict = {}
+
+    def collect(s):
+        if isinstance(s, dict):
+            if s.get("type") in ("record", "error", "enum", "fixed") and "name" in s:
+                named[s["name"]] = s
+                if s.get("namespace"):
+                    named[f"{s['namespace']}.{s['name']}"] = s
+            for f in s.get("fields", ()) if isinstance(s.get("fields"), list) else ():
+                collect(f.get("type") if isinstance(f, dict) else None)
+            for k in ("items", "values"):
+                collect(s.get(k))
+            if isinstance(s.get("type"), (dict, list)):
+                collect(s["type"])
+        elif isinstance(s, list):
+            for x in s:
+                collect(x)
+
+    def empty(s, seen=()) -> bool:
+        if isinstance(s, str):
+            if s == "null":
+                return True
+            if s in named and s not in seen:
+                return empty(named[s], seen + (s,))
+            return False
+        if isinstance(s, dict):
+            t = s.get("type")
+            if t in ("record", "error"):
+                return all(empty(f.get("type"), seen) for f in s.get("fields", ()) if isinstance(f, dict))
+            if t == "fixed":
+                return s.get("size") == 0
+            if isinstance(t, (str, dict)) and t not in ("array", "map", "enum"):
+                return empty(t, seen)
+        return False
+
+    def walk(s) -> str | None:
+        if isinstance(s, dict):
+            if s.get("type") == "array" and empty(s.get("items")):
+                return "an array of items that take no bytes: a count in a body could make it endless"
+            for f in s.get("fields", ()) if isinstance(s.get("fields"), list) else ():
+                if isinstance(f, dict) and (w := walk(f.get("type"))):
+                    return w
+            for k in ("items", "values", "type"):
+                if isinstance(s.get(k), (dict, list)) and (w := walk(s[k])):
+                    return w
+        elif isinstance(s, list):
+            for x in s:
+                if w := walk(x):
+                    return w
+        return None
+
+    collect(schema)
+    return walk(schema)
 
 
 # ---- JSON-able values ------------------------------------------------------------------------
@@ -253,7 +317,13 @@ def _avro_container(data: bytes):
     if not data.startswith(b"Obj\x01"):
         raise ValueError("no Avro object-container header")
     import fastavro
-    return list(fastavro.reader(io.BytesIO(data))), 1.0
+    r = fastavro.reader(io.BytesIO(data))
+    raw = json.loads(r.metadata.get("avro.schema", "null"))
+    why = avro_unbounded(raw) or ("its records take no bytes: a block count could make it endless"
+                                  if avro_unbounded({"type": "array", "items": raw}) else None)
+    if why:   # else every record and item takes a byte: the body's length bounds the work
+        raise ValueError(f"the container's schema: {why}")
+    return list(r), 1.0
 
 
 def _hex(data: bytes):

@@ -102,6 +102,7 @@ class DecodedView(QWidget):
         if v is None or item.childCount():
             return
         item.setData(0, _PENDING, None)
+        self.nodes = 0   # each expansion makes at most TREE_NODES items
         self._fill(item, bf.children(v) or [])
 
     def clear(self) -> None:
