@@ -160,3 +160,15 @@ def test_scan_panel_searches_the_decoded_body(qtbot, tmp_path):
     finally:
         p.cancel()
         session.close()
+
+
+def test_a_long_array_is_shown_in_part(qtbot):
+    """6,000 members: the tree makes TREE_NODES items and says the rest are not shown."""
+    from engine.format import body_decode as bd
+    from gui.views.decoded_view import DecodedView
+    v = DecodedView()
+    qtbot.addWidget(v)
+    body = b"\xdc" + (6000).to_bytes(2, "big") + b"\x01" * 6000   # MessagePack array16 of 6,000 ones
+    v.show_decoded(bd.decode_body(body))
+    assert v.decoded.format == "msgpack" and v.tree.topLevelItemCount() == bf.TREE_NODES + 1
+    assert v.tree.topLevelItem(bf.TREE_NODES).text(0) == "… 6000 members, not all shown"
