@@ -117,3 +117,14 @@ def test_send_into_a_compacted_topic_leaves_compaction_to_the_broker(fixture_cop
         assert store.queue_bounds("CompactA", 0)[2] == 99
         assert store.get_message("CompactA", 0, 98).messages[0].body == b"new"
         assert open_compaction(root).queue("CompactA", 0).max_offset == 98  # the view is the broker's to extend
+
+
+def test_check_finds_a_damaged_compaction_cq(fixture_copy, capsys):
+    root = fixture_copy("compaction_store") / "store"
+    cq = root / "compaction" / "compactionCq" / "CompactA" / "1" / "00000000000000000000"
+    data = bytearray(cq.read_bytes())
+    data[46 * 2 + 7] ^= 0x10          # the third unit's compaction-log offset
+    cq.write_bytes(bytes(data))
+    assert main(["check", str(root)]) == 1
+    out = capsys.readouterr().out
+    assert out.startswith("PROBLEMS") and "CompactA/1@" in out

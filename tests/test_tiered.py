@@ -254,3 +254,18 @@ def test_time_and_id_lookups():
         kind, found = store.lookup_id(e["msgId"])
         assert kind == "offset" and (e["topic"], e["queueId"], e["queueOffset"]) in [
             (x.topic, x.queueId, x.queueOffset) for x in found]
+
+
+def test_check_finds_a_damaged_tier(tmp_path, capsys):
+    shutil.copytree(tier(), tmp_path / "tier")
+    seg = next((tmp_path / "tier").glob("*/broker-fx/TopicB/1/COMMIT_LOG/cfcd*"))
+    data = bytearray(seg.read_bytes())
+    data[233 * 0 + 30] ^= 0x01        # the first record's PHYSICALOFFSET
+    seg.write_bytes(bytes(data))
+    idx = next((tmp_path / "tier").glob("*/broker-fx/rmq_sys_INDEX/0/INDEX/cfcd*"))
+    data = bytearray(idx.read_bytes())
+    data[len(data) - 28 + 3] ^= 0x40  # the last item's hash code
+    idx.write_bytes(bytes(data))
+    assert main(["check", str(tmp_path / "tier"), "--json"]) == 1
+    kinds = {p["kind"] for p in json.loads(capsys.readouterr().out)["problems"]}
+    assert {"physical-offset", "index-slot"} <= kinds
