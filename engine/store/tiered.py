@@ -50,6 +50,7 @@ class FlatFile:
 
     def __init__(self, folder: Path):
         self.folder = folder
+        self._fds: dict[Path, int] = {}
         self.segments: list[Segment] = []
         self.gaps: list[tuple[int, int]] = []
         try:
@@ -64,6 +65,18 @@ class FlatFile:
         for a, b in zip(self.segments, self.segments[1:]):
             if b.base != a.end:
                 self.gaps.append((a.end, b.base))
+
+    def _fd(self, s: Segment) -> int:
+        """The segment's descriptor, opened read-only once (a walk reads it many times)."""
+        fd = self._fds.get(s.path)
+        if fd is None:
+            fd = self._fds[s.path] = os.open(s.path, os.O_RDONLY)
+        return fd
+
+    def close(self) -> None:
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
 
     def find(self, offset: int) -> Segment | None:
         return next((s for s in self.segments if s.base <= offset < s.end), None)
@@ -86,8 +99,7 @@ class FlatFile:
             if s.base > offset:
                 return None
             n = min(size, s.end - offset)
-            with open(s.path, "rb") as f:
-                data = os.pread(f.fileno(), n, offset - s.base)
+            data = os.pread(self._fd(s), n, offset - s.base)
             if len(data) != n:
                 return None
             out += data
@@ -254,7 +266,9 @@ class TieredStore:
             self.metadata = {}
 
     def close(self) -> None:
-        pass
+        for q in self.queues.values():
+            q.commitlog.close()
+            q.cq.close()
 
     def __enter__(self):
         return self
