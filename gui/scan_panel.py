@@ -46,9 +46,11 @@ JOB_FIELDS = {
     "duplicates": {"per_topic", "limit"},
     "consistency": set(),
     "export": {"body", "body_decoded", "tags", "key", "prop", "format", "out", "overwrite"},
+    "lineage": {"limit"},   # whole lives: only the topic selects (engine.scan.lineage_job)
+    "fates": set(),
 }
 COMMON_FIELDS = {"topic", "queue", "stores"}
-VIA_CQ_JOBS = set(JOB_FIELDS) - {"consistency"}   # consistency reads every record
+VIA_CQ_JOBS = set(JOB_FIELDS) - {"consistency", "lineage", "fates"}   # these read every record
 PROGRESS_MS = 100   # the progress shown at most this often
 MIN_COLUMN, MAX_COLUMN = 60, 260   # result column widths (pixels) when sized to their contents
 

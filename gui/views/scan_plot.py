@@ -112,6 +112,9 @@ def plot_result(p: pg.PlotWidget, result, bucket_ms: int | None) -> bool:
         _grouped_bars(p, rows, "topic", topics, "#2ca02c")
         p.setLabel("left", "messages")
         p.setLabel("bottom", "topic")
+    elif result.job == "fates" and rows:
+        from .fates_plot import plot_fates
+        plot_fates(p, rows, CategoryAxis)
     else:
         shown = False
     legend = p.plotItem.legend

@@ -57,3 +57,22 @@ def test_lineage_tab_from_a_search_hit(qtbot, window):
     view = _timeline(qtbot, p.detail)
     assert [c.record["role"] for c in view.cards] == life["roles"] == ["tx-half", "tx-commit", "tx-op"]
     assert "txAction commit" in view.cards[2].text.text()
+
+
+def test_scan_tab_fates_table_and_plot(qtbot, window):
+    open_and_wait(qtbot, window, unpack("lineage"))
+    window.tabs.setCurrentWidget(window.scans)
+    panel = window.scans.ensure()
+    panel.engine_box.setCurrentIndex(panel.engine_box.findData("local"))
+    panel.job_box.setCurrentText("fates")
+    with qtbot.waitSignal(panel.finished, timeout=30_000) as blocker:
+        qtbot.mouseClick(panel.run_button, Qt.LeftButton)
+    rows = blocker.args[0].rows
+    counts = manifest("lineage")["counts"]["byFinalState"]
+    assert panel.model.rowCount() == len(rows) and sum(r["lives"] for r in rows) == 482
+    assert sum(r["deadLettered"] for r in rows) == counts["dead-lettered"]
+    assert panel.model.columns[:3] == ["topic", "group", "lives"]
+    assert panel.plot.isVisible()
+    legend = [item[1].text for item in panel.plot.plotItem.legend.items]
+    assert {"delivered", "deadLettered", "committed", "unresolved"} <= set(legend)
+    screenshot(panel, "scan-fates.png")
