@@ -7,7 +7,7 @@ scan-spark, memory and the curves), get-page, open (open, gui-first-page), heatm
 demo (`rmqstore demo` against single puts of its messages), big-store (a kept 10M-message
 store: GUI open + first page, segment fill, Scan tab against the CLI, open and key-query
 scaling; bench/big.py), check (the whole check of a >= 1 GiB store against a raw
-read of its commitlog); with
+read of its commitlog), lineage (a lineage query on a 10M-message store, bench/lineage_bench.py); with
 --java-lib also java (the same workloads against RocketMQ's DefaultMessageStore, side by side)."""
 from __future__ import annotations
 
@@ -31,7 +31,7 @@ from .common import MB, Row, disk_free, log, machine, row, table
 
 HERE = Path(__file__).resolve().parent
 SECTIONS = ["baselines", "first-contact", "append", "key-query", "scaling", "get-page", "open", "heatmap", "internals-scan", "demo",
-            "big-store", "check", "body-decode"]
+            "big-store", "check", "body-decode", "lineage"]
 JAVA = "java"  # only with --java-lib (bench/java_side.py)
 
 
@@ -120,6 +120,7 @@ def main(argv=None) -> int:
         "big-store": lambda c: __import__("bench.big", fromlist=["run"]).run(c),
         "check": lambda c: __import__("bench.check_speed", fromlist=["run"]).run(c),
         "body-decode": lambda c: __import__("bench.body_decode", fromlist=["run"]).run(c),
+        "lineage": lambda c: __import__("bench.lineage_bench", fromlist=["run"]).run(c),
         JAVA: lambda c: __import__("bench.java_side", fromlist=["run"]).run(c),
     }
     try:
