@@ -14,6 +14,7 @@ from engine.format.message import Message
 from engine.store.message_store import GetMessageResult, MessageStore, QueryResult
 from engine.store.demo import demo_task, ensure_demo_task  # File > New Demo Store; the first-run store
 from engine.store.tiered import TieredStore, is_tier_folder  # a tier folder opened on its own
+from engine.store.tiered_view import StoreWithTier, parse_level as parse_tier_level  # a store with its tier
 from engine.store.compaction import compaction_of, key_summary, mark_compacted, open_compaction  # compacted topics' view
 from engine.store.page import WHY_EXPIRED, WHY_FILLER, WHY_INVALID  # getMessage's reasons for a skipped unit
 
@@ -22,5 +23,5 @@ __all__ = ["MessageStore", "StoreConfig", "Message", "GetMessageResult", "QueryR
            "NotAStoreError", "ConfigError", "CorruptDataError", "StoreLockedError", "ReadOnlyStoreError",
            "MessageRejectedError", "StoreFullError", "WHY_FILLER", "WHY_EXPIRED", "WHY_INVALID", "ensure_demo_task",
            "demo_task", "TieredStore", "is_tier_folder", "open_compaction", "key_summary",
-           "compaction_of", "mark_compacted",
+           "compaction_of", "mark_compacted", "StoreWithTier", "parse_tier_level",
            "__version__"]

@@ -55,6 +55,9 @@ class StoreConfig:
     flushIntervalCommitLog: int = 500
     timerPrecisionMs: int = 1000                      # 5.x timer store: read from the files unless set
     mappedFileSizeTimerLog: int = 100 * 1024 * 1024   # 5.x timerlog files: read from the files unless set
+    # 5.x tiered storage (engine/store/tiered_view.py): the store's tier, read-only; "" = none
+    tieredStoreFilePath: str = ""
+    tieredStorageLevel: str = "NOT_IN_DISK"
     # DLedger mode (engine/store/dledger_commit_log.py): which dledger-<selfId> folder, where its data is
     enableDLegerCommitLog: bool = False
     dLegerSelfId: str = ""

@@ -18,7 +18,7 @@ from typing import Callable
 
 from PySide6.QtCore import QObject, Signal
 
-from engine import MessageStore, TieredStore, is_tier_folder
+from engine import MessageStore, StoreWithTier, TieredStore, is_tier_folder, parse_tier_level as parse_level
 from engine.tasks import Cancelled, CancelToken, Progress
 
 from .workers import Lane, TaskRunner, holding
@@ -32,6 +32,13 @@ def open_task(path: Path, config, read_only: bool, cancel: CancelToken):
         store = TieredStore.open(path, _tier_settings(config))
     else:
         store = MessageStore.open(path, config=config, read_only=read_only)
+        if config is not None and getattr(config, "tieredStoreFilePath", "") and read_only:
+            try:  # a store with its tier: reads as TieredMessageStore's
+                store = StoreWithTier(store, TieredStore.open(config.tieredStoreFilePath, _tier_settings(config)),
+                                      parse_level(config.tieredStorageLevel))
+            except BaseException:
+                store.close()
+                raise
     if cancel.cancelled:  # asked to stop while the engine worked: give back the maps and the lock
         store.close()
         raise Cancelled()
@@ -39,9 +46,9 @@ def open_task(path: Path, config, read_only: bool, cancel: CancelToken):
 
 
 def _tier_settings(config) -> dict:
-    """brokerName / brokerClusterName to choose within a tier, from the Store Settings' extra keys."""
-    extra = getattr(config, "tier", None) or {}
-    return {k: v for k, v in extra.items() if v}
+    """The cluster the settings name chooses within a tier (when it holds several brokers)."""
+    name = getattr(config, "brokerClusterName", "") if config is not None else ""
+    return {"brokerClusterName": name} if config is not None and "brokerClusterName" in config.explicit else {}
 
 
 class StoreSession(QObject):

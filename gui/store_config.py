@@ -22,6 +22,7 @@ SIZE_KEYS = ("mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "maxHashSl
 CHOICES = {
     "flushDiskType": ("ASYNC_FLUSH", "SYNC_FLUSH"),
     "brokerRole": ("ASYNC_MASTER", "SYNC_MASTER", "SLAVE"),
+    "tieredStorageLevel": ("DISABLE", "NOT_IN_DISK", "NOT_IN_MEM", "FORCE"),
 }
 HINTS = {
     "dLegerSelfId": "DLedger mode: read dledger-<this id>/ (when the store has several)",
@@ -51,6 +52,8 @@ HINTS = {
     "flushIntervalCommitLog": "async flush interval, ms",
     "timerPrecisionMs": "timer wheel precision, ms (5.x; read from the files when not set)",
     "mappedFileSizeTimerLog": "bytes per timerlog file (5.x; read from the files when not set)",
+    "tieredStoreFilePath": "5.x tiered storage: the store's tier folder (read-only; reads route as the level says)",
+    "tieredStorageLevel": "which reads the tier serves (TieredMessageStore)",
 }
 
 

@@ -286,7 +286,7 @@ class TieredStore:
         """The tier has one commit log per queue: the bytes they hold together."""
         return sum(q.commitlog.max_offset - q.commitlog.min_offset for q in self.queues.values())
 
-    def message_in_queue(self, topic: str, queue_id: int, offset: int, size: int):
+    def message_in_queue(self, topic: str, queue_id: int, offset: int, size: int, queue_offset: int | None = None):
         """The record at `offset` of this queue's tiered commit log (offsets are per queue)."""
         q = self.find_queue(topic, queue_id)
         return q.message(offset, size) if q is not None else None

@@ -52,6 +52,32 @@ class StoreWithTier:
         self.tier.close()
         self.store.close()
 
+    # ---- the queues as a reader sees them -------------------------------------------------
+    def find_queue(self, topic: str, queue_id: int):
+        """The local ConsumeQueue, or where the tier serves some offsets, a MergedQueue: the
+        tier's units for those, the local ones after."""
+        local = self.store.find_queue(topic, queue_id)
+        tq = self.tier.find_queue(topic, queue_id)
+        reads = self._tier_reads({"topic": topic, "queueId": queue_id, "minOffset": tq.min_offset,
+                                  "maxOffset": tq.max_offset}) if tq is not None else None
+        if reads is None:
+            return local
+        return MergedQueue(local, tq, reads[1])
+
+    def message_in_queue(self, topic: str, queue_id: int, offset: int, size: int, queue_offset: int | None = None):
+        """The record a row shows: from the tier when a read of its queue offset goes there."""
+        if queue_offset is not None and self.read_from_tier(topic, queue_id, queue_offset)[0]:
+            return self.tier.message_in_queue(topic, queue_id, offset, size)
+        return self.store.look_message_by_offset(offset)
+
+    @property
+    def banner_note(self) -> str:
+        rows = [q for q in self.info()["tier"]["queues"] if q["readFromTier"]]
+        n = sum(q["readFromTier"][1] - q["readFromTier"][0] for q in rows)
+        return (f"Store with its tier {self.tier.cluster}/{self.tier.broker} (tieredStorageLevel={self.level}): "
+                f"{n:,} messages of {len(rows)} queue(s) are read from the tier, the rest from the local store "
+                "(Internals ▸ Tier segments).")
+
     # ---- where a read goes -----------------------------------------------------------------
     def _in_local_store(self, topic: str, queue_id: int, offset: int) -> bool:
         """DefaultMessageStore.checkInStoreByConsumeOffset: the unit's commitlog offset (0 when
@@ -136,8 +162,23 @@ class StoreWithTier:
         m = next(iter(self.store.iter_messages(cl.min_offset, None)), None)
         return m.storeTimestamp if m is not None else -1
 
+    def queue_list(self) -> list[dict]:
+        """The local store's queues with the offsets a reader reaches through the tier too, and
+        the queues only the tier still has."""
+        rows = {(q["topic"], q["queueId"]): q for q in self.store.queue_list()}
+        for (t, qid), tq in self.tier.queues.items():
+            b = self.queue_bounds(t, qid)
+            row = rows.setdefault((t, qid), {"topic": t, "queueId": qid, "cqType": "SimpleCQ", "lmq": False})
+            row["minOffset"], row["maxOffset"] = b[1], b[2]
+            row["tier"] = [tq.min_offset, tq.max_offset]
+        return sorted(rows.values(), key=lambda r: (r["topic"], r["queueId"], r["cqType"]))
+
+    def topics(self) -> list[str]:
+        return sorted(set(self.store.topics()) | set(self.tier.topics()))
+
     def info(self) -> dict:
         info = self.store.info()
+        info["queues"] = self.queue_list()
         rows = []
         for q in self.tier.queue_list():
             local = self.store.queue_bounds(q["topic"], q["queueId"])
@@ -166,3 +207,35 @@ class StoreWithTier:
             else:
                 b = mid
         return [lo, b]
+
+
+class MergedQueue:
+    """A queue read through its tier: offsets [tier min, split) from the tier's CONSUME_QUEUE
+    (tiered commit-log offsets), [split, max) from the local ConsumeQueue."""
+    lmq = False
+
+    def __init__(self, local, tier_queue, split: int):
+        self.local, self.tier, self.split = local, tier_queue, split
+        self.min_offset = tier_queue.min_offset if local is None else min(local.min_offset, tier_queue.min_offset)
+        self.max_offset = tier_queue.max_offset if local is None else max(local.max_offset, tier_queue.max_offset)
+
+    def units(self, start: int, end: int):
+        import numpy as np
+        parts = []
+        if start < self.split:
+            t = self.tier.units(start, min(end, self.split))
+            if t is not None:
+                parts.append(t)
+        if end > self.split and self.local is not None:
+            parts.append(self.local.units(max(start, self.split), end))
+        return np.concatenate(parts) if len(parts) > 1 else parts[0] if parts else self.tier.units(start, start)
+
+    def unit(self, offset: int):
+        if offset < self.split:
+            return self.tier.unit(offset)
+        return self.local.unit(offset) if self.local is not None else None
+
+    def file_for(self, offset: int):
+        if offset < self.split:
+            return self.tier.file_for(offset)
+        return self.local.file_for(offset) if self.local is not None else None

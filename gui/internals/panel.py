@@ -88,7 +88,7 @@ class InternalsPanel(QWidget):
             v.set_store(None if tier and v in classic else store)
         for v in classic:
             self.tabs.setTabVisible(self.tabs.indexOf(v), not tier)
-        self.tabs.setTabVisible(self.tabs.indexOf(self.tier_segments), tier)
+        self.tabs.setTabVisible(self.tabs.indexOf(self.tier_segments), tier or bool(self.tier_segments.rows))
         self.tabs.setTabVisible(self.tabs.indexOf(self.timer_wheel), getattr(store, "timer", None) is not None)
         self.tabs.setTabVisible(self.tabs.indexOf(self.compaction), self.compaction.has_compaction)
 

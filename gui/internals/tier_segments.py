@@ -26,10 +26,13 @@ class TierSegmentsView(QWidget):
 
     @staticmethod
     def applies(store) -> bool:
+        """A tier opened on its own (the classic views have nothing to draw)."""
         return getattr(store, "kind", None) == "tiered"
 
     def set_store(self, store) -> None:
         self.rows = []
+        if getattr(store, "kind", None) == "store+tier":   # a store with its tier: the tier's segments
+            store = store.tier
         if not self.applies(store):
             fill_table(self.table, [])
             self.summary.setText("")

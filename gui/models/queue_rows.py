@@ -139,14 +139,15 @@ def batch_rows_with_messages(store, topic: str, queue_id: int, start: int, end: 
     return out
 
 
-def read_message(store, phy: int, size: int, topic: str | None = None, queue_id: int | None = None
-                 ) -> Message | None:
+def read_message(store, phy: int, size: int, topic: str | None = None, queue_id: int | None = None,
+                 queue_offset: int | None = None) -> Message | None:
     """The message of an ok row (the detail view): the record at `phy`, if it is one of `size`
     (a tier's commit-log offsets are per queue: there the row's queue says which log)."""
     if size <= 0:
         return None
     in_queue = getattr(store, "message_in_queue", None)
-    m = in_queue(topic, queue_id, phy, size) if in_queue and topic is not None else store.look_message_by_offset(phy)
+    m = (in_queue(topic, queue_id, phy, size, queue_offset) if in_queue and topic is not None
+         else store.look_message_by_offset(phy))
     return m if m is not None and m.storeSize == size else None
 
 

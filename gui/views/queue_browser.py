@@ -341,7 +341,8 @@ class QueueBrowser(QWidget):
             self.detail.set_message(None, f"queue offset {r.queueOffset}: {r.preview}")
             self.messageShown.emit(None)
             return
-        m: Message | None = self.session.call(read_message, r.commitLogOffset, r.size, self.model.topic, self.model.queue_id)
+        m: Message | None = self.session.call(read_message, r.commitLogOffset, r.size, self.model.topic, self.model.queue_id,
+                                               r.queueOffset)
         if m is None:
             self.detail.set_message(None, f"queue offset {r.queueOffset}: the record is gone")
         else:

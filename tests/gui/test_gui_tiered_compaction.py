@@ -100,3 +100,40 @@ def test_tier_searches_by_key_id_and_time(qtbot, window):
     assert out.kind == "uniq" and [x.queueOffset for x in out.messages] == [e["queueOffset"]]
     t = window.session.call(time_search, e["topic"], e["queueId"], e["storeTimestamp"])
     assert store.get_message(e["topic"], e["queueId"], t["offset"], 1).messages[0].storeTimestamp == e["storeTimestamp"]
+
+
+def test_store_with_its_tier_from_store_settings(qtbot, window, fixture_copy):
+    """Store Settings' tieredStoreFilePath: the local store's commitlog is gone (retention), so
+    under NOT_IN_DISK every row comes from the tier, as TieredMessageStore reads it."""
+    from gui import store_config as sc
+    m = manifest("tiered_store")
+    root = fixture_copy("tiered_store")
+    (root / "store" / "commitlog" / "00000000000000000000").unlink()
+    assert "tieredStoreFilePath" in sc.NAMES and sc.check({"tieredStorageLevel": "FORCE"}) == ""
+    with qtbot.waitSignal(window.storeOpened, timeout=10000):
+        window.open_store(root / "store", read_only=True, settings={"tieredStoreFilePath": str(root / "tiered")})
+    store = window.session.store
+    assert store.kind == "store+tier"
+    assert any("read from the tier" in t for t in window.banners.texts())
+    item = window.tree_model.find_queue_item("TopicC", 0)
+    window.tree.setCurrentIndex(window.tree_model.indexFromItem(item))
+    window.tabs.setCurrentWidget(window.browser)
+    model = window.browser.model
+    assert model.rowCount() == 52
+    model.load_now(0, 51)
+    want = [e for e in m["messages"] if (e["topic"], e["queueId"]) == ("TopicC", 0)]
+    from gui.models import message_table as mt
+    assert [model.data(model.index(r, mt.COL_PHY)) for r in range(52)] == [str(e["commitLogOffset"]) for e in want]
+    b = window.browser
+    b.go_to_offset(7)
+    qtbot.waitUntil(lambda: b.detail.message is not None and b.detail.message.queueOffset == 7, timeout=5000)
+    assert b.detail.message.commitLogOffset == want[7]["commitLogOffset"]
+    assert b.detail.message.body.decode() == want[7]["body"]
+    window.tabs.setCurrentWidget(window.internals)
+    p = window.internals.ensure()
+    assert p.tabs.isTabVisible(p.tabs.indexOf(p.tier_segments)) and len(p.tier_segments.rows) == 38
+    p.tabs.setCurrentWidget(p.tier_segments)
+    assert window.tree_model.topics_item.child(0).text() == "TopicA"
+    assert window.tree_model.topics_item.index().siblingAtColumn(3).data() == "300"  # reached through the tier
+    wait_idle(qtbot, window)
+    screenshot(window, "tiered-with-store.png")
