@@ -82,11 +82,15 @@ class LifeRules:
     the consumer offsets, the schedule offsets and the delay level table say, read once. The
     store walker (Lineage) and the whole-store scans (engine.scan.lineage_job) share them."""
 
-    def __init__(self, offsets: dict, delay_offsets: dict, level_millis: list[int]):
+    def __init__(self, offsets: dict, delay_offsets: dict, level_millis: list[int], groups=()):
         self.offsets = offsets                           # (topic, group, queueId) -> committed offset
         self.subscriptions: dict[str, set[str]] = {}     # group -> topics it has committed offsets in
         for topic, group, _ in offsets:
             self.subscriptions.setdefault(group, set()).add(topic)
+        for group in groups:                             # groups known by their %RETRY%/%DLQ% topics only
+            self.subscriptions.setdefault(group, set())
+        for group, topics in self.subscriptions.items():  # a consumer always subscribes its retry topic
+            topics.add(RETRY_PREFIX + group)
         self.delay_offsets = delay_offsets               # delay level -> the schedule service's next offset
         self.level_millis = level_millis
 
@@ -100,7 +104,8 @@ class LifeRules:
                     delays[int(k)] = int(v)
                 except (TypeError, ValueError):
                     continue
-        return cls(store.consumer_offsets(), delays, store.cfg.delay_level_millis)
+        groups = {group_of(t) for t in store.topics() if group_of(t)}
+        return cls(store.consumer_offsets(), delays, store.cfg.delay_level_millis, sorted(groups))
 
     def life_of(self, records, topic: str | None = None) -> dict:
         """The life these records make (any order; they are put in write order)."""
@@ -269,7 +274,7 @@ class Lineage(LifeRules):
 
     def __init__(self, store):
         rules = LifeRules.of_store(store)
-        super().__init__(rules.offsets, rules.delay_offsets, rules.level_millis)
+        super().__init__(rules.offsets, rules.delay_offsets, rules.level_millis, rules.subscriptions)
         self.store = store
         names = store.topics()
         self.topic_names = set(names)
