@@ -143,9 +143,10 @@ def get_session(master: str | None = None, memory: str | None = None, conf: dict
             b = b.config("spark.driver.memory", memory).config("spark.executor.memory", memory)
         for k, v in (conf or {}).items():
             b = b.config(k, v)
-        opts = dict(b._options)
+        opts = getattr(b, "_options", None)   # pyspark's builder keeps them there (4.x)
         try:
-            _launch_gateway(opts)
+            if isinstance(opts, dict):
+                _launch_gateway(dict(opts))
             spark = b.getOrCreate()
         except Exception as e:  # JVM failed to start: say why in one line
             raise SparkUnavailable(f"cannot start Spark on {master}: {str(e).strip().splitlines()[0]} "
