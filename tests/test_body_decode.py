@@ -405,4 +405,4 @@ def test_compiled_wire_walk_edge_cases():
     for data in (b"", b"\x0b" * 50, b"\x0a\x02" * 40 + b"\x08\x01", b"\xff" * 11, b"\x08" + b"\xff" * 9 + b"\x7f",
                  b"\x0b\x0c", b"\x0c", b"\x00", order_pb() + b"\x0a\x05hello", pb_len(1, b"\x0a\x01a")):
         assert pw._KERNEL.walk(data) == pw.walk_py(data), data.hex()
-    assert pw.walk_py(b"\x08" + b"\xff" * 9 + b"\x7f")[0] == [[1, 0, (1 << 64) - 1]]   # the low 64 bits
+    assert pw.walk_py(b"\x08" + b"\xff" * 9 + b"\x7f")[0] == [(1, 0, (1 << 64) - 1)]   # the low 64 bits

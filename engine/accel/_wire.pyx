@@ -2,6 +2,7 @@
 """The schemaless Protobuf wire walk (engine/format/protobuf_wire.py keeps the pure-Python
 twin and the rules): the same fields, values and reasons, read in C. A body's decode then
 costs about what json.loads of the same data does."""
+from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport uint8_t, uint64_t
 
 DEF MAX_DEPTH = 32
@@ -22,11 +23,11 @@ cdef inline bint _has_ctrl(const uint8_t* p, Py_ssize_t n) noexcept nogil:
     return False
 
 
-cdef object _text(bytes data, const uint8_t* p, Py_ssize_t n):
+cdef object _text(const uint8_t* p, Py_ssize_t n):
     if _has_ctrl(p, n):
         return None
     try:
-        return data.decode("utf-8")
+        return PyUnicode_DecodeUTF8(<const char*>p, n, NULL)
     except UnicodeDecodeError:
         return None
 
@@ -95,7 +96,7 @@ cdef list _fields(bytes buf, const uint8_t* p, Py_ssize_t* at, Py_ssize_t end, i
             return out
         else:
             raise _WireError(f"wire type {wt} at byte {pos}")
-        out.append([num, wt, value])
+        out.append((num, wt, value))
     if group >= 0:
         raise _WireError(f"group {group} never ends")
     at[0] = pos
@@ -103,7 +104,7 @@ cdef list _fields(bytes buf, const uint8_t* p, Py_ssize_t* at, Py_ssize_t end, i
 
 
 cdef bint _plausible(list fields):
-    cdef list f
+    cdef tuple f
     for f in fields:
         if f[0] >= 64:
             return False
@@ -116,7 +117,6 @@ cdef object _len_value(bytes buf, const uint8_t* p, Py_ssize_t pos, Py_ssize_t e
     cdef list sub
     if n == 0:
         return ""
-    data = buf[pos:end]
     first = p[pos]
     if depth < MAX_DEPTH and (first & 7) in (0, 1, 2, 3, 5) and (first >= 0x80 or first >> 3) and \
             (first == 0x09 or first == 0x0A or _has_ctrl(p + pos, n)):
@@ -124,12 +124,12 @@ cdef object _len_value(bytes buf, const uint8_t* p, Py_ssize_t pos, Py_ssize_t e
         try:
             sub = _fields(buf, p, &at, end, depth + 1, -1)
             if at == end and sub and (not (first == 0x09 or first == 0x0A) or _plausible(sub)
-                                      or _text(data, p + pos, n) is None):
+                                      or _text(p + pos, n) is None):
                 return sub
         except (_WireError, RecursionError):
             pass
-    text = _text(data, p + pos, n)
-    return text if text is not None else data
+    text = _text(p + pos, n)
+    return text if text is not None else buf[pos:end]
 
 
 def walk(data):

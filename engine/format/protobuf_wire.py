@@ -46,7 +46,7 @@ def _text(data: bytes) -> str | None:
 
 
 def _fields(buf: bytes, pos: int, end: int, depth: int, group: int | None = None) -> tuple[list, int]:
-    """[[number, wire type, value], ...] of buf[pos:end] (to the END_GROUP of `group`).
+    """[(number, wire type, value), ...] of buf[pos:end] (to the END_GROUP of `group`).
     One-byte varints (most keys and lengths) are read inline: this loop is the decoder's cost."""
     out = []
     append = out.append
@@ -95,7 +95,7 @@ def _fields(buf: bytes, pos: int, end: int, depth: int, group: int | None = None
             return out, pos
         else:
             raise WireError(f"wire type {wt} at byte {pos}")
-        append([num, wt, v])
+        append((num, wt, v))
     if group is not None:
         raise WireError(f"group {group} never ends")
     return out, pos
