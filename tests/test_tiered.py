@@ -135,6 +135,11 @@ def test_cli_over_the_tier_and_nothing_written(capsys):
     assert capsys.readouterr().out.startswith("OK: 300 messages, 300 CQ units, 660 index items")
     assert main(["info", str(tier())]) == 0
     assert "TopicC" in capsys.readouterr().out
+    t = manifest("tiered_store")["messages"][40]
+    assert main(["time", str(tier()), t["topic"], str(t["queueId"]), str(t["storeTimestamp"]), "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)["offset"]
+    with TieredStore.open(tier()) as store:
+        assert store.get_message(t["topic"], t["queueId"], got, 1).messages[0].storeTimestamp == t["storeTimestamp"]
     assert main(["dump", str(tier())]) == 2
     assert "needs a store" in capsys.readouterr().err
     assert tree_hash(unpack("tiered_store")) == before

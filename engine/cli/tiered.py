@@ -8,7 +8,7 @@ from pathlib import Path
 from engine.cli.output import CliError, fmt_time, table
 from engine.store import tiered
 
-TIER_COMMANDS = {"info", "get", "cq", "query-key", "check", "msgid", "uniq"}
+TIER_COMMANDS = {"info", "get", "cq", "query-key", "check", "msgid", "uniq", "time"}
 
 
 def take_tier_settings(args) -> dict:

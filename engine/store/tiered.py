@@ -332,7 +332,8 @@ class TieredStore:
                        boundary: str | None = None) -> tuple[int, str, str]:
         """The tier's own lookup (TieredMessageStore answers by it): (offset, rule, why)."""
         b = (boundary or "lower").lower()
-        return self.get_offset_in_queue_by_time(topic, queue_id, timestamp, b), f"5.x-{b}", "tier"
+        return (self.get_offset_in_queue_by_time(topic, queue_id, timestamp, b), f"5.x-{b}",
+                "flag" if boundary else "tier")
 
     def lookup_id(self, msg_id: str, topic: str | None = None) -> tuple[str, list]:
         """An offset msgId (its offset is a tiered commit-log offset: any queue may hold a
@@ -355,6 +356,11 @@ class TieredStore:
         found = [m for t in ([topic] if topic else self.topics())
                  for m in self.query_message(t, msg_id, max_num=0, cap=0).messages if m.uniqKey == msg_id]
         return ("uniq", found) if found else ("unknown", [])
+
+    def generation(self):
+        """Tiered storage exists in RocketMQ 5.x only; its time lookup is the tier's own."""
+        from types import SimpleNamespace
+        return SimpleNamespace(version="5.x (tier)", to_json=lambda: {"version": "5.x", "evidence": []})
 
     def query_uniq(self, topic: str, uniq: str) -> list:
         return [m for m in self.query_message(topic, uniq, max_num=0, cap=0).messages if m.uniqKey == uniq]
