@@ -257,6 +257,11 @@ def test_cli_get_and_query_key_carry_decodedBody(tmp_path, capsys):
     assert main(["query-key", str(root), "Bin", "k2", "--json"]) == 0
     q = json.loads(capsys.readouterr().out)["messages"]
     assert [m["decodedBody"]["value"]["delta"] for m in q] == [-5]
+    msg_id = got[1]["msgId"]
+    assert main(["msgid", str(root), msg_id, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["messages"][0]["decodedBody"]["format"] == "msgpack"
+    assert main(["uniq", str(root), "Bin", got[2]["uniqKey"], "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["messages"][0]["decodedBody"]["format"] == "cbor"
     # the human output shows them with --decoded
     assert main(["get", str(root), "Bin", "0", "0", "--decoded", "--count", "1"]) == 0
     assert 'protobuf (0.90) {"1": "A-1"' in capsys.readouterr().out

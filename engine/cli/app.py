@@ -241,16 +241,19 @@ def cmd_msgid(store: MessageStore, args) -> int:
                         "innerMessages": [b.to_json() for b in inner]},
                  f"{args.id} is the UNIQ_KEY of an inner message of a batch\n" + inner_rows(inner))
             return 0
-    emit(args, with_dledger(store, {"kind": kind, "messages": [m.to_json() for m in msgs]}, msgs),
+    out = {"kind": kind, "messages": [m.to_json() for m in msgs]}
+    decoded = decode_into(args, out["messages"], msgs, body_schemas(args)) if args.json or args.decoded else []
+    emit(args, with_dledger(store, out, msgs),
          f"{args.id} is {'an offset msgId' if kind == 'offset' else 'a UNIQ_KEY' if kind == 'uniq' else 'not found'}\n"
-         + message_rows(msgs))
+         + message_rows(msgs) + ("\n" + decoded_lines(decoded, msgs) if decoded else ""))
     return 0 if msgs else 1
 
 
 def cmd_uniq(store: MessageStore, args) -> int:
     msgs = store.query_uniq(args.topic, args.key)
-    emit(args, with_dledger(store, {"kind": "uniq", "messages": [m.to_json() for m in msgs]}, msgs),
-         message_rows(msgs))
+    out = {"kind": "uniq", "messages": [m.to_json() for m in msgs]}
+    decoded = decode_into(args, out["messages"], msgs, body_schemas(args)) if args.json or args.decoded else []
+    emit(args, with_dledger(store, out, msgs), message_rows(msgs) + ("\n" + decoded_lines(decoded, msgs) if decoded else ""))
     return 0 if msgs else 1
 
 
@@ -314,9 +317,11 @@ def build_parser() -> argparse.ArgumentParser:
     add_body_options(sp)
     sp = add("msgid", "look up an offset msgId or a UNIQ_KEY")
     sp.add_argument("id", help="an offset msgId or a UNIQ_KEY: 32 hex digits (IPv4 hosts) or 56 (IPv6)")
+    add_body_options(sp)
     sp = add("uniq", "messages by UNIQ_KEY")
     sp.add_argument("topic", help="topic the message was stored under")
     sp.add_argument("key", help="the UNIQ_KEY (32 or 56 hex digits)")
+    add_body_options(sp)
     sp = add("time", "queue offset for a store time")
     _topic_queue(sp)
     sp.add_argument("time", help=f"store time: {TIME_FORMATS}")
