@@ -47,8 +47,14 @@ class DecodedBody:
     @property
     def value(self):
         if not self._made:
-            self._value = pw.to_value(self.raw) if self.format == PROTOBUF and isinstance(self.raw, list) \
-                else jsonable(self.raw)
+            if self.format == PROTOBUF and isinstance(self.raw, list):
+                self._value = pw.to_value(self.raw)
+            else:
+                try:   # plain JSON types (most MessagePack / CBOR / Avro values): a C round trip,
+                    # which also turns map keys into text as jsonable() does
+                    self._value = json.loads(json.dumps(self.raw, allow_nan=False))
+                except (TypeError, ValueError, RecursionError):
+                    self._value = jsonable(self.raw)
             self._made = True
         return self._value
 
