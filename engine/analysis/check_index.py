@@ -6,6 +6,7 @@ from __future__ import annotations
 import numpy as np
 
 from engine.config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
+from engine.format.index_layout import NO_SLOT, slot_of as _slot_of, slots_of
 from engine.format.message import TRANSACTION_ROLLBACK_TYPE
 
 from engine import accel
@@ -178,7 +179,7 @@ def _chain_words(f, count: int, e, found: list[list[int]], out) -> None:
     prev = e["prevIndex"]
 
     def slot_of(k: int) -> int:
-        return int(e["keyHash"][k - 1]) % s
+        return _slot_of(int(e["keyHash"][k - 1]), s)
 
     for i in bad:
         out.add("index-chain", f"entry {i + 1} links to entry {int(prev[i])}: not an older entry (a cycle or damage)",
@@ -192,7 +193,8 @@ def _chain_words(f, count: int, e, found: list[list[int]], out) -> None:
         out.add("index-entry", f"entry {i + 1} has a negative key hash", f.path, base + INDEX_ENTRY_SIZE * (i + 1))
     for i in wrong:
         p = int(prev[i])
-        out.add("index-chain", f"entry {p} in the chain of slot {slot_of(i + 1)} hashes to slot {slot_of(p)}",
+        out.add("index-chain", f"entry {p} in the chain of {_slot_word(slot_of(i + 1))} hashes to "
+                f"{_slot_word(slot_of(p))}",
                 f.path, base + INDEX_ENTRY_SIZE * (i + 1) + 16)
     for i in later:
         p = int(prev[i])
@@ -204,8 +206,13 @@ def _chain_words(f, count: int, e, found: list[list[int]], out) -> None:
                 "(its key cannot be found)", f.path, base + INDEX_ENTRY_SIZE * (k + 1))
     for j in misplaced:
         v = int(f.slots[j])
-        out.add("index-slot", f"slot {j} names entry {v}, whose key hashes to slot {slot_of(v)}", f.path,
+        out.add("index-slot", f"slot {j} names entry {v}, whose key hashes to {_slot_word(slot_of(v))}", f.path,
                 INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * j)
+
+
+def _slot_word(slot: int) -> str:
+    """'slot 5', or what a negative keyHash means (index_layout.slot_of: no slot)."""
+    return "no slot (a negative key hash)" if slot == NO_SLOT else f"slot {slot}"
 
 
 def _may_close_cycle(f, count: int) -> bool:
@@ -237,14 +244,14 @@ def _chains_numpy(f, count: int, hashes: np.ndarray, e, out) -> None:
     if (hashes < 0).any():
         for i in np.flatnonzero(hashes < 0)[:20].tolist():
             out.add("index-entry", f"entry {i + 1} has a negative key hash", f.path, base + INDEX_ENTRY_SIZE * (i + 1))
-    slot_of = np.concatenate([[-1], hashes % s])          # slot_of[k] for entry number k
+    slot_of = np.concatenate([[NO_SLOT], slots_of(hashes, s)])   # slot_of[k] for entry number k
     times = np.concatenate([[0], e["timeDiff"].astype(np.int64)])
     linked = np.flatnonzero((prev > 0) & ~bad)
     p = prev[linked]
     wrong = linked[slot_of[p] != slot_of[linked + 1]]
     for i in wrong[:20].tolist():
-        out.add("index-chain", f"entry {int(prev[i])} in the chain of slot {int(slot_of[i + 1])} hashes to slot "
-                f"{int(slot_of[prev[i]])}", f.path, base + INDEX_ENTRY_SIZE * (i + 1) + 16)
+        out.add("index-chain", f"entry {int(prev[i])} in the chain of {_slot_word(int(slot_of[i + 1]))} hashes to "
+                f"{_slot_word(int(slot_of[prev[i]]))}", f.path, base + INDEX_ENTRY_SIZE * (i + 1) + 16)
     later = linked[(times[p] > times[linked + 1]) & (p > 1)]  # entry 1's timeDiff has RocketMQ's quirk (§9.4)
     for i in later[:20].tolist():
         out.add("index-time", f"entry {i + 1} links to entry {int(prev[i])}, which is newer "
@@ -258,8 +265,8 @@ def _chains_numpy(f, count: int, hashes: np.ndarray, e, out) -> None:
                 "(its key cannot be found)", f.path, base + INDEX_ENTRY_SIZE * (k + 1))
     misplaced = heads[slot_of[slots[heads]] != heads]
     for j in misplaced[:20].tolist():
-        out.add("index-slot", f"slot {j} names entry {int(slots[j])}, whose key hashes to slot "
-                f"{int(slot_of[slots[j]])}", f.path, INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * j)
+        out.add("index-slot", f"slot {j} names entry {int(slots[j])}, whose key hashes to "
+                f"{_slot_word(int(slot_of[slots[j]]))}", f.path, INDEX_HEADER_SIZE + INDEX_SLOT_SIZE * j)
 
 
 def _cycles(f, out) -> None:

@@ -77,3 +77,21 @@ def slot_pos(slot: int) -> int:
 def entry_pos(slots: int, n: int) -> int:
     """Where entry number n starts in a file of `slots` slots."""
     return INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE + n * INDEX_ENTRY_SIZE
+
+
+NO_SLOT = -1
+
+
+def slot_of(key_hash: int, slots: int) -> int:
+    """The slot a stored keyHash belongs to, by IndexFile.putKey / selectPhyOffset:
+    slotPos = keyHash % hashSlotNum, where keyHash = indexKeyHashMethod(key) =
+    Math.abs(hashCode) (0 for Integer.MIN_VALUE) is never negative. A negative stored keyHash
+    is damage: Java's % would give a negative slot, so it belongs to no slot's chain (NO_SLOT)
+    and no query ever matches it (a query's hash is never negative)."""
+    return key_hash % slots if key_hash >= 0 else NO_SLOT
+
+
+def slots_of(key_hash: np.ndarray, slots: int) -> np.ndarray:
+    """slot_of over an array of keyHash values (int64 result, NO_SLOT where negative)."""
+    h = np.asarray(key_hash, dtype=np.int64)
+    return np.where(h >= 0, h % slots, NO_SLOT)

@@ -19,7 +19,7 @@ import os
 import numpy as np
 
 from engine.format.cq_unit import CQ_UNIT_SIZE
-from engine.format.index_layout import INDEX_ENTRY_SIZE, entry_pos
+from engine.format.index_layout import INDEX_ENTRY_SIZE, entry_pos, slots_of
 
 ROW_KEYS = ["structure", "problem", "file", "fileOffset", "topic", "queueId", "queueOffset", "key",
             "commitLogOffset", "expected", "actual"]
@@ -142,7 +142,7 @@ def file_chain_problems(f, min_offset: int) -> list[dict]:
         fresh = ~seen[cur]
         cur, slot_of_chain = cur[fresh], slot_of_chain[fresh]   # a cycle stops its chain
         seen[cur] = True
-        wrong_slot[cur] |= (np.abs(key_hash[cur]) % f.slot_num) != slot_of_chain
+        wrong_slot[cur] |= slots_of(key_hash[cur], f.slot_num) != slot_of_chain
         nxt = prev[cur]
         ok = (nxt > 0) & (nxt < count)
         cur, slot_of_chain = nxt[ok], slot_of_chain[ok]

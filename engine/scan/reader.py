@@ -12,7 +12,7 @@ import numpy as np
 
 from engine.format.dledger_layout import hop_entries
 from engine.format.cq_unit import CQ_UNIT_DTYPE, CQ_UNIT_SIZE, FILLER_SIZE
-from engine.format.index_layout import INDEX_ENTRY_DTYPE, INDEX_ENTRY_SIZE
+from engine.format.index_layout import INDEX_ENTRY_DTYPE, INDEX_ENTRY_SIZE, slots_of
 from engine.scan.columns import RecordBlock, hop, hop_assisted
 from engine.store.rocksdb_cq import read_units as read_rocksdb_units
 from engine.scan.jobs import is_uri
@@ -136,4 +136,4 @@ def read_index(s: IndexSlice) -> dict[str, np.ndarray]:
             "commitLogOffset": e["commitLogOffset"].astype(np.int64), "timeDiff": diff.astype(np.int32),
             "phyOffset": e["commitLogOffset"].astype(np.int64),
             "prevIndex": e["prevIndex"].astype(np.int32), "timestamp": s.begin_timestamp + diff * 1000,
-            "slot": (np.abs(key_hash) % s.slot_num).astype(np.int32), "position": base + n * INDEX_ENTRY_SIZE}
+            "slot": slots_of(key_hash, s.slot_num).astype(np.int32), "position": base + n * INDEX_ENTRY_SIZE}
