@@ -8,20 +8,14 @@ import json
 import re
 from dataclasses import dataclass, field
 
+from engine.format.properties import RESERVED_PROPERTIES, user_property_problem  # noqa: F401 - the engine's rule
 from engine.format.text import render_template
 from engine.format.topic import topic_problem
 from engine.tasks import Progress
 
-# MessageConst.STRING_HASH_SET: names Message.putUserProperty refuses
-RESERVED_PROPERTIES = {
-    "KEYS", "TAGS", "WAIT", "DELAY", "RETRY_TOPIC", "REAL_TOPIC", "REAL_QID", "TRAN_MSG", "PGROUP",
-    "MIN_OFFSET", "MAX_OFFSET", "BUYER_ID", "ORIGIN_MESSAGE_ID", "TRANSFER_FLAG", "CORRECTION_FLAG",
-    "MQ2_FLAG", "RECONSUME_TIME", "MSG_REGION", "TRACE_ON", "UNIQ_KEY", "MAX_RECONSUME_TIMES",
-    "CONSUME_START_TIME", "TRAN_PREPARED_QUEUE_OFFSET", "TRANSACTION_CHECK_TIMES", "CHECK_IMMUNITY_TIME_IN_SECONDS",
-    "INSTANCE_ID", "CORRELATION_ID", "REPLY_TO_CLIENT", "TTL", "ARRIVE_TIME", "PUSH_REPLY_TIME", "CLUSTER",
-    "MSG_TYPE", "__STARTDELIVERTIME", "SHARDING_KEY", "__CRC32#",
-}
 BODY_TEXT, BODY_JSON, BODY_HEX, BODY_FILE = "text", "json", "hex", "file"
+
+
 def parse_properties(text: str) -> dict[str, str]:
     """One `name=value` per line; blank lines and lines starting with # are skipped."""
     props: dict[str, str] = {}
@@ -33,10 +27,9 @@ def parse_properties(text: str) -> dict[str, str]:
         name = name.strip()
         if not sep or not name:
             raise ValueError(f"property line {n}: expected name=value")
-        if name in RESERVED_PROPERTIES:
-            raise ValueError(f"property line {n}: the Property<{name}> is used by system, input another please")
-        if any(c in name + value for c in "\x01\x02"):
-            raise ValueError(f"property line {n}: contains a separator character (0x01 / 0x02)")
+        problem = user_property_problem(name, value)   # Message.putUserProperty's rules, the engine's
+        if problem:
+            raise ValueError(f"property line {n}: {problem}")
         props[name] = value
     return props
 

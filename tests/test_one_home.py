@@ -1,14 +1,19 @@
 """Concepts written once (issue 31, item 4), tested at their one home and where it is used:
 the index slot of a keyHash (RocketMQ's rule for a negative one), time formatting, the Java
 string hash (compiled against Python), and the reserved property names the put refuses."""
+import json
 import struct
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from engine import MessageStore, StoreConfig
 from engine.analysis import check_index, check_records
 from engine.analysis.check import check_store
+from engine.errors import MessageRejectedError
 from engine.format.index_layout import NO_SLOT, entry_pos, slot_of, slots_of
 from engine.scan.consistency import index_chain_problems
 
@@ -81,3 +86,67 @@ def test_negative_hashes_belong_to_no_slot_in_check_and_scan(tmp_path):
     wrong = {r["actual"]["index"] for r in scan_rows if r["problem"] == "entry chained from the wrong slot"}
     assert {head, linker} <= wrong
     assert all(r["actual"]["keyHash"] < 0 for r in scan_rows if r["problem"] == "entry chained from the wrong slot")
+
+
+# ---- reserved property names -------------------------------------------------------------------
+def test_reserved_names_are_rocketmqs():
+    """STRING_HASH_SET of 4.9.7 (31 names) inside 5.3.3's (51); the GUI uses the engine's set."""
+    from engine.format.properties import RESERVED_PROPERTIES, RESERVED_PROPERTIES_4, RESERVED_PROPERTIES_5
+    from gui import send_logic
+    assert len(RESERVED_PROPERTIES_4) == 31 and len(RESERVED_PROPERTIES_5) == 51
+    assert RESERVED_PROPERTIES_4 < RESERVED_PROPERTIES_5 == RESERVED_PROPERTIES
+    assert {"KEYS", "TAGS", "UNIQ_KEY", "DELAY", "WAIT", "CLUSTER", "TIMER_DELIVER_MS", "__CRC32#"} <= RESERVED_PROPERTIES
+    assert send_logic.RESERVED_PROPERTIES is RESERVED_PROPERTIES
+    with pytest.raises(ValueError, match=r"line 2: the Property<TIMER_DELIVER_MS> is used by system"):
+        send_logic.parse_properties("a=1\nTIMER_DELIVER_MS=5")
+
+
+def test_engine_put_refuses_a_reserved_user_property(tmp_path):
+    """Message.putUserProperty's refusal in the engine's put (one and batch), naming the
+    property, before a byte is written; system properties given as properties still pass."""
+    s = MessageStore.create(tmp_path / "s", StoreConfig.from_mapping(SMALL))
+    try:
+        s.put_message("T", b"first", 0, None, None)
+        end = s.max_offset
+        for name in ("KEYS", "UNIQ_KEY", "REAL_TOPIC", "TIMER_DELIVER_MS"):
+            with pytest.raises(MessageRejectedError, match=rf"Property<{name}> is used by system"):
+                s.put_message("T", b"x", 0, None, None, user_properties={"color": "red", name: "v"})
+            with pytest.raises(MessageRejectedError, match=rf"Property<{name}>"):
+                s.put_messages("T", [b"a", b"b"], 0, None, None, user_properties={name: "v"})
+        with pytest.raises(MessageRejectedError, match="blank"):
+            s.put_message("T", b"x", 0, None, None, user_properties={"color": " "})
+        assert s.max_offset == end
+        r = s.put_message("T", b"x", 0, None, None, user_properties={"color": "red"})
+        b = s.put_messages("T", [b"a", b"b"], 0, None, None, user_properties={"size": "L"})
+        sysp = s.put_message("T", b"y", 0, None, None, properties={"UNIQ_KEY": "U-1", "KEYS": "k"})
+        assert s.commitlog.get_message(r.commitLogOffset).properties["color"] == "red"
+        assert all(s.commitlog.get_message(x.commitLogOffset).properties["size"] == "L" for x in b)
+        assert s.commitlog.get_message(sysp.commitLogOffset).properties["UNIQ_KEY"] == "U-1"
+    finally:
+        s.close()
+
+
+def _cli(*argv):
+    p = subprocess.run([sys.executable, "-m", "engine", *map(str, argv)], capture_output=True, text=True,
+                       timeout=60, stdin=subprocess.DEVNULL)
+    return p.returncode, p.stdout, p.stderr
+
+
+def _tree(root: Path) -> dict:
+    return {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(root.rglob("*")) if p.is_file()}
+
+
+def test_cli_send_prop_refuses_a_reserved_name(fixture_copy):
+    store = fixture_copy("small")
+    before = _tree(store)
+    for argv in (["--prop", "TAGS=x"], ["--prop", "ok=1", "--prop", "DELAY=3", "--batch", "--count", "2"]):
+        rc, out, err = _cli("send", store, "TopicTest", "--body", "x", *argv)
+        assert rc == 2, (out, err)
+        name = argv[1].split("=")[0] if "TAGS" in argv[1] else "DELAY"
+        assert err.startswith("rmqstore: error:") and f"Property<{name}> is used by system" in err, err
+        assert "Traceback" not in err
+    assert _tree(store) == before
+    rc, out, err = _cli("send", store, "TopicTest", "--body", "x", "--prop", "color=red", "--json")
+    assert rc == 0, err
+    with MessageStore.open(store) as st:
+        assert st.commitlog.get_message(json.loads(out)["commitLogOffset"]).properties["color"] == "red"

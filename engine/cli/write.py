@@ -144,7 +144,7 @@ def prepare_send(args, cfg) -> None:
     body = args.body_bytes if args.body_file else (template(args.body, 0, args.count) or "").encode("utf-8")
     extra = {TAGS: template(args.tags, 0, args.count) or "", KEYS: template(args.keys, 0, args.count) or ""}
     validate_message(pcfg, args.topic, len(body), args.queue, args.flag, args.delay,
-                     {**props, **{k: v for k, v in extra.items() if v}}, producer=True)
+                     {**props, **{k: v for k, v in extra.items() if v}}, producer=True, user_properties=props)
 
 
 def cmd_send(store, args) -> int:
@@ -173,12 +173,13 @@ def cmd_send(store, args) -> int:
 
     if args.batch:
         for r in store.put_messages(args.topic, [body_of(i) for i in range(args.count)], args.queue,
-                                    args.tags, template(args.keys, 0, args.count), props):
+                                    args.tags, template(args.keys, 0, args.count), user_properties=props):
             report(r)
         return 0
     for i in range(args.count):
         report(store.put_message(args.topic, body_of(i), args.queue, template(args.tags, i, args.count), template(args.keys, i, args.count),
-                                 {k: template(v, i, args.count) for k, v in props.items()}, args.flag, delay_level=args.delay))
+                                 None, args.flag, delay_level=args.delay,
+                                 user_properties={k: template(v, i, args.count) for k, v in props.items()}))
     return 0
 
 

@@ -107,15 +107,17 @@ class MessageStore(Queries, QueueKinds, *((_STATE.StoreState,) if _STATE is not 
     # ---- opening ---------------------------------------------------------------------
     @classmethod
     def open(cls, root, config: StoreConfig | None = None, read_only: bool = True,
-             config_file: str | None = None, tolerant: bool = False) -> "MessageStore":
+             config_file: str | None = None, tolerant: bool = False, served_view: bool = True) -> "MessageStore":
         """tolerant (read-only, for check): files that do not fit the sizes are passed over and
-        listed in `refused_files` instead of refusing the store; mixed sizes take the majority."""
-        return run(cls.open_task(root, config, read_only, config_file, tolerant))
+        listed in `refused_files` instead of refusing the store; mixed sizes take the majority.
+        served_view=False: a DLedger store as its files are, without what a restarted broker
+        would add in memory (engine.store.dledger_reput), as the scans read it."""
+        return run(cls.open_task(root, config, read_only, config_file, tolerant, served_view=served_view))
 
     @classmethod
     def open_task(cls, root, config: StoreConfig | None = None, read_only: bool = True,
                   config_file: str | None = None, tolerant: bool = False,
-                  cancel: CancelToken | None = None) -> Task["MessageStore"]:
+                  cancel: CancelToken | None = None, served_view: bool = True) -> Task["MessageStore"]:
         """`open` as a task: Progress in the phases "plan", "consume queues", "index",
         "commitlog"; returns the store. A cancelled open closes what it opened (`abort` stays:
         the next open recovers again)."""
@@ -145,6 +147,7 @@ class MessageStore(Queries, QueueKinds, *((_STATE.StoreState,) if _STATE is not 
         cfg.validate()
         store = cls(root, cfg, read_only)
         store.dledger = dledger
+        store.served_view = served_view
         try:
             yield from store._load_task(cancel)
         except BaseException:
@@ -213,7 +216,8 @@ class MessageStore(Queries, QueueKinds, *((_STATE.StoreState,) if _STATE is not 
             self.batch_topics = _bcq.batch_topics(self.batch_queues, {})
             self.warnings.append(str(e))
         self.recovery = yield from recovery.apply(self.recovery_plan, self, cancel)
-        if self.dledger is not None:  # what the restarted broker serves: its reput, its index (in memory)
+        if self.dledger is not None and getattr(self, "served_view", True):
+            # what the restarted broker serves: its reput, its index (in memory)
             _dledger_reput.restart_view(self)
         if rocks:
             self._load_rocksdb()
@@ -327,11 +331,16 @@ class MessageStore(Queries, QueueKinds, *((_STATE.StoreState,) if _STATE is not 
     put_message = _APPEND.put_message if _APPEND is not None else _put_message_py
 
     def put_messages(self, topic: str, bodies: list[bytes], queue_id: int | None = None, tags: str | None = None,
-                     keys=None, properties: dict | None = None):
-        """A batch: consecutive records in one queue with one store time, never spanning files."""
+                     keys=None, properties: dict | None = None, user_properties: dict | None = None):
+        """A batch: consecutive records in one queue with one store time, never spanning files.
+        (user_properties: as a producer's putUserProperty, reserved names refused.)"""
         w = self._writer()
         if not bodies:
             raise MessageRejectedError("a batch needs at least one message")
+        if user_properties:
+            from engine.store.writer import validate_message
+            validate_message(self.cfg, topic, user_properties=user_properties)   # putUserProperty's refusals
+            properties = {**(properties or {}), **user_properties}
         if _APPEND is not None and properties is None:
             out = (w._appender or _APPEND.appender(w)).put(
                 topic, bodies if type(bodies) is list else list(bodies), queue_id, tags, keys)

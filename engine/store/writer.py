@@ -14,6 +14,7 @@ import time
 from typing import NamedTuple
 
 from engine.format import properties as P
+from engine.format.properties import user_property_problem
 from engine.errors import MessageRejectedError, StoreError, StoreFullError
 from engine.format.message import (BLANK_MAGIC, BLANK_RECORD_MIN, SCHEDULE_TOPIC, TRANSACTION_COMMIT_TYPE,
                       TRANSACTION_NOT_TYPE, EncodedRecord, Message, MessageDraft, check_record, encode_record, parse_host)
@@ -66,10 +67,16 @@ INT32_MIN, INT32_MAX = -(1 << 31), (1 << 31) - 1
 
 
 def validate_message(cfg, topic: str, body_size: int = 0, queue_id: int | None = None, flag: int = 0,
-                     delay_level: int = 0, properties: dict | None = None, producer: bool = False) -> None:
+                     delay_level: int = 0, properties: dict | None = None, producer: bool = False,
+                     user_properties: dict | None = None) -> None:
     """Every rule a message must pass that needs no store (the CLI checks them before it opens
     a store read-write; draft() and encode() apply them again). producer=True: also the
-    client's topic rules (no broker-only or system topic), as a producer's send would."""
+    client's topic rules (no broker-only or system topic), as a producer's send would.
+    user_properties: Message.putUserProperty's rules (no reserved name, nothing blank)."""
+    for k, v in (user_properties or {}).items():
+        problem = user_property_problem(k, v)
+        if problem:
+            raise MessageRejectedError(problem)
     validate_topic(topic, cfg.autoMessageVersionOnTopicLen, producer)
     if queue_id is not None and not 0 <= _integer(queue_id, "queue id") <= INT32_MAX:
         raise MessageRejectedError(f"queue id {queue_id} is outside 0..{INT32_MAX}")
@@ -136,8 +143,14 @@ class StoreWriter(_STATE.WriterState if _STATE is not None else object):
     # ---- building records ----------------------------------------------------------------
     def draft(self, topic: str, body: bytes, queue_id: int | None = None, tags: str | None = None,
               keys=None, properties: dict | None = None, flag: int = 0, sys_flag: int = 0,
-              born_host: str | None = None, delay_level: int = 0, uniq_key: str | None = None) -> MessageDraft:
+              born_host: str | None = None, delay_level: int = 0, uniq_key: str | None = None,
+              user_properties: dict | None = None) -> MessageDraft:
+        """`properties` are set as Message.putProperty sets them (system names too);
+        `user_properties` as putUserProperty does: a reserved name is refused."""
         props = dict(properties or {})
+        if user_properties:
+            validate_message(self.cfg, topic, user_properties=user_properties)
+            props.update(user_properties)
         if tags:
             props[P.TAGS] = tags
         if keys:
