@@ -55,11 +55,26 @@ PROGRESS_MS = 100   # the progress shown at most this often
 MIN_COLUMN, MAX_COLUMN = 60, 260   # result column widths (pixels) when sized to their contents
 
 
+def scan_files(store, job: str, params: JobParams, engine: str, cancel=None, **kw):
+    """scan_task over the session's store as its files are: a DLedger store's restart view
+    (what the restarted broker serves, partly in memory) gives way to the files, which the
+    scan reads by path (opened here, on the worker, and closed at the end)."""
+    if getattr(getattr(store, "commitlog", None), "restart", None) is None:
+        return (yield from scan_task(store, job, params, engine, cancel, **kw))
+    files = open_scan_store(str(store.root), store.cfg)
+    try:
+        return (yield from scan_task(files, job, params, engine, cancel, **kw))
+    finally:
+        files.close()
+
+
 def scan_many(store, extra: list[str], job: str, params: JobParams, engine: str, cancel=None, **kw):
     """scan_task over the session's store and the `extra` store folders (opened read-only here,
     on the worker, and closed at the end): rows carry `broker` (engine.scan's many-store rules)."""
     opened = []
     try:
+        if getattr(getattr(store, "commitlog", None), "restart", None) is not None:   # (scan_files)
+            opened.append(store := open_scan_store(str(store.root), store.cfg))
         members = [ScanStore(resolve_stores([str(store.root)])[0].broker, str(store.root), store)]
         for ref in resolve_stores(extra):
             if ref.path != members[0].path:
@@ -384,7 +399,7 @@ class ScanPanel(QWidget):
         if self.engine_box.currentData() == "spark":
             self.warmup.claim()   # the job takes over the session being started, if any
         extra = self.extra_stores()
-        fn, args = (scan_many, (extra,)) if extra else (scan_task, ())
+        fn, args = (scan_many, (extra,)) if extra else (scan_files, ())
         return self.session.submit(fn, *args, job, params, self.engine_box.currentData(),
                                    master=None if remote else target, remote=remote,
                                    memory=self.memory_edit.text().strip(),

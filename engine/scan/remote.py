@@ -247,7 +247,9 @@ def open_scan_store(spec: str, cfg=None):
     if is_remote(spec):
         return RemoteStore(store_uri(spec), cfg)
     from engine.store.message_store import MessageStore
-    return MessageStore.open(spec, config=cfg, read_only=True)
+    # the scans read the files by path: a DLedger store as its files are, without what a
+    # restarted broker adds in memory (engine.store.dledger_reput)
+    return MessageStore.open(spec, config=cfg, read_only=True, served_view=False)
 
 
 def refuse_remote(stores, job: str) -> None:

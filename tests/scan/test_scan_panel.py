@@ -204,3 +204,30 @@ def test_spark_starts_in_the_background_and_is_reused(qtbot, panel, spark, monke
     err = capfd.readouterr().err
     assert "Traceback" not in err and "WARNING: Using incubator modules" not in err, err[-2000:]
     assert log.exists() and "incubator" in log.read_text(errors="replace")   # the JVM's stderr, kept
+
+
+def test_scan_of_a_crashed_dledger_store_reads_its_files(qtbot):
+    """The session serves a crashed DLedger store as the restarted broker would (units and an
+    index file only memory holds: engine.store.dledger_reput); the Scan tab reads the files, as
+    the CLI's scan does, so its consistency rows are the CLI's."""
+    from gui.scan_panel import ScanPanel
+    from gui.session import StoreSession
+    from engine.scan.api import JobParams, open_scan_store, run_job
+    root = unpack("dledger_crashed")
+    session = StoreSession()
+    session.open_blocking(root)
+    assert session.store.commitlog.restart is not None and session.store.commitlog.restart.units
+    p = ScanPanel(session)
+    qtbot.addWidget(p)
+    p.show()
+    try:
+        p.engine_box.setCurrentIndex(p.engine_box.findData("local"))
+        p.job_box.setCurrentText("consistency")
+        with qtbot.waitSignal(p.finished, timeout=60_000):
+            qtbot.mouseClick(p.run_button, Qt.LeftButton)
+        with open_scan_store(str(root)) as files:
+            want = run_job(files, "consistency", JobParams(), engine="local").rows
+        assert p.model.rows == want and want   # the reput's units are missing from the files
+    finally:
+        p.cancel()
+        session.close()
