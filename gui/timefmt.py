@@ -1,29 +1,15 @@
-"""Times as the browser shows them: ISO-8601 with milliseconds, in one chosen zone (the local
-zone or UTC), always with the zone written out as a numeric offset (+08:00), never as an
-abbreviation (CST means three different zones). Pure Python (no Qt), so it is tested alone."""
+"""Times as the browser shows them, in one chosen zone (the local zone or UTC): the engine's
+formatting (engine.format.timefmt, the CLI's and the scan's too) with the GUI's words for a
+missing or out-of-range time. Pure Python (no Qt), so it is tested alone."""
 from __future__ import annotations
 
-from datetime import datetime, timedelta, timezone
+from datetime import timezone
 
 from engine.format.text import parse_time  # noqa: F401 - one rule for the CLI and the GUI
+from engine.format.timefmt import format_iso, format_time, local_zone, offset_text  # noqa: F401 - one home
 
 MISSING = "—"
 NOT_SET = "not set"
-
-
-def local_zone() -> timezone:
-    """The machine's current local zone as a fixed offset (named by the offset, not an abbreviation)."""
-    now = datetime.now().astimezone()
-    off = now.utcoffset() or timedelta(0)
-    return timezone(off, offset_text(off))
-
-
-def offset_text(off: timedelta | None) -> str:
-    """+08:00, -03:30, +00:00."""
-    minutes = int((off or timedelta(0)).total_seconds() // 60)
-    sign = "-" if minutes < 0 else "+"
-    h, m = divmod(abs(minutes), 60)
-    return f"{sign}{h:02d}:{m:02d}"
 
 
 def zone_of(utc: bool) -> timezone:
@@ -37,8 +23,8 @@ def zone_label(utc: bool) -> str:
     return f"local {offset_text(local_zone().utcoffset(None))}"
 
 
-def to_datetime(ms: int, utc: bool) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).astimezone(zone_of(utc))
+def _out_of_range(ms) -> str:
+    return f"{ms} ms (out of range)"
 
 
 def format_ms(ms: int | None, utc: bool = False) -> str:
@@ -46,11 +32,7 @@ def format_ms(ms: int | None, utc: bool = False) -> str:
     Negative or None -> '—'."""
     if ms is None or ms < 0:
         return MISSING
-    try:
-        dt = to_datetime(int(ms), utc)
-    except (OverflowError, OSError, ValueError):
-        return f"{ms} ms (out of range)"
-    return dt.isoformat(timespec="milliseconds")   # UTC too as +00:00, like every other time shown
+    return format_iso(int(ms), zone_of(utc)) or _out_of_range(ms)
 
 
 def format_ms_readable(ms: int | None, utc: bool = False, tz: timezone | None = None) -> str:
@@ -58,11 +40,7 @@ def format_ms_readable(ms: int | None, utc: bool = False, tz: timezone | None = 
     (in `tz` when given, else the chosen zone). Negative or None -> '—'."""
     if ms is None or ms < 0:
         return MISSING
-    try:
-        dt = datetime.fromtimestamp(int(ms) / 1000, tz=timezone.utc).astimezone(tz or zone_of(utc))
-    except (OverflowError, OSError, ValueError):
-        return f"{ms} ms (out of range)"
-    return dt.strftime("%Y-%m-%d %H:%M:%S.") + f"{dt.microsecond // 1000:03d} " + offset_text(dt.utcoffset())
+    return format_time(int(ms), tz or zone_of(utc)) or _out_of_range(ms)
 
 
 def format_set_ms(ms: int | None, utc: bool = False) -> str:

@@ -150,3 +150,70 @@ def test_cli_send_prop_refuses_a_reserved_name(fixture_copy):
     assert rc == 0, err
     with MessageStore.open(store) as st:
         assert st.commitlog.get_message(json.loads(out)["commitLogOffset"]).properties["color"] == "red"
+
+
+# ---- time formatting ---------------------------------------------------------------------------
+JAN, JUL = 1768478400007, 1784116800042     # 2026-01-15 and 2026-07-15, 12:00 UTC
+END_OF_TIME = 253402300799999                # 9999-12-31 23:59:59.999 UTC, datetime's last millisecond
+
+
+@pytest.fixture
+def zone(monkeypatch):
+    """Set the process's TZ (POSIX rules, no tz database needed) for one test, then restore it."""
+    import time
+
+    def set_tz(tz: str) -> None:
+        monkeypatch.setenv("TZ", tz)
+        time.tzset()
+    yield set_tz
+    monkeypatch.undo()
+    time.tzset()
+
+
+def test_time_golden_strings_utc():
+    from engine.format.timefmt import UTC, format_iso, format_time
+    assert format_time(0, UTC) == "1970-01-01 00:00:00.000 +00:00"
+    assert format_iso(0, UTC) == "1970-01-01T00:00:00.000+00:00"
+    assert format_time(-1, UTC) == "1969-12-31 23:59:59.999 +00:00"
+    assert format_time(-62135596800000, UTC) == "0001-01-01 00:00:00.000 +00:00"
+    assert format_time(1732500000123, UTC) == "2024-11-25 02:00:00.123 +00:00"
+    assert format_iso(1732500000123, UTC) == "2024-11-25T02:00:00.123+00:00"
+    assert format_time(END_OF_TIME, UTC) == "9999-12-31 23:59:59.999 +00:00"
+    for ms in (END_OF_TIME + 1, (1 << 63) - 1, -(1 << 63), -62135596800001):
+        assert format_time(ms, UTC) is None and format_iso(ms, UTC) is None
+
+
+def test_time_local_zone_from_tz(zone):
+    """LOCAL is the zone at each instant (summer time has its own offset); offsets are numeric."""
+    from engine.format.timefmt import LOCAL, format_time, local_zone, offset_text
+    zone("IST-5:30")
+    assert format_time(0) == format_time(0, LOCAL) == "1970-01-01 05:30:00.000 +05:30"
+    assert format_time(-1) == "1970-01-01 05:29:59.999 +05:30"
+    assert local_zone().tzname(None) == "+05:30"
+    zone("NST+3:30")
+    assert format_time(JAN) == "2026-01-15 08:30:00.007 -03:30"
+    zone("CET-1CEST,M3.5.0,M10.5.0/3")
+    assert format_time(JAN) == "2026-01-15 13:00:00.007 +01:00"
+    assert format_time(JUL) == "2026-07-15 14:00:00.042 +02:00"
+    assert offset_text(None) == "+00:00"
+
+
+def test_cli_scan_and_gui_times_come_from_the_one_home(zone):
+    from engine.cli.output import fmt_time
+    from engine.scan.table import format_cell
+    from gui import timefmt
+    zone("CET-1CEST,M3.5.0,M10.5.0/3")
+    assert fmt_time(JUL) == "2026-07-15 14:00:00.042 +02:00"          # the CLI: local, each instant's offset
+    assert fmt_time(None) == fmt_time(-1) == "-"
+    assert fmt_time((1 << 63) - 1) == str((1 << 63) - 1)
+    assert format_cell("storeTimestamp", JUL) == "2026-07-15 12:00:00.042 +00:00"   # the scan: UTC
+    assert format_cell("storeTimestamp", END_OF_TIME + 1) == str(END_OF_TIME + 1)   # no traceback
+    assert format_cell("storeTimestamp", 0) == "0"
+    zone("IST-5:30")                                                   # the GUI: the chosen zone
+    assert timefmt.format_ms_readable(JAN) == "2026-01-15 17:30:00.007 +05:30"
+    assert timefmt.format_ms_readable(JAN, utc=True) == "2026-01-15 12:00:00.007 +00:00"
+    assert timefmt.format_ms(JAN, utc=True) == "2026-01-15T12:00:00.007+00:00"
+    assert timefmt.format_ms(JAN) == "2026-01-15T17:30:00.007+05:30"
+    assert timefmt.format_ms_readable(-1) == timefmt.format_ms(None) == "\u2014"
+    assert timefmt.format_ms(END_OF_TIME + 1) == f"{END_OF_TIME + 1} ms (out of range)"
+    assert timefmt.zone_label(False) == "local +05:30"

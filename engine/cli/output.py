@@ -6,7 +6,8 @@ import argparse
 import json
 import sys
 import time
-from datetime import datetime
+
+from engine.format.timefmt import format_time
 
 EXIT_ERROR = 2
 
@@ -45,19 +46,10 @@ class OneLineParser(argparse.ArgumentParser):
 
 # ---- formatting ------------------------------------------------------------------------
 def fmt_time(ms: int) -> str:
+    """The machine's zone at that instant (engine.format.timefmt); '-' when missing."""
     if ms is None or ms < 0:
         return "-"
-    try:
-        dt = datetime.fromtimestamp(ms / 1000).astimezone()
-    except (OverflowError, OSError, ValueError):
-        return str(ms)
-    return dt.strftime("%Y-%m-%d %H:%M:%S.") + f"{ms % 1000:03d} " + zone_offset(dt)
-
-
-def zone_offset(dt: datetime) -> str:
-    """+08:00, never an abbreviation (CST is China, Cuba and US Central alike)."""
-    z = dt.strftime("%z") or "+0000"
-    return f"{z[:3]}:{z[3:5]}"
+    return format_time(ms) or str(ms)
 
 
 def safe(text: str) -> str:

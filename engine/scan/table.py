@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import re
 import unicodedata
-from datetime import datetime, timezone
+
+from engine.format.timefmt import UTC, format_time
 
 FILTER_TABLE_COLUMNS = ["commitLogOffset", "topic", "queueId", "queueOffset", "storeTimestamp", "tags", "keys",
                         "uniqKey", "bodyLength"]
@@ -28,7 +29,7 @@ def format_cell(key: str, v) -> str:
     if isinstance(v, bool):
         return "true" if v else "false"
     if isinstance(v, int) and (key.endswith("Timestamp") or key == "bucketStart") and v > 0:
-        return datetime.fromtimestamp(v / 1000, timezone.utc).strftime("%Y-%m-%d %H:%M:%S.%f")[:-3] + " +00:00"
+        return format_time(v, UTC) or str(v)
     if isinstance(v, float):
         return f"{v:.2f}".rstrip("0").rstrip(".")
     if isinstance(v, dict):
