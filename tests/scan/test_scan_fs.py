@@ -215,18 +215,21 @@ def test_cli_names_a_missing_store_uri(s3_stores, capsys):
 def test_every_commitlog_job_equal_on_spark(monkeypatch, spark, s3_stores):
     """The plan carries URIs, so Spark's workers read ranges without any setting of their own:
     the file:// store forced through ranges and the S3 store give the local engine's answers
-    over the plain path (which test_scan_engines holds equal to Spark's over the path)."""
+    over the plain path (which test_scan_engines holds equal to Spark's over the path). Every
+    job on the S3 store; the file:// store forced through ranges is the same ranged reader
+    (test_every_commitlog_job_equal_local runs every job on it), so one job shows its URIs
+    reach the workers (20 Spark jobs here took 39 s)."""
     name = "small"
     with open_scan_store(str(unpack(name))) as st:
         ref = [json.dumps(run_job(st, j, p, engine="local").rows) for j, p in JOBS]
     monkeypatch.setenv(FORCE_ENV, "1")
-    forms = [("file-uri-ranges", open_scan_store("file://" + str(unpack(name))))]
+    forms = [("file-uri-ranges", open_scan_store("file://" + str(unpack(name))), {"size-histogram"})]
     monkeypatch.delenv(FORCE_ENV)
-    forms.append(("s3", open_scan_store(s3_stores[name])))
-    for kind, st in forms:
-        got = [json.dumps(run_job(st, j, p, engine="spark", spark=spark).rows) for j, p in JOBS]
-        for (job, _), x, y in zip(JOBS, ref, got):
-            assert x == y, (kind, job)
+    forms.append(("s3", open_scan_store(s3_stores[name]), {j for j, _ in JOBS}))
+    for kind, st, jobs in forms:
+        for (job, p), x in zip(JOBS, ref):
+            if job in jobs:
+                assert json.dumps(run_job(st, job, p, engine="spark", spark=spark).rows) == x, (kind, job)
         st.close()
 
 
