@@ -1,4 +1,4 @@
-# rmqstore: `make run` opens the browser, `make test` runs the whole suite.
+# rmqstore: `make run` opens the browser, `make test` runs the whole suite, `make test-fast` the edit loop's part.
 PYTHON ?= python3
 VENV   := .venv
 PY     := $(VENV)/bin/python
@@ -9,7 +9,7 @@ JAVA_LIB ?=
 
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: run test bench package soak system-deps gui-deps test-deps install clean screenshots compiler
+.PHONY: run test test-fast bench package soak system-deps gui-deps test-deps install clean screenshots compiler
 
 # the engine's fast paths are compiled at install (Cython -> C): a C compiler is needed
 compiler:
@@ -129,6 +129,13 @@ test: $(STAMP) test-deps
 	$(VENV)/bin/lint-imports
 	RMQSTORE_PURE_PYTHON=1 QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider $(TWIN_TESTS)
 	QT_QPA_PLATFORM=offscreen RMQSTORE_PACKAGE_TEST=1 $(PY) -m pytest -q tests
+
+# the edit loop: the compiled build only, no pure-Python pass, and none of the tests marked slow
+# (tests/conftest.py's SLOW: the packaging builds, the reliability runs, every Spark test and the
+# ones that took 2 s or more); `make test` before a commit runs them all
+test-fast: $(STAMP)
+	$(VENV)/bin/lint-imports
+	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider -m "not slow" tests
 
 # the README's pictures: the GUI tests save them to build/screenshots; this refreshes docs/
 SHOTS := xcb-browser decoded-body scan-panel-columns browser-main browser-detail browser-detail-times browser-search browser-overview store-settings store-tree segment-fill cq-units slot-heatmap collision-chain scan-panel scan-panel-topics open-progress scan-panel-progress timer-messages timer-wheel store-compare overview-generation

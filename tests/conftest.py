@@ -141,6 +141,63 @@ def fixture_copy(tmp_path):
     return make
 
 
+# ---- the fast subset (`make test-fast`: -m "not slow") and the order of the Spark tests ---------
+# Marked `slow` here, by folder, file or file::function (every parametrization): the packaging
+# builds, the reliability runs and the tests that took 2 s or more in a profile of the whole suite
+# (two cores, loaded); besides them every test marked spark or cluster, or that needs a Spark
+# session or the S3 server (SLOW_FIXTURES). `make test` runs them all.
+SLOW = [
+    "tests/packaging/test_pkg_bundle.py", "tests/packaging/test_pkg_wheel.py", "tests/reliability/",
+    *(f"tests/accel/test_page.py::test_{t}" for t in (
+        "compiled_pages_equal_reference_pages_on_fixtures", "damaged_fixture", "expired_files_and_late_queues",
+        "damaged_crafted_store", "crafted_store", "crafted_store_broker_limits", "v2_refused_when_not_accepted")),
+    "tests/accel/test_cq_scan.py::test_first_live_matches_numpy",
+    "tests/accel/test_cq_scan.py::test_end_of_units_is_the_linear_answer_for_writer_shaped_files",
+    "tests/accel/test_append.py::test_fast_and_python_paths_write_the_same_bytes",
+    "tests/gui/test_gui_big_queue.py", "tests/gui/test_gui_xcb.py",
+    "tests/gui/test_gui_dledger.py::test_dledger_store_browses_and_shows_its_entries",
+    "tests/gui/test_gui_browser.py::test_control_characters_in_tags_and_keys_stay_on_one_line",
+    "tests/gui/test_gui_browser.py::test_filter_row",
+    "tests/gui/test_gui_rocksdb.py::test_rocksdb_store_internals_and_read_write_refusal",
+    "tests/gui/test_gui_desktop_fixes.py::test_time_fields_take_typed_and_pasted_times_and_say_what_they_read",
+    "tests/gui/test_gui_desktop_fixes.py::test_segment_fill_reaches_every_file_with_readable_names",
+    "tests/gui/test_gui_polish.py::test_filter_the_whole_queue_in_the_background_and_cancel",
+    "tests/gui/test_gui_check.py::test_check_dialog_lists_the_damage_and_writes_nothing",
+    "tests/gui/test_gui_compare.py::test_compare_dialog_lists_what_the_copy_has_more",
+    "tests/scan/test_scan_fs.py::test_ranged_reader_equals_the_mapped_one_across_windows",
+    "tests/scan/test_scan_fs.py::test_fsspec_filesystems_through_pyarrow",
+    "tests/scan/test_scan_fs.py::test_every_commitlog_job_equal_local",
+    "tests/scan/test_scan_fs_queues.py::test_remote_dledger_store_equals_the_mapped_one",
+    "tests/test_check_kernel.py::test_compiled_and_pure_reports_agree_on_damaged_stores",
+    "tests/test_check_kernel.py::test_cli_progress_goes_to_stderr_only",
+    *(f"tests/test_check.py::test_{t}" for t in (
+        "check_runs_on_a_store_other_commands_refuse", "index_file_truncated_to_half", "cq_unit_past_the_log",
+        "tags_that_no_longer_hash_to_the_units_tags_code", "index_chain_closed_into_a_cycle",
+        "consumer_offset_past_the_queue", "index_file_deleted_from_the_middle")),
+    "tests/test_check_verdict.py::test_every_index_file_deleted_is_damage",
+    "tests/test_bench_java.py::test_our_append_and_walk_sides",
+]
+SLOW_FIXTURES = {"spark", "s3_stores"}
+
+
+def pytest_collection_modifyitems(config, items):
+    """Mark the SLOW tests (and every Spark one) `slow`. Then run the cluster tests (their own
+    Spark master and worker, or Connect server) after the last user of the shared local session:
+    its JVM starts once a run, instead of again after the standalone tests stop it."""
+    slow = pytest.mark.slow
+    for item in items:
+        node = item.nodeid.split("[")[0]
+        if item.get_closest_marker("spark") or item.get_closest_marker("cluster") or \
+                SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or \
+                any(node == s or (s.endswith(("/", ".py")) and node.startswith(s)) for s in SLOW):
+            item.add_marker(slow)
+    cluster = [i for i in items if i.get_closest_marker("cluster")]
+    rest = [i for i in items if not i.get_closest_marker("cluster")]
+    last = max((n for n, i in enumerate(rest) if "spark" in getattr(i, "fixturenames", ())), default=None)
+    if cluster and last is not None:
+        items[:] = rest[:last + 1] + cluster + rest[last + 1:]
+
+
 # ---- memory: the Spark JVM lives only as long as the tests that use it -------------------------
 _last_spark_user: list = []
 
