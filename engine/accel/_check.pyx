@@ -26,7 +26,7 @@ from engine.format.layout cimport (BLANK_MAGIC, BORNHOST_V6_FLAG, HEAD_SIZE, MES
                                    OFF_BODY, OFF_BODYCRC, OFF_BODYLENGTH, OFF_BORNHOST, OFF_BORNTIMESTAMP, OFF_FLAG,
                                    OFF_MAGICCODE, OFF_PHYSICALOFFSET, OFF_PREPAREDTXOFFSET, OFF_QUEUEID,
                                    OFF_QUEUEOFFSET, OFF_RECONSUMETIMES, OFF_STORETIMESTAMP, OFF_SYSFLAG, HOST_V4,
-                                   HOST_V6, PROP_CRC_TAIL_SIZE, RECORD_FIXED, STOREHOST_V6_FLAG)
+                                   HOST_V6, NO_SLOT, PROP_CRC_TAIL_SIZE, RECORD_FIXED, STOREHOST_V6_FLAG)
 
 include "_record_decls.pxi"   # the declarations _page_record.pxi needs, shared with _page.pyx
 include "_page_record.pxi"

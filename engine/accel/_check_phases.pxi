@@ -114,10 +114,10 @@ cdef extern from *:
 
 cdef inline int64_t slot_of(int64_t h, uint64_t M, int64_t slot_num) noexcept nogil:
     """engine.format.index_layout.slot_of: h mod slot_num; a negative (damaged) keyHash is in
-    no slot (-1, NO_SLOT)."""
+    no slot (NO_SLOT)."""
     if h >= 0:
         return rmq_fastmod(<uint32_t>h, M, <uint32_t>slot_num)
-    return -1
+    return NO_SLOT
 
 
 def chains(const uint8_t[::1] ent, const uint8_t[::1] slots, int64_t count, int64_t slot_num, int64_t[:, ::1] out):

@@ -53,6 +53,8 @@ cdef enum:
     OFF_ENTRY_PHY = 4
     OFF_ENTRY_TIMEDIFF = 12
     OFF_ENTRY_PREV = 16
+    # the slot of a negative (damaged) keyHash: none (index_layout.slot_of)
+    NO_SLOT = -1
     ACCEL_DIR_SLOTS = 3
     ACCEL_DIR_LINE = 64
     OFF_ACCEL_LINE_LENGTHS = 4
