@@ -236,21 +236,21 @@ cdef class Appender:
         cdef int64_t crc = (<uint32_t>_crc32(body) & 0x7FFFFFFF) if blen else 0   # C ints: no Python `&`
         cdef uint8_t* q = p
         if not first:
-            be32(q, total)
-        be32(q + OFF_MAGICCODE, MESSAGE_MAGIC_V1)
-        be32(q + OFF_BODYCRC, crc)
-        be32(q + OFF_QUEUEID, qid)
-        be32(q + OFF_FLAG, 0)
-        be64(q + OFF_QUEUEOFFSET, qoff)
-        be64(q + OFF_PHYSICALOFFSET, phy)
-        be32(q + OFF_SYSFLAG, (BORNHOST_V6_FLAG if bh == HOST_V6 else 0) | (STOREHOST_V6_FLAG if sh == HOST_V6 else 0))
-        be64(q + OFF_BORNTIMESTAMP, born_ts)
+            put_be32(q, total)
+        put_be32(q + OFF_MAGICCODE, MESSAGE_MAGIC_V1)
+        put_be32(q + OFF_BODYCRC, crc)
+        put_be32(q + OFF_QUEUEID, qid)
+        put_be32(q + OFF_FLAG, 0)
+        put_be64(q + OFF_QUEUEOFFSET, qoff)
+        put_be64(q + OFF_PHYSICALOFFSET, phy)
+        put_be32(q + OFF_SYSFLAG, (BORNHOST_V6_FLAG if bh == HOST_V6 else 0) | (STOREHOST_V6_FLAG if sh == HOST_V6 else 0))
+        put_be64(q + OFF_BORNTIMESTAMP, born_ts)
         q += HEAD_SIZE
         memcpy(q, <const char*>self.born_host, bh); q += bh
-        be64(q, store_ts); q += 8
+        put_be64(q, store_ts); q += 8
         memcpy(q, <const char*>self.store_host, sh); q += sh
         memset(q, 0, 12); q += 12            # reconsumeTimes, preparedTransactionOffset
-        be32(q, blen); q += 4
+        put_be32(q, blen); q += 4
         memcpy(q, <const char*>body, blen); q += blen
         q[0] = <uint8_t>tlen; q += 1
         memcpy(q, <const char*>t.name_b, tlen); q += tlen
@@ -502,7 +502,7 @@ cdef class Appender:
                 phys[i], sizes[i] = phy, rec_total
                 qoff += 1
                 pos += rec_total
-            be32(<uint8_t*>clh.v.buf + start, first_total)   # the batch becomes visible
+            put_be32(<uint8_t*>clh.v.buf + start, first_total)   # the batch becomes visible
             f.wrote = pos
             ws.store_ts = store_ts
             self.queue_offsets[key] = qoff
@@ -517,9 +517,9 @@ cdef class Appender:
                 if qoff0 + i != 0 and (qoff0 + i) * CQ_UNIT_SIZE < cq_start + cq_pos:
                     continue  # "build consume queue repeatedly"
                 u = <uint8_t*>cqh.v.buf + cq_pos
-                be64(u + OFF_UNIT_PHY, phys[i])
-                be32(u + OFF_UNIT_SIZE, sizes[i])
-                be64(u + OFF_UNIT_TAGS, m.tags_code)
+                put_be64(u + OFF_UNIT_PHY, phys[i])
+                put_be32(u + OFF_UNIT_SIZE, sizes[i])
+                put_be64(u + OFF_UNIT_TAGS, m.tags_code)
                 cq_pos += CQ_UNIT_SIZE
                 max_phy = phys[i] + sizes[i]
                 wrote_unit = True

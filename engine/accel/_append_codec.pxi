@@ -2,21 +2,7 @@
 # record's parts
 
 # ---- bytes ---------------------------------------------------------------------------------
-cdef inline void be32(uint8_t* p, int64_t v) noexcept nogil:
-    cdef uint32_t u = <uint32_t>v
-    p[0] = u >> 24
-    p[1] = (u >> 16) & 0xFF
-    p[2] = (u >> 8) & 0xFF
-    p[3] = u & 0xFF
-
-
-cdef inline void be64(uint8_t* p, int64_t v) noexcept nogil:
-    be32(p, <int64_t>(<uint64_t>v >> 32))
-    be32(p + 4, v)
-
-
-cdef inline int32_t rd32(const uint8_t* p) noexcept nogil:
-    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3])
+from engine.accel._bytes cimport be32, put_be32, put_be64
 
 
 cdef inline int64_t now_ms() noexcept nogil:
@@ -65,7 +51,7 @@ cdef void index_put(IndexState* s, int32_t key_hash, int64_t phy, int64_t store_
     """IndexFile.put_key (room checked by the caller): entry, slot, then the header."""
     cdef int64_t* h = s.h
     cdef uint8_t* slot = s.mm + INDEX_HEADER_SIZE + (key_hash % s.slot_num) * INDEX_SLOT_SIZE
-    cdef int64_t prev = rd32(slot), count = h[5]
+    cdef int64_t prev = be32(slot), count = h[5]
     cdef int64_t diff
     if prev <= 0 or prev > count:
         prev = 0
@@ -76,11 +62,11 @@ cdef void index_put(IndexState* s, int32_t key_hash, int64_t phy, int64_t store_
     elif diff > 0x7FFFFFFF:
         diff = 0x7FFFFFFF
     cdef uint8_t* e = s.mm + s.entry_base + count * INDEX_ENTRY_SIZE
-    be32(e + OFF_ENTRY_HASH, key_hash)
-    be64(e + OFF_ENTRY_PHY, phy)
-    be32(e + OFF_ENTRY_TIMEDIFF, diff)
-    be32(e + OFF_ENTRY_PREV, prev)
-    be32(slot, count)
+    put_be32(e + OFF_ENTRY_HASH, key_hash)
+    put_be64(e + OFF_ENTRY_PHY, phy)
+    put_be32(e + OFF_ENTRY_TIMEDIFF, diff)
+    put_be32(e + OFF_ENTRY_PREV, prev)
+    put_be32(slot, count)
     if count <= 1:
         h[2] = phy
         h[0] = store_ts
@@ -89,19 +75,19 @@ cdef void index_put(IndexState* s, int32_t key_hash, int64_t phy, int64_t store_
     h[5] = count + 1
     h[3] = phy
     h[1] = store_ts
-    be64(s.mm + OFF_BEGIN_TIMESTAMP, h[0])
-    be64(s.mm + OFF_END_TIMESTAMP, h[1])
-    be64(s.mm + OFF_BEGIN_PHY_OFFSET, h[2])
-    be64(s.mm + OFF_END_PHY_OFFSET, h[3])
-    be32(s.mm + OFF_HASH_SLOT_COUNT, h[4])
-    be32(s.mm + OFF_INDEX_COUNT, h[5])
+    put_be64(s.mm + OFF_BEGIN_TIMESTAMP, h[0])
+    put_be64(s.mm + OFF_END_TIMESTAMP, h[1])
+    put_be64(s.mm + OFF_BEGIN_PHY_OFFSET, h[2])
+    put_be64(s.mm + OFF_END_PHY_OFFSET, h[3])
+    put_be32(s.mm + OFF_HASH_SLOT_COUNT, h[4])
+    put_be32(s.mm + OFF_INDEX_COUNT, h[5])
 
 
 cdef int write_crc_tail(uint8_t* p, Py_ssize_t total) except -1:
     """5.x __CRC32#: CRC of the whole record but its 20-byte tail (TOTALSIZE included even
     while the first record's is still unwritten), 10 digits LSD first."""
     cdef uint8_t head[4]
-    be32(head, total)
+    put_be32(head, total)
     cdef int64_t c = _crc32((<char*>p)[4:total - PROP_CRC_TAIL_SIZE], _crc32((<char*>head)[:4])) & 0x7FFFFFFF
     cdef uint8_t* d = p + total - PROP_CRC_TAIL_SIZE + 9  # the digits, after `__CRC32#` 0x01
     cdef int i

@@ -6,19 +6,8 @@ the queue's last file is where its data ends."""
 from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
 from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 
+from engine.accel._bytes cimport be32, be64
 from engine.format.layout cimport CQ_UNIT_SIZE, OFF_UNIT_SIZE  # the unit: engine/format/cq_unit.py
-
-
-cdef inline int64_t be64(const uint8_t* p) noexcept nogil:
-    cdef uint64_t v = 0
-    cdef int i
-    for i in range(8):
-        v = (v << 8) | p[i]
-    return <int64_t>v
-
-
-cdef inline int32_t be32(const uint8_t* p) noexcept nogil:
-    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | p[3])
 
 
 cdef Py_ssize_t units_of(buf, Py_buffer* b, Py_ssize_t count) except -1:

@@ -21,30 +21,7 @@ from libc.string cimport memcpy, memset
 
 import numpy as np
 
-cdef extern from *:
-    """
-    #include <string.h>
-    #include <stdint.h>
-    #if defined(_MSC_VER)
-    #include <stdlib.h>
-    #define RMQ_BSWAP32(x) _byteswap_ulong(x)
-    #else
-    #define RMQ_BSWAP32(x) __builtin_bswap32(x)
-    #endif
-    static inline int32_t rmq_be32(const unsigned char *p) {
-        uint32_t v; memcpy(&v, p, 4); return (int32_t)RMQ_BSWAP32(v);
-    }
-    static inline int64_t rmq_be64(const unsigned char *p) {
-        uint64_t v; memcpy(&v, p, 8);
-    #if defined(_MSC_VER)
-        return (int64_t)_byteswap_uint64(v);
-    #else
-        return (int64_t)__builtin_bswap64(v);
-    #endif
-    }
-    """
-    int32_t rmq_be32(const unsigned char *p) nogil
-    int64_t rmq_be64(const unsigned char *p) nogil
+from engine.accel._bytes cimport be32, be64
 
 
 cdef enum:
@@ -83,7 +60,7 @@ cdef int _resolve(const unsigned char *ent, int32_t *ln, int32_t L, int32_t *sta
             ln[x] = -(2 + top)
             stack[top] = x
             top += 1
-            p = rmq_be32(ent + <int64_t>x * ENTRY + PREV)
+            p = be32(ent + <int64_t>x * ENTRY + PREV)
             if p <= 0 or p > L:                  # cannot happen for an unknown entry; be safe
                 base = 0
                 break
@@ -102,7 +79,7 @@ cdef int _pass1_u8(const unsigned char *ent, uint8_t *ln, int32_t L) noexcept no
     cdef uint8_t v
     ln[0] = 0
     for e in range(1, L + 1):
-        p = rmq_be32(ent + <int64_t>e * ENTRY + PREV)
+        p = be32(ent + <int64_t>e * ENTRY + PREV)
         if p <= 0 or p > L:
             ln[e] = 1
         elif p < e:
@@ -122,7 +99,7 @@ cdef int _pass1_i32(const unsigned char *ent, int32_t *ln, int32_t L) noexcept n
     cdef int unknown = 0
     ln[0] = 0
     for e in range(1, L + 1):
-        p = rmq_be32(ent + <int64_t>e * ENTRY + PREV)
+        p = be32(ent + <int64_t>e * ENTRY + PREV)
         if p <= 0 or p > L:
             ln[e] = 1
         elif p < e:
@@ -145,7 +122,7 @@ cdef void _heads_u8(const unsigned char *slots, Py_ssize_t slot_num, const uint8
     cdef int32_t h
     cdef uint8_t v
     for s in range(slot_num):
-        h = rmq_be32(slots + SLOT * s)
+        h = be32(slots + SLOT * s)
         v = ln[h] if 0 < h <= L else 0
         out[s] = v
         counts[v] += 1
@@ -156,7 +133,7 @@ cdef int32_t _heads_i32(const unsigned char *slots, Py_ssize_t slot_num, const i
     cdef Py_ssize_t s
     cdef int32_t h, v, mx = 0
     for s in range(slot_num):
-        h = rmq_be32(slots + SLOT * s)
+        h = be32(slots + SLOT * s)
         v = ln[h] if 0 < h <= L else 0
         out[s] = v
         if v > mx:
@@ -315,8 +292,8 @@ cdef int64_t _chain_copy(const unsigned char *slots, const unsigned char *ent, i
     cdef unsigned char *r
     for e in range(1, m + 1):                 # pass 1: every entry's slot, its chain lengths
         p = ent + e * INDEX_ENTRY_SIZE
-        h = rmq_be32(p + OFF_ENTRY_HASH)
-        if h < 0 or rmq_be32(p + OFF_ENTRY_TIMEDIFF) < 0:
+        h = be32(p + OFF_ENTRY_HASH)
+        if h < 0 or be32(p + OFF_ENTRY_TIMEDIFF) < 0:
             return -1
         s = h % slot_num
         at[s] += 1
@@ -331,14 +308,14 @@ cdef int64_t _chain_copy(const unsigned char *slots, const unsigned char *ent, i
         at[s] = -1 - over
         if n > 1:
             over += n - 1
-        want[s] = rmq_be32(slots + s * INDEX_SLOT_SIZE)
+        want[s] = be32(slots + s * INDEX_SLOT_SIZE)
     for e in range(m, 0, -1):                 # pass 2: newest first, each slot's chain in order
         p = ent + e * INDEX_ENTRY_SIZE
-        h = rmq_be32(p + OFF_ENTRY_HASH)
+        h = be32(p + OFF_ENTRY_HASH)
         s = h % slot_num
         if want[s] != e:
             return -1
-        want[s] = rmq_be32(p + OFF_ENTRY_PREV)
+        want[s] = be32(p + OFF_ENTRY_PREV)
         if at[s] < 0:                         # the newest: in the slot's directory line
             r = directory + (s // ACCEL_DIR_SLOTS) * ACCEL_DIR_LINE + OFF_ACCEL_LINE_RECORDS \
                 + (s % ACCEL_DIR_SLOTS) * ACCEL_RECORD_SIZE
@@ -346,8 +323,8 @@ cdef int64_t _chain_copy(const unsigned char *slots, const unsigned char *ent, i
         else:
             r = records + at[s] * ACCEL_RECORD_SIZE
             at[s] += 1
-        d = rmq_be32(p + OFF_ENTRY_TIMEDIFF)
-        phy = rmq_be64(p + OFF_ENTRY_PHY)
+        d = be32(p + OFF_ENTRY_TIMEDIFF)
+        phy = be64(p + OFF_ENTRY_PHY)
         memcpy(r + OFF_ACCEL_HASH, &h, 4)
         memcpy(r + OFF_ACCEL_TIMEDIFF, &d, 4)
         memcpy(r + OFF_ACCEL_PHY, &phy, 8)

@@ -27,18 +27,12 @@ from engine.format.layout cimport (ACCEL_DIR_LINE, ACCEL_DIR_SLOTS, ACCEL_RECORD
                                    OFF_ACCEL_TIMEDIFF, OFF_ENTRY_HASH, OFF_ENTRY_PHY, OFF_ENTRY_PREV,
                                    OFF_ENTRY_TIMEDIFF)
 
+from engine.accel._bytes cimport be32, be64, le32, le64
+
 cdef extern from *:
     """
     #include <string.h>
     #include <stdint.h>
-    static inline int32_t rmq_q_be32(const unsigned char *p) {
-        uint32_t v; memcpy(&v, p, 4); return (int32_t)__builtin_bswap32(v);
-    }
-    static inline int64_t rmq_q_be64(const unsigned char *p) {
-        uint64_t v; memcpy(&v, p, 8); return (int64_t)__builtin_bswap64(v);
-    }
-    static inline int32_t rmq_q_le32(const unsigned char *p) { int32_t v; memcpy(&v, p, 4); return v; }
-    static inline int64_t rmq_q_le64(const unsigned char *p) { int64_t v; memcpy(&v, p, 8); return v; }
     static inline void rmq_q_prefetch(const unsigned char *p, int64_t len) {
         __builtin_prefetch(p, 0, 3); __builtin_prefetch(p + len - 1, 0, 3);  /* an entry can straddle two lines */
     }
@@ -47,10 +41,6 @@ cdef extern from *:
         if (len > 0) __builtin_prefetch(p + len - 1, 0, 3);
     }
     """
-    int32_t rmq_q_be32(const unsigned char *p) nogil
-    int64_t rmq_q_be64(const unsigned char *p) nogil
-    int32_t rmq_q_le32(const unsigned char *p) nogil
-    int64_t rmq_q_le64(const unsigned char *p) nogil
     void rmq_q_prefetch(const unsigned char *p, int64_t len) nogil
     void rmq_q_prefetch_span(const unsigned char *p, int64_t len) nogil
 
@@ -103,7 +93,7 @@ cdef inline const unsigned char *_goto(Walk *w, int64_t n) noexcept nogil:
 cdef inline const unsigned char *_slot(Walk *w, const unsigned char *p) noexcept nogil:
     """The slot at p read: its newest entry's address, NULL for an empty slot or one pointing
     past indexCount (or a file with no entry)."""
-    cdef int64_t n = rmq_q_be32(p)
+    cdef int64_t n = be32(p)
     w.hit = False
     if n <= 0 or n > w.count or w.count <= 1:
         return NULL
@@ -114,15 +104,15 @@ cdef inline const unsigned char *_step(Walk *w, const unsigned char *e, int64_t 
     """IndexFile.select's step over the entry at e: w.hit when it is the key stored within
     [begin, end]; the prev entry's address, NULL where the chain ends (a negative time diff,
     a prev out of range or to itself, an entry older than `begin`)."""
-    cdef int32_t diff = rmq_q_be32(e + OFF_ENTRY_TIMEDIFF), prev
+    cdef int32_t diff = be32(e + OFF_ENTRY_TIMEDIFF), prev
     cdef int64_t t
     w.hit = False
     if diff < 0:
         return NULL
     t = _entry_time(w.begin_ts, diff)
-    prev = rmq_q_be32(e + OFF_ENTRY_PREV)
-    if rmq_q_be32(e + OFF_ENTRY_HASH) == w.key_hash and begin <= t <= end:
-        w.phy = rmq_q_be64(e + OFF_ENTRY_PHY)
+    prev = be32(e + OFF_ENTRY_PREV)
+    if be32(e + OFF_ENTRY_HASH) == w.key_hash and begin <= t <= end:
+        w.phy = be64(e + OFF_ENTRY_PHY)
         w.hit = True
         w.got += 1
     if prev <= 0 or prev > w.count or prev == w.n or t < begin:
@@ -320,7 +310,7 @@ cdef class KeyIndex:
         when the file has changed since it was made: another indexCount in this process's
         header or in the file's (IndexAccel.fresh)."""
         if self.acc_count[i] != self.hdrs[i][H_INDEX_COUNT] \
-                or self.acc_fcount[i] != rmq_q_be32(self.bufs[i] + OFF_INDEX_COUNT):
+                or self.acc_fcount[i] != be32(self.bufs[i] + OFF_INDEX_COUNT):
             return NULL
         return self.acc_dir[i] + <int64_t>((<uint32_t>key_hash % <uint32_t>self.slot_nums[i]) // ACCEL_DIR_SLOTS) * ACCEL_DIR_LINE
 
@@ -347,7 +337,7 @@ cdef class KeyIndex:
         cdef const unsigned char *r = line + OFF_ACCEL_LINE_RECORDS + k * ACCEL_RECORD_SIZE
         cdef const unsigned char *older = NULL
         if n > 1:
-            start = <uint32_t>rmq_q_le32(line)
+            start = <uint32_t>le32(line)
             for j in range(k):
                 if lengths[j] > 1:
                     start += lengths[j] - 1
@@ -358,9 +348,9 @@ cdef class KeyIndex:
                 break
             if x:
                 r = older + (x - 1) * ACCEL_RECORD_SIZE
-            t = _entry_time(begin_ts, rmq_q_le32(r + OFF_ACCEL_TIMEDIFF))
-            if rmq_q_le32(r + OFF_ACCEL_HASH) == key_hash and begin <= t <= end:
-                out.append(rmq_q_le64(r + OFF_ACCEL_PHY))
+            t = _entry_time(begin_ts, le32(r + OFF_ACCEL_TIMEDIFF))
+            if le32(r + OFF_ACCEL_HASH) == key_hash and begin <= t <= end:
+                out.append(le64(r + OFF_ACCEL_PHY))
                 got += 1
             if t < begin:
                 break

@@ -51,13 +51,4 @@ cdef packed struct Row:
 
 
 # ---- bytes ---------------------------------------------------------------------------------
-cdef inline int32_t be32(const uint8_t* p) noexcept nogil:
-    return <int32_t>((<uint32_t>p[0] << 24) | (<uint32_t>p[1] << 16) | (<uint32_t>p[2] << 8) | <uint32_t>p[3])
-
-
-cdef inline int16_t be16(const uint8_t* p) noexcept nogil:
-    return <int16_t>((<uint32_t>p[0] << 8) | <uint32_t>p[1])
-
-
-cdef inline int64_t be64(const uint8_t* p) noexcept nogil:
-    return <int64_t>((<uint64_t><uint32_t>be32(p) << 32) | <uint64_t><uint32_t>be32(p + 4))
+from engine.accel._bytes cimport be16, be32, be64
