@@ -217,3 +217,31 @@ def test_cli_scan_and_gui_times_come_from_the_one_home(zone):
     assert timefmt.format_ms_readable(-1) == timefmt.format_ms(None) == "\u2014"
     assert timefmt.format_ms(END_OF_TIME + 1) == f"{END_OF_TIME + 1} ms (out of range)"
     assert timefmt.zone_label(False) == "local +05:30"
+
+
+# ---- the Java string hash: the compiled home (engine/accel/_javahash.pxd) against the Python one ----
+def _strings() -> list[str]:
+    import random
+    rnd = random.Random(31)
+    fixed = ["", "a", "TopicTest", "TopicTest#order-1", "polygenelubricants",   # hashCode Integer.MIN_VALUE
+             "\u00e9t\u00e9", "\u00ff" * 9, "\u043a\u043b\u044e\u0447", "\u4e2d\u6587\u4e3b\u9898", "\U0001F600",
+             "a\U0001F600b\U00010000", "\ud7ff\ue000\uffff", "x" * 5000, "\u00e9" * 4097, "\u4e2d" * 3001]
+    pools = ["abcXYZ019#- ", "abc\u00e9\u00ff", "ab\u4e2d\u6587", "a\U0001F600\u00e9\u4e2d"]
+    rand = ["".join(rnd.choice(pool) for _ in range(rnd.randrange(0, 70))) for pool in pools for _ in range(300)]
+    return fixed + rand
+
+
+def test_compiled_java_hash_is_the_python_one():
+    from engine import accel
+    from engine.format.javahash import index_key_hash, java_hash
+    append, query, check = accel.load("_append"), accel.load("_query"), accel.load("_check")
+    if append is None or query is None or check is None:
+        pytest.skip("kernels not built (or RMQSTORE_PURE_PYTHON=1)")
+    assert java_hash("polygenelubricants") == -(1 << 31) and index_key_hash("polygenelubricants") == 0
+    for s in _strings():
+        assert append.java_hash(s) == java_hash(s), s[:40]
+        for topic in ("T", "\u4e3b\u9898"):
+            assert query.key_hash(topic, s) == index_key_hash(f"{topic}#{s}"), s[:40]
+        if all(ord(c) < 256 for c in s):     # check's byte path: one-byte units, bit 7 tells non-ASCII
+            b = s.encode("latin-1")
+            assert check.java_hash_bytes(b) == (java_hash(s), not s.isascii()), s[:40]

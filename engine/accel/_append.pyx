@@ -200,7 +200,7 @@ cdef class Appender:
                 return None
             t = _Topic.__new__(_Topic)
             (<_Topic>t).name_b = topic.encode("ascii")
-            (<_Topic>t).hash = jhash_more(0, topic)
+            (<_Topic>t).hash = jhash_str(0, topic)
             table = self.w.topic_table
             (<_Topic>t).in_table = topic in table
             tc = table.get(topic)
@@ -319,7 +319,7 @@ cdef class Appender:
                 if not utf8(tags, &m.tags, &m.tags_len) or memchr(m.tags, 2, m.tags_len) != NULL:
                     return False
                 m.has_tags = True
-                m.tags_code = <int32_t>jhash_more(0, tags)
+                m.tags_code = <int32_t>jhash_str(0, tags)
         if keys is not None:
             if type(keys) is not str:
                 if type(keys) is list and len(<list>keys) == 1 and type((<list>keys)[0]) is str:

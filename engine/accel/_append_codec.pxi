@@ -11,32 +11,12 @@ cdef inline int64_t now_ms() noexcept nogil:
     return <int64_t>ts.tv_sec * 1000 + ts.tv_nsec // 1000000
 
 
-# ---- Java String.hashCode --------------------------------------------------------------------
-cdef inline uint32_t jstep(uint32_t h, uint32_t c) noexcept nogil:
-    """String.hashCode over one code point: its UTF-16 unit, or its two surrogates."""
-    if c >= 0x10000:
-        c -= 0x10000
-        h = h * 31 + (0xD800 + (c >> 10))
-        return h * 31 + (0xDC00 + (c & 0x3FF))
-    return h * 31 + c
-
-
-cdef inline int32_t key_hash(uint32_t h) noexcept nogil:
-    """IndexFile.indexKeyHashMethod: abs(hashCode), Integer.MIN_VALUE -> 0."""
-    cdef int32_t k = <int32_t>h
-    return 0 if k == -2147483648 else (-k if k < 0 else k)
-
-
-cdef inline uint32_t jhash_more(uint32_t h, str s):
-    """Continue a String.hashCode over s's code points."""
-    cdef Py_ssize_t i
-    for i in range(len(s)):
-        h = jstep(h, <uint32_t>(<Py_UCS4>s[i]))
-    return h
+# ---- Java String.hashCode (engine/accel/_javahash.pxd) --------------------------------------
+from engine.accel._javahash cimport index_key_hash, jhash_bytes, jhash_str, jhash_unit
 
 
 def java_hash(str s):
-    return <int32_t>jhash_more(0, s)
+    return <int32_t>jhash_str(0, s)
 
 
 # ---- the index ---------------------------------------------------------------------------------
@@ -155,14 +135,14 @@ cdef void token_hashes(uint32_t topic_hash, str keys, int32_t* out):
         c = 32 if i == n else <uint32_t>(<Py_UCS4>keys[i])
         if c == 32:
             if inside:
-                out[k] = key_hash(h)
+                out[k] = index_key_hash(h)
                 k += 1
             inside = False
             continue
         if not inside:
             inside = True
             h = topic_hash * 31 + 35
-        h = jstep(h, c)
+        h = jhash_unit(h, c)
 
 
 cdef class _Topic:
@@ -188,11 +168,5 @@ cdef struct Parts:
 
 cdef inline int32_t index_uniq(uint32_t topic_hash, bytes prefix, const char* tail12) noexcept:
     """Index hash of "topic#UNIQ_KEY" from the ASCII prefix and the 12 characters after it."""
-    cdef uint32_t h = topic_hash * 31 + 35
-    cdef const unsigned char* p = <const unsigned char*>(<const char*>prefix)
-    cdef Py_ssize_t i
-    for i in range(len(prefix)):
-        h = h * 31 + p[i]
-    for i in range(12):
-        h = h * 31 + <unsigned char>tail12[i]
-    return key_hash(h)
+    cdef uint32_t h = jhash_bytes(topic_hash * 31 + 35, <const uint8_t*>(<const char*>prefix), len(prefix))
+    return index_key_hash(jhash_bytes(h, <const uint8_t*>tail12, 12))

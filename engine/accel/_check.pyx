@@ -120,31 +120,12 @@ cdef inline int tail_ok(const uint8_t* b, Py_ssize_t pos, int32_t total) noexcep
     return (crc_of(b + pos, total - PROP_CRC_TAIL_SIZE) & 0x7FFFFFFF) == value
 
 
-cdef inline int64_t key_hash(uint32_t h) noexcept nogil:
-    """IndexFile.indexKeyHashMethod: abs(hashCode), Integer.MIN_VALUE -> 0."""
-    cdef int32_t s = <int32_t>h
-    if s == <int32_t>0x80000000:
-        return 0
-    return -s if s < 0 else s
-
-
-cdef inline uint32_t java_hash(uint32_t h, const uint8_t* p, Py_ssize_t n, int* high) noexcept nogil:
-    """String.hashCode's h = 31 * h + c over n ASCII bytes, continued from h, four bytes a step
-    (h * 31^4 + c0 * 31^3 + c1 * 31^2 + c2 * 31 + c3: one multiply on the chain instead of
-    four); *high set when a byte is not ASCII."""
-    cdef Py_ssize_t i = 0
-    cdef uint32_t acc = 0
-    while i + 4 <= n:
-        h = (h * 923521u + <uint32_t>p[i] * 29791u + <uint32_t>p[i + 1] * 961u + <uint32_t>p[i + 2] * 31u
-             + <uint32_t>p[i + 3])
-        acc |= p[i] | p[i + 1] | p[i + 2] | p[i + 3]
-        i += 4
-    while i < n:
-        h = h * 31u + p[i]
-        acc |= p[i]
-        i += 1
-    high[0] |= (acc & 0x80) != 0
-    return h
+def java_hash_bytes(const uint8_t[::1] b):
+    """(String.hashCode of b's bytes as one-byte units, whether one was not ASCII): the path
+    check's key and topic hashes take, for tests to hold to engine.format.javahash."""
+    cdef uint32_t ored = 0
+    cdef uint32_t h = jhash_bytes_or(0, &b[0], b.shape[0], &ored) if b.shape[0] else 0
+    return <int32_t>h, bool(ored & 0x80)
 
 
 cdef int keys_of(const uint8_t* b, KeySpans* ks, uint32_t ht, int ascii_topic, int64_t* out, int* n) noexcept nogil:
@@ -153,18 +134,17 @@ cdef int keys_of(const uint8_t* b, KeySpans* ks, uint32_t ht, int ascii_topic, i
     must do it (non-ASCII topic or key, too many keys)."""
     cdef Py_ssize_t u0 = ks.u0, u1 = ks.u1, k0 = ks.k0, k1 = ks.k1, i, te
     cdef const uint8_t* e
-    cdef uint32_t h
-    cdef int high = 0
+    cdef uint32_t h, ored = 0    # every key byte OR-ed: bit 7 set when one is not ASCII
     n[0] = 0
     if u0 < 0 and k0 < 0:
         return 1
     if not ascii_topic:
         return 0
     if u0 >= 0:
-        h = java_hash(ht, b + u0, u1 - u0, &high)
-        if high:
+        h = jhash_bytes_or(ht, b + u0, u1 - u0, &ored)
+        if ored & 0x80:
             return 0
-        out[0] = key_hash(h)
+        out[0] = index_key_hash(h)
         n[0] = 1
     if k0 >= 0:
         i = k0
@@ -177,10 +157,10 @@ cdef int keys_of(const uint8_t* b, KeySpans* ks, uint32_t ht, int ascii_topic, i
                 return 0
             e = <const uint8_t*>memchr(b + i, 32, k1 - i)
             te = k1 if e == NULL else e - b
-            h = java_hash(ht, b + i, te - i, &high)
-            if high:
+            h = jhash_bytes_or(ht, b + i, te - i, &ored)
+            if ored & 0x80:
                 return 0
-            out[n[0]] = key_hash(h)
+            out[n[0]] = index_key_hash(h)
             n[0] += 1
             i = te
     return 1
@@ -315,7 +295,7 @@ cdef int walk_core(const uint8_t* b, Py_ssize_t L, Py_ssize_t* pos_io, Py_ssize_
     cdef const uint8_t* tp
     cdef const uint8_t* last_tp = NULL
     cdef int32_t rsize, last_tl = -1, tid = -1, last_id = -1
-    cdef uint32_t ht = 0, last_ht = 0
+    cdef uint32_t ht = 0, last_ht = 0, ored
     cdef Row r
     cdef KeySpans ks
     cdef int st, why = W_DONE, nkeys, fl, ascii = 1, last_ascii = 1
@@ -344,13 +324,9 @@ cdef int walk_core(const uint8_t* b, Py_ssize_t L, Py_ssize_t* pos_io, Py_ssize_
             if tid < 0:
                 why = NEW_TOPIC
                 break
-            ht = 0
-            ascii = 1
-            for i in range(r.topicLength):
-                if tp[i] >= 0x80:
-                    ascii = 0
-                ht = ht * 31 + tp[i]
-            ht = ht * 31 + 35  # '#'
+            ored = 0
+            ht = jhash_bytes_or(0, tp, r.topicLength, &ored) * 31u + 35u  # '#'
+            ascii = not ored & 0x80
             last_tp, last_tl, last_id, last_ht, last_ascii = tp, r.topicLength, tid, ht, ascii
         o = file_from + pos
         fl = 0

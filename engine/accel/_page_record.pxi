@@ -213,8 +213,8 @@ cdef inline int check_keys(const uint8_t* b, Py_ssize_t L, Py_ssize_t pos, Py_ss
     """check, and with `keys` the spans of UNIQ_KEY and KEYS."""
     cdef Py_ssize_t rem = limit - pos, end, p, bh, sh, body_pos, topic_pos, props_pos, q, stop, seg, k
     cdef int32_t total, magic = 0, body_len, crc, sysflag
-    cdef int has_magic = 1, tls, tl, pl, needs_py = 0, tags_found = 0, delay_found = 0, ascii
-    cdef uint32_t h
+    cdef int has_magic = 1, tls, tl, pl, needs_py = 0, tags_found = 0, delay_found = 0
+    cdef uint32_t h, ored
     cdef int64_t tcode = 0
     size[0] = -1
     if keys != NULL:
@@ -295,15 +295,9 @@ cdef inline int check_keys(const uint8_t* b, Py_ssize_t L, Py_ssize_t pos, Py_ss
             if q - seg >= 6 and (b[seg + 4] == 1 or b[seg + 5] == 1):
                 if b[seg + 4] == 1 and memcmp(b + seg, b"TAGS", 4) == 0:
                     tags_found = 1
-                    h = 0
-                    ascii = 1
-                    k = seg + 5
-                    while k < q:
-                        if b[k] >= 0x80:
-                            ascii = 0
-                        h = h * 31 + b[k]
-                        k += 1
-                    if ascii:
+                    ored = 0
+                    h = jhash_bytes_or(0, b + seg + 5, q - seg - 5, &ored)
+                    if not ored & 0x80:
                         tcode = <int32_t>h
                     else:
                         tags_found = 2

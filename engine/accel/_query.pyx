@@ -19,7 +19,6 @@ from libc.stdint cimport uint8_t
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject
 from cpython.ref cimport Py_XDECREF
-from cpython.unicode cimport PyUnicode_1BYTE_KIND, PyUnicode_DATA, PyUnicode_GET_LENGTH, PyUnicode_KIND
 
 from engine.format.layout cimport (ACCEL_DIR_LINE, ACCEL_DIR_SLOTS, ACCEL_RECORD_SIZE, INDEX_ENTRY_SIZE,
                                    INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, OFF_ACCEL_HASH, OFF_ACCEL_LINE_LENGTHS,
@@ -28,6 +27,7 @@ from engine.format.layout cimport (ACCEL_DIR_LINE, ACCEL_DIR_SLOTS, ACCEL_RECORD
                                    OFF_ENTRY_TIMEDIFF)
 
 from engine.accel._bytes cimport be32, be64, le32, le64
+from engine.accel._javahash cimport index_key_hash, jhash_str
 
 cdef extern from *:
     """
@@ -55,7 +55,6 @@ cdef enum:
     H_END_PHY = 3
     H_INDEX_COUNT = 5
 
-cdef int32_t INT_MIN32 = -2147483648
 
 cdef enum:
     BATCH_LANES = 16   # keys walked at once by query_many (misses in flight)
@@ -120,34 +119,9 @@ cdef inline const unsigned char *_step(Walk *w, const unsigned char *e, int64_t 
     return _goto(w, prev)
 
 
-cdef inline uint32_t _feed(uint32_t h, uint32_t c) noexcept:
-    """Java's String.hashCode step over UTF-16 code units (a non-BMP character is two)."""
-    if c >= 0x10000:
-        c -= 0x10000
-        h = h * 31 + (0xD800 + (c >> 10))
-        return h * 31 + (0xDC00 + (c & 0x3FF))
-    return h * 31 + c
-
-
 def key_hash(str topic not None, str key not None):
     """IndexFile.indexKeyHashMethod of "topic#key" without building the string."""
     return _key_hash(topic, key)
-
-
-cdef uint32_t _feed_str(uint32_t h, str s):
-    """_feed over every code point of s; 1-byte strings (ASCII/Latin-1 topics and keys, the
-    usual case) without the per-character kind dispatch."""
-    cdef Py_ssize_t i, n = PyUnicode_GET_LENGTH(s)
-    cdef const uint8_t* p
-    cdef Py_UCS4 c
-    if PyUnicode_KIND(s) == PyUnicode_1BYTE_KIND:
-        p = <const uint8_t*>PyUnicode_DATA(s)
-        for i in range(n):
-            h = h * 31 + p[i]
-        return h
-    for c in s:
-        h = _feed(h, <uint32_t>c)
-    return h
 
 
 cdef object _last_topic = None   # the topic whose "topic#" hash state _last_prefix holds
@@ -160,13 +134,9 @@ cdef int32_t _key_hash(str topic, str key):
     if topic is _last_topic:      # a run of queries on one topic: "topic#" hashed once
         h = _last_prefix
     else:
-        h = _feed(_feed_str(0, topic), 35)  # '#'
+        h = jhash_str(0, topic) * 31u + 35u  # '#'
         _last_topic, _last_prefix = topic, h
-    h = _feed_str(h, key)
-    cdef int32_t s = <int32_t>h
-    if s == INT_MIN32:
-        return 0
-    return -s if s < 0 else s
+    return index_key_hash(jhash_str(h, key))
 
 
 cdef class KeyIndex:

@@ -52,3 +52,4 @@ cdef packed struct Row:
 
 # ---- bytes ---------------------------------------------------------------------------------
 from engine.accel._bytes cimport be16, be32, be64
+from engine.accel._javahash cimport index_key_hash, jhash_bytes_or
