@@ -18,6 +18,21 @@ from engine.format.generation import has_crc_tail, props_end_with_separator
 from engine.store.generation import MAX_FILES, RECORDS_PER_FILE, _spread, detect
 
 CLI = [sys.executable, "-m", "engine"]
+
+
+def cli(capsys, *argv):
+    """The CLI in this process, as a finished child would answer: returncode, stdout, stderr
+    (a child costs ~1 s of start-up; test_a_send_the_generation_refuses_changes_nothing keeps one)."""
+    from types import SimpleNamespace
+
+    from engine.cli.app import main
+    capsys.readouterr()
+    try:
+        code = main([str(a) for a in argv])
+    except SystemExit as e:   # argparse's refusals
+        code = e.code
+    out, err = capsys.readouterr()
+    return SimpleNamespace(returncode=code, stdout=out, stderr=err)
 SMALL = {"mappedFileSizeCommitLog": 65536, "mappedFileSizeConsumeQueue": 1000, "maxHashSlotNum": 64,
          "maxIndexNum": 256}
 
@@ -103,15 +118,15 @@ def test_sample_is_bounded_and_keeps_the_newest():
     assert len(s) == MAX_FILES and s[0] == files[0] and s[-1] == files[-1]
 
 
-def test_info_and_detection_write_nothing():
+def test_info_and_detection_write_nothing(capsys):
     for name in ("v5", "crashed", "dledger", "v5_rocksdb_cq", "v5_timer"):
         root = unpack(name)
         before = tree_digest(root)
         detect(root)
-        out = subprocess.run(CLI + ["info", str(root), "--json"], capture_output=True, text=True)
+        out = cli(capsys, "info", root, "--json")
         assert out.returncode == 0, out.stderr
         assert json.loads(out.stdout)["generation"]["version"] == written_by(name)
-        text = subprocess.run(CLI + ["info", str(root)], capture_output=True, text=True).stdout
+        text = cli(capsys, "info", root).stdout
         assert f"generation {written_by(name)}  (" in text
         assert tree_digest(root) == before
 
@@ -171,13 +186,13 @@ def test_newest_records_decide_a_mixed_store(fixture_copy):
     assert sep.points == "5.x" and "newest" in sep.detail
 
 
-def _time(root, *extra):
-    out = subprocess.run(CLI + ["time", str(root), *extra, "--json"], capture_output=True, text=True)
+def _time(capsys, root, *extra):
+    out = cli(capsys, "time", root, *extra, "--json")
     assert out.returncode == 0, out.stderr
     return json.loads(out.stdout)
 
 
-def test_time_rule_follows_the_generation_and_flags_win():
+def test_time_rule_follows_the_generation_and_flags_win(capsys):
     v5, small = unpack("v5"), unpack("small")
     with MessageStore.open(v5) as st:
         cq = st.find_queue("TopicTest", 0)
@@ -186,21 +201,20 @@ def test_time_rule_follows_the_generation_and_flags_win():
         upper = st.get_offset_in_queue_by_time("TopicTest", 0, t, "upper")
         old = st.get_offset_in_queue_by_time("TopicTest", 0, t, None)
     assert lower == upper + 1  # t falls between two messages: the rules must differ
-    assert _time(v5, "TopicTest", "0", str(t)) == {"offset": lower, "timestamp": t, "rule": "5.x-lower",
+    assert _time(capsys, v5, "TopicTest", "0", str(t)) == {"offset": lower, "timestamp": t, "rule": "5.x-lower",
                                                    "ruleSource": "generation"}
-    got = _time(v5, "TopicTest", "0", str(t), "--boundary", "upper")
+    got = _time(capsys, v5, "TopicTest", "0", str(t), "--boundary", "upper")
     assert (got["offset"], got["rule"], got["ruleSource"]) == (upper, "5.x-upper", "flag")
-    got = _time(v5, "TopicTest", "0", str(t), "--rule", "4.9")
+    got = _time(capsys, v5, "TopicTest", "0", str(t), "--rule", "4.9")
     assert (got["offset"], got["rule"]) == (old, "4.9")
     with MessageStore.open(small) as st:
         t = st.store_time_at("TopicTest", 1, 10) + 1
         want = st.get_offset_in_queue_by_time("TopicTest", 1, t, None)
-    got = _time(small, "TopicTest", "1", str(t))
+    got = _time(capsys, small, "TopicTest", "1", str(t))
     assert (got["offset"], got["rule"], got["ruleSource"]) == (want, "4.9", "generation")
-    text = subprocess.run(CLI + ["time", str(small), "TopicTest", "1", str(t)], capture_output=True, text=True)
+    text = cli(capsys, "time", small, "TopicTest", "1", t)
     assert "rule       4.9 (the store's generation, 4.x)" in text.stdout
-    bad = subprocess.run(CLI + ["time", str(small), "TopicTest", "1", str(t), "--rule", "4.9", "--boundary", "lower"],
-                         capture_output=True, text=True)
+    bad = cli(capsys, "time", small, "TopicTest", "1", t, "--rule", "4.9", "--boundary", "lower")
     assert bad.returncode == 2 and bad.stderr.count("\n") == 1 and "5.x rule" in bad.stderr
 
 
