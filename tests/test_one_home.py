@@ -3,8 +3,6 @@ the index slot of a keyHash (RocketMQ's rule for a negative one), time formattin
 string hash (compiled against Python), and the reserved property names the put refuses."""
 import json
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -126,27 +124,33 @@ def test_engine_put_refuses_a_reserved_user_property(tmp_path):
         s.close()
 
 
-def _cli(*argv):
-    p = subprocess.run([sys.executable, "-m", "engine", *map(str, argv)], capture_output=True, text=True,
-                       timeout=60, stdin=subprocess.DEVNULL)
-    return p.returncode, p.stdout, p.stderr
+def _cli(capsys, *argv):
+    """The CLI in this process: exit code, stdout, stderr."""
+    from engine.cli import app
+    capsys.readouterr()
+    try:
+        rc = app.main([str(a) for a in argv])
+    except SystemExit as e:
+        rc = e.code
+    out, err = capsys.readouterr()
+    return rc, out, err
 
 
 def _tree(root: Path) -> dict:
     return {p: (p.read_bytes(), p.stat().st_mtime_ns) for p in sorted(root.rglob("*")) if p.is_file()}
 
 
-def test_cli_send_prop_refuses_a_reserved_name(fixture_copy):
+def test_cli_send_prop_refuses_a_reserved_name(fixture_copy, capsys):
     store = fixture_copy("small")
     before = _tree(store)
     for argv in (["--prop", "TAGS=x"], ["--prop", "ok=1", "--prop", "DELAY=3", "--batch", "--count", "2"]):
-        rc, out, err = _cli("send", store, "TopicTest", "--body", "x", *argv)
+        rc, out, err = _cli(capsys, "send", store, "TopicTest", "--body", "x", *argv)
         assert rc == 2, (out, err)
         name = argv[1].split("=")[0] if "TAGS" in argv[1] else "DELAY"
         assert err.startswith("rmqstore: error:") and f"Property<{name}> is used by system" in err, err
         assert "Traceback" not in err
     assert _tree(store) == before
-    rc, out, err = _cli("send", store, "TopicTest", "--body", "x", "--prop", "color=red", "--json")
+    rc, out, err = _cli(capsys, "send", store, "TopicTest", "--body", "x", "--prop", "color=red", "--json")
     assert rc == 0, err
     with MessageStore.open(store) as st:
         assert st.commitlog.get_message(json.loads(out)["commitLogOffset"]).properties["color"] == "red"
