@@ -174,7 +174,6 @@ SLOW = [
         "check_runs_on_a_store_other_commands_refuse", "index_file_truncated_to_half", "cq_unit_past_the_log",
         "tags_that_no_longer_hash_to_the_units_tags_code", "index_chain_closed_into_a_cycle",
         "consumer_offset_past_the_queue", "index_file_deleted_from_the_middle")),
-    "tests/test_check_verdict.py::test_every_index_file_deleted_is_damage",
     "tests/test_bench_java.py::test_our_append_and_walk_sides",
 ]
 SLOW_FIXTURES = {"spark", "s3_stores"}

@@ -2,6 +2,8 @@
 commitlog (not against the index files that survived), a compressed flag that must
 decompress, and a crash's leftovers as their own verdict (recovery pending, exit 0) --
 on RocketMQ's own stores, damaged here the way the outside probe damaged them."""
+import contextlib
+import io
 import json
 import struct
 import zlib
@@ -10,10 +12,23 @@ import pytest
 
 from conftest import unpack
 from engine.analysis.check import check_store
+from engine.cli.app import main
 from engine.config import StoreConfig
 from engine.store.message_store import MessageStore
 from test_live_and_cli import tree_digest
-from test_trust import run
+
+
+def run(*argv, timeout=None):
+    """The CLI in this process: (exit code, stdout, stderr, 0), what test_trust's `run` gives
+    from a child (~1 s of start-up each; the compressed-body test keeps one, for its
+    pure-Python environment)."""
+    out, err = io.StringIO(), io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            code = main([str(a) for a in argv])
+        except SystemExit as e:   # argparse's refusals
+            code = e.code
+    return code, out.getvalue(), err.getvalue(), 0
 
 
 def check_json(root, *extra):
