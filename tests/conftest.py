@@ -144,7 +144,7 @@ def fixture_copy(tmp_path):
 # ---- the fast subset (`make test-fast`: -m "not slow") and the order of the Spark tests ---------
 # Marked `slow` here, by folder, file or file::function (every parametrization): the packaging
 # builds, the reliability runs and the tests that took 2 s or more in a profile of the whole suite
-# (two cores, loaded); besides them every test marked spark or cluster, or that needs a Spark
+# (two cores, loaded), then 1 s or more in a run of the rest; besides them every test marked spark or cluster, or that needs a Spark
 # session or the S3 server (SLOW_FIXTURES). `make test` runs them all.
 SLOW = [
     "tests/packaging/test_pkg_bundle.py", "tests/packaging/test_pkg_wheel.py", "tests/reliability/",
@@ -175,6 +175,47 @@ SLOW = [
         "tags_that_no_longer_hash_to_the_units_tags_code", "index_chain_closed_into_a_cycle",
         "consumer_offset_past_the_queue", "index_file_deleted_from_the_middle")),
     "tests/test_bench_java.py::test_our_append_and_walk_sides",
+    "tests/test_query_keys.py::test_query_keys_command",
+    "tests/test_dledger.py::test_cli_info_get_and_refusals",
+    "tests/test_dledger.py::test_read_only_open_writes_nothing_and_writes_are_refused",
+    "tests/test_dledger_real.py::test_read_only_open_changes_no_byte",
+    "tests/test_dledger_crash.py::test_cli_and_gui_mark_what_rocketmq_lost",
+    "tests/test_dledger_crash.py::test_crash_loses_the_deleted_index_files_keys_and_reindexes_reputs",
+    "tests/test_dledger_crash.py::test_units_reput_had_not_written_are_served",
+    "tests/test_index_accel.py::test_copies_on_real_stores_answer_as_the_reference",
+    "tests/test_live_and_cli.py::test_cli_json_contracts",
+    "tests/test_live_and_cli.py::test_read_only_session_changes_not_one_byte",
+    "tests/test_trust.py::test_full_tmpfs_with_sparse_files_is_an_error_never_sigbus",
+    "tests/test_rocksdb_cq.py::test_cli_info_cq_check_and_scans",
+    "tests/test_rocksdb_cq.py::test_writes_are_refused",
+    "tests/test_query_batch.py::test_batch_equals_single_queries_on_real_stores",
+    "tests/test_optional_spark.py::test_core_modules_do_not_load_pyspark_or_pyarrow",
+    "tests/test_generation.py::test_every_fixture_names_the_generation_that_wrote_it",
+    "tests/test_write_path.py::test_hypothesis_round_trip",
+    "tests/test_one_home.py::test_cli_send_prop_refuses_a_reserved_name",
+    "tests/test_message_kernel.py::test_a_single_read_is_a_snapshot_and_a_page_reads_the_map",
+    "tests/test_demo_task.py::test_ctrl_c_in_the_cli_leaves_no_half_store",
+    # a second round: 1 s or more in a run of the fast subset (the refusal walk: 180 cases, 16 s;
+    # test_first_contact's refused sends stay in it)
+    "tests/test_refusals.py::test_a_refused_write_command_changes_not_one_byte",
+    "tests/scan/test_scan_planning.py::test_every_record_once_whatever_the_split",
+    "tests/scan/test_scan_local.py::test_local_export_round_trips",
+    "tests/scan/test_scan_local.py::test_columns_decode_every_fixture_like_the_engine",
+    "tests/scan/test_scan_queue_reader.py::test_queue_records_are_what_rocketmq_dispatched",
+    "tests/internals/test_big_store_views.py::test_scan_tab_local_job_answers_as_the_cli",
+    "tests/internals/test_big_store_views.py::test_fill_with_a_queue_file_out_of_order",
+    "tests/internals/test_views.py::test_cq_units_series_selection_and_screenshot",
+    "tests/internals/test_views.py::test_slot_heatmap_numbers_histogram_and_screenshot",
+    "tests/gui/test_gui_open.py::test_live_tail_follows_another_writer",
+    "tests/gui/test_gui_timers.py::test_timer_messages_by_fire_time_and_where_each_one_is",
+    "tests/gui/test_gui_rocksdb.py::test_rocksdb_store_browses_like_any_store",
+    "tests/test_index_accel_build.py::test_builds_agree_on_real_stores",
+    "tests/test_lmq_batchcq_read.py::test_cli_info_and_get_json_leave_the_store_untouched",
+    "tests/test_write_path.py::test_recover_dry_run_changes_nothing",
+    "tests/test_live_and_cli.py::test_send_via_cli_then_read_back",
+    "tests/accel/test_cq_scan.py::test_scan_matches_numpy",
+    "tests/test_trust.py::test_rebuild_without_a_terminal_needs_yes",
+    "tests/test_dledger_crash.py::test_torn_last_entry_is_not_served",
 ]
 SLOW_FIXTURES = {"spark", "s3_stores"}
 
