@@ -143,9 +143,10 @@ def fixture_copy(tmp_path):
 
 # ---- the fast subset (`make test-fast`: -m "not slow") and the order of the Spark tests ---------
 # Marked `slow` here, by folder, file or file::function (every parametrization): the packaging
-# builds, the reliability runs and the tests that took 2 s or more in a profile of the whole suite
-# (two cores, loaded), then 1 s or more in a run of the rest; besides them every test marked spark or cluster, or that needs a Spark
-# session or the S3 server (SLOW_FIXTURES). `make test` runs them all.
+# builds, the reliability runs, the tests that took 2 s or more in a profile of the whole suite
+# (two cores, loaded) and then 1 s or more in a run of the rest; besides them every test marked
+# spark or cluster, or that needs a Spark session or the S3 server (SLOW_FIXTURES).
+# `make test` runs them all.
 SLOW = [
     "tests/packaging/test_pkg_bundle.py", "tests/packaging/test_pkg_wheel.py", "tests/reliability/",
     *(f"tests/accel/test_page.py::test_{t}" for t in (
