@@ -95,7 +95,7 @@ def test_a_broker_conf_describes_the_brokers_paths_not_this_copy(fixture_copy, t
 
 @pytest.mark.parametrize("argv,says", [
     (["info", "{s}", "--set", "unknownKey=1"], "unknown store setting"),
-    (["info", "{s}", "--set", "brokerName=x"], "unknown store setting"),
+    (["info", "{s}", "--set", "brokerName=x"], "choose a broker within a tier folder"),  # (a tier setting, on a classic store)
     (["info", "{s}", "--config", "/etc/passwd"], "not a broker.conf"),
     (["info", "{s}", "--config", "/dev/zero"], "not a regular file"),
     (["info", "{s}", "--config", "{bin}"], "binary"),
