@@ -269,26 +269,8 @@ def _malloc_trim() -> None:
 
 
 def stop_spark() -> None:
-    from pyspark import SparkContext
-
-    from engine.scan.spark_session import stop_session
-    stop_session()
-    gw = SparkContext._gateway
-    if gw is None:
-        return
-    proc = getattr(gw, "proc", None)
-    try:
-        gw.shutdown()
-    finally:
-        SparkContext._gateway = SparkContext._jvm = None
-        if proc is not None:  # the gateway JVM exits when its stdin closes
-            if proc.stdin:
-                proc.stdin.close()
-            try:
-                proc.wait(60)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
+    from engine.scan.spark_session import shutdown
+    shutdown()   # the session, then its gateway JVM
 
 
 def pytest_addoption(parser):

@@ -221,6 +221,7 @@ def shutdown() -> None:
                 except Exception:
                     proc.kill()
                     proc.wait()
+                    proc.wait()
 
 
 def log_path() -> Path:
