@@ -13,8 +13,8 @@ import sys
 
 from engine.cli.output import nonneg, positive
 from engine.scan.api import (EXPORT_FORMATS, FILTER_TABLE_COLUMNS, JOBS, JobParams, MessageFilter, ScanStore,
-                             format_table, one_line, open_scan_store, redacted, resolve_stores, scan_task,
-                             validate)
+                             format_table, one_line, redacted, resolve_stores, scan_task, validate)
+from engine.cli.tiered import open_scan_member, take_tier_settings
 from engine.scan.jobs import TOPIC_STATS_NOTE
 from engine.tasks import Cancelled, CancelToken, Progress, run
 
@@ -105,13 +105,15 @@ def run_scan(args) -> int:
         params = params_from_args(args)
         validate(args.job, params)
         conf = _pairs(args.conf, "--conf")
+        tier_settings = take_tier_settings(args)   # brokerName, tieredStoreFilePath, ...: not store settings
         cfg = _store_config(args)
         specs = ([args.store] if args.store else []) + list(args.stores)
         if not specs:
             raise ValueError("name a store: STORE or --store PATH (repeatable, globs and cluster layouts too)")
         refs = resolve_stores(specs)
         with contextlib.ExitStack() as opened:
-            stores = [ScanStore(r.broker, redacted(r.path), opened.enter_context(open_scan_store(r.path, cfg))) for r in refs]
+            stores = [ScanStore(r.broker, redacted(r.path), opened.enter_context(
+                open_scan_member(r.path, cfg, args, tier_settings))) for r in refs]
             result = _run(stores if len(stores) > 1 else stores[0].store, args, params, conf, cancel)
     except KeyboardInterrupt:
         cancel.cancel()

@@ -135,3 +135,25 @@ def print_where(t: dict) -> None:
                   f"[{q['tier'][0]}, {q['tier'][1]})",
                   "none" if q["readFromTier"] is None else f"[{q['readFromTier'][0]}, {q['readFromTier'][1]})"]
                  for q in t["queues"]], ["TOPIC", "QUEUE", "LOCAL OFFSETS", "TIER OFFSETS", "READ FROM THE TIER"]))
+
+
+def open_scan_member(path: str, cfg, args, settings: dict):
+    """A store for `rmqstore scan`: a tier folder on its own, a store with its tier when
+    tieredStoreFilePath is given (--set or --config), else the store as scans open it."""
+    from engine.scan.api import open_scan_store
+    if tiered.is_tier_folder(Path(path)):
+        return tiered.TieredStore.open(path, settings)
+    if settings.get("brokerName") or settings.get("brokerClusterName"):
+        raise CliError("--set brokerName / brokerClusterName choose a broker within a tier folder; "
+                       f"{path} is not one")
+    store = open_scan_store(path, cfg)
+    settings = tier_settings_of(args, settings)
+    if not settings.get("tieredStoreFilePath"):
+        return store
+    from engine.store.tiered_view import StoreWithTier, parse_level
+    try:
+        return StoreWithTier(store, tiered.TieredStore.open(settings["tieredStoreFilePath"], settings),
+                             parse_level(settings.get("tieredStorageLevel")))
+    except BaseException:
+        store.close()
+        raise

@@ -27,6 +27,7 @@ from engine.format.dledger_layout import ENTRY_BODY_OFFSET
 from engine.format.message import MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2
 from engine.format.record import OFF_PHYSICALOFFSET
 from engine.scan.columns import hop
+from engine.scan.tier_source import sources_of, tier_pieces
 
 DEFAULT_SPLIT_BYTES = 64 << 20     # a commitlog slice is at most this big ...
 MIN_SPLIT_BYTES = 1 << 20          # ... and a file is not split into pieces smaller than this
@@ -106,6 +107,9 @@ def plan_commitlog(store, split_bytes: int | None = None, min_partitions: int = 
     use_cq: find split points from the ConsumeQueues (else by hopping); hop_hints: give
     each slice the CQ ranges that name its records, so readers hop fast. Files are split when larger than `split_bytes` or when fewer than `min_partitions`
     slices would otherwise exist (never below MIN_SPLIT_BYTES a piece)."""
+    tier = sources_of(store)
+    if tier is not None:   # tiered storage: a commit log per queue (engine.scan.tier_source)
+        return _plan_with_tier(store, *tier, split_bytes, min_partitions)
     cl = store.commitlog
     max_off = store.max_offset
     regions = []
@@ -145,6 +149,19 @@ def plan_commitlog(store, split_bytes: int | None = None, min_partitions: int = 
                 hints = cq.ranges(f.file_from_offset + a, f.file_from_offset + b) if cq and hop_hints else ()
                 plan.commitlog.append(CommitLogSlice(str(f.path), f.file_from_offset, f.file_size, a, b, limit,
                                                      hints))
+    return plan
+
+
+def _plan_with_tier(store, local, ranges, split_bytes, min_partitions) -> Plan:
+    """The local store's plan (if any) and slices of the tier's segments for `ranges`."""
+    plan = (plan_commitlog(local, split_bytes, min_partitions) if local is not None else
+            Plan(str(store.root), [], 0, store.max_offset, list(store.cfg.delay_level_millis),
+                 split_bytes or DEFAULT_SPLIT_BYTES))
+    split = split_bytes or DEFAULT_SPLIT_BYTES
+    total = sum(r.end - r.start for r in ranges)
+    if min_partitions > 1 and total:
+        split = min(split, max(MIN_SPLIT_BYTES if split_bytes is None else 1, math.ceil(total / min_partitions)))
+    plan.commitlog += [CommitLogSlice(*p) for p in tier_pieces(ranges, split)]
     return plan
 
 

@@ -16,6 +16,7 @@ from engine.scan import local
 from engine.scan.jobs import JobParams, JobResult, export_target, validate
 from engine.scan.remote import refuse_remote
 from engine.scan.stores import members_of
+from engine.scan.tier_source import refuse_tier
 from engine.tasks import CancelToken, Progress, ProgressFn, Task
 
 ENGINES = ("spark", "local")
@@ -60,6 +61,7 @@ def run_job(store, job: str, params: JobParams | None = None, engine: str = "spa
     members = members_of(store)
     if job == "consistency":
         refuse_remote(members, job)
+    refuse_tier(members, job, params.via_consume_queue)
     store = members if len(members) > 1 else members[0].store
     if job == "export":
         params.out = export_target([m.path for m in members], params.out)

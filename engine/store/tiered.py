@@ -108,6 +108,14 @@ class FlatFile:
         return bytes(out) if size <= 0 else None
 
 
+@dataclass(frozen=True)
+class TierRange:
+    """Bytes [start, end) of one queue's tiered commit log a scan reads (engine.scan.tier_source)."""
+    queue: "TierQueue"
+    start: int
+    end: int
+
+
 class TierQueue:
     """A queue's flat files: `<broker>/<topic>/<queueId>/COMMIT_LOG` and `CONSUME_QUEUE`."""
     lmq = False
@@ -379,6 +387,9 @@ class TieredStore:
     def broker_holding_lock(self) -> None:
         return None
 
+    def config_json(self, name: str) -> None:
+        return None     # a tier holds no broker config files (topics.json, delayOffset.json, ...)
+
     def topic_config(self) -> dict:
         return {}
 
@@ -390,6 +401,11 @@ class TieredStore:
 
     def find_queue(self, topic: str, queue_id: int) -> TierQueue | None:
         return self.queues.get((topic, queue_id))
+
+    def scan_sources(self) -> tuple[None, list[TierRange]]:
+        """What a bulk scan reads: no local store, every queue's whole tiered commit log."""
+        return None, [TierRange(q, q.commitlog.min_offset, q.commitlog.max_offset)
+                      for _, q in sorted(self.queues.items()) if q.commitlog.segments]
 
     def find_batch_queue(self, topic: str, queue_id: int):
         return None

@@ -9,7 +9,7 @@ from __future__ import annotations
 from engine.format.tiered_layout import SYSTEM_TOPICS, SYSTEM_TOPIC_PREFIXES
 from engine.store.index_file import LONG_MAX
 from engine.store.queries import QueryResult
-from engine.store.tiered import TieredStore
+from engine.store.tiered import TierRange, TieredStore
 
 LEVELS = {"DISABLE": 0, "NOT_IN_DISK": 1, "NOT_IN_MEM": 2, "FORCE": 3}   # TieredStorageLevel
 DEFAULT_LEVEL = "NOT_IN_DISK"                                              # the tieredstore default
@@ -129,6 +129,36 @@ class StoreWithTier:
             r.minOffset = local[1]
         r.source = self.last_source = f"tier ({why})"
         return r
+
+    def scan_sources(self):
+        """What a bulk scan reads: the local store's records, and of the tier what only the tier
+        holds (queue offsets whose record the local commitlog no longer has): each message once."""
+        out = []
+        for (t, qid), tq in sorted(self.tier.queues.items()):
+            ends = tq.commitlog.max_offset
+            for a, b in self._tier_only(self.store.find_queue(t, qid), tq):
+                start, end = tq.unit(a), tq.unit(b) if b < tq.max_offset else (ends,)
+                if start is not None and end is not None and start[0] < end[0]:
+                    out.append(TierRange(tq, start[0], end[0]))
+        return self.store, out
+
+    def _tier_only(self, cq, tq) -> list[tuple[int, int]]:
+        """Queue offsets [a, b) of `tq` the local store does not hold: below the first local unit
+        whose record is at or past the local commitlog's min offset, and past the local queue."""
+        lo, hi, local_min = tq.min_offset, tq.max_offset, self._local_min()
+        if cq is None or local_min < 0:
+            return [(lo, hi)] if lo < hi else []
+        a, b = max(lo, cq.min_offset), min(hi, cq.max_offset)
+        while a < b:                      # the local units' offsets ascend: the first one held
+            mid = (a + b) // 2
+            u = cq.unit(mid)
+            if u is not None and u[0] >= local_min:
+                b = mid
+            else:
+                a = mid + 1
+        first = a if max(lo, cq.min_offset) < min(hi, cq.max_offset) else min(hi, max(lo, cq.min_offset))
+        tail = max(first, cq.max_offset)
+        return [(x, y) for x, y in ((lo, first), (tail, hi)) if x < y]
 
     def queue_bounds(self, topic: str, queue_id: int):
         local, tier = self.store.queue_bounds(topic, queue_id), self.tier.queue_bounds(topic, queue_id)
