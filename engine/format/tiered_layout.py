@@ -43,6 +43,29 @@ INDEX_ITEM = struct.Struct(">iiiqii")    # hashCode | topicId | queueId | offset
 INDEX_ITEM_SIZE = INDEX_ITEM.size        # 28: the compacted item (the local form adds a 4-byte next index)
 MAX_ITEMS_READ = 28 * 1024               # queryAsyncFromSegmentFile reads at most this many bytes per slot
 
+# The local, unsealed index a running broker writes before compacting it to an INDEX segment:
+# <storePathRootDir>/tiered_index_file/<beginTimestamp> (IndexStoreService.java:56,121-141;
+# IndexStoreFile.java:66-80,101-112,190-230). The same 28-byte header; hashSlotMaxCount slots of
+# 8 bytes whose first int is the newest item's index (0: empty); items of 32 bytes from index 1:
+# the compacted item then the index of the item before it in the slot's chain (0: the end).
+# File size = 28 + 8 x hashSlotMaxCount + 32 x indexItemMaxCount (neither count is stored).
+LOCAL_INDEX_DIR = "tiered_index_file"
+LOCAL_INDEX_ITEM = struct.Struct(">iiiqiii")   # INDEX_ITEM's fields | itemIndex (previous in the chain)
+LOCAL_INDEX_ITEM_SIZE = LOCAL_INDEX_ITEM.size  # 32
+LOCAL_SLOT = struct.Struct(">i")               # the newest item's index, in an 8-byte slot
+LOCAL_MAX_QUERY = 512                          # queryAsyncFromUnsealedFile walks at most this many items
+DEFAULT_INDEX_SLOTS = 5_000_000                # tieredStoreIndexFileMaxHashSlotNum (default)
+DEFAULT_INDEX_ITEMS = 5_000_000 * 4            # tieredStoreIndexFileMaxIndexNum (default)
+
+
+def local_index_size(slots: int, items: int) -> int:
+    """The mapped size of a local index file (getItemPosition(indexItemMaxCount))."""
+    return INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE + items * LOCAL_INDEX_ITEM_SIZE
+
+
+def local_item_position(slots: int, index: int) -> int:
+    return INDEX_HEADER_SIZE + slots * INDEX_SLOT_SIZE + index * LOCAL_INDEX_ITEM_SIZE
+
 
 def _i32(v: int) -> int:
     v &= 0xFFFFFFFF

@@ -23,10 +23,12 @@ from engine.store.index_file import LONG_MAX
 from engine.store.message_store import GetMessageResult
 from engine.store.queries import QueryResult
 from engine.store.tiered_index import IndexSegment, open_index_segment  # noqa: F401 - the INDEX segments
+from engine.store.tiered_local_index import geometry_of, local_index_files
 
 READ_AHEAD_COUNT = 4096          # tieredStore readAheadMessageCountThreshold (default)
 READ_AHEAD_BYTES = 16 << 20      # readAheadMessageSizeThreshold (default)
-TIER_KEYS = ("brokerName", "brokerClusterName", "tieredStoreFilePath", "tieredStorageLevel")
+TIER_KEYS = ("brokerName", "brokerClusterName", "tieredStoreFilePath", "tieredStorageLevel",
+             "tieredStoreIndexFileMaxHashSlotNum", "tieredStoreIndexFileMaxIndexNum")
 
 
 @dataclass
@@ -234,6 +236,9 @@ class TieredStore:
                 self.warnings.append(f"index segment {seg.path.name}: its size {seg.size} leaves no whole "
                                      f"number of 8-byte slots beside {f.item_count} items; not searched")
             self.index_files.append(f)
+        self.local_index: list = []      # the broker's unsealed tiered_index_file/ (tiered_local_index)
+        self._local_index_dirs: set[str] = set()
+        self.index_geometry: tuple = ((L.DEFAULT_INDEX_SLOTS, L.DEFAULT_INDEX_ITEMS),)
         if metadata is not None:
             self._load_metadata(metadata)
 
@@ -261,7 +266,20 @@ class TieredStore:
             raise ConfigError(f"the tier holds several brokers ({_names(chosen)}): choose one with --set {need}",
                               path=str(root))
         cluster, broker, folder = chosen[0]
-        return cls(root, cluster, broker, folder, brokers, metadata or _find_metadata(folder, broker))
+        store = cls(root, cluster, broker, folder, brokers, metadata or _find_metadata(folder, broker))
+        store.index_geometry = geometry_of(settings, root) + store.index_geometry
+        if store.metadata_path is not None:   # <storePathRootDir>/config/: the local index is beside it
+            store.add_local_index(store.metadata_path.parent.parent / L.LOCAL_INDEX_DIR)
+        return store
+
+    def add_local_index(self, folder) -> None:
+        """The unsealed index files of the broker's store (<storePathRootDir>/tiered_index_file),
+        searched by key queries beside the INDEX segments (once a folder)."""
+        if os.path.realpath(folder) not in self._local_index_dirs:
+            self._local_index_dirs.add(os.path.realpath(folder))
+            files, warnings = local_index_files(Path(folder), self.index_geometry)
+            self.local_index += files
+            self.warnings += warnings
 
     def _load_metadata(self, path: Path) -> None:
         try:
@@ -274,6 +292,8 @@ class TieredStore:
             self.metadata = {}
 
     def close(self) -> None:
+        for f in self.local_index:
+            f.close()
         for q in self.queues.values():
             q.commitlog.close()
             q.cq.close()
@@ -482,7 +502,7 @@ class TieredStore:
             return QueryResult([], False, [])
         h = L.tiered_key_hash(topic, key)
         found: dict[tuple[int, int], tuple] = {}
-        for f in sorted(self.index_files, key=lambda f: f.begin_timestamp, reverse=True):
+        for f in sorted(self.index_files + self.local_index, key=lambda f: f.begin_timestamp, reverse=True):
             if not begin <= f.begin_timestamp <= end:
                 continue
             for item in f.items(h, begin, end, max_num if raw else LONG_MAX):
@@ -544,6 +564,7 @@ class TieredStore:
                 "queues": self.queue_list(), "indexFiles": [dict(f.to_json(), beginPhyOffset=-1, endPhyOffset=-1,
                                                                  indexCount=f.item_count + 1)  # classic: next index
                                                             for f in self.index_files],
+                "localIndexFiles": [f.to_json() for f in self.local_index],
                 "warnings": list(self.warnings)}
 
 

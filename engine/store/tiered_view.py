@@ -6,7 +6,9 @@ earliest message and the tier for the rest. Read-only on the tier; the local sto
 opened."""
 from __future__ import annotations
 
-from engine.format.tiered_layout import SYSTEM_TOPICS, SYSTEM_TOPIC_PREFIXES
+from pathlib import Path
+
+from engine.format.tiered_layout import LOCAL_INDEX_DIR, SYSTEM_TOPICS, SYSTEM_TOPIC_PREFIXES
 from engine.store.index_file import LONG_MAX
 from engine.store.queries import QueryResult
 from engine.store.tiered import TierRange, TieredStore
@@ -37,6 +39,7 @@ class StoreWithTier:
 
     def __init__(self, store, tier: TieredStore, level: str = DEFAULT_LEVEL):
         self.store, self.tier, self.level = store, tier, parse_level(level)
+        tier.add_local_index(Path(store.root) / LOCAL_INDEX_DIR)   # the broker's keys not yet in the tier
         self.last_source: str | None = None   # which one answered the last get_message, and why
 
     def __getattr__(self, name):
