@@ -143,3 +143,30 @@ def walk(data):
     except (_WireError, RecursionError) as e:
         return None, str(e)
     return fields, ""
+
+
+def score(list fields, Py_ssize_t size):
+    """protobuf_wire.score_py's answer in one typed pass over the top-level fields."""
+    cdef tuple f
+    cdef object num
+    cdef long wt
+    cdef bint small = True, has_text = False, has_fixed = False
+    cdef double conf = 0.5
+    for f in fields:
+        num = f[0]
+        if small and num >= 64:
+            small = False
+        wt = f[1]
+        if wt == 2 and not has_text and not isinstance(f[2], bytes):
+            has_text = True
+        elif wt == 3 or wt == 1 or wt == 5:
+            has_fixed = True
+    if small:
+        conf += 0.2
+    if len(fields) >= 2 or size <= 2:
+        conf += 0.1
+    if has_text:
+        conf += 0.1
+    if has_fixed and not small:
+        conf -= 0.2
+    return round(min(conf, 0.9), 2)

@@ -338,8 +338,9 @@ def _hex(data: bytes):
 
 
 def _sniff(data: bytes) -> dict[str, str]:
-    """Why each cheap-to-refuse format does not fit, without calling its decoder (no
-    exception per body on the common path)."""
+    """Why each cheap-to-refuse format does not fit, from its first bytes, without calling its
+    decoder (no exception per body on the common path). TEXT is judged by _not_text, only
+    when it is tried: it reads more than the first bytes."""
     no = {}
     if not data.startswith(b"Obj\x01"):
         no[AVRO] = "no Avro object-container header"
@@ -348,14 +349,33 @@ def _sniff(data: bytes) -> dict[str, str]:
         no[JSON_F] = "does not start with { or ["
     if first != b"<":
         no[XML] = "does not start with <"
-    sample = data[:4096]
-    head = data[:256]
-    if (len(sample) - len(sample.translate(None, _CTRL))) * 20 > len(sample):
-        no[TEXT] = "control bytes: not text"
-    elif head.decode("utf-8", "replace").count("\ufffd") * 20 > len(head) and \
-            head.decode("gbk", "replace").count("\ufffd") * 20 > len(head):
-        no[TEXT] = "not UTF-8 or GBK text"   # detect() would say so too, at a higher cost
     return no
+
+
+def _not_text(data: bytes) -> str:
+    """Why the body is not text ("" when it may be), at less cost than detect()."""
+    sample = data[:4096]
+    if (len(sample) - len(sample.translate(None, _CTRL))) * 20 > len(sample):
+        return "control bytes: not text"
+    head = data[:256]
+    if head.decode("utf-8", "replace").count("\ufffd") * 20 > len(head) and \
+            head.decode("gbk", "replace").count("\ufffd") * 20 > len(head):
+        return "not UTF-8 or GBK text"
+    return ""
+
+
+def _capped(data: bytes) -> tuple[str, ...]:
+    """The formats whose first bytes already show they cannot reach ACCEPT: tried after the
+    rest, only when nothing else is accepted (the answer is the one the full order gives).
+    TEXT: bytes that cannot start UTF-8 leave at most GBK (0.6). PROTOBUF: a first field
+    number of 64 or more caps score() at 0.7 (a MessagePack map or array starts so)."""
+    b0 = data[0]
+    out = ()
+    if 0x80 <= b0 < 0xC2 or b0 >= 0xF5 or (b0 >= 0xC2 and len(data) > 1 and not 0x80 <= data[1] < 0xC0):
+        out = (TEXT,)
+    if b0 >= 0x80 and (len(data) < 2 or data[1] >= 0x80 or ((b0 & 0x7F) | data[1] << 7) >> 3 >= 64):
+        out += (PROTOBUF,)   # (a one-byte key is field 15 at most)
+    return out
 
 
 DECODERS = {JSON_F: _json, TEXT: _text, XML: _xml, PROTOBUF: _protobuf, MSGPACK: _msgpack, CBOR: _cbor,
@@ -413,20 +433,23 @@ def decode_body(body: bytes, sys_flag: int = 0, schemas: Schemas | None = None,
         if conf >= 0:
             return DecodedBody(format, comp, v, max(conf, 0.0), "; ".join(notes + ["format chosen by the user"]))
         return DecodedBody(HEX, comp, data, 0.0, "; ".join(notes + [f"not {format}: {err}"]))
-    best = None
     refused = _sniff(data)
-    for name in _ORDER:
-        if name in refused:
+    capped = _capped(data)
+    best = None   # (confidence, -place in _ORDER, name, value): ties go to the earlier format
+    for i, name in enumerate(_ORDER + capped):
+        if name in refused or (i < len(_ORDER) and name in capped):
+            continue
+        if name == TEXT and _not_text(data):
             continue
         v, conf, err = _try(DECODERS[name], data)
         if conf >= ACCEPT:
             return DecodedBody(name, comp, v, conf, "; ".join(notes))
-        if conf >= 0 and (best is None or conf > best[2]):
-            best = (name, v, conf)
-    if best is not None and best[2] >= FLOOR:
-        return DecodedBody(best[0], comp, best[1], best[2], "; ".join(notes + ["a guess: nothing parsed with certainty"]))
+        if conf >= 0 and (best is None or (conf, -_ORDER.index(name)) > best[:2]):
+            best = (conf, -_ORDER.index(name), name, v)
+    if best is not None and best[0] >= FLOOR:
+        return DecodedBody(best[2], comp, best[3], best[0], "; ".join(notes + ["a guess: nothing parsed with certainty"]))
     return DecodedBody(HEX, comp, data, 0.0,
-                       "; ".join(notes + ["no format fits" + (f" (best guess {best[0]}, {best[2]:.2f})" if best else "")]))
+                       "; ".join(notes + ["no format fits" + (f" (best guess {best[2]}, {best[0]:.2f})" if best else "")]))
 
 
 def decode_message(m, schemas: Schemas | None = None, format: str | None = None) -> DecodedBody:

@@ -1,0 +1,77 @@
+"""Format detection's shortcuts give the answer of the plain rule: every format of
+body_decode._ORDER tried in turn, the first at ACCEPT wins, else the most confident (earlier
+on a tie). The first-byte caps (_capped) and the compiled score only save time."""
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from engine.format import body_decode as bd
+from engine.format import protobuf_wire as pw
+from test_body_decode import VALID, msgpack_body, order_pb, pb_len, pb_varint
+
+
+def plain_rule(data: bytes):
+    """(format, confidence, value) by trying every format in _ORDER, no shortcut."""
+    refused = bd._sniff(data)
+    best = None
+    for name in bd._ORDER:
+        if name in refused or (name == bd.TEXT and bd._not_text(data)):
+            continue
+        v, conf, _ = bd._try(bd.DECODERS[name], data)
+        if conf >= bd.ACCEPT:
+            return name, conf, v
+        if conf >= 0 and (best is None or conf > best[1]):
+            best = (name, conf, v)
+    if best is not None and best[1] >= bd.FLOOR:
+        return best
+    return bd.HEX, 0.0, data
+
+
+def _same(data: bytes) -> None:
+    d = bd.decode_body(data)
+    fmt, conf, v = plain_rule(data)
+    assert (d.format, d.confidence) == (fmt, conf), data.hex()
+    assert bd.DecodedBody(fmt, None, v, conf).value == d.value
+
+
+MSGPACK_LIKE = st.tuples(st.integers(0x80, 0xFF), st.binary(max_size=200)).map(lambda t: bytes([t[0]]) + t[1])
+
+
+@settings(max_examples=400, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(st.binary(max_size=300), MSGPACK_LIKE, st.sampled_from(VALID).flatmap(
+    lambda b: st.tuples(st.integers(0, len(b)), st.integers(0, 255)).map(
+        lambda t: b[:t[0]] + bytes([t[1]]) + b[t[0] + 1:]))))
+def test_shortcuts_give_the_plain_rules_answer(data):
+    if data:
+        _same(data)
+
+
+@pytest.mark.parametrize("data", [
+    msgpack_body(), order_pb(), b"\x81\xa1a\x01", b"\x92\x01\x02", b"\xde\x00\x01\xa1k\xc0",
+    b"\xc2", b"\xc3\xa9t\xc3\xa9", b"\xe4\xb8\xad\xe6\x96\x87", b"\xd6\xd0\xce\xc4\xca\xc7",   # UTF-8 and GBK text
+    pb_varint(70, 1) + pb_len(71, b"x"), b"\x80\x01\x00", bytes([0xF8, 0x07]) + b"\x01",   # field 127 / 126
+    pb_len(15, b"abc") + pb_varint(1, 5),
+    b"\x82\x01\x01\x02\x92\x01\x00",   # MessagePack {1: 1, 2: [1, 0]} and Protobuf 16: "\x02", 18: "": Protobuf first
+])
+def test_shortcuts_at_their_edges(data):
+    _same(data)
+
+
+def test_capped_formats_cannot_reach_accept():
+    assert bd._capped(msgpack_body()) == (bd.TEXT, bd.PROTOBUF)
+    assert bd._capped(order_pb()) == ()
+    assert bd.TEXT not in bd._capped(b"\xc3\xa9t")          # "ét" may be UTF-8 text
+    assert bd.TEXT not in bd._capped(b"\xc3")               # a cut character: detect() forgives it
+    assert bd._capped(b"\x80\x01\x00") == (bd.TEXT,)          # field 16: Protobuf may still be sure
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.one_of(st.binary(max_size=300), st.sampled_from(VALID)))
+def test_compiled_score_is_the_pure_one(data):
+    if pw._KERNEL is None:
+        pytest.skip("engine.accel._wire not built (or RMQSTORE_PURE_PYTHON=1)")
+    fields, _ = pw.walk_py(data)
+    if fields:
+        assert pw._KERNEL.score(fields, len(data)) == pw.score_py(fields, len(data))
