@@ -193,3 +193,30 @@ def test_cli_json_and_errors(capsys, doc):
     assert "--topic" in capsys.readouterr().err
     assert main(["lineage", str(root), "--uniq-key", "00" * 16]) == 1
     assert _digest(root) == before  # read-only: not a byte, not an mtime
+
+
+def test_cli_decodes_the_body_as_get_does(capsys, doc, tmp_path):
+    """decodedBody: the life's first record's body, by the same pipeline and flags as `get`."""
+    root = unpack("lineage")
+    before = _digest(root)
+    want = doc["lifecycles"]["retry-0019"]
+    dlq = want["records"][-1]
+    assert main(["lineage", str(root), "--offset", str(dlq), "--json"]) == 0
+    life = json.loads(capsys.readouterr().out)["lifecycles"][0]
+    with MessageStore.open(root) as st:
+        first = st.look_message_by_offset(want["records"][0])
+    assert life["decodedBody"]["format"] == "json"
+    assert life["decodedBody"]["value"] == json.loads(first.body)   # the original's body, read from the DLQ copy
+    assert main(["lineage", str(root), "--offset", str(dlq), "--json", "--body-format", "hex"]) == 0
+    hexed = json.loads(capsys.readouterr().out)["lifecycles"][0]["decodedBody"]
+    assert hexed["format"] == "hex" and hexed["value"] == {"$bytes": first.body.hex()}
+    assert main(["lineage", str(root), "--offset", str(dlq), "--decoded"]) == 0
+    text = capsys.readouterr().out
+    assert "decoded bodies:" in text and json.dumps(json.loads(first.body)) in text
+    assert main(["lineage", str(root), "--offset", str(dlq)]) == 0
+    assert "decoded bodies:" not in capsys.readouterr().out
+    bad = tmp_path / "bad.avsc"
+    bad.write_text("{not json")
+    assert main(["lineage", str(root), "--offset", str(dlq), "--json", "--avro-schema", str(bad)]) == 2
+    assert "bad.avsc" in capsys.readouterr().err
+    assert _digest(root) == before

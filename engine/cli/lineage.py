@@ -3,12 +3,16 @@ the whole life of the message a handle points at, from any of its records (a DLQ
 message, a delivered copy): its records in write order with their roles, its final state, and
 per consumer group whether it was consumed (engine/analysis/lineage.py, docs/formats/lineage.md).
 
-`--json`: {"lifecycles": [{"kind", "originalOffset", "finalState", "records": [...], "consumption"}]}.
+`--json`: {"lifecycles": [{"kind", "originalOffset", "finalState", "records": [...], "consumption",
+"decodedBody"}]}: decodedBody is the body the message was sent with (its first record's), decoded
+as `get` decodes one (the same --proto-desc/--proto-type, --avro-schema, --body-format; --decoded
+prints it below a life in human output).
 Exit code 0 when the handle found a life, 1 when it found none, 2 on an error."""
 from __future__ import annotations
 
 from engine.analysis.lineage import lineage
-from engine.cli.output import CliError, emit, fmt_time, nonneg, safe, table
+from engine.cli.output import (CliError, add_body_options, body_schemas, decode_into, decoded_lines, emit, fmt_time,
+                               nonneg, safe, table)
 
 
 def register(add, commands: dict) -> None:
@@ -19,6 +23,7 @@ def register(add, commands: dict) -> None:
     h.add_argument("--uniq-key", dest="uniq", metavar="K", help="the producer's UNIQ_KEY")
     h.add_argument("--key", metavar="K", help="one of its KEYS (with --topic)")
     sp.add_argument("--topic", metavar="T", help="with --key: the topic the record was stored under")
+    add_body_options(sp)
     commands["lineage"] = cmd_lineage
 
 
@@ -27,8 +32,15 @@ def cmd_lineage(store, args) -> int:
         raise CliError("--key needs --topic (keys are indexed per topic)")
     if args.topic and args.key is None:
         raise CliError("--topic goes with --key")
+    schemas = body_schemas(args)
     lives = lineage(store, offset=args.offset, msgid=args.msgid, uniq=args.uniq, key=args.key, topic=args.topic)
-    emit(args, {"lifecycles": lives}, "\n\n".join(human(life) for life in lives) or "no message found")
+    shown = []   # per life: ([DecodedBody], [message]) of its first record (retry and DLQ copies carry its body)
+    for life in lives:
+        m = store.look_message_by_offset(life["originalOffset"]) if args.json or args.decoded else None
+        shown.append((decode_into(args, [life], [m], schemas), [m]) if m is not None else ([], []))
+    emit(args, {"lifecycles": lives}, "\n\n".join(
+        human(life) + ("\n" + decoded_lines(*s) if s[0] else "") for life, s in zip(lives, shown))
+        or "no message found")
     return 0 if lives else 1
 
 
