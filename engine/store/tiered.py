@@ -419,6 +419,9 @@ class TieredStore:
     def consumer_offsets(self) -> dict:
         return {}
 
+    tier_store = property(lambda self: self)   # the tier a view draws (a store with its tier: its tier)
+    local_store = None                          # no local files of its own
+
     def find_queue(self, topic: str, queue_id: int) -> TierQueue | None:
         return self.queues.get((topic, queue_id))
 

@@ -42,6 +42,9 @@ class StoreWithTier:
         tier.add_local_index(Path(store.root) / LOCAL_INDEX_DIR)   # the broker's keys not yet in the tier
         self.last_source: str | None = None   # which one answered the last get_message, and why
 
+    tier_store = property(lambda self: self.tier)     # what a view draws of the tier ...
+    local_store = property(lambda self: self.store)   # ... and of the local files
+
     def __getattr__(self, name):
         return getattr(self.store, name)
 

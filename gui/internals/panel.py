@@ -83,7 +83,7 @@ class InternalsPanel(QWidget):
     def set_store(self, store) -> None:
         """Show `store`'s internals; pass None before the store is closed."""
         tier = TierSegmentsView.applies(store)
-        classic = (self.segment_fill, self.cq_units, self.slot_heatmap, self.collision_chain)
+        classic = (self.cq_units, self.slot_heatmap, self.collision_chain)   # Segment fill draws a tier too
         for v in self.views:
             v.set_store(None if tier and v in classic else store)
         for v in classic:

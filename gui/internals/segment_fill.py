@@ -27,6 +27,7 @@ from engine.tasks import Progress
 
 from .bars import CHROME_PX, ROW_PX, BarChart, BarRow
 from .colors import category_colors, hex_color, topic_colors
+from .tier_segments import tier_bar_rows
 from gui.plot_theme import ink, is_dark
 from gui.timefmt import NOT_SET, format_ms_readable
 from gui.views.progress import ProgressRow
@@ -57,6 +58,7 @@ class SegmentFillView(RefreshWhenShown, QWidget):
     def __init__(self, parent: QWidget | None = None):
         super().__init__(parent)
         self._store = None
+        self._tier = None                   # a tier's segments drawn beside the local files (tier_store)
         self.utc = False
         self._dirty = False
         self._user_sized = False            # the user moved the splitter: sizes stay theirs
@@ -85,6 +87,7 @@ class SegmentFillView(RefreshWhenShown, QWidget):
             "commitlog": BarChart("CommitLog files", "position in the file (% of the file size)"),
             "queue": BarChart("ConsumeQueue files", "unit position in the file (% of units per file)"),
             "index": BarChart("Index files", "entries used (% of maxIndexNum) / slots used (% of maxHashSlotNum)"),
+            "tier": BarChart("Tier segments", "bytes of the segment (% of the largest segment of its type)"),
         }
         for kind, ch in self.charts.items():
             ch.widget.setMinimumHeight(140)
@@ -104,9 +107,13 @@ class SegmentFillView(RefreshWhenShown, QWidget):
 
     # ---- store --------------------------------------------------------------------------
     def set_store(self, store) -> None:
-        """Show `store` (None clears). The walk starts when the view is first shown."""
+        """Show `store` (None clears): its local files (walked when the view is first shown)
+        and, when it has a tier, the tier's segments beside them."""
         self.background.cancel()
         self._stop_partials()
+        self._tier = getattr(store, "tier_store", None)   # the tier store says it is one
+        if self._tier is not None:
+            store = self._tier.local_store if self._tier is store else store.local_store
         if store is not self._store:
             self.cache = A.CommitLogFillCache()
         self._store = store
@@ -115,9 +122,31 @@ class SegmentFillView(RefreshWhenShown, QWidget):
         self._drawn = None
         for ch in self.charts.values():
             ch.set_rows([], {})
+        self.charts["tier"].widget.setVisible(self._tier is not None)
+        for kind in ("commitlog", "queue", "index"):      # a tier alone has no local files to draw
+            self.charts[kind].widget.setVisible(store is not None or self._tier is None)
         self.summary.setText("Computing segment fill…" if store is not None else "No store open.")
         self.legend.clear()
+        if self._tier is not None:
+            self._draw_tier(sorted(self._tier.topics()))
+            if store is None:
+                self.summary.setText(self._tier_text())
         self.mark_stale(store is not None)
+
+    def _draw_tier(self, topics: list[str]) -> None:
+        """The tier chart, coloured as the local files are (the topics' colours by name)."""
+        tcol = topic_colors(sorted(set(topics) | set(self._tier.topics())))
+        ids = {t: i for i, t in enumerate(tcol)}
+        colors = category_colors(is_dark())
+        colors.update({ids[t]: c for t, c in tcol.items()})
+        self.charts["tier"].set_rows(tier_bar_rows(self._tier, ids), colors)
+        self._titles()
+
+    def _tier_text(self) -> str:
+        t = self._tier
+        rows = self.charts["tier"].rows
+        return (f"Tier {t.cluster}/{t.broker}: {len(rows)} segments, {sum(r.numbers['size'] for r in rows):,} bytes "
+                f"of {len(t.queues)} queues (per-queue COMMIT_LOG and CONSUME_QUEUE, the INDEX).")
 
     def refresh(self) -> None:
         if self._store is None:
@@ -211,6 +240,8 @@ class SegmentFillView(RefreshWhenShown, QWidget):
         if drawn != self._drawn or not partial:
             self._draw_queues_and_index(fill, gid, tcol, keep_view)
             self._drawn = drawn if partial else None
+        if self._tier is not None:
+            self._draw_tier(fill.topics)
         self._titles()
         self._set_texts(fill)
         if partial and self._store is not None:
@@ -245,8 +276,9 @@ class SegmentFillView(RefreshWhenShown, QWidget):
         want = [max(ch.wanted_height(), CHROME_PX + ROW_PX * files) if kind == "commitlog" else ch.wanted_height()
                 for kind, ch in self.charts.items()]
         total = max(self.split.height(), 3 * 140)
-        sizes = [0, 0, 0]
-        left, open_ = total, list(range(3))
+        want = [w if ch.widget.isVisibleTo(self) else 0 for w, ch in zip(want, self.charts.values())]
+        sizes = [0] * len(want)
+        left, open_ = total, [i for i, w in enumerate(want) if w]
         while open_:   # water-filling: the smallest wishes are met first
             share = left // len(open_)
             small = [i for i in open_ if want[i] <= share]
@@ -397,7 +429,8 @@ class SegmentFillView(RefreshWhenShown, QWidget):
             f"CommitLog: {len(cl)} files, {sum(c.message_count for c in cl):,} messages in {mbytes:,} of "
             f"{size:,} bytes ({pct(mbytes, size)}), blank tails {blank:,} bytes.   "
             f"ConsumeQueue: {nq} queues, {len(fill.queues)} files, {qunits:,} units.   "
-            f"Index: {len(fill.index)} files, {sum(x.entries_used for x in fill.index):,} entries.")
+            f"Index: {len(fill.index)} files, {sum(x.entries_used for x in fill.index):,} entries."
+            + ("\n" + self._tier_text() if self._tier is not None else ""))
         swatches = [f'<span style="color:{hex_color(c)}">&#9632;</span>&nbsp;{html.escape(elide(t, 40))}'
                     for t, c in self.topic_colors.items()]
         cats = category_colors(is_dark())

@@ -51,3 +51,35 @@ class TierSegmentsView(QWidget):
         total = sum(r[4] for r in self.rows)
         self.summary.setText(f"Tier of {store.cluster}/{store.broker}: {len(self.rows)} segments, {total:,} bytes, "
                              f"{len(store.queues)} queues. Segments are as long as their content (not pre-allocated).")
+
+
+# ---- Segment fill's tier chart -------------------------------------------------------------
+def tier_bar_rows(tier, topic_ids: dict[str, int]) -> list:
+    """Segment fill's rows for a tier: each queue's COMMIT_LOG and CONSUME_QUEUE segments
+    coloured by the queue's topic (topic_ids: topic -> colour id), the INDEX segments as used
+    bytes; every bar against the largest segment of its type (a segment is as long as its
+    content; the broker's maximum segment size is not in the files)."""
+    import numpy as np
+
+    from engine import analysis as A
+    from .bars import BarRow
+    segs = [(f"{t}/{q}", t, kind, s) for (t, q), fq in sorted(tier.queues.items())
+            for kind, ff in (("COMMIT_LOG", fq.commitlog), ("CONSUME_QUEUE", fq.cq)) for s in ff.segments]
+    segs += [("rmq_sys_INDEX/0", None, "INDEX", f.segment) for f in tier.index_files]
+    largest = {}
+    for _, _, kind, s in segs:
+        largest[kind] = max(largest.get(kind, 1), s.size)
+    rows = []
+    for where, topic, kind, s in segs:
+        cat = topic_ids.get(topic, A.USED) if topic is not None else A.USED
+        seg = A.Segments(np.array([0, s.size], dtype=np.int64), np.array([s.size, largest[kind]], dtype=np.int64),
+                         np.array([cat, A.FREE], dtype=np.int32))
+        holds = (f"queue offsets [{s.base // 20:,}, {s.end // 20:,})" if kind == "CONSUME_QUEUE" else
+                 f"tiered commit-log offsets [{s.base:,}, {s.end:,})" if kind == "COMMIT_LOG" else "an index segment")
+        text = (f"tier {kind} segment {s.path.name} of {where}\n{holds}\n{s.size:,} bytes "
+                f"(the largest {kind} segment: {largest[kind]:,})")
+        numbers = {"flatFile": where, "type": kind, "segment": s.path.name, "baseOffset": s.base, "size": s.size}
+        short = {"COMMIT_LOG": "CL", "CONSUME_QUEUE": "CQ", "INDEX": "INDEX"}[kind]
+        rows.append(BarRow(f"{where} {short} @{s.base:,}", seg, largest[kind], numbers,
+                           lambda p, text=text: text, None))
+    return rows

@@ -73,11 +73,21 @@ def test_tier_internals_show_its_segments(qtbot, window):
     window.tabs.setCurrentWidget(window.internals)
     p = window.internals.ensure()
     visible = [p.tabs.tabText(i) for i in range(p.tabs.count()) if p.tabs.isTabVisible(i)]
-    assert visible == ["Tier segments"]
+    assert visible == ["Tier segments", "Segment fill"]
     files = {f["path"]: f["size"] for f in manifest("tiered_store")["files"] if f["path"].startswith("tiered/")}
     v = p.tier_segments
     assert len(v.rows) == v.table.rowCount() == len(files) == 38
     assert sum(r[4] for r in v.rows) == sum(files.values())
+    fill = p.segment_fill   # Segment fill: the tier's segments only (no local files)
+    tier_rows = fill.rows("tier")
+    assert not fill.rows("commitlog") and len(tier_rows) == 38
+    assert sum(r.numbers["size"] for r in tier_rows) == sum(files.values())
+    assert "38 segments" in fill.summary.text()
+    assert not fill.charts["commitlog"].widget.isVisibleTo(fill) and fill.charts["tier"].widget.isVisibleTo(fill)
+    p.tabs.setCurrentWidget(fill)
+    wait_idle(qtbot, window)
+    screenshot(window, "tiered-segment-fill-tier-only.png")
+    p.tabs.setCurrentWidget(v)
     wait_idle(qtbot, window)
     screenshot(window, "tiered-segments.png")
     window.session.close()   # a classic store afterwards: the classic views come back
@@ -137,3 +147,29 @@ def test_store_with_its_tier_from_store_settings(qtbot, window, fixture_copy):
     assert window.tree_model.topics_item.index().siblingAtColumn(3).data() == "300"  # reached through the tier
     wait_idle(qtbot, window)
     screenshot(window, "tiered-with-store.png")
+
+
+def test_segment_fill_draws_the_tier_beside_the_local_files(qtbot, window):
+    """A store with its tier: Segment fill has the local commitlog, CQ and index bars and a
+    Tier segments chart of every tier segment, coloured by its queue's topic as the local files are."""
+    root = unpack("tiered_store")
+    with qtbot.waitSignal(window.storeOpened, timeout=10000):
+        window.open_store(root / "store", read_only=True, settings={"tieredStoreFilePath": str(root / "tiered")})
+    window.tabs.setCurrentWidget(window.internals)
+    p = window.internals.ensure()
+    fill = p.segment_fill
+    p.tabs.setCurrentWidget(fill)
+    qtbot.waitUntil(lambda: fill.fill is not None, timeout=20000)
+    assert len(fill.rows("commitlog")) == 1 and fill.rows("queue")
+    files = {f["path"]: f["size"] for f in manifest("tiered_store")["files"] if f["path"].startswith("tiered/")}
+    rows = fill.rows("tier")
+    assert len(rows) == len(files) == 38 and fill.charts["tier"].widget.isVisible()
+    by_name = {(r.numbers["flatFile"], r.numbers["type"], r.numbers["baseOffset"]): r for r in rows}
+    a0 = by_name[("TopicA/0", "COMMIT_LOG", 0)]
+    assert a0.size == max(r.numbers["size"] for r in rows if r.numbers["type"] == "COMMIT_LOG")
+    topic_id = int(a0.segments.ids[0])
+    assert fill.charts["tier"].colors[topic_id] == fill.topic_colors["TopicA"]
+    assert "TopicA/0" in fill.describe("tier", rows.index(a0), 0.1)
+    assert "Tier broker-fx" not in fill.summary.text() and "Tier FixtureCluster/broker-fx" in fill.summary.text()
+    wait_idle(qtbot, window)
+    screenshot(window, "tiered-segment-fill.png")
