@@ -131,9 +131,14 @@ class CompactionStore:
         log_root, cq_root = self.dir / C.LOG_DIR, self.dir / C.CQ_DIR
         for tdir in _dirs(log_root):
             for qdir in _dirs(tdir):
-                if qdir.name.isdigit():
-                    self.queues[(tdir.name, int(qdir.name))] = CompactedQueue(
-                        tdir.name, int(qdir.name), qdir, cq_root / tdir.name / qdir.name)
+                if not qdir.name.isdigit():
+                    continue
+                if not (cq_root / tdir.name / qdir.name).is_dir():   # CompactionStore.load skips it
+                    self.warnings.append(f"{qdir}: compactionLog without its compactionCq folder; the broker "
+                                         "does not load it (its getMessage answers NO_MATCHED_LOGIC_QUEUE)")
+                    continue
+                self.queues[(tdir.name, int(qdir.name))] = CompactedQueue(
+                    tdir.name, int(qdir.name), qdir, cq_root / tdir.name / qdir.name)
         self.checkpoint: dict[str, int] = {}
         cp = self.dir / C.CHECKPOINT_FILE
         if cp.is_file():
@@ -196,6 +201,25 @@ def compaction_of(store) -> CompactionStore | None:
         except AttributeError:
             pass
     return cached
+
+
+def compacted_topic(store, topic: str) -> bool:
+    """DefaultMessageStore.getMessage's test (enableCompaction defaults to true): the topic's
+    cleanup.policy is COMPACTION in topics.json; with no entry there, a compaction log of it."""
+    cs = compaction_of(store)
+    if cs is not None:
+        return cs.is_compacted(topic)
+    try:
+        entry = store.topic_config().get(topic)
+    except Exception:  # noqa: BLE001 - an unreadable topics.json names no policy
+        return False
+    return isinstance(entry, dict) and C.cleanup_policy(entry) == C.COMPACTION
+
+
+def no_compaction_log() -> GetMessageResult:
+    """CompactionStore.getMessage for a queue with no CompactionLog loaded:
+    GetMessageResult.NO_MATCH_LOGIC_QUEUE (next, min and max offsets 0)."""
+    return GetMessageResult("NO_MATCHED_LOGIC_QUEUE", 0, 0, 0)
 
 
 def mark_compacted(store, queues: list[dict]) -> list[dict]:
@@ -306,22 +330,49 @@ def _walk_log(f: LogFile, pointed: set, topic, qid, add, problems, notes) -> Non
 
 
 def key_summary(cs: CompactionStore, store, topic: str, queue_id: int) -> list[dict]:
+    """key_summary_task run to its end."""
+    from engine.tasks import run
+    return run(key_summary_task(cs, store, topic, queue_id))
+
+
+SUMMARY_STEP = 1024   # messages read between two progress reports (and cancel checks)
+
+
+def key_summary_task(cs: CompactionStore, store, topic: str, queue_id: int, cancel=None):
     """Per key of a compacted queue: the kept message(s) and how many of its puts compaction
-    took away (puts counted in the store's ConsumeQueue)."""
+    took away (puts counted in the store's ConsumeQueue). A task: Progress over the compaction
+    log's units, then the full queue's messages; `cancel` (a CancelToken) is checked between."""
+    from engine.tasks import Progress
     q = cs.queues.get((topic, queue_id))
     if q is None:
         return []
+    b = store.queue_bounds(topic, queue_id) if store is not None else None
+    total = len(q.units) + (b[2] - b[1] if b else 0)
     kept: dict[str, list] = {}
-    for u in q.units:
+    for i, u in enumerate(q.units):
+        if i % SUMMARY_STEP == 0:
+            if cancel is not None:
+                cancel.raise_if_cancelled()
+            yield Progress(i, total, "compaction log", "messages")
         m = q.message(int(u["commitLogOffset"]), int(u["size"]))
         if m is not None:
             kept.setdefault(m.keys or "", []).append(m)
     puts: dict[str, int] = {}
-    for m in _full_queue(store, topic, queue_id).values():
-        puts[m.keys or ""] = puts.get(m.keys or "", 0) + 1
+    off = b[1] if b else 0
+    while b and off < b[2]:   # the store's own queue: every message put (as _full_queue reads it)
+        if cancel is not None:
+            cancel.raise_if_cancelled()
+        yield Progress(len(q.units) + off - b[1], total, "full queue", "messages")
+        r = store.get_message(topic, queue_id, off, SUMMARY_STEP)
+        for m in r.messages:
+            puts[m.keys or ""] = puts.get(m.keys or "", 0) + 1
+        if r.nextBeginOffset <= off:
+            break
+        off = r.nextBeginOffset
     rows = []
     for k in sorted(set(kept) | set(puts)):
         ms = kept.get(k, [])
         rows.append({"key": k, "kept": ms, "puts": puts.get(k, 0),
                      "compactedAway": max(0, puts.get(k, 0) - len(ms))})
+    yield Progress(total, total, "done", "messages")
     return rows

@@ -48,7 +48,12 @@ def test_compacted_topics_marked_and_their_compaction_view(qtbot, window):
     view = internals.compaction
     assert internals.tabs.isTabVisible(internals.tabs.indexOf(view))
     assert view.queue.count() == 4
+    internals.tabs.setCurrentWidget(view)
+    qtbot.waitUntil(lambda: view.shown is not None, timeout=10000)   # the first queue, once shown
     view.queue.setCurrentIndex(view.queue.findText("CompactB / queue 0"))
+    assert view.shown is None and view.busy_row.isVisibleTo(view)   # computed off the UI thread
+    qtbot.waitUntil(lambda: view.shown == ("CompactB", 0), timeout=10000)
+    assert not view.busy_row.isVisibleTo(view) and view.busy_row.progress.maximum() == 1000   # progress came
     kept = [e for e in m["messages"] if (e["topic"], e["queueId"]) == ("CompactB", 0)]
     puts = [p for p in m["puts"] if (p["topic"], p["queueId"]) == ("CompactB", 0)]
     assert sum(len(r["kept"]) for r in view.rows) == len(kept) == 30
@@ -173,3 +178,22 @@ def test_segment_fill_draws_the_tier_beside_the_local_files(qtbot, window):
     assert "Tier broker-fx" not in fill.summary.text() and "Tier FixtureCluster/broker-fx" in fill.summary.text()
     wait_idle(qtbot, window)
     screenshot(window, "tiered-segment-fill.png")
+
+
+def test_compaction_view_cancel_keeps_the_ui_free(qtbot, window):
+    """Cancel drops the running summary (its result never lands); choosing the queue again reads it."""
+    open_and_wait(qtbot, window, unpack("compaction_store") / "store")
+    window.tabs.setCurrentWidget(window.internals)
+    internals = window.internals.ensure()
+    view = internals.compaction
+    internals.tabs.setCurrentWidget(view)
+    qtbot.waitUntil(lambda: view.shown is not None, timeout=10000)
+    view.queue.setCurrentIndex(view.queue.findText("CompactA / queue 1"))
+    assert view.shown is None
+    view.busy_row.cancel_button.click()
+    assert view.background.wait(10000)
+    qtbot.wait(50)
+    assert view.shown is None and view.rows == [] and "cancelled" in view.summary.text()
+    view.queue.setCurrentIndex(view.queue.findText("CompactA / queue 0"))
+    qtbot.waitUntil(lambda: view.shown == ("CompactA", 0), timeout=10000)
+    assert view.rows and view.table.rowCount() == len(view.rows)
