@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from engine.format import protobuf_wire as pw
-from engine.format.message import COMPRESSED_FLAG, COMPRESSION_NAMES, decompress_body
+from engine.format.message import COMPRESSED_FLAG, COMPRESSION_NAMES, DecompressionTooLarge, decompress_body
 from engine.format.text import GBK, HEX, UTF8, detect
 
 JSON_F, TEXT, XML, PROTOBUF, MSGPACK, CBOR, AVRO = "json", "text", "xml", "protobuf", "msgpack", "cbor", "avro"
@@ -29,6 +29,7 @@ FORMATS = (JSON_F, TEXT, XML, PROTOBUF, MSGPACK, CBOR, AVRO, HEX)   # a caller's
 ACCEPT = 0.8          # a candidate this sure ends the search
 FLOOR = 0.3           # below this, hex says more than a guess
 DECOMPRESS_LIMIT = 64 << 20
+CONFLUENT_MAGIC = b"\x00"   # Confluent's Avro wire format: this byte, then a 4-byte schema id
 _CTRL = bytes(c for c in range(0x20) if c not in (0x09, 0x0A, 0x0D)) + b"\x7f"
 
 
@@ -41,6 +42,8 @@ class DecodedBody:
     raw: object
     confidence: float
     note: str = ""
+    truncated: bool = False       # a cut compressed body: the value is of what its codec gave
+    schema_id: int | None = None  # a Confluent-framed Avro body's schema registry id
     _value: object = field(default=None, repr=False, compare=False)
     _made: bool = field(default=False, repr=False, compare=False)
 
@@ -63,6 +66,10 @@ class DecodedBody:
              "confidence": self.confidence}
         if self.note:
             d["note"] = self.note
+        if self.truncated:
+            d["truncated"] = True
+        if self.schema_id is not None:
+            d["schemaId"] = self.schema_id
         return d
 
     def text(self) -> str:
@@ -110,9 +117,20 @@ class Schemas:
         return d
 
     def decode_avro(self, data: bytes):
-        import fastavro
+        """(record, Confluent schema id or None). A body in the Confluent wire format (0x00, a
+        4-byte big-endian schema registry id, then the Avro binary) is read past its 5 bytes
+        when they leave a whole record; else the body is read as plain Avro binary."""
+        if data[:1] == CONFLUENT_MAGIC and len(data) >= 5:
+            try:
+                return self._avro_record(data[5:]), int.from_bytes(data[1:5], "big")
+            except Exception:   # noqa: BLE001 - not framed after all: a record that starts with a 0 byte
+                pass
         if data[:2] == b"\xc3\x01" and len(data) >= 10:   # Avro single-object encoding: marker + fingerprint
             data = data[10:]
+        return self._avro_record(data), None
+
+    def _avro_record(self, data: bytes):
+        import fastavro
         fp = io.BytesIO(data)
         v = fastavro.schemaless_reader(fp, self._avro, None)
         if fp.tell() != len(data):
@@ -395,15 +413,63 @@ def _try(fn, data: bytes):
 
 # ---- the pipeline ----------------------------------------------------------------------------
 def decompressed(body: bytes, sys_flag: int) -> tuple[bytes | None, str | None, str]:
-    """(consumer's bytes or None, compression name or None, why it failed)."""
+    """(consumer's bytes or None, compression name or None, why it failed). A cut or damaged
+    body gives what its codec decompressed before it stopped, with why saying so (whole
+    blocks for LZ4 and ZSTD, a prefix of the stream for zlib). ZSTD is read here, frame by
+    frame: decompress_body's reader ends quietly where a cut frame stops."""
     if not sys_flag & COMPRESSED_FLAG:
         return body, None, ""
     ctype = (sys_flag >> 8) & 0x7
     name = COMPRESSION_NAMES.get(ctype, f"type {ctype}")
+    why = ""
+    if ctype != 2:
+        try:
+            return decompress_body(body, ctype, DECOMPRESS_LIMIT), name, ""
+        except Exception as e:   # noqa: BLE001 - zlib / LZ4 errors, too large, unknown type
+            why = f"{type(e).__name__}: {e}"
+            if isinstance(e, DecompressionTooLarge) or ctype not in COMPRESSION_NAMES:
+                return None, name, f"the {name} body does not decompress: {why}"[:200]
+    part, done, err = _stream(body, ctype)
+    if len(part) > DECOMPRESS_LIMIT:
+        return None, name, f"the {name} body does not decompress: decompresses to more than {DECOMPRESS_LIMIT:,} bytes"
+    if done and not why:
+        return part, name, ""
+    why = why or err or "the frame ends early"
+    if not part:
+        return None, name, f"the {name} body does not decompress: {why}"[:200]
+    return part, name, f"the {name} body is cut or damaged: decoded the first {len(part):,} bytes it gives ({why})"[:240]
+
+
+_STREAM_CHUNK = 256   # compressed bytes fed at a time: a ZSTD chunk makes 8 MiB at most (RLE blocks)
+
+
+def _stream(body: bytes, ctype: int) -> tuple[bytes, bool, str]:
+    """(what the codec of `ctype` makes of `body` before it stops, whether every frame ended,
+    why it stopped early). Stops soon after DECOMPRESS_LIMIT bytes."""
+    def codec():
+        if ctype == 1:
+            import lz4.frame
+            return lz4.frame.LZ4FrameDecompressor()
+        if ctype == 2:
+            import zstandard
+            return zstandard.ZstdDecompressor().decompressobj()
+        import zlib
+        return zlib.decompressobj()
+    d, parts, made, pending = codec(), [], 0, bytes(body)
     try:
-        return decompress_body(body, ctype, DECOMPRESS_LIMIT), name, ""
-    except Exception as e:   # noqa: BLE001 - zlib / LZ4 / ZSTD errors, too large, unknown type
-        return None, name, f"the {name} body does not decompress: {type(e).__name__}: {e}"[:200]
+        while pending and made <= DECOMPRESS_LIMIT:
+            chunk, pending = pending[:_STREAM_CHUNK], pending[_STREAM_CHUNK:]
+            out = d.decompress(chunk)
+            parts.append(out)
+            made += len(out)
+            if d.eof:
+                pending = d.unused_data + pending
+                if not pending or ctype != 2:   # ZSTD reads frame after frame, as decompress_body does
+                    break
+                d = codec()
+    except Exception as e:   # noqa: BLE001 - the damage: keep what came before it
+        return b"".join(parts), False, f"{type(e).__name__}: {e}"
+    return b"".join(parts), d.eof and not pending, ""
 
 
 def decode_body(body: bytes, sys_flag: int = 0, schemas: Schemas | None = None,
@@ -414,19 +480,31 @@ def decode_body(body: bytes, sys_flag: int = 0, schemas: Schemas | None = None,
     data, comp, why = decompressed(body, sys_flag)
     if data is None:
         return DecodedBody(HEX, comp, body, 0.0, why)
+    d = _decode(data, comp, schemas, format)
+    if why:   # a cut or damaged compressed body: the decoded value is of what it gave
+        d.truncated = True
+        d.note = "; ".join(x for x in (why, d.note) if x)
+    return d
+
+
+def _decode(data: bytes, comp: str | None, schemas: Schemas | None, format: str | None) -> DecodedBody:
     if format is not None and format not in DECODERS:
         return DecodedBody(HEX, comp, data, 0.0, f"unknown format {format!r}")
     if not data and format in (None, TEXT, JSON_F):
         return DecodedBody(TEXT, comp, "", 1.0, "empty body")
     notes = []
     if schemas is not None and not schemas.empty:
-        for name, fn in ((PROTOBUF, schemas.decode_proto if schemas._proto_cls else None),
+        for name, fn in ((PROTOBUF, (lambda d: (schemas.decode_proto(d), None)) if schemas._proto_cls else None),
                          (AVRO, schemas.decode_avro if schemas._avro else None)):
             if fn is None or format not in (None, name):
                 continue
             v, conf, err = _try(lambda d: (fn(d), 1.0), data)
             if conf >= 0:
-                return DecodedBody(name, comp, v, 1.0, "schema: " + (schemas.proto_type or schemas.avro_schema))
+                v, sid = v
+                what = "schema: " + (schemas.proto_type if name == PROTOBUF else schemas.avro_schema)
+                return DecodedBody(name, comp, v, 1.0, "; ".join(
+                    notes + [what + (f" (Confluent framing, schema id {sid})" if sid is not None else "")]),
+                    schema_id=sid)
             notes.append(f"{name} schema: {err}")
     if format is not None:
         v, conf, err = _try(DECODERS[format], data)
@@ -450,6 +528,13 @@ def decode_body(body: bytes, sys_flag: int = 0, schemas: Schemas | None = None,
         return DecodedBody(best[2], comp, best[3], best[0], "; ".join(notes + ["a guess: nothing parsed with certainty"]))
     return DecodedBody(HEX, comp, data, 0.0,
                        "; ".join(notes + ["no format fits" + (f" (best guess {best[2]}, {best[0]:.2f})" if best else "")]))
+
+
+def decoded_json(body: bytes | None, sys_flag: int) -> str:
+    """decodedBody of a body as one compact JSON text, as the CSV exports carry it (the
+    Spark export's tasks return this for its decodedBody column)."""
+    d = decode_body(body or b"", sys_flag or 0).to_json()
+    return json.dumps(d, ensure_ascii=False, separators=(",", ":"))
 
 
 def decode_message(m, schemas: Schemas | None = None, format: str | None = None) -> DecodedBody:

@@ -31,6 +31,7 @@ from engine.scan.spark_session import is_connect, master_of, parallelism_of
 from engine.scan.stores import ScanStore, members_of
 from engine.scan import consistency_5x as c5
 from engine.scan import spark_lineage
+from engine.format.body_decode import decoded_json
 from engine.format.lmq import LMQ_PREFIX
 from engine.tasks import Cancelled, CancelToken, Progress, ProgressFn, StageProgress
 
@@ -465,8 +466,6 @@ def export(ld: Loader, run: SparkRunner):
     A local path is written as a file:// URI and published with the local rules; any other
     URI goes to Spark's writer untouched and is published by a rename in its filesystem."""
     p = ld.params
-    if p.decode_body:   # the decoder runs in this process: Spark's writers would need it as a UDF
-        raise ValueError("--decode-body on export runs with --local (Spark's export has no decodedBody yet)")
     if is_connect(ld.spark):
         return _export_connect(ld, run)
     remote = is_uri(p.out)
@@ -533,14 +532,19 @@ def _export_frame(ld: Loader):
     origin = ["broker", "store"] if ld.multi else []
     df = ld.messages(MESSAGE_COLUMN_NAMES)
     body64 = F.regexp_replace(F.base64("body"), r"[\r\n]", "").alias("body")   # some Spark versions wrap at 76
+    dec = F.udf(decoded_json, "string", useArrow=False)("body", "sysFlag") if p.decode_body else None   # in the tasks
     if p.format == "jsonl":   # Message.to_json() lines, "bodyDecoded": false only where it is (as local)
         base = [F.col(c) for c in origin] + [body64 if c == "body" else F.col(c) for c in JSON_COLUMNS]
         keep_nulls = {"ignoreNullFields": "false"}
-        df = df.select(F.when(F.col("bodyDecoded"), F.to_json(F.struct(*base), keep_nulls))
-                       .otherwise(F.to_json(F.struct(*base, "bodyDecoded"), keep_nulls)).alias("value"))
+        line = (F.when(F.col("bodyDecoded"), F.to_json(F.struct(*base), keep_nulls))
+                .otherwise(F.to_json(F.struct(*base, "bodyDecoded"), keep_nulls)))
+        if p.decode_body:   # decodedBody spliced in as a JSON object, last, as the local rows have it
+            line = F.concat(line.substr(F.lit(1), F.length(line) - 1), F.lit(',"decodedBody":'), dec, F.lit("}"))
+        df = df.select(line.alias("value"))
     elif p.format == "csv":
         df = df.select(*origin, *[F.to_json("properties").alias("properties") if c == "properties" else
-                                  body64 if c == "body" else F.col(c) for c in CSV_COLUMNS])
+                                  body64 if c == "body" else F.col(c) for c in CSV_COLUMNS],
+                       *([dec.alias("decodedBody")] if p.decode_body else []))
     else:
         df = df.select(*origin, *MESSAGE_COLUMN_NAMES)
     obs = Observation("rmqstore-export")
