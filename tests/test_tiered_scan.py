@@ -107,3 +107,28 @@ def test_scan_jobs_a_tier_does_not_answer_are_refused_in_one_line(capsys):
                        ([root, "topic-stats", "--set", "brokerName=nobody"], "holds no broker nobody")):
         rc, out, err = scan(capsys, *argv)
         assert rc == 2 and word in err and len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+
+
+def test_the_scan_tab_scans_a_tier(qtbot):
+    """The GUI's Scan tab over a tier folder opened in the browser: the same plan, the same rows."""
+    from PySide6.QtCore import Qt
+    from gui.scan_panel import ScanPanel
+    from gui.session import StoreSession
+    session = StoreSession()
+    with qtbot.waitSignal(session.opened, timeout=30_000):   # the session's opener (open_blocking is classic only)
+        session.open(unpack("tiered_store") / "tiered")
+    p = ScanPanel(session)
+    qtbot.addWidget(p)
+    p.show()
+    try:
+        p.engine_box.setCurrentIndex(p.engine_box.findData("local"))
+        p.job_box.setCurrentText("topic-stats")
+        with qtbot.waitSignal(p.finished, timeout=60_000):
+            qtbot.mouseClick(p.run_button, Qt.LeftButton)
+        per_topic: dict = {}
+        for (t, _q), (n, b, _f, _l) in expected_per_queue().items():
+            per_topic[t] = (per_topic.get(t, (0, 0))[0] + n, per_topic.get(t, (0, 0))[1] + b)
+        assert {r["topic"]: (r["messages"], r["bytes"]) for r in p.model.rows} == per_topic
+    finally:
+        p.cancel()
+        session.close()
