@@ -22,7 +22,7 @@ from pathlib import Path
 
 from engine.format import protobuf_wire as pw
 from engine.format.message import COMPRESSED_FLAG, COMPRESSION_NAMES, DecompressionTooLarge, decompress_body
-from engine.format.text import GBK, HEX, UTF8, detect
+from engine.format.text import GBK, HEX, UTF8, detect, visible_text
 
 JSON_F, TEXT, XML, PROTOBUF, MSGPACK, CBOR, AVRO = "json", "text", "xml", "protobuf", "msgpack", "cbor", "avro"
 FORMATS = (JSON_F, TEXT, XML, PROTOBUF, MSGPACK, CBOR, AVRO, HEX)   # a caller's override picks one of these
@@ -528,6 +528,24 @@ def _decode(data: bytes, comp: str | None, schemas: Schemas | None, format: str 
         return DecodedBody(best[2], comp, best[3], best[0], "; ".join(notes + ["a guess: nothing parsed with certainty"]))
     return DecodedBody(HEX, comp, data, 0.0,
                        "; ".join(notes + ["no format fits" + (f" (best guess {best[2]}, {best[0]:.2f})" if best else "")]))
+
+
+PREVIEW_DECODE_BYTES = 16 * 1024   # a body longer than this keeps its hex preview (a table row stays cheap)
+_BINARY = (PROTOBUF, MSGPACK, CBOR, AVRO)
+
+
+def decoded_preview(body: bytes, sys_flag: int = 0, limit: int = 80) -> str | None:
+    """A one-line preview of a binary or compressed body from its decoded value, e.g.
+    'protobuf: {"1": "A-1", ...}' (None: it decodes to nothing better than hex, or to text
+    the plain preview shows as it is, or it is too long to decode for a preview)."""
+    if len(body) > PREVIEW_DECODE_BYTES:
+        return None
+    d = decode_body(body, sys_flag)
+    if d.format == HEX or (d.compression is None and d.format not in _BINARY):
+        return None
+    label = d.format + (f", {d.compression}" if d.compression else "") + (", cut" if d.truncated else "")
+    text = visible_text(f"{label}: {d.text()}"[:limit + 1], one_line=True)
+    return text[:limit] + " …" if len(text) > limit else text
 
 
 def decoded_json(body: bytes | None, sys_flag: int) -> str:

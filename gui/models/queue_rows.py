@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from engine import WHY_EXPIRED, WHY_FILLER, WHY_INVALID, Message
+from engine.format.body_decode import decoded_preview
 from engine.format.inner_batch import InnerBatchError, decode_inner
 
 from ..body_format import preview
@@ -54,9 +55,12 @@ def row_of(q: int, phy: int, size: int, tags_code: int, msg: Message | None, why
     if msg is None:
         status = _STATUS.get(why, INVALID)
         return QueueRow(q, phy, size, tags_code, status, preview=_PREVIEW[status])
+    compressed = bool(msg.sysFlag & COMPRESSED_FLAG)
+    text = preview(msg.body, compressed=compressed)
+    if compressed or text.startswith("hex: "):   # a binary body: its decoded value when it has one
+        text = decoded_preview(msg.body, msg.sysFlag) or text
     return QueueRow(q, phy, size, tags_code, OK, msg.storeTimestamp, msg.tags or "", msg.keys or "",
-                    msg.msgId, msg.uniqKey or "", len(msg.body),
-                    preview(msg.body, compressed=bool(msg.sysFlag & COMPRESSED_FLAG)))
+                    msg.msgId, msg.uniqKey or "", len(msg.body), text)
 
 
 def page_rows(store, topic: str, queue_id: int, q: int, end: int, res=None

@@ -172,3 +172,22 @@ def test_a_long_array_is_shown_in_part(qtbot):
     v.show_decoded(bd.decode_body(body))
     assert v.decoded.format == "msgpack" and v.tree.topLevelItemCount() == bf.TREE_NODES + 1
     assert v.tree.topLevelItem(bf.TREE_NODES).text(0) == "… 6000 members, not all shown"
+
+
+def test_the_table_previews_binary_bodies_decoded(qtbot, window, tmp_path):
+    """The Body preview column: a binary or compressed body's decoded value on one line,
+    text as it is, undecodable bytes still as hex."""
+    from gui.models import message_table as mt
+    root = _store(tmp_path)
+    with MessageStore.open(root, read_only=False) as s:
+        s.put_message("Orders", b"\x00\x01\x02\xff\xfe", queue_id=0)
+    open_and_wait(qtbot, window, root)
+    _select(qtbot, window, "Orders", 0, 0)
+    model = window.browser.model
+    qtbot.waitUntil(lambda: model.is_loaded(4), timeout=5000)
+    cells = [model.data(model.index(r, mt.COL_BODY)) for r in range(5)]
+    assert cells[0].startswith('protobuf: {"1": "A-1", "2": 3, "3": {"1": "sku-7", "2": 1999}')
+    assert cells[1].startswith('msgpack: {"id": "A-1", "qty": 300') and cells[1].endswith(" …")
+    assert cells[2].startswith('cbor, lz4: {"id": "A-1", "qty": 3, "delta": -5')
+    assert cells[3] == "plain text body"
+    assert cells[4] == "hex: 00 01 02 ff fe"
