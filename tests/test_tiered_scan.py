@@ -132,3 +132,37 @@ def test_the_scan_tab_scans_a_tier(qtbot):
     finally:
         p.cancel()
         session.close()
+
+
+def test_a_store_whose_retention_deleted_its_first_files_takes_the_rest_from_the_tier(tmp_path, capsys):
+    """The local store holds the same queues (written here in the broker's put order, small
+    commitlog files) and retention deleted its first two files: the scan reads the local records
+    that remain and, from the tier, exactly the queue offsets below each queue's first local one."""
+    from engine import MessageStore, StoreConfig
+    m = manifest("tiered_store")
+    body = {(e["topic"], e["queueId"], e["queueOffset"]): e["body"] for e in m["messages"]}
+    local = tmp_path / "store"
+    w = MessageStore.create(local, StoreConfig(mappedFileSizeCommitLog=32768, mappedFileSizeConsumeQueue=6000))
+    try:
+        for p in m["puts"]:
+            r = w.put_message(p["topic"], body[(p["topic"], p["queueId"], p["queueOffset"])].encode(),
+                              queue_id=p["queueId"], keys="k")
+            assert r.queueOffset == p["queueOffset"]
+    finally:
+        w.close()
+    files = sorted((local / "commitlog").iterdir())
+    assert len(files) >= 4
+    for f in files[:2]:
+        f.unlink()
+    local_min = int(files[2].name)
+    rows = exported(capsys, tmp_path, str(local), "--set", f"tieredStoreFilePath={unpack('tiered_store') / 'tiered'}")
+    tier_off = {(e["topic"], e["queueId"], e["queueOffset"]): e["commitLogOffset"] for e in m["messages"]}
+    assert rows.keys() == tier_off.keys()                     # every message once
+    from_tier = {k for k, r in rows.items() if r["keys"] != "k"}   # the tier's copies carry the real keys
+    assert 0 < len(from_tier) < len(rows)
+    for (t, q), (n, _b, _f, _l) in expected_per_queue().items():
+        offs = sorted(o for tt, qq, o in from_tier if (tt, qq) == (t, q))
+        assert offs == list(range(len(offs))), (t, q)           # a prefix of each queue
+        local_offs = [rows[(t, q, o)]["commitLogOffset"] for o in range(len(offs), n)]
+        assert all(o >= local_min for o in local_offs)
+    assert all(rows[k]["commitLogOffset"] == tier_off[k] for k in from_tier)

@@ -149,12 +149,16 @@ class StoreWithTier:
         return self.store, out
 
     def _tier_only(self, cq, tq) -> list[tuple[int, int]]:
-        """Queue offsets [a, b) of `tq` the local store does not hold: below the first local unit
-        whose record is at or past the local commitlog's min offset, and past the local queue."""
+        """Queue offsets [a, b) of `tq` the local store does not hold: those below the first
+        local unit whose record is at or past the local commitlog's min offset (retention deletes
+        from the front). Offsets past the local queue's end stay the local commitlog's: the tier
+        copies what the local store dispatched, so a shorter local queue lost units, not records."""
         lo, hi, local_min = tq.min_offset, tq.max_offset, self._local_min()
-        if cq is None or local_min < 0:
+        if cq is None or local_min < 0 or cq.max_offset <= cq.min_offset:   # nothing of it held locally
             return [(lo, hi)] if lo < hi else []
         a, b = max(lo, cq.min_offset), min(hi, cq.max_offset)
+        if a >= b:    # the local queue starts past the tier's end (or ends before it starts)
+            return [(lo, hi)] if cq.min_offset >= hi else []
         while a < b:                      # the local units' offsets ascend: the first one held
             mid = (a + b) // 2
             u = cq.unit(mid)
@@ -162,9 +166,7 @@ class StoreWithTier:
                 b = mid
             else:
                 a = mid + 1
-        first = a if max(lo, cq.min_offset) < min(hi, cq.max_offset) else min(hi, max(lo, cq.min_offset))
-        tail = max(first, cq.max_offset)
-        return [(x, y) for x, y in ((lo, first), (tail, hi)) if x < y]
+        return [(lo, a)] if lo < a else []
 
     def queue_bounds(self, topic: str, queue_id: int):
         local, tier = self.store.queue_bounds(topic, queue_id), self.tier.queue_bounds(topic, queue_id)
