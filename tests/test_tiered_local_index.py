@@ -5,10 +5,12 @@ file at shutdown, so the file here is written by the documented layout from the 
 MessageStoreDispatcherImpl.constructIndexFile0 would put each message's keys."""
 from __future__ import annotations
 
+import json
 import shutil
 import struct
 
 from conftest import manifest
+from engine.cli.app import main
 from engine.store.tiered import TieredStore
 
 BEGIN_MAGIC = (0xCCDDEEFF ^ (1880681586 + 4)) - (1 << 32)   # IndexStoreFile.BEGIN_MAGIC_CODE as an int
@@ -65,7 +67,7 @@ def local_only_copy(fixture_copy):
     return root
 
 
-def test_keys_are_found_in_the_local_unsealed_index(fixture_copy):
+def test_keys_are_found_in_the_local_unsealed_index(fixture_copy, capsys):
     m = manifest("tiered_store")
     root = local_only_copy(fixture_copy)
     want = expected_hits(m)
@@ -89,6 +91,11 @@ def test_keys_are_found_in_the_local_unsealed_index(fixture_copy):
                                             "tieredStoreIndexFileMaxIndexNum": "1000"}) as t:
         assert t.local_index[0].slots == 64
         assert hits(t.query_message("TopicB", "ord-1")) == want[("TopicB", "ord-1")]
+    assert main(["info", str(root / "tiered")]) == 0   # listed beside the INDEX segments
+    assert f"local {begin}" in capsys.readouterr().out
+    assert main(["query-key", str(root / "tiered"), "TopicA", "ord-3", "--json"]) == 0
+    assert {f"{x['queueId']}:{x['queueOffset']}:{x['commitLogOffset']}" for x in json.loads(
+        capsys.readouterr().out)["messages"]} == want[("TopicA", "ord-3")]
     assert local.read_bytes() == before
 
 

@@ -59,8 +59,10 @@ def cmd_tier_info(store, args) -> int:
                    f"[{q['commitLogMinOffset']}, {q['commitLogMaxOffset']})", q["commitLogSegments"],
                    q["consumeQueueSegments"], "" if q["topicId"] is None else q["topicId"]] for q in info["queues"]],
                  ["TOPIC", "QUEUE", "MIN", "MAX", "COUNT", "TIERED COMMITLOG", "CL SEGS", "CQ SEGS", "TOPICID"]), "",
-           table([[f["name"], fmt_time(f["beginTimestamp"]), fmt_time(f["endTimestamp"]), f["hashSlotMaxCount"],
-                   f["hashSlotCount"], f["indexItemCount"], "yes" if f["sealed"] else "no"] for f in info["indexFiles"]],
+           table([[("local " if f.get("local") else "") + f["name"], fmt_time(f["beginTimestamp"]),
+                   fmt_time(f["endTimestamp"]), f["hashSlotMaxCount"], f["hashSlotCount"], f["indexItemCount"],
+                   "yes" if f["sealed"] else "no"]
+                  for f in info["indexFiles"] + info["localIndexFiles"]],
                  ["INDEX SEGMENT", "BEGIN", "END", "SLOTS", "SLOTS USED", "ITEMS", "SEALED"])]
     out += [f"warning: {w}" for w in info["warnings"]]
     print("\n".join(out))
