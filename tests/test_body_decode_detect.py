@@ -3,13 +3,15 @@ body_decode._ORDER tried in turn, the first at ACCEPT wins, else the most confid
 on a tie). The first-byte caps (_capped) and the compiled score only save time."""
 from __future__ import annotations
 
+import struct
+
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from engine.format import body_decode as bd
 from engine.format import protobuf_wire as pw
-from test_body_decode import VALID, msgpack_body, order_pb, pb_len, pb_varint
+from test_body_decode import VALID, msgpack_body, order_pb, pb_len, pb_varint, varint
 
 
 def plain_rule(data: bytes):
@@ -75,3 +77,33 @@ def test_compiled_score_is_the_pure_one(data):
     fields, _ = pw.walk_py(data)
     if fields:
         assert pw._KERNEL.score(fields, len(data)) == pw.score_py(fields, len(data))
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(st.binary(max_size=300), st.sampled_from(VALID),
+                 st.lists(st.tuples(st.integers(1, 200), st.sampled_from([1, 5]), st.binary(min_size=8, max_size=8)),
+                          min_size=1, max_size=6).map(
+                     lambda fs: b"".join(varint(n << 3 | w) + (b if w == 1 else b[:4]) for n, w, b in fs))))
+def test_compiled_to_value_is_the_pure_one(data):
+    if pw._KERNEL is None:
+        pytest.skip("engine.accel._wire not built (or RMQSTORE_PURE_PYTHON=1)")
+    fields, _ = pw.walk_py(data)
+    if fields:
+        assert pw._KERNEL.to_value(fields) == pw.to_value_py(fields)
+
+
+def test_to_value_reads_fixed_numbers_and_repeats():
+    """fixed64 / fixed32 as unsigned integers with their float reading when it is a plain one;
+    a repeated field as a list; unprintable bytes as hex (both twins)."""
+    one = struct.pack("<d", 2.5)
+    data = (bytes([1 << 3 | 1]) + one + bytes([2 << 3 | 5]) + struct.pack("<f", -0.25)
+            + bytes([3 << 3 | 1]) + struct.pack("<d", float("nan")) + bytes([4 << 3 | 5]) + b"\xff\xff\xff\xff"
+            + pb_varint(5, 1) + pb_varint(5, 2) + pb_varint(5, 3) + pb_len(6, b"\x00\x01"))
+    want = {"1": {"fixed": int.from_bytes(one, "little"), "float": 2.5},
+            "2": {"fixed": int.from_bytes(struct.pack("<f", -0.25), "little"), "float": -0.25},
+            "3": int.from_bytes(struct.pack("<d", float("nan")), "little"), "4": 0xFFFFFFFF,
+            "5": [1, 2, 3], "6": {"$bytes": "0001"}}
+    fields, _ = pw.walk_py(data)
+    assert pw.to_value_py(fields) == want
+    if pw._KERNEL is not None:
+        assert pw._KERNEL.to_value(fields) == want

@@ -151,12 +151,18 @@ def walk_py(data: bytes) -> tuple[list | None, str]:
 def to_value(fields: list) -> dict:
     """decode_raw as JSON: {"1": value, "2": [repeated values], ...}; fixed64/fixed32 shown
     as unsigned integers (with their double / float reading when it is a plain number), bytes
-    as {"$bytes": hex}."""
+    as {"$bytes": hex}. The compiled twin gives the same value."""
+    if _KERNEL is not None:
+        return _KERNEL.to_value(fields)
+    return to_value_py(fields)
+
+
+def to_value_py(fields: list) -> dict:
     out: dict = {}
     repeated = set()
     for num, wt, v in fields:
         if wt == LEN or wt == SGROUP:
-            v = to_value(v) if isinstance(v, list) else ({"$bytes": v.hex()} if isinstance(v, bytes) else v)
+            v = to_value_py(v) if isinstance(v, list) else ({"$bytes": v.hex()} if isinstance(v, bytes) else v)
         elif wt == I64:
             v = _fixed(v, _F64)
         elif wt == I32:
