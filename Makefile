@@ -124,7 +124,8 @@ TWIN_TESTS := tests/test_conformance_read.py tests/test_write_path.py tests/test
               tests/test_analysis.py tests/internals/test_analysis_oracles.py tests/test_recovery_plan.py \
               tests/test_cli_internals.py tests/gui/test_gui_table_pages.py tests/test_query_kernel.py tests/test_message_kernel.py tests/test_dledger.py tests/test_dledger_real.py \
               tests/test_lmq_batchcq_read.py tests/test_lmq_batchcq_write.py tests/test_decode_kernel.py tests/test_query_batch.py tests/test_lineage.py tests/test_body_decode.py \
-              tests/test_tiered.py tests/test_compaction.py
+              tests/test_tiered.py tests/test_compaction.py tests/test_tiered_scan.py tests/test_tiered_local_index.py \
+              tests/test_compaction_no_log.py
 test: $(STAMP) test-deps
 	$(VENV)/bin/lint-imports
 	RMQSTORE_PURE_PYTHON=1 QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider $(TWIN_TESTS)
