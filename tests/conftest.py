@@ -222,9 +222,10 @@ SLOW_FIXTURES = {"spark", "s3_stores"}
 
 
 def pytest_collection_modifyitems(config, items):
-    """Mark the SLOW tests (and every Spark one) `slow`. Then run the cluster tests (their own
-    Spark master and worker, or Connect server) after the last user of the shared local session:
-    its JVM starts once a run, instead of again after the standalone tests stop it."""
+    """Mark the SLOW tests (and every Spark one) `slow`. Then order the Spark tests so the shared
+    local session's JVM starts once a run: the tests that stop it (marked restarts_spark) after
+    its last other user, and the cluster tests (their own Spark master and worker, or Connect
+    server, which stop it too) after them."""
     slow = pytest.mark.slow
     for item in items:
         node = item.nodeid.split("[")[0]
@@ -232,11 +233,12 @@ def pytest_collection_modifyitems(config, items):
                 SLOW_FIXTURES & set(getattr(item, "fixturenames", ())) or \
                 any(node == s or (s.endswith(("/", ".py")) and node.startswith(s)) for s in SLOW):
             item.add_marker(slow)
-    cluster = [i for i in items if i.get_closest_marker("cluster")]
-    rest = [i for i in items if not i.get_closest_marker("cluster")]
+    late = [i for i in items if i.get_closest_marker("restarts_spark")] + \
+        [i for i in items if i.get_closest_marker("cluster")]
+    rest = [i for i in items if not (i.get_closest_marker("restarts_spark") or i.get_closest_marker("cluster"))]
     last = max((n for n, i in enumerate(rest) if "spark" in getattr(i, "fixturenames", ())), default=None)
-    if cluster and last is not None:
-        items[:] = rest[:last + 1] + cluster + rest[last + 1:]
+    if late and last is not None:
+        items[:] = rest[:last + 1] + late + rest[last + 1:]
 
 
 # ---- memory: the Spark JVM lives only as long as the tests that use it -------------------------

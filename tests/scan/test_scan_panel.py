@@ -145,6 +145,7 @@ def test_every_result_column_is_reachable(qtbot, panel):
 
 
 @pytest.mark.spark
+@pytest.mark.restarts_spark
 def test_spark_starts_in_the_background_and_is_reused(qtbot, panel, spark, monkeypatch, tmp_path, capfd):
     """Shown with a store open, the tab starts Spark in the background (the status bar says so,
     with Cancel) while the UI thread keeps serving events; a job submitted meanwhile shows
