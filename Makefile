@@ -9,7 +9,7 @@ JAVA_LIB ?=
 
 export SPARK_LOCAL_IP ?= 127.0.0.1
 
-.PHONY: run test test-fast bench package soak system-deps gui-deps test-deps install clean screenshots compiler
+.PHONY: run test test-fast test-py313 bench package soak system-deps gui-deps test-deps install clean screenshots compiler
 
 # the engine's fast paths are compiled at install (Cython -> C): a C compiler is needed
 compiler:
@@ -138,6 +138,36 @@ test-fast: $(STAMP)
 	$(VENV)/bin/lint-imports
 	QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider -m "not slow" tests
 
+# CPython 3.13, the newest that PyPI's PySide6 and pyspark support: the compiled build's
+# conformance and kernel tests (engine only, no GUI) in a venv of its own, .venv313, whose
+# install compiles the Cython kernels for 3.13 (next to the 3.11 ones, by ABI tag). The kernels
+# lean on CPython internals (threading.Event._flag, slot offsets, hand-made refcounts): this is
+# the leg that says when a release breaks them. CI runs it after `make test` (.ci/run); ~2 min
+# here once the venv is made (its first install: ~4 min).
+# (the first python3.13 that runs: PATH's, then pyenv's; a pyenv shim on PATH fails unless selected)
+PYTHON313 ?= $(shell for p in "$$(command -v python3.13)" $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3.13); do \
+               [ -n "$$p" ] && "$$p" -c "" 2>/dev/null && { echo "$$p"; break; }; done)
+VENV313   := .venv313
+PY313     := $(VENV313)/bin/python
+STAMP313  := $(VENV313)/.installed
+PY313_TESTS := tests/test_conformance_read.py tests/accel $(wildcard tests/test_*kernel*.py) tests/test_write_path.py \
+               tests/test_index_geometry.py tests/test_format_layout.py tests/test_index_accel.py \
+               tests/test_index_accel_build.py tests/test_query_batch.py tests/test_lmq_batchcq_read.py \
+               tests/test_dledger_real.py tests/test_recovery_plan.py tests/test_body_decode.py
+
+$(STAMP313): pyproject.toml setup.py $(wildcard engine/accel/*.pyx engine/accel/*.pxi engine/accel/*.pxd engine/format/*.pxd) | compiler
+	@if [ -z "$(PYTHON313)" ]; then echo "no python3.13 found (PATH, ~/.pyenv/versions): make test-py313 PYTHON313=/path/to/python3.13"; exit 2; fi
+	@test -x $(PY313) || $(PYTHON313) -m venv $(VENV313)
+	$(PY313) -m pip install -q --upgrade pip
+	$(PY313) -m pip install -q -e '.[test]'
+	@touch $(STAMP313)
+
+test-py313: $(STAMP313)
+	@$(PY313) -c "import sys, engine.accel as a; m = [k for k, v in a.status().items() if not v]; \
+	  sys.exit('compiled fast paths NOT built for ' + sys.version.split()[0] + ': ' + ', '.join(m)) if m else \
+	  print('compiled fast paths on ' + sys.version.split()[0] + ': ' + ', '.join(a.MODULES))"
+	QT_QPA_PLATFORM=offscreen $(PY313) -m pytest -q -p no:cacheprovider $(PY313_TESTS)
+
 # the README's pictures: the GUI tests save them to build/screenshots; this refreshes docs/
 SHOTS := xcb-browser decoded-body scan-panel-columns browser-main browser-detail browser-detail-times browser-search browser-overview store-settings store-tree segment-fill cq-units slot-heatmap collision-chain scan-panel scan-panel-topics open-progress scan-panel-progress timer-messages timer-wheel store-compare overview-generation
 screenshots: $(STAMP)
@@ -172,4 +202,4 @@ package: $(STAMP)
 	dist/rmqstore-browser/rmqstore --version
 
 clean:
-	rm -rf build dist $(VENV) *.egg-info
+	rm -rf build dist $(VENV) $(VENV313) *.egg-info
