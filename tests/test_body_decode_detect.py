@@ -107,3 +107,35 @@ def test_to_value_reads_fixed_numbers_and_repeats():
     assert pw.to_value_py(fields) == want
     if pw._KERNEL is not None:
         assert pw._KERNEL.to_value(fields) == want
+
+
+_LEAF = st.one_of(st.none(), st.booleans(), st.integers(-2**70, 2**70), st.floats(), st.text(max_size=5),
+                  st.binary(max_size=3))
+_TREE = st.recursive(_LEAF, lambda kids: st.one_of(
+    st.lists(kids, max_size=4), st.tuples(kids, kids),
+    st.dictionaries(st.one_of(st.text(max_size=3), st.integers(0, 9)), kids, max_size=4)), max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(_TREE)
+def test_a_value_kept_as_it_is_equals_the_converted_one(raw):
+    """plain_json keeps a decoder's value when it is JSON already; the value is the one the
+    conversion (JSON round trip, else jsonable) makes."""
+    if pw.KERNEL is None:
+        pytest.skip("engine.accel._wire not built (or RMQSTORE_PURE_PYTHON=1)")
+    fast = bd.DecodedBody(bd.MSGPACK, None, raw, 1.0).value
+    kernel, pw.KERNEL = pw.KERNEL, None
+    try:
+        slow = bd.DecodedBody(bd.MSGPACK, None, raw, 1.0).value
+    finally:
+        pw.KERNEL = kernel
+    assert _typed(fast) == _typed(slow)
+
+
+def _typed(v):
+    """v with every node's type spelled out (1 == 1.0 == True and "1" keys vs 1 keys differ here)."""
+    if isinstance(v, list):
+        return ("list", [_typed(x) for x in v])
+    if isinstance(v, dict):
+        return ("dict", sorted((type(k).__name__, str(k), _typed(x)) for k, x in v.items()))
+    return (type(v).__name__, v)

@@ -227,3 +227,30 @@ def to_value(list fields):
         else:
             out[k] = v
     return out
+
+
+cdef bint _plain(object v, int depth):
+    cdef type t = type(v)
+    if t is str or t is int or t is bool or v is None:
+        return True
+    if t is float:
+        return not isinf(<double>v) and v == v
+    if depth >= 64:
+        return False
+    if t is list:
+        for x in <list>v:
+            if not _plain(x, depth + 1):
+                return False
+        return True
+    if t is dict:
+        for k, x in (<dict>v).items():
+            if type(k) is not str or not _plain(x, depth + 1):
+                return False
+        return True
+    return False
+
+
+def plain_json(v):
+    """Whether a decoder's value is JSON as it is (dicts with text keys, lists, text, ints,
+    finite floats, booleans, null): body_decode then keeps it as its value, with no copy."""
+    return _plain(v, 0)

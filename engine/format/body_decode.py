@@ -52,6 +52,8 @@ class DecodedBody:
         if not self._made:
             if self.format == PROTOBUF and isinstance(self.raw, list):
                 self._value = pw.to_value(self.raw)
+            elif pw.KERNEL is not None and pw.KERNEL.plain_json(self.raw):   # JSON already: the same value
+                self._value = self.raw
             else:
                 try:   # plain JSON types (most MessagePack / CBOR / Avro values): a C round trip,
                     # which also turns map keys into text as jsonable() does

@@ -210,3 +210,4 @@ def score_py(fields: list, size: int) -> float:
 
 
 _KERNEL = accel.load("_wire")
+KERNEL = _KERNEL   # for body_decode: the compiled plain_json test (None: not built)
