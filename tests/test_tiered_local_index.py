@@ -25,25 +25,29 @@ def java_string_hash(s: str) -> int:
 
 def write_local_index(path, begin: int, slots: int, items_max: int, messages, topic_ids: dict) -> int:
     """IndexStoreFile.putKey for every key of every message: the slot holds the newest item's
-    number, each item the number of the one before it in the slot."""
-    buf = bytearray(28 + 8 * slots + 32 * items_max)
-    count = used = 0
-    end = begin
-    for e in messages:
-        keys = {e["uniqKey"]} | set(e["keys"].split(" "))
-        for key in sorted(keys):
-            h = abs(java_string_hash(f"{e['topic']}#{key}"))
-            slot = 28 + (h % slots) * 8
-            prev = max(struct.unpack_from(">i", buf, slot)[0], 0)
-            count += 1
-            struct.pack_into(">iiiqiii", buf, 28 + 8 * slots + 32 * count, h, topic_ids[e["topic"]], e["queueId"],
-                             e["commitLogOffset"], e["storeSize"], (e["storeTimestamp"] - begin) // 1000, prev)
-            struct.pack_into(">i", buf, slot, count)
-            used += prev <= 0
-            end = max(end, e["storeTimestamp"])
-    struct.pack_into(">iqqii", buf, 0, BEGIN_MAGIC, begin, end, used, count)
+    number, each item the number of the one before it in the slot. Written sparse, as a fresh
+    mapped file is (a default-sized file is 680 MB of mostly holes)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_bytes(bytes(buf))
+    heads: dict[int, int] = {}
+    count = 0
+    end = begin
+    with open(path, "wb") as f:
+        f.truncate(28 + 8 * slots + 32 * items_max)
+        for e in messages:
+            for key in sorted({e["uniqKey"]} | set(e["keys"].split(" "))):
+                h = abs(java_string_hash(f"{e['topic']}#{key}"))
+                prev = heads.get(h % slots, 0)
+                count += 1
+                f.seek(28 + 8 * slots + 32 * count)
+                f.write(struct.pack(">iiiqiii", h, topic_ids[e["topic"]], e["queueId"], e["commitLogOffset"],
+                                    e["storeSize"], (e["storeTimestamp"] - begin) // 1000, prev))
+                heads[h % slots] = count
+                end = max(end, e["storeTimestamp"])
+        for slot, item in heads.items():
+            f.seek(28 + 8 * slot)
+            f.write(struct.pack(">i", item))
+        f.seek(0)
+        f.write(struct.pack(">iqqii", BEGIN_MAGIC, begin, end, len(heads), count))
     return count
 
 
@@ -125,3 +129,19 @@ def test_an_unreadable_local_index_is_a_warning(fixture_copy):
         assert any("magic" in w for w in t.warnings)
         assert any("not searched" in w for w in t.warnings)
         assert t.query_message("TopicA", "ord-1").messages == []
+
+
+def test_a_default_sized_local_index_is_read_by_the_default_geometry(fixture_copy):
+    """tieredStoreIndexFileMaxHashSlotNum / MaxIndexNum at their defaults (5,000,000 / 20,000,000):
+    the file's size says so and its newest items sit in their chains."""
+    m = manifest("tiered_store")
+    root = local_only_copy(fixture_copy)
+    begin = min(e["storeTimestamp"] for e in m["messages"])
+    ids = {q["topic"]: q["tieredTopicId"] for q in m["queues"]}
+    some = [e for e in m["messages"] if e["topic"] == "TopicC"][:40]
+    write_local_index(root / "store" / "tiered_index_file" / str(begin), begin, 5_000_000, 20_000_000, some, ids)
+    with TieredStore.open(root / "tiered") as t:
+        assert [f.slots for f in t.local_index] == [5_000_000]
+        e = some[7]
+        want = {f"{e['queueId']}:{e['queueOffset']}:{e['commitLogOffset']}"}
+        assert hits(t.query_message("TopicC", e["uniqKey"])) == want

@@ -90,36 +90,55 @@ def _reaches_every_item(data, slots: int, count: int) -> bool:
     return bool(seen[1:].all())
 
 
+HEAD_CHECKS = 16            # the newest items each checked to be in their slot's chain
+CANDIDATES_PER_STEP = 1 << 20
+FULL_WALK_MAX_ITEMS = 1 << 21   # the full chain check is a Python walk: on files up to this many items
+
+
+def _be32(u8: np.ndarray, pos: np.ndarray) -> np.ndarray:
+    b = [u8[pos + k].astype(np.int64) for k in range(4)]
+    v = (b[0] << 24) | (b[1] << 16) | (b[2] << 8) | b[3]
+    return np.where(v >= 1 << 31, v - (1 << 32), v)
+
+
+def _heads_hold(u8: np.ndarray, slots: np.ndarray, count: int) -> np.ndarray:
+    """For each slot count: the newest item heads its slot, and each of the HEAD_CHECKS newest
+    items is under a head at least as new (a chain only holds items older than its head)."""
+    ok = np.ones(len(slots), dtype=bool)
+    for k in range(count, max(0, count - HEAD_CHECKS), -1):
+        h = _be32(u8, L.INDEX_HEADER_SIZE + slots * L.INDEX_SLOT_SIZE + k * L.LOCAL_INDEX_ITEM_SIZE)
+        good = h >= 0
+        head = np.zeros(len(slots), dtype=np.int64)
+        head[good] = _be32(u8, L.INDEX_HEADER_SIZE + (h[good] % slots[good]) * L.INDEX_SLOT_SIZE)
+        ok &= good & ((head == count) if k == count else ((head >= k) & (head <= count)))
+    return ok
+
+
 def find_slots(data, count: int, hints: tuple = ()) -> int | None:
     """hashSlotMaxCount of a local index file of `count` items: a hinted (settings / default)
-    geometry that fits the size and whose chains hold, else the one slot count that does."""
+    geometry that fits the size and whose newest items sit in their chains, else the one slot
+    count the size allows whose chains hold (checked on every item when the file is small)."""
     size = len(data)
     if count <= 0:
         return next((s for s, n in hints if L.local_index_size(s, n) == size), None)
+    u8 = np.frombuffer(data, dtype=np.uint8)
     for s, n in hints:
-        if L.local_index_size(s, n) == size and _reaches_every_item(data, s, count):
+        if L.local_index_size(s, n) == size and count < n and _heads_hold(u8, np.array([s]), count)[0]:
             return s
     room = size - L.INDEX_HEADER_SIZE - (count + 1) * L.LOCAL_INDEX_ITEM_SIZE
-    if room < L.INDEX_SLOT_SIZE:
-        return None
-    if (size - L.INDEX_HEADER_SIZE) % L.INDEX_SLOT_SIZE:
+    if room < L.INDEX_SLOT_SIZE or (size - L.INDEX_HEADER_SIZE) % L.INDEX_SLOT_SIZE:
         return None
     rest = (size - L.INDEX_HEADER_SIZE) // L.INDEX_SLOT_SIZE   # 8 x slots + 32 x items: slots = rest (mod 4)
-    slots = np.arange(rest % 4 or 4, room // L.INDEX_SLOT_SIZE + 1, 4, dtype=np.int64)
-    u8 = np.frombuffer(data, dtype=np.uint8)
-
-    def be32(pos: np.ndarray) -> np.ndarray:
-        b = [u8[pos + k].astype(np.int64) for k in range(4)]
-        v = (b[0] << 24) | (b[1] << 16) | (b[2] << 8) | b[3]
-        return np.where(v >= 1 << 31, v - (1 << 32), v)
-
-    h = be32(L.INDEX_HEADER_SIZE + slots * L.INDEX_SLOT_SIZE + count * L.LOCAL_INDEX_ITEM_SIZE)
-    ok = h >= 0
-    slots, h = slots[ok], h[ok]
-    head = be32(L.INDEX_HEADER_SIZE + (h % slots) * L.INDEX_SLOT_SIZE)
-    cands = slots[head == count].tolist()
-    fits = [s for s in cands[:MAX_GEOMETRY_TRIES] if _reaches_every_item(data, s, count)]
-    return fits[0] if len(fits) == 1 else None
+    cands: list[int] = []
+    for first in range(rest % 4 or 4, room // L.INDEX_SLOT_SIZE + 1, 4 * CANDIDATES_PER_STEP):
+        slots = np.arange(first, min(first + 4 * CANDIDATES_PER_STEP, room // L.INDEX_SLOT_SIZE + 1), 4,
+                          dtype=np.int64)
+        cands += slots[_heads_hold(u8, slots, count)].tolist()
+        if len(cands) > MAX_GEOMETRY_TRIES:
+            return None            # too many fit: the file does not say which
+    if len(cands) > 1 and count <= FULL_WALK_MAX_ITEMS:
+        cands = [s for s in cands if _reaches_every_item(data, s, count)]
+    return cands[0] if len(cands) == 1 else None
 
 
 def open_local_index(path: Path, hints: tuple = ()) -> LocalIndexFile:
