@@ -282,12 +282,12 @@ def test_copies_of_a_writers_rolling_index(tmp_path):
         for f in idx.files:
             assert_copy_is_the_chains(f, f.accel)
         assert_agree(idx, queries, before)
-        from engine.store.queries import Queries   # the store's query_message over the copies
+        from test_query_kernel import reference_query   # the store's query_message over the copies
         ws = more_windows(idx)
         for i, key in enumerate(keys):
             for raw in (True, False):
                 args = ("T1", key, *ws[i % len(ws)], 64)
-                assert store.query_message(*args, raw=raw) == Queries._query_message_py(store, *args, raw), args
+                assert store.query_message(*args, raw=raw) == reference_query(store, *args, raw), args
 
 
 # ---- 3. refusals --------------------------------------------------------------------------------

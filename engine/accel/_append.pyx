@@ -11,7 +11,7 @@ any state is touched and the caller takes the Python path.
 
 Split in four: this file (declarations, the Appender), _append_codec.pxi (bytes, Java's
 String.hashCode, the index put, the record's parts), _append_results.pxi (PutResult,
-PutResults) and _append_front.pxi (MessageStore.put_message). The byte layouts are
+PutResults) and _append_front.pxi (the Appender made on first use). The byte layouts are
 engine/format/layout.pxd's."""
 cimport cython
 from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
@@ -32,7 +32,7 @@ from engine.format.crc import crc32 as _crc32
 from engine.accel._state cimport FileState, QueueState, UniqState, WriterState
 
 from engine.format.message import SCHEDULE_TOPIC
-from engine.store.writer import PutResult, wall_clock_ms
+from engine.format.put_result import PutResult, wall_clock_ms
 
 from engine.format.layout cimport (BLANK_RECORD_MIN, BORNHOST_V6_FLAG, CQ_UNIT_SIZE, HEAD_SIZE, HOST_V6, INDEX_ENTRY_SIZE,
                                    INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, MESSAGE_MAGIC_V1, OFF_BEGIN_PHY_OFFSET,
@@ -140,7 +140,6 @@ cdef class Appender:
     cdef list ifiles                # index.files (the list object never changes)
     cdef object lock_acquire, lock_release   # the writer's RLock's bound methods (no lookup a put)
     cdef _Held cl_held, ix_held
-    cdef bint dirty_flag        # threading.Event keeps its state in `_flag`: read it, no call
     cdef dict topics
     cdef bytes born_host, store_host, tail, prefix_b
     cdef str prefix
@@ -175,7 +174,6 @@ cdef class Appender:
         self.prefix_b = self.prefix.encode("ascii")
         self.fixed = (RECORD_FIXED + len(self.born_host) + len(self.store_host) + 1 + 9 + len(self.prefix_b) + 12
                       + len(self.tail))
-        self.dirty_flag = type(getattr(self.dirty, "_flag", None)) is bool
 
     def release(self):
         """Give back the held maps (the writer stops; a file is closed or replaced)."""
@@ -556,7 +554,7 @@ cdef class Appender:
             if self.sync_flush:
                 f.flush()
             dirty = self.dirty
-            if not (dirty._flag if self.dirty_flag else dirty.is_set()):
+            if not dirty.is_set():
                 dirty.set()
             if single:
                 return put_result(topic, qid, phys[0], qoff0, store_ts, sizes[0], self.store_host,

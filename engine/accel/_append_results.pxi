@@ -1,26 +1,11 @@
 # included by engine/accel/_append.pyx: what a put returns
 
-from cpython.object cimport PyTypeObject
-
-cdef extern from "Python.h":
-    object PyType_GenericAlloc(PyTypeObject* t, Py_ssize_t n)
-    void PyTuple_SET_ITEM(object t, Py_ssize_t i, object o)   # steals a reference
-
-from cpython.ref cimport Py_INCREF
-
-
 cdef object _PUT_OK = "PUT_OK"
-
-
-cdef inline void _set(object r, Py_ssize_t i, object o):
-    Py_INCREF(o)
-    PyTuple_SET_ITEM(r, i, o)
 
 
 cdef object put_result(str topic, long qid, int64_t phy, int64_t qoff, int64_t store_ts, int64_t size,
                        bytes store_host, bytes prefix, const char* tail12):
-    """A PutResult, made as tuple.__new__(PutResult, ...) makes it but without the argument
-    tuple; its UNIQ_KEY decoded once from the prefix and the 12 characters after it."""
+    """A PutResult; its UNIQ_KEY decoded once from the prefix and the 12 characters after it."""
     cdef char u[80]
     cdef Py_ssize_t pl = len(prefix)
     if pl > 64:
@@ -29,17 +14,8 @@ cdef object put_result(str topic, long qid, int64_t phy, int64_t qoff, int64_t s
         memcpy(u, <const char*>prefix, pl)
         memcpy(u + pl, tail12, 12)
         uniq = PyUnicode_DecodeASCII(u, pl + 12, NULL)
-    r = PyType_GenericAlloc(<PyTypeObject*>PutResult, 9)
-    _set(r, 0, _PUT_OK)
-    _set(r, 1, phy)
-    _set(r, 2, qoff)
-    _set(r, 3, store_ts)
-    _set(r, 4, msg_id(<const uint8_t*>store_host, len(store_host), phy))
-    _set(r, 5, uniq)
-    _set(r, 6, topic)
-    _set(r, 7, qid)
-    _set(r, 8, size)
-    return r
+    return tuple.__new__(PutResult, (_PUT_OK, phy, qoff, store_ts, msg_id(<const uint8_t*>store_host, len(store_host), phy),
+                                      uniq, topic, qid, size))
 
 
 @cython.no_gc

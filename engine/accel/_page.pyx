@@ -17,14 +17,14 @@ _page_decode.pxi (one record into a Message, for CommitLog.read_record and walk)
 layouts are engine/format/layout.pxd's."""
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytearray cimport PyByteArray_FromStringAndSize
-from cpython.bytes cimport PyBytes_FromStringAndSize
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize
 from cpython.unicode cimport PyUnicode_DecodeUTF8
 from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcmp, memcpy
 from operator import index
 
-from engine.accel._query cimport IndexServiceBase
-from engine.accel._state cimport FileState, FilesState, LogState, StoreState
+from engine.accel._message cimport Anchor, Message, new_anchor, parse_props, utf8
+from engine.accel._state cimport FileState, FilesState, LogState
 from engine.format.layout cimport (BLANK_MAGIC, BORNHOST_V6_FLAG, CQ_UNIT_SIZE, FILLER_SIZE, HEAD_SIZE,
                                    MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, OFF_BODY, OFF_BODYCRC, OFF_BODYLENGTH,
                                    OFF_BORNHOST, OFF_BORNTIMESTAMP, OFF_FLAG, OFF_MAGICCODE, OFF_PHYSICALOFFSET,
@@ -33,7 +33,6 @@ from engine.format.layout cimport (BLANK_MAGIC, BORNHOST_V6_FLAG, CQ_UNIT_SIZE, 
                                    PROP_CRC_TAIL_SIZE, RECORD_FIXED, STOREHOST_V6_FLAG)
 
 include "_record_decls.pxi"
-include "_fast_objects.pxi"
 
 # why scan stopped (the unit at the returned index is not consumed)
 STOP_END = 0       # no more units
@@ -47,7 +46,7 @@ STOP_ONE = 6       # `single` mode: one message taken
 
 ROW_SIZE = sizeof(Row)
 ROW_FORMAT = "=7q14i"
-API = 3  # what engine.store.page expects of this module (3: PageBase with items, MessageBase)
+API = 5  # what engine.store.page expects of this module (5: the page and result classes passed by the caller)
 
 
 include "_page_record.pxi"
@@ -170,6 +169,5 @@ def scan(clbuf, Py_ssize_t limit, int64_t file_from, int64_t file_size, cqbuf, P
     return u, j, nbytes, stop
 
 
-include "_message.pxi"
 include "_page_loop.pxi"
 include "_page_decode.pxi"

@@ -1,61 +1,60 @@
 # included by engine/accel/_page.pyx: one record decoded into a Message (check_record's MESSAGE
 # answer built in C: the fields, the hosts, the body, the topic and the properties dict)
 
-cdef object _Message = None
-cdef object _RecordResult = None
-cdef object _MESSAGE_STATUS = None
+# the pure twin's module (engine.format.message): RecordResult and RecordStatus for decode(),
+# imported on first use (it imports this module's Message)
+cdef object _twin = None
 
 
-cdef object _CommitLog = None    # engine.store.commit_log.CommitLog (its messages_at is this module's)
-cdef object _Options = None      # engine.format.message.DecodeOptions (a slots dataclass)
-cdef Py_ssize_t _opt_off[3]     # its check_crc, force_verify_prop_crc and accept_v2 slots (-1: not one)
+cdef object twin():
+    global _twin
+    if _twin is None:
+        import engine.format.message as m
+        _twin = m
+    return _twin
+
+
 OPTION_FLAGS = ("check_crc", "force_verify_prop_crc", "accept_v2")
 
 
-def bind_message(message_cls, result_cls, message_status, options_cls=None):
-    """engine.format.message's Message, RecordResult, RecordStatus.MESSAGE and DecodeOptions."""
-    global _Message, _RecordResult, _MESSAGE_STATUS, _Options
-    _Message, _RecordResult, _MESSAGE_STATUS, _Options = message_cls, result_cls, message_status, options_cls
-    for i, name in enumerate(OPTION_FLAGS):
-        _opt_off[i] = rmq_slot_offset(options_cls.__dict__.get(name)) if options_cls is not None else -1
-
-
-def bind_commit_log(cls):
-    """engine.store.commit_log.CommitLog, whose messages_at is this module's: a key query of
-    one calls _messages_at straight (a subclass may have its own, called by name)."""
-    global _CommitLog
-    _CommitLog = cls
-
-
 cdef int read_flags(opts) except -1:
-    """check's F_* flags from a DecodeOptions: its slots read in place (three attribute lookups
-    were a tenth of a key query's record read), any other object by attribute."""
-    if type(opts) is _Options and _opt_off[0] >= 0 and _opt_off[1] >= 0 and _opt_off[2] >= 0:
-        return ((F_CRC if rmq_slot_truth(opts, _opt_off[0]) else 0) | (F_FORCE if rmq_slot_truth(opts, _opt_off[1]) else 0)
-                | (F_V2 if rmq_slot_truth(opts, _opt_off[2]) else 0))
+    """check's F_* flags from a DecodeOptions."""
     return (F_CRC if opts.check_crc else 0) | (F_FORCE if opts.force_verify_prop_crc else 0) | (F_V2 if opts.accept_v2 else 0)
 
 
-cdef inline str utf8(const uint8_t* b, Py_ssize_t n):
-    return PyUnicode_DecodeUTF8(<const char*>b, n, "replace")
+cdef object lazy_message(const uint8_t* b, Py_ssize_t start, const Row* r, int64_t offset, Anchor src):
+    """Message for the record at b[start:] whose check wrote `r` (positions in r count from b).
+    With `src` (an Anchor on b's map) the lazy parts are read from the map (a page's messages:
+    the bulk path); without, from a copy of the record made here, so the message is a snapshot
+    (single reads and key queries: what check, recovery and tools compare against later)."""
+    cdef Message m = Message.__new__(Message)
+    cdef Py_ssize_t bh = HOST_V6 if r.sysFlag & BORNHOST_V6_FLAG else HOST_V4
+    cdef Py_ssize_t sh = HOST_V6 if r.sysFlag & STOREHOST_V6_FLAG else HOST_V4
+    if src is not None:
+        m._src = src
+        m._b = b + start
+    else:
+        m._src = PyBytes_FromStringAndSize(<const char*>b + start, r.storeSize)
+        m._b = <const uint8_t*>PyBytes_AS_STRING(m._src)
+    m.queueOffset, m.commitLogOffset, m.bornTimestamp = r.queueOffset, offset, r.bornTimestamp
+    m.storeTimestamp, m.preparedTransactionOffset = r.storeTimestamp, r.preparedTransactionOffset
+    m.physicalOffsetField, m.tagsCode = r.physicalOffsetField, r.tagsCode
+    m.queueId, m.storeSize, m.bodyCRC, m.flag, m.sysFlag = r.queueId, r.storeSize, r.bodyCRC, r.flag, r.sysFlag
+    m.reconsumeTimes, m.magicCode = r.reconsumeTimes, r.magicCode
+    m._tp, m._tl = <int32_t>(r.topicPos - start), r.topicLength
+    m._bp, m._bl = <int32_t>(r.bodyPos - start), r.bodyLength
+    m._pp, m._pl = <int32_t>(r.propertiesPos - start), r.propertiesLength
+    m._hp, m._hl = OFF_BORNHOST, <int32_t>bh
+    m._sp, m._sl = <int32_t>(OFF_BORNHOST + bh + (OFF_STOREHOST - OFF_BORNHOST)), <int32_t>sh
+    m._have = 0
+    return m
 
 
-cdef dict parse_props(const uint8_t* b, Py_ssize_t p, Py_ssize_t n):
-    """engine.format.properties.parse_properties over the raw bytes: segments split by 0x02,
-    the name up to the first 0x01, both non-empty, later duplicates win. (0x01 and 0x02 are
-    never inside a UTF-8 sequence, so decoding each part gives what decoding the whole does.)"""
-    cdef dict out = {}
-    cdef Py_ssize_t q = p, stop = p + n, seg, k
-    while q <= stop:
-        seg = q
-        q = find_sep(b, q, stop)
-        k = seg
-        while k < q and b[k] != 1:
-            k += 1
-        if seg < k < q - 1:
-            out[utf8(b + seg, k - seg)] = utf8(b + k + 1, q - k - 1)
-        q += 1
-    return out
+cdef object page_message(Anchor src, const Row* r):
+    """Message for a page row (positions in the file src holds)."""
+    cdef Py_ssize_t bh = HOST_V6 if r.sysFlag & BORNHOST_V6_FLAG else HOST_V4
+    cdef Py_ssize_t sh = HOST_V6 if r.sysFlag & STOREHOST_V6_FLAG else HOST_V4
+    return lazy_message(<const uint8_t*>src.v.buf, r.bodyPos - OFF_BODY - bh - sh, r, r.commitLogOffset, src)
 
 
 def decode(buf, Py_ssize_t pos, Py_ssize_t limit, int64_t offset, opts):
@@ -78,7 +77,8 @@ def decode(buf, Py_ssize_t pos, Py_ssize_t limit, int64_t offset, opts):
         st = check(b, v.len, pos, limit, flags, &r, &size)
         if st != S_MESSAGE:
             return None
-        return _RecordResult(_MESSAGE_STATUS, size, lazy_message(b, pos, &r, offset, None))
+        m = twin()
+        return m.RecordResult(m.RecordStatus.MESSAGE, size, lazy_message(b, pos, &r, offset, None))
     finally:
         PyBuffer_Release(&v)
 
@@ -162,62 +162,3 @@ cdef list _messages_at(cl, offsets):
             if m is not None:
                 out.append(m)
     return out
-
-
-cdef object _QueryResult = None
-cdef Py_ssize_t _qr_off[6]
-cdef bint _qr_direct = False
-QUERY_RESULT_FIELDS = ("messages", "truncated", "offsets", "false_hits", "indexLastUpdateTimestamp",
-                       "indexLastUpdatePhyoffset")
-
-
-def bind_query_result(result_cls):
-    """engine.store.queries.QueryResult (a slots dataclass). Its six slots are filled here
-    straight from their member descriptors' offsets (the dataclass __init__ is a Python frame,
-    a third of a raw key query's overhead); any other shape falls back to setattr."""
-    global _QueryResult, _qr_direct
-    _QueryResult = result_cls
-    _qr_direct = False
-    for i, name in enumerate(QUERY_RESULT_FIELDS):
-        _qr_off[i] = rmq_slot_offset(result_cls.__dict__.get(name))
-        if _qr_off[i] < 0:
-            return
-    _qr_direct = True
-
-
-def query_result_direct():
-    """Are QueryResults filled through their slots (the bound class has the expected shape)?"""
-    return _qr_direct
-
-
-cdef object new_query_result(messages, truncated, offsets, false_hits, lts, loff):
-    cdef object r = rmq_new_instance(_QueryResult)
-    if _qr_direct:
-        rmq_slot_set(r, _qr_off[0], messages)
-        rmq_slot_set(r, _qr_off[1], truncated)
-        rmq_slot_set(r, _qr_off[2], offsets)
-        rmq_slot_set(r, _qr_off[3], false_hits)
-        rmq_slot_set(r, _qr_off[4], lts)
-        rmq_slot_set(r, _qr_off[5], loff)
-        return r
-    for name, v in zip(QUERY_RESULT_FIELDS, (messages, truncated, offsets, false_hits, lts, loff)):
-        setattr(r, name, v)
-    return r
-
-
-def query_message(self, topic, key, begin=0, end=0x7FFFFFFFFFFFFFFF, max_num=64, raw=False, cap=None):
-    """Queries.query_message (the reference, and its docstring, is engine/store/queries.py): the
-    raw answer -- IndexService.query_offset, then lookMessageByOffset for every hit -- with no
-    Python frame; the default (exact) answer is Queries._query_exact's."""
-    if not raw:
-        return self._query_exact(topic, key, begin, end, max_num, cap)
-    if isinstance(self, StoreState):
-        idx, cl = (<StoreState>self).index, (<StoreState>self).commitlog
-    else:
-        idx, cl = self.index, self.commitlog
-    r = None
-    if isinstance(idx, IndexServiceBase) and type(topic) is str and type(key) is str and type(max_num) is int:
-        r = (<IndexServiceBase>idx).fast(topic, key, max_num, begin, end, cap)
-    offs, lts, loff = r if r is not None else idx.query_offset(topic, key, max_num, begin, end, cap)
-    msgs = _messages_at(cl, offs) if type(cl) is _CommitLog else cl.messages_at(offs)
-    return new_query_result(msgs, False, offs, [], lts, loff)

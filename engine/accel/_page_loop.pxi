@@ -1,11 +1,9 @@
 # included by engine/accel/_page.pyx: the page loop and getMessage
 
 # ---- the page loop (engine.store.page.read_page; its pure twin _read_page_py is the reference) ----------
-cdef object _page_module = None
-cdef object _Page = None
-cdef object _Result = None
-cdef object _confirm = None
-cdef object WHY_FILLER = None, WHY_EXPIRED = None, WHY_INVALID = None
+# The page and result classes and the check_record callback are the caller's: engine.store.page and
+# MessageStore pass them with every call (this module imports nothing above engine.format).
+from engine.format.cq_unit import WHY_EXPIRED, WHY_FILLER, WHY_INVALID, broker_unit_cap
 
 
 cdef class PageBase:
@@ -65,26 +63,13 @@ cdef class PageBase:
         return m
 
 
-cdef inline object new_page(Py_ssize_t n, rows, views, cache):
-    cdef PageBase p = <PageBase>rmq_new_instance(_Page)
+cdef inline object new_page(page_cls, Py_ssize_t n, rows, views, cache):
+    cdef PageBase p = <PageBase>PageBase.__new__(page_cls)
     p._n = n
     p._rows = rows
     p._views = views
     p._cache = cache
     return p
-
-
-def bind(page_module, page_cls, confirm, why_filler, why_expired, why_invalid):
-    """engine.store.page hands over what the loop builds and calls (it imports this module)."""
-    global _page_module, _Page, _confirm, WHY_FILLER, WHY_EXPIRED, WHY_INVALID
-    _page_module, _Page, _confirm = page_module, page_cls, confirm
-    WHY_FILLER, WHY_EXPIRED, WHY_INVALID = why_filler, why_expired, why_invalid
-
-
-def bind_result(result_cls):
-    """engine.store.message_store hands over GetMessageResult."""
-    global _Result
-    _Result = result_cls
 
 
 cdef inline int64_t file_start(f) except? -1:
@@ -154,16 +139,16 @@ cdef Py_ssize_t take_file(g, list files, list views, Py_buffer* cv) except -1:
 
 
 def read(cl, cq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint broker, Py_ssize_t limit_count,
-         int64_t limit_bytes):
+         int64_t limit_bytes, page_cls, confirm):
     """getMessage's loop from queue offset `offset` (max_count >= 1, min <= offset < mx):
     (status, nextBeginOffset, page, bufferTotalSize, skipped), status None for
     OFFSET_FOUND_NULL. The runs go through `run`; every other unit through the reference
     loop body (fillers, expired records and the skip after them, other commitlog files)."""
-    return _read(cl, cq.queue, offset, mx, max_count, broker, limit_count, limit_bytes)
+    return _read(cl, cq.queue, offset, mx, max_count, broker, limit_count, limit_bytes, page_cls, confirm)
 
 
 cdef tuple _read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint broker, Py_ssize_t limit_count,
-                 int64_t limit_bytes):
+                 int64_t limit_bytes, page_cls, confirm):
     cdef Py_ssize_t cap = max_count if max_count < limit_count else limit_count
     cdef Py_ssize_t u, u_end, unit, j = 0, j0, nrows, fi = -1
     cdef int64_t first, q = offset, phy, cl_min, nbytes = 0, nfs = 0
@@ -180,16 +165,16 @@ cdef tuple _read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
     clq = cl.queue
     fq = find_file(cqq, offset * CQ_UNIT_SIZE)
     if fq is None:
-        return (None if broker else "NO_MATCHED_MESSAGE"), offset, new_page(0, None, (), None), 0, []
+        return (None if broker else "NO_MATCHED_MESSAGE"), offset, new_page(page_cls, 0, None, (), None), 0, []
     first = fq.file_from_offset // CQ_UNIT_SIZE
     u = offset - first
     u_end = fq.wrote_position // CQ_UNIT_SIZE
     if not broker and u_end > mx - first:
         u_end = mx - first
-    if broker and u_end - u > _page_module.broker_unit_cap(max_count):  # maxFilterMessageSize
-        u_end = u + _page_module.broker_unit_cap(max_count)
+    if broker and u_end - u > broker_unit_cap(max_count):  # maxFilterMessageSize
+        u_end = u + broker_unit_cap(max_count)
     if u >= u_end:
-        return (None if broker else "NO_MATCHED_MESSAGE"), offset, new_page(0, None, (), None), 0, []
+        return (None if broker else "NO_MATCHED_MESSAGE"), offset, new_page(page_cls, 0, None, (), None), 0, []
     nrows = u_end - u
     if nrows > cap:
         nrows = cap
@@ -252,7 +237,7 @@ cdef tuple _read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
                 if stop == 5 or stop == 4:
                     ok = False
                     if stop == 5:
-                        cache, ok = _confirm(cl, f, cqmm, u, rows, j, cache)
+                        cache, ok = confirm(cl, f, cqmm, u, rows, j, cache)
                     if ok:
                         nbytes += be32(cqp + u * CQ_UNIT_SIZE + OFF_UNIT_SIZE)
                         j += 1
@@ -299,7 +284,7 @@ cdef tuple _read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
                     stop = run(<const uint8_t*>cv.buf, cv.len, f_wrote, f_from, f_size, cqp, &u, unit + 1,
                                <Row*>rv.buf, nrows, &j, j + 1, &nbytes, 0, fi, flags, True)
                     if stop == 5:
-                        cache, ok = _confirm(cl, f, cqmm, unit, rows, j, cache)
+                        cache, ok = confirm(cl, f, cqmm, unit, rows, j, cache)
                         if ok:
                             nbytes += size
                             j += 1
@@ -327,7 +312,7 @@ cdef tuple _read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
         status = "FOUND"
     else:
         status = "MESSAGE_WAS_REMOVING" if removing else "NO_MATCHED_MESSAGE"
-    return status, q, new_page(j, rows, views, cache), nbytes, skipped
+    return status, q, new_page(page_cls, j, rows, views, cache), nbytes, skipped
 
 
 cdef int64_t queue_min(q):
@@ -349,8 +334,8 @@ cdef int64_t queue_max(q):
     return files[0].file_from_offset if files else 0
 
 
-cdef object _result(status, nxt, mn, mx, messages, total, skipped):
-    r = rmq_new_instance(_Result)
+cdef object _result(result_cls, status, nxt, mn, mx, messages, total, skipped):
+    r = result_cls.__new__(result_cls)
     r.status, r.nextBeginOffset, r.minOffset, r.maxOffset = status, nxt, mn, mx
     r.messages, r.bufferTotalSize, r.skipped = messages, total, skipped
     return r
@@ -359,18 +344,17 @@ cdef object _result(status, nxt, mn, mx, messages, total, skipped):
 cdef int64_t LONG_MAX = 0x7FFFFFFFFFFFFFFF
 
 
-def get_message(store, topic, queue_id, offset, max_count=32, broker=False):
+def get_message(store, topic, queue_id, offset, max_count, broker, result_cls, page_cls, confirm):
     """getMessage. broker=True reproduces the broker exactly (a page stops at the end of
     a CQ file; 32 messages / 256 KiB per page); the default reads `max_count` messages
     across CQ files and reports units it had to skip.
 
-    MessageStore.get_message compiled (engine/accel/_page.pyx) in one call: the queue's bounds
-    and statuses, the page loop, the GetMessageResult -- for pages of small messages the
-    Python frames around the loop cost as much as the loop. Anything unusual (arguments
-    that are not integers or lie outside int64, the kernel switched off) goes to the
-    reference, store._get_message_py."""
-    if _page_module.KERNEL is None:
-        return store._get_message_py(topic, queue_id, offset, max_count, broker)
+    MessageStore.get_message's body compiled (engine/accel/_page.pyx) in one call: the queue's
+    bounds and statuses, the page loop, the result (a `result_cls` holding a `page_cls`; units
+    that need check_record go to `confirm`) -- for pages of small messages the Python frames
+    around the loop cost as much as the loop. Anything unusual (arguments that are not
+    integers or lie outside int64, LMQ and BatchCQ queues) goes to the reference,
+    store._get_message_py."""
     if type(offset) is not int or type(max_count) is not int:  # numpy integers, bool
         try:
             offset, max_count = index(offset), index(max_count)
@@ -385,13 +369,13 @@ def get_message(store, topic, queue_id, offset, max_count=32, broker=False):
     cdef int64_t off = offset, mn = cq.min_logic_offset // CQ_UNIT_SIZE, mx = queue_max(cqq) // CQ_UNIT_SIZE
     cdef bint brk = broker
     if mx == 0:
-        return _result("NO_MESSAGE_IN_QUEUE", 0, mn, mx, [], 0, [])
+        return _result(result_cls, "NO_MESSAGE_IN_QUEUE", 0, mn, mx, [], 0, [])
     if off < mn:
-        return _result("OFFSET_TOO_SMALL", mn, mn, mx, [], 0, [])
+        return _result(result_cls, "OFFSET_TOO_SMALL", mn, mn, mx, [], 0, [])
     if off == mx:
-        return _result("OFFSET_OVERFLOW_ONE", off, mn, mx, [], 0, [])
+        return _result(result_cls, "OFFSET_OVERFLOW_ONE", off, mn, mx, [], 0, [])
     if off > mx:
-        return _result("OFFSET_OVERFLOW_BADLY", mx, mn, mx, [], 0, [])
+        return _result(result_cls, "OFFSET_OVERFLOW_BADLY", mx, mn, mx, [], 0, [])
     cdef Py_ssize_t limit_count, n = max_count
     cdef int64_t limit_bytes
     if brk:
@@ -399,7 +383,8 @@ def get_message(store, topic, queue_id, offset, max_count=32, broker=False):
         limit_count, limit_bytes = cfg.maxTransferCountOnMessageInMemory, cfg.maxTransferBytesOnMessageInMemory or 0
     else:
         limit_count, limit_bytes = n, 0
-    status, nxt, page, total, skipped = _read(store.commitlog, cqq, off, mx, n, brk, limit_count, limit_bytes)
+    status, nxt, page, total, skipped = _read(store.commitlog, cqq, off, mx, n, brk, limit_count, limit_bytes,
+                                              page_cls, confirm)
     if status is None:
-        return _result("OFFSET_FOUND_NULL", off, mn, mx, [], 0, [])
-    return _result(status, nxt, mn, mx, page, total, skipped)
+        return _result(result_cls, "OFFSET_FOUND_NULL", off, mn, mx, [], 0, [])
+    return _result(result_cls, status, nxt, mn, mx, page, total, skipped)

@@ -134,50 +134,7 @@ def crc32_of(data, bint clmul=True) -> int:
 
 
 # ---- one record ----------------------------------------------------------------------------
-cdef extern from *:
-    """
-    #if defined(_MSC_VER) && (defined(_M_X64) || defined(_M_ARM64))
-    #include <intrin.h>
-    static __inline int rmq_ctz64(unsigned long long x) { unsigned long i; _BitScanForward64(&i, x); return (int)i; }
-    #define RMQ_LITTLE_ENDIAN 1
-    #elif defined(__GNUC__) && defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
-    #define rmq_ctz64(x) __builtin_ctzll(x)
-    #define RMQ_LITTLE_ENDIAN 1
-    #else  /* unknown byte order or no bit scan: find_sep takes its byte loop */
-    #define rmq_ctz64(x) 0
-    #define RMQ_LITTLE_ENDIAN 0
-    #endif
-    #if defined(__GNUC__)
-    #define rmq_prefetch(p) __builtin_prefetch((p), 0, 3)
-    #elif defined(_MSC_VER) && (defined(_M_X64) || defined(_M_IX86))
-    #include <xmmintrin.h>
-    #define rmq_prefetch(p) _mm_prefetch((const char*)(p), _MM_HINT_T0)
-    #else
-    #define rmq_prefetch(p) ((void)(p))
-    #endif
-    """
-    int rmq_ctz64(uint64_t x) noexcept nogil
-    int RMQ_LITTLE_ENDIAN
-    void rmq_prefetch(const void* p) noexcept nogil
-
-
-cdef inline Py_ssize_t find_sep(const uint8_t* b, Py_ssize_t q, Py_ssize_t stop) noexcept nogil:
-    """The first k in [q, stop) with b[k] == 0x02 (the property separator), else stop. Eight
-    bytes per step: property segments are short, so a memchr call per segment cost more
-    than the search."""
-    cdef uint64_t v, t
-    while q + 8 <= stop:
-        memcpy(&v, b + q, 8)
-        v ^= 0x0202020202020202ULL
-        t = (v - 0x0101010101010101ULL) & ~v & 0x8080808080808080ULL  # 0x80 where a byte was 0x02
-        if t:
-            if RMQ_LITTLE_ENDIAN:  # the lowest flag is the first 0x02 (a borrow only flags later bytes)
-                return q + (rmq_ctz64(t) >> 3)
-            break
-        q += 8
-    while q < stop and b[q] != 2:
-        q += 1
-    return q
+from engine.accel._seek cimport find_sep, rmq_prefetch
 
 
 cdef int verify_prop_crc(const uint8_t* b, Py_ssize_t pos, int32_t total) noexcept nogil:

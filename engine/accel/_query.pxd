@@ -1,9 +1,6 @@
-from cpython.object cimport PyObject
-
 # The key query front other compiled modules call straight (engine/accel/_page.pyx's
 # query_message); the rest of _query.pyx is its own.
 
 cdef class IndexServiceBase:
     cdef public object files, cfg, _kidx
-    cdef PyObject* _answer          # the last answer tuple (rmq_answer3 refills it when free)
     cdef object fast(self, str topic, str key, Py_ssize_t max_num, begin, end, cap)

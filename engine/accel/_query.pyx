@@ -18,7 +18,6 @@ from libc.string cimport memcpy
 from libc.stdint cimport uint8_t
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject
-from cpython.ref cimport Py_XDECREF
 
 from engine.format.layout cimport (ACCEL_DIR_LINE, ACCEL_DIR_SLOTS, ACCEL_RECORD_SIZE, INDEX_ENTRY_SIZE,
                                    INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, OFF_ACCEL_HASH, OFF_ACCEL_LINE_LENGTHS,
@@ -43,10 +42,6 @@ cdef extern from *:
     """
     void rmq_q_prefetch(const unsigned char *p, int64_t len) nogil
     void rmq_q_prefetch_span(const unsigned char *p, int64_t len) nogil
-
-cdef extern from "Python.h":
-    void PyObject_GC_Track(PyObject *op)
-    void PyObject_GC_UnTrack(PyObject *op)
 
 # IndexHeader.values order (engine/store/index_file.py _HEADER_FIELDS)
 cdef enum:
@@ -405,13 +400,10 @@ cdef class KeyIndex:
         """query() for every key of `keys`: one list of offsets per key, in order, each exactly
         query()'s. The walks overlap their cache misses (group prefetching): BATCH_LANES keys
         are walked at once, each lane's next slot or entry prefetched while the other lanes
-        read theirs; a lane whose answer is complete takes the next key. The answer lists (ints
-        only) are kept from the cycle collector until they are filled: the collections a
-        batch's own allocations set off did not need to traverse and age them (~1/4 of it)."""
+        read theirs; a lane whose answer is complete takes the next key."""
         cdef list ks = keys if type(keys) is list else list(keys)
         cdef Py_ssize_t nk = len(ks), next_key = 0, l, idle = 0
         cdef list answers = [None] * nk
-        PyObject_GC_UnTrack(<PyObject *>answers)   # tracked again, with every answer, at the end
         cdef list outs = [None] * BATCH_LANES   # each lane's answer list
         cdef Walk lanes[BATCH_LANES]
         cdef const unsigned char *at[BATCH_LANES]   # each lane's next read, prefetched; NULL: idle
@@ -436,7 +428,6 @@ cdef class KeyIndex:
                         raise TypeError("query_many: a key is None")
                     w.key_hash, w.max_num, w.got = _key_hash(topic, k), max_num, 0
                     out = []
-                    PyObject_GC_UnTrack(<PyObject *>out)
                     answers[next_key] = outs[l] = out
                     next_key += 1
                     p = self._walk_from(w, self._file_from(self.n - 1, 0, max_num, begin, end), begin, end)
@@ -445,59 +436,11 @@ cdef class KeyIndex:
                 else:
                     idle += 1
                 at[l] = p
-        for out in answers:
-            PyObject_GC_Track(<PyObject *>out)
-        PyObject_GC_Track(<PyObject *>answers)
         return answers
 
 
-include "_fast_objects.pxi"
-
-cdef extern from *:
-    """
-    /* (a, b, c) in the tuple *cache when nothing but the cache holds it (the caller let go of
-       the last answer), refilled in place as zip() and enumerate() reuse theirs; else a new
-       tuple, kept in *cache. */
-    static PyObject *rmq_answer3(PyObject **cache, PyObject *a, PyObject *b, PyObject *c) {
-        PyObject *t = *cache;
-        if (t != NULL && Py_REFCNT(t) == 1) {
-            PyObject *o0 = PyTuple_GET_ITEM(t, 0), *o1 = PyTuple_GET_ITEM(t, 1), *o2 = PyTuple_GET_ITEM(t, 2);
-            Py_INCREF(a); Py_INCREF(b); Py_INCREF(c);
-            PyTuple_SET_ITEM(t, 0, a); PyTuple_SET_ITEM(t, 1, b); PyTuple_SET_ITEM(t, 2, c);
-            Py_DECREF(o0); Py_DECREF(o1); Py_DECREF(o2);
-            if (!PyObject_GC_IsTracked(t)) PyObject_GC_Track(t);
-            Py_INCREF(t);
-            return t;
-        }
-        t = PyTuple_Pack(3, a, b, c);
-        if (t == NULL) return NULL;
-        Py_XSETREF(*cache, t);
-        Py_INCREF(t);
-        return t;
-    }
-    """
-    object rmq_answer3(PyObject** cache, object a, object b, object c)
 
 cdef int64_t LONG_MAX = 0x7FFFFFFFFFFFFFFF
-cdef object _Config = None        # engine.config.StoreConfig (a slots dataclass)
-cdef Py_ssize_t _cap_off = -1     # its maxMsgsNumBatch slot
-
-
-def bind_config(config_cls):
-    """engine.config.StoreConfig: a query reads its maxMsgsNumBatch slot in place (the
-    attribute lookup was a sixth of a cached query's time, and more under cache misses)."""
-    global _Config, _cap_off
-    _Config, _cap_off = config_cls, rmq_slot_offset(config_cls.__dict__.get("maxMsgsNumBatch"))
-
-
-cdef inline object config_cap(cfg):
-    """cfg.maxMsgsNumBatch."""
-    cdef PyObject* v
-    if type(cfg) is _Config and _cap_off >= 0:
-        v = rmq_slot_peek(cfg, _cap_off)
-        if v != NULL:
-            return <object>v
-    return cfg.maxMsgsNumBatch
 
 
 cdef class IndexServiceBase:
@@ -505,10 +448,6 @@ cdef class IndexServiceBase:
     query_offset's common case -- the compiled walker built over the current files, plain
     int64 times -- answered without a Python frame, which was a third of a query's time. Every
     other case goes to IndexService._query_offset_py, the reference. (Attributes: _query.pxd.)"""
-
-    def __dealloc__(self):
-        Py_XDECREF(self._answer)
-        self._answer = NULL
 
     cdef object fast(self, str topic, str key, Py_ssize_t max_num, begin, end, cap):
         """query_offset's answer in the common case (a key query of engine.accel._page calls
@@ -537,13 +476,13 @@ cdef class IndexServiceBase:
             e = PyLong_AsLongLongAndOverflow(end, &ovf)
         if ovf != 0:  # beyond int64: the reference clamps
             return None
-        c = config_cap(self.cfg) if cap is None else cap
+        c = self.cfg.maxMsgsNumBatch if cap is None else cap
         if c != 0 and c < max_num:
             max_num = c
         out = ki._query(h, max_num, b, e)
         if n == 0:
-            return rmq_answer3(&self._answer, out, 0, 0)
-        return rmq_answer3(&self._answer, out, ki._end_ts(ki.hdrs[n - 1][H_END_TS]), ki._end_phy(ki.hdrs[n - 1][H_END_PHY]))
+            return out, 0, 0
+        return out, ki._end_ts(ki.hdrs[n - 1][H_END_TS]), ki._end_phy(ki.hdrs[n - 1][H_END_PHY])
 
     def query_offset(self, topic, key, Py_ssize_t max_num, begin=0, end=LONG_MAX, cap=None,
                      bint accel=True):

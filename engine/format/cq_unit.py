@@ -25,6 +25,22 @@ FILLER_UNIT = CQ_UNIT.pack(0, FILLER_SIZE, 0)
 assert CQ_UNIT_DTYPE.itemsize == CQ_UNIT.size == CQ_UNIT_SIZE
 
 
+# getMessage examines at most max(maxFilterMessageSize, maxMsgNums * unit size) bytes of units per
+# call (4.9.7 hardcodes 16000; 5.3.3's maxFilterMessageSize defaults to it): a broker page ends
+# there even when every unit was passed over
+MAX_FILTER_MESSAGE_SIZE = 16000
+
+# why getMessage passed over a unit (GetMessageResult.skipped)
+WHY_FILLER = "filler unit"
+WHY_EXPIRED = "record expired"
+WHY_INVALID = "no valid record of that size there"
+
+
+def broker_unit_cap(max_count: int, unit_size: int = CQ_UNIT_SIZE) -> int:
+    """How many units one broker getMessage examines at most."""
+    return max(MAX_FILTER_MESSAGE_SIZE, max_count * unit_size) // unit_size
+
+
 def is_filler(phy, size):
     """A filler unit (ints or numpy arrays)."""
     return (phy == 0) & (size == FILLER_SIZE)

@@ -18,17 +18,13 @@ from engine.format.javahash import tags_code as _tags_code
 from engine.format.record import (  # noqa: F401 - re-exported: the codec's users import them from here
     BLANK_MAGIC, BLANK_RECORD_MIN, BORNHOST_V6_FLAG, HEAD_SIZE, MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2,
     HOST_V4, HOST_V6, OFF_BORNHOST, OFF_MAGICCODE, OFF_PHYSICALOFFSET, OFF_QUEUEOFFSET, OFF_STORETIMESTAMP,
-    OFF_SYSFLAG, PROP_CRC_TAIL_SIZE, STOREHOST_V6_FLAG, host_sizes, record_size)
+    OFF_SYSFLAG, PROP_CRC_TAIL_SIZE, STOREHOST_V6_FLAG, TRANSACTION_COMMIT_TYPE, TRANSACTION_NAMES,
+    TRANSACTION_NOT_TYPE, TRANSACTION_PREPARED_TYPE, TRANSACTION_ROLLBACK_TYPE, host_sizes, record_size)
 
 SCHEDULE_TOPIC = "SCHEDULE_TOPIC_XXXX"
 
 COMPRESSED_FLAG = 0x1
 MULTI_TAGS_FLAG = 0x2
-TRANSACTION_NOT_TYPE = 0x0
-TRANSACTION_PREPARED_TYPE = 0x4
-TRANSACTION_COMMIT_TYPE = 0x8
-TRANSACTION_ROLLBACK_TYPE = 0xC
-TRANSACTION_NAMES = {0x0: "NOT_TYPE", 0x4: "PREPARED", 0x8: "COMMIT", 0xC: "ROLLBACK"}
 
 _HEAD = struct.Struct(">iiiiiqqiq")  # HEAD_SIZE bytes: total, magic, crc, qid, flag, qoff, phys, sysflag, bornTs
 _I8, _I16, _I32, _I64 = struct.Struct(">b"), struct.Struct(">h"), struct.Struct(">i"), struct.Struct(">q")
@@ -125,11 +121,6 @@ class _MessageMethods(P.PropertyFields):
         return d
 
 
-_KERNEL = accel.load("_page")
-if _KERNEL is not None and not hasattr(_KERNEL, "MessageBase"):
-    _KERNEL = None  # a stale build
-
-
 FIELD_NAMES = ("topic", "queueId", "queueOffset", "commitLogOffset", "storeSize", "bodyCRC", "flag",
                "sysFlag", "bornTimestamp", "bornHostBytes", "storeTimestamp", "storeHostBytes",
                "reconsumeTimes", "preparedTransactionOffset", "body", "propertiesRaw", "properties",
@@ -163,16 +154,9 @@ class PyMessage(_MessageMethods):
 
 assert tuple(PyMessage.__dataclass_fields__) == FIELD_NAMES
 PyMessage.__name__ = PyMessage.__qualname__ = "Message"   # its repr and pickle name, as the compiled one's
-if _KERNEL is None:
-    Message = PyMessage
-else:
-    class Message(_KERNEL.MessageBase, _MessageMethods):
-        """One decoded record, named like RocketMQ's MessageExt: PyMessage's fields and
-        constructor; a record decoded by the compiled reader keeps one copy of its bytes and
-        makes topic, body, properties and hosts from it when first read."""
-        __slots__ = ()
 
-    _KERNEL.bind_message_class(Message, FIELD_NAMES)
+_KERNEL = accel.load("_message")   # engine/accel/_message.pyx: the compiled Message (lazy parts, C answers)
+Message = PyMessage if _KERNEL is None else _KERNEL.Message
 
 
 @dataclass(slots=True)

@@ -26,6 +26,13 @@ MESSAGE_MAGIC_V2 = -626843477  # 0xDAA320AB
 BLANK_MAGIC = -875286124       # 0xCBD43194: the end-of-file filler record (TOTALSIZE, MAGIC)
 BLANK_RECORD_MIN = 8           # the bytes a BLANK record needs: Java keeps this much room at a file's end
 
+# SYSFLAG's transaction bits (MessageSysFlag) and their names as MessageExt reports them
+TRANSACTION_NOT_TYPE = 0x0
+TRANSACTION_PREPARED_TYPE = 0x4
+TRANSACTION_COMMIT_TYPE = 0x8
+TRANSACTION_ROLLBACK_TYPE = 0xC
+TRANSACTION_NAMES = {0x0: "NOT_TYPE", 0x4: "PREPARED", 0x8: "COMMIT", 0xC: "ROLLBACK"}
+
 OFF_TOTALSIZE = 0
 OFF_MAGICCODE = 4
 OFF_BODYCRC = 8

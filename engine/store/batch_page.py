@@ -14,12 +14,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from engine.format.inner_batch import INNER_BATCH_FLAG, InnerBatchError, InnerMessage, decode_inner
+from engine.format.cq_unit import MAX_FILTER_MESSAGE_SIZE, WHY_EXPIRED, WHY_INVALID
 from engine.format.message import Message
 from engine.store.batch_consume_queue import unit_dict
 
-WHY_EXPIRED = "record expired"
-WHY_INVALID = "no valid record of that size there"
-MAX_FILTER_MESSAGE_SIZE = 16000  # MessageStoreConfig.maxFilterMessageSize
 
 
 @dataclass(slots=True)

@@ -24,12 +24,8 @@ from engine import accel
 
 _I32 = struct.Struct(">i")
 
-_PAGE = accel.load("_page")
-if _PAGE is not None and hasattr(_PAGE, "bind_message"):
-    _PAGE.bind_message(Message, RecordResult, RecordStatus.MESSAGE, DecodeOptions)
-    _decode, _messages_at = _PAGE.decode, _PAGE.messages_at
-else:
-    _decode = _messages_at = None
+_PAGE = accel.load("_page")   # the compiled record decode (None: check_record alone)
+_decode = _PAGE.decode if _PAGE is not None else None
 
 
 def read_record_at(buf, pos: int, limit: int, offset: int, opts: DecodeOptions) -> RecordResult:
@@ -104,10 +100,10 @@ class CommitLog(_STATE.LogState if _STATE is not None else object):
 
     def messages_at(self, offsets) -> list[Message]:
         """get_message for each offset (a key query's answer), the misses left out."""
-        return [m for m in map(self.get_message, offsets) if m is not None]
+        return _messages_at(self, offsets)
 
-    if _messages_at is not None:  # the compiled one-call version, a method without a Python frame
-        messages_at = _messages_at  # noqa: F811
+    def _messages_at_py(self, offsets) -> list[Message]:
+        return [m for m in map(self.get_message, offsets) if m is not None]
 
     def pickup_store_timestamp(self, offset: int, size: int) -> int:
         f = self.queue.find(offset)
@@ -231,5 +227,5 @@ class CommitLog(_STATE.LogState if _STATE is not None else object):
         self.queue.close()
 
 
-if _messages_at is not None:
-    _PAGE.bind_commit_log(CommitLog)
+# the compiled one-call version (the records it decides, the rest by get_message), else the reference
+_messages_at = _PAGE.messages_at if _PAGE is not None else CommitLog._messages_at_py

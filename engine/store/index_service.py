@@ -17,8 +17,6 @@ from engine.format.properties import split_keys
 
 _query = accel.load("_query")
 _FRONT = getattr(_query, "IndexServiceBase", None)
-if _FRONT is not None:
-    _query.bind_config(StoreConfig)
 
 
 ACCEL_BUDGET = 2 << 30  # bytes of chain copies accelerate() holds by default (a full default file: 340 MB)

@@ -36,8 +36,6 @@ from engine.store.queue_kinds import QueueKinds
 from engine.accel import load as _load_accel
 
 _APPEND = _load_accel("_append")  # the compiled put loop for plain messages (None: Python's own)
-if _APPEND is not None:
-    _APPEND.bind_store_module(globals())  # its put_message reads _APPEND here at every call
 
 
 @dataclass  # no slots: the compiled getMessage builds it with __new__, the later fields keep their defaults
@@ -76,10 +74,6 @@ class GetMessageResult:
         return d
 
 
-if _page.KERNEL is not None:
-    _page.KERNEL.bind_result(GetMessageResult)
-
-
 _STATE = _load_accel("_state")  # commitlog and index as C fields for the compiled key query
 
 
@@ -98,6 +92,7 @@ class MessageStore(Queries, QueueKinds, *((_STATE.StoreState,) if _STATE is not 
         self.queues: dict[tuple[str, int], ConsumeQueue] = {}
         self.batch_queues: dict = {}  # (topic, queueId) -> BatchConsumeQueue (5.x BatchCQ topics)
         self.batch_topics: set[str] = set()  # topics dispatched to BatchCQ queues
+        self.pages_compiled = True  # the compiled page loop reads these queues (not RocksDB's)
         self.warnings: list[str] = []
         self.recovery_plan: RecoveryPlan | None = None
         self.recovery: RecoveryReport | None = None
@@ -239,7 +234,7 @@ class MessageStore(Queries, QueueKinds, *((_STATE.StoreState,) if _STATE is not 
         for key, cq in self.rocksdb.queues.items():
             cq.truncate_dirty(end)
             self.queues[key] = cq
-        self.get_message = self._get_message_py
+        self.pages_compiled = False
 
     def _load_queues(self, writable: bool, skip: set | None = None) -> None:
         cq_root = self.root / "consumequeue"
@@ -317,18 +312,17 @@ class MessageStore(Queries, QueueKinds, *((_STATE.StoreState,) if _STATE is not 
             raise ReadOnlyStoreError("store is open read-only; open it read-write to write", path=str(self.root))
         return self.writer
 
-    def _put_message_py(self, topic: str, body: bytes = b"", queue_id: int | None = None, tags: str | None = None,
-                        keys=None, properties: dict | None = None, flag: int = 0, **kw):
+    def put_message(self, topic: str, body: bytes = b"", queue_id: int | None = None, tags: str | None = None,
+                    keys=None, properties: dict | None = None, flag: int = 0, **kw):
         """Append one message (RocketMQ encoding, UNIQ_KEY generated unless given) and dispatch it.
-        (Compiled: put_message is engine.accel._append.put_message, which calls this.)"""
+        A plain message goes through the compiled Appender when it is built (it hands back what
+        it does not take); everything else through the writer's draft and put."""
         w = self.writer or self._writer()
         if _APPEND is not None and properties is None and not flag and not kw:
             out = (w._appender or _APPEND.appender(w)).put1(topic, body, queue_id, tags, keys)
             if out is not None:
                 return out
         return w.put([w.draft(topic, body, queue_id, tags, keys, properties, flag, **kw)])[0]
-
-    put_message = _APPEND.put_message if _APPEND is not None else _put_message_py
 
     def put_messages(self, topic: str, bodies: list[bytes], queue_id: int | None = None, tags: str | None = None,
                      keys=None, properties: dict | None = None, user_properties: dict | None = None):
@@ -550,11 +544,11 @@ class MessageStore(Queries, QueueKinds, *((_STATE.StoreState,) if _STATE is not 
         return h.to_json() if h else None
 
     # ---- reading by queue offset -------------------------------------------------------
-    def get_message(self, topic: str, queue_id: int, offset: int, max_count: int = 32,
+    def _get_message_py(self, topic: str, queue_id: int, offset: int, max_count: int = 32,
                     broker: bool = False) -> GetMessageResult:
         """getMessage. broker=True reproduces the broker exactly (a page stops at the end of
         a CQ file; 32 messages / 256 KiB per page); the default reads `max_count` messages
-        across CQ files and reports units it had to skip."""
+        across CQ files and reports units it had to skip. (The reference: get_message.)"""
         cq = self.find_queue(topic, queue_id)
         if cq is None:
             bcq = self.find_batch_queue(topic, queue_id)
@@ -587,9 +581,15 @@ class MessageStore(Queries, QueueKinds, *((_STATE.StoreState,) if _STATE is not 
     def _get_batch_message(self, bcq, offset: int, max_count: int, broker: bool) -> GetMessageResult:
         return _batch_page.get_message_result(self, bcq, offset, max_count, broker, GetMessageResult)
 
-    _get_message_py = get_message  # the reference; the compiled twin falls back to it
-    if _page.KERNEL is not None:
-        get_message = _page.KERNEL.get_message
+    def get_message(self, topic: str, queue_id: int, offset: int, max_count: int = 32,
+                    broker: bool = False) -> GetMessageResult:
+        """getMessage (_get_message_py says what it answers): the compiled page loop builds the
+        whole answer in one call, and hands anything unusual to _get_message_py."""
+        k = _page.KERNEL
+        if k is not None and self.pages_compiled:
+            return k.get_message(self, topic, queue_id, offset, max_count, broker, GetMessageResult,
+                                 _page.MessagePage, _page.confirm)
+        return self._get_message_py(topic, queue_id, offset, max_count, broker)
 
     # ---- whole log ---------------------------------------------------------------------
     def iter_messages(self, start: int | None = None, end: int | None = None):

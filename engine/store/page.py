@@ -17,13 +17,13 @@ store leaves those maps to the page) and reads the record bytes when an item is 
 from __future__ import annotations
 
 import struct
-import sys
 from collections.abc import Sequence
 
 import numpy as np
 
 from engine import accel
-from engine.format.cq_unit import CQ_UNIT_HEAD, CQ_UNIT_SIZE, FILLER_SIZE
+from engine.format.cq_unit import (CQ_UNIT_HEAD, CQ_UNIT_SIZE, FILLER_SIZE, WHY_EXPIRED, WHY_FILLER,  # noqa: F401
+                                   WHY_INVALID, broker_unit_cap)
 from engine.format.message import MESSAGE_MAGIC_V2, Message, RecordStatus, check_record
 from engine.format.properties import parse_properties
 from engine.format.record import (BORNHOST_V6_FLAG, HOST_V4, HOST_V6, OFF_BODY, OFF_BORNHOST, OFF_STOREHOST,
@@ -50,24 +50,8 @@ _unpack_row = ROW_STRUCT.unpack_from
 
 KERNEL = accel.load("_page")
 if KERNEL is not None and (KERNEL.ROW_SIZE != ROW_SIZE or KERNEL.ROW_FORMAT != ROW_STRUCT.format
-                           or getattr(KERNEL, "API", 0) != 3):
+                           or getattr(KERNEL, "API", 0) != 5):
     KERNEL = None  # a stale build (another row layout or interface): not used
-
-# getMessage examines at most max(maxFilterMessageSize, maxMsgNums * 20) bytes of units per
-# call (4.9.7 hardcodes 16000; 5.3.3's maxFilterMessageSize defaults to it): a broker page ends
-# there even when every unit was passed over
-MAX_FILTER_MESSAGE_SIZE = 16000
-
-
-def broker_unit_cap(max_count: int) -> int:
-    """How many units one broker getMessage examines at most."""
-    return max(MAX_FILTER_MESSAGE_SIZE, max_count * CQ_UNIT_SIZE) // CQ_UNIT_SIZE
-
-
-WHY_FILLER = "filler unit"
-WHY_EXPIRED = "record expired"
-WHY_INVALID = "no valid record of that size there"
-
 
 class _PageBase:
     """MessagePage's storage, length and items (the compiled PageBase replaces it)."""
@@ -237,11 +221,11 @@ def read_page(cl, cq, offset: int, mx: int, max_count: int, broker: bool, limit_
     OFFSET_FOUND_NULL (broker mode, no units there). kernel=False: the reference loop."""
     k = KERNEL
     if k is not None and kernel and max_count >= 1:
-        return k.read(cl, cq, offset, mx, max_count, broker, limit_count, limit_bytes or 0)
+        return k.read(cl, cq, offset, mx, max_count, broker, limit_count, limit_bytes or 0, MessagePage, confirm)
     return _read_page_py(cl, cq, offset, mx, max_count, broker, limit_count, limit_bytes)
 
 
-def _confirm(cl, f, cqmm, u: int, rows: bytearray, j: int, cache):
+def confirm(cl, f, cqmm, u: int, rows: bytearray, j: int, cache):
     """A row the kernel wrote that check_record decides (a SCHEDULE_TOPIC_XXXX delay, tags
     that are not ASCII): on a MESSAGE of the unit's size its tagsCode goes into row j and the
     Message into the cache at j. Returns (cache, confirmed)."""
@@ -259,9 +243,6 @@ def _confirm(cl, f, cqmm, u: int, rows: bytearray, j: int, cache):
     cache[j] = r.message
     return cache, True
 
-
-if KERNEL is not None:
-    KERNEL.bind(sys.modules[__name__], MessagePage, _confirm, WHY_FILLER, WHY_EXPIRED, WHY_INVALID)
 
 
 def _read_page_py(cl, cq, offset: int, mx: int, max_count: int, broker: bool, limit_count: int,

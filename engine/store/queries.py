@@ -6,7 +6,6 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from engine import accel
 from engine.format.javahash import index_key
 from engine.format.message import Message
 from engine.format.msgid import decode_offset_msg_id, looks_like_msg_id
@@ -23,7 +22,7 @@ class QueryResult:
     false_hits: list[int] = field(default_factory=list)  # hash-only matches exact mode refused
     indexLastUpdateTimestamp: int = 0
     indexLastUpdatePhyoffset: int = 0
-    index_lost: ClassVar[frozenset] = frozenset()  # (ExactQueryResult's; the compiled raw answer fills six slots)
+    index_lost: ClassVar[frozenset] = frozenset()  # (ExactQueryResult's)
 
     def to_json(self, with_body: bool = True) -> dict:
         lost = self.index_lost
@@ -44,12 +43,6 @@ class ExactQueryResult(QueryResult):
     index_lost: frozenset = frozenset()
 
 
-_PAGE = accel.load("_page")
-_query_message = getattr(_PAGE, "query_message", None)
-if _query_message is not None:
-    _PAGE.bind_query_result(QueryResult)
-
-
 class Queries:
     """Mixed into MessageStore (which provides commitlog, index, queues, find_queue, topics)."""
 
@@ -64,10 +57,6 @@ class Queries:
             offs, lts, loff = self.index.query_offset(topic, key, max_num, begin, end, cap)
             return QueryResult(self.commitlog.messages_at(offs), False, offs, [], lts, loff)
         return self._query_exact(topic, key, begin, end, max_num, cap)
-
-    _query_message_py = query_message   # the reference (tests compare the compiled front with it)
-    if _query_message is not None:  # the compiled front: the raw answer without a Python frame
-        query_message = _query_message  # noqa: F811
 
     def _query_exact(self, topic: str, key: str, begin: int, end: int, max_num: int, cap) -> QueryResult:
         """query_message's default answer (its docstring says what)."""

@@ -10,11 +10,10 @@ from __future__ import annotations
 import errno
 import operator
 import threading
-import time
-from typing import NamedTuple
 
 from engine.format import properties as P
 from engine.format.properties import user_property_problem
+from engine.format.put_result import PutResult, wall_clock_ms  # noqa: F401 (the write path's answer)
 from engine.errors import MessageRejectedError, StoreError, StoreFullError
 from engine.format.message import (BLANK_MAGIC, BLANK_RECORD_MIN, SCHEDULE_TOPIC, TRANSACTION_COMMIT_TYPE,
                       TRANSACTION_NOT_TYPE, EncodedRecord, Message, MessageDraft, check_record, encode_record, parse_host)
@@ -31,27 +30,6 @@ import struct
 _BLANK = struct.Struct(">ii")
 _MAGIC_CRC = struct.Struct(">ii")
 _I32 = struct.Struct(">i")
-
-
-def wall_clock_ms() -> int:
-    """The store's default time source (the demo generator and tests inject their own)."""
-    return int(time.time() * 1000)
-
-
-class PutResult(NamedTuple):
-    """What a put returns (a tuple: the compiled put loop builds thousands per second)."""
-    status: str                  # PUT_OK (RocketMQ's PutMessageStatus name)
-    commitLogOffset: int
-    queueOffset: int
-    storeTimestamp: int
-    msgId: str
-    uniqKey: str | None
-    topic: str
-    queueId: int
-    storeSize: int
-
-    def to_json(self) -> dict:
-        return self._asdict()
 
 
 def validate_topic(topic: str, allow_v2: bool, producer: bool = False) -> bool:

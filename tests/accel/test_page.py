@@ -296,8 +296,8 @@ def test_unusual_arguments_answer_as_the_reference():
     or negative offsets, counts below one) goes to the reference and gets its answer. Numpy
     arguments are compared with the reference given the same values as ints (its own
     arithmetic overflows on np.int64 + 2**63)."""
-    assert MessageStore.get_message is KERNEL.get_message
     with MessageStore.open(unpack("small")) as s:
+        assert s.pages_compiled and PG.KERNEL is KERNEL
         (topic, qid), cq = sorted(s.queues.items())[0]
         mn, mx = cq.min_offset, cq.max_offset
         calls = [(topic, qid, off, n, b) for off in (mn, np.int64(mn), mx - 1, mx, mx + 5, -1, -2 ** 63, 2 ** 63, 2 ** 70)

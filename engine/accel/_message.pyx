@@ -1,0 +1,334 @@
+# cython: language_level=3, boundscheck=False, wraparound=False
+"""The compiled Message. engine/format/message.py's PyMessage is its pure twin and the reference:
+engine.format.message.Message is one or the other, by a plain assignment there, and the tests
+compare every field and every answer of the two.
+
+A record decoded from a page or a read keeps its fixed fields as C integers and its bytes (a
+page's: a hold on the mapped buffer, an Anchor, one buffer export as the page has; a single
+read's: a copy); topic, body, properties and hosts are made from them when first read.
+MessageDecoder.decode builds a MessageExt in ~0.6 us; building every field as a Python object
+cost ~2 us, most of it for fields the caller never reads. The engine never shrinks a mapped
+file (only grows, zeroes or unlinks), so a held map stays readable.
+
+What a reader asks of every message is answered here in C: the hosts as text, the msgId, the
+properties (the names RocketMQ sets are shared str objects, not one new string each), tags,
+keys and UNIQ_KEY. The rest (to_json, the decompressed body, key_list) is the pure twin's own
+code, called with this object: one definition of each rule. This module imports nothing of the
+engine above engine.format."""
+cimport cython
+from cpython.buffer cimport PyBUF_SIMPLE, PyBuffer_Release, PyObject_GetBuffer
+from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize, PyBytes_GET_SIZE
+from cpython.unicode cimport PyUnicode_DecodeASCII, PyUnicode_DecodeUTF8
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint16_t, uint64_t
+from libc.stdio cimport snprintf
+from libc.string cimport memcmp
+
+from engine.accel._bytes cimport be16, be32, be64
+from engine.accel._seek cimport find_sep
+from engine.format.properties import KEYS, RESERVED_PROPERTIES_5, TAGS, UNIQ_KEY
+from engine.format.record import MESSAGE_MAGIC_V2, TRANSACTION_NAMES
+
+cdef enum:
+    HAVE_TOPIC = 1
+    HAVE_BODY = 2
+    HAVE_RAW = 4
+    HAVE_PROPS = 8
+    HAVE_BORN = 16
+    HAVE_STORE = 32
+    HAVE_ALL = 63
+
+cdef object _KEYS = KEYS, _TAGS = TAGS, _UNIQ = UNIQ_KEY
+cdef tuple _TX = tuple(TRANSACTION_NAMES[k] for k in (0x0, 0x4, 0x8, 0xC))
+
+
+# ---- the pure twin's code, for what is not hot -----------------------------------------------
+cdef object _twin = None
+
+
+cdef object twin():
+    """engine.format.message (imported on first use: it imports this module)."""
+    global _twin
+    if _twin is None:
+        import engine.format.message as m
+        _twin = m
+    return _twin
+
+
+# ---- property names as shared objects ---------------------------------------------------------
+# The names RocketMQ's clients and broker set (MessageConst's reserved set, the 4.9 and 5.x names):
+# a parsed name equal to one of them is that str object, so no new string is made for it and
+# its hash is already known to every dict that looks it up.
+cdef enum:
+    MAX_NAME = 32
+cdef list _names_by_len = [[] for _ in range(MAX_NAME + 1)]
+
+
+cdef void _intern_init() except *:
+    for name in sorted(RESERVED_PROPERTIES_5 | {"INNER_MULTI_DISPATCH", "CONSUME_CONTEXT_TYPE"}):
+        b = name.encode("ascii")
+        if len(b) <= MAX_NAME:
+            (<list>_names_by_len[len(b)]).append((b, name))
+
+
+_intern_init()
+
+
+cdef inline str utf8(const uint8_t* b, Py_ssize_t n):
+    return PyUnicode_DecodeUTF8(<const char*>b, n, "replace")
+
+
+cdef str prop_name(const uint8_t* b, Py_ssize_t n):
+    if n <= MAX_NAME:
+        for e in <list>_names_by_len[n]:
+            if memcmp(PyBytes_AS_STRING((<tuple>e)[0]), b, n) == 0:
+                return (<tuple>e)[1]
+    return utf8(b, n)
+
+
+cdef dict parse_props(const uint8_t* b, Py_ssize_t p, Py_ssize_t n):
+    """engine.format.properties.parse_properties over the raw bytes: segments split by 0x02,
+    the name up to the first 0x01, both non-empty, later duplicates win. (0x01 and 0x02 are
+    never inside a UTF-8 sequence, so decoding each part gives what decoding the whole does.)"""
+    cdef dict out = {}
+    cdef Py_ssize_t q = p, stop = p + n, seg, k
+    while q <= stop:
+        seg = q
+        q = find_sep(b, q, stop)
+        k = seg
+        while k < q and b[k] != 1:
+            k += 1
+        if seg < k < q - 1:
+            out[prop_name(b + seg, k - seg)] = utf8(b + k + 1, q - k - 1)
+        q += 1
+    return out
+
+
+# ---- hosts and ids as text --------------------------------------------------------------------
+cdef str host_text(bytes h):
+    """format_host(addr, port) of a stored host (4 or 16 address bytes, a signed 4-byte port)."""
+    cdef const uint8_t* p = <const uint8_t*>PyBytes_AS_STRING(h)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(h)
+    cdef char buf[80]
+    cdef int k
+    if n == 8:
+        k = snprintf(buf, sizeof(buf), "%u.%u.%u.%u:%d", p[0], p[1], p[2], p[3], be32(p + 4))
+    elif n == 20:
+        k = snprintf(buf, sizeof(buf), "[%x:%x:%x:%x:%x:%x:%x:%x]:%d", <uint16_t>be16(p), <uint16_t>be16(p + 2),
+                     <uint16_t>be16(p + 4), <uint16_t>be16(p + 6), <uint16_t>be16(p + 8), <uint16_t>be16(p + 10),
+                     <uint16_t>be16(p + 12), <uint16_t>be16(p + 14), be32(p + 16))
+    else:  # not a stored host's size (a hand-made Message): the reference
+        return twin().format_host(h[:n - 4], int.from_bytes(h[n - 4:], "big", signed=True))
+    return PyUnicode_DecodeASCII(buf, k, NULL)
+
+
+cdef const char* HEX = b"0123456789ABCDEF"
+
+
+cdef str msg_id(bytes host, int64_t phys):
+    """The offset message id: the store host's bytes and the stored physical offset, upper hex."""
+    cdef const uint8_t* p = <const uint8_t*>PyBytes_AS_STRING(host)
+    cdef Py_ssize_t n = PyBytes_GET_SIZE(host), i
+    cdef char buf[64]
+    cdef uint8_t v
+    if n > 24:
+        return (host + phys.to_bytes(8, "big", signed=True)).hex().upper()
+    for i in range(n):
+        buf[2 * i] = HEX[p[i] >> 4]
+        buf[2 * i + 1] = HEX[p[i] & 15]
+    for i in range(8):
+        v = <uint8_t>((<uint64_t>phys) >> (56 - 8 * i))
+        buf[2 * (n + i)] = HEX[v >> 4]
+        buf[2 * (n + i) + 1] = HEX[v & 15]
+    return PyUnicode_DecodeASCII(buf, 2 * (n + 8), NULL)
+
+
+# ---- the buffer hold --------------------------------------------------------------------------
+@cython.final
+cdef class Anchor:
+    """One buffer export of a mapped file's view: while messages hold it, the map stays."""
+
+    def __dealloc__(self):
+        if self.held:
+            PyBuffer_Release(&self.v)
+
+
+cdef Anchor new_anchor(obj):
+    cdef Anchor a = Anchor.__new__(Anchor)
+    PyObject_GetBuffer(obj, &a.v, PyBUF_SIMPLE)
+    a.held = True
+    return a
+
+
+# ---- the Message ------------------------------------------------------------------------------
+@cython.final
+cdef class Message:
+    """One decoded record, named like RocketMQ's MessageExt: PyMessage's fields, constructor
+    and answers."""
+
+    def __init__(self, topic, queueId, queueOffset, commitLogOffset, storeSize, bodyCRC, flag, sysFlag,
+                 bornTimestamp, bornHostBytes, storeTimestamp, storeHostBytes, reconsumeTimes,
+                 preparedTransactionOffset, body, propertiesRaw, properties, magicCode,
+                 physicalOffsetField, tagsCode=0):
+        self._topic, self._born, self._store = topic, bornHostBytes, storeHostBytes
+        self._body, self._raw, self._props = body, propertiesRaw, properties
+        self._have = HAVE_ALL
+        self.queueId, self.queueOffset, self.commitLogOffset = queueId, queueOffset, commitLogOffset
+        self.storeSize, self.bodyCRC, self.flag, self.sysFlag = storeSize, bodyCRC, flag, sysFlag
+        self.bornTimestamp, self.storeTimestamp = bornTimestamp, storeTimestamp
+        self.reconsumeTimes, self.preparedTransactionOffset = reconsumeTimes, preparedTransactionOffset
+        self.magicCode, self.physicalOffsetField, self.tagsCode = magicCode, physicalOffsetField, tagsCode
+
+    # ---- the lazy parts ------------------------------------------------------------------------
+    @property
+    def topic(self):
+        if not self._have & HAVE_TOPIC:
+            self._topic = utf8(self._b + self._tp, self._tl)
+            self._have |= HAVE_TOPIC
+        return self._topic
+
+    @topic.setter
+    def topic(self, v):
+        self._topic = v
+        self._have |= HAVE_TOPIC
+
+    @property
+    def body(self):
+        if not self._have & HAVE_BODY:
+            self._body = PyBytes_FromStringAndSize(<const char*>self._b + self._bp, self._bl) if self._bl > 0 else b""
+            self._have |= HAVE_BODY
+        return self._body
+
+    @body.setter
+    def body(self, v):
+        self._body = v
+        self._have |= HAVE_BODY
+
+    @property
+    def propertiesRaw(self):
+        if not self._have & HAVE_RAW:
+            self._raw = utf8(self._b + self._pp, self._pl) if self._pl > 0 else ""
+            self._have |= HAVE_RAW
+        return self._raw
+
+    @propertiesRaw.setter
+    def propertiesRaw(self, v):
+        self._raw = v
+        self._have |= HAVE_RAW
+
+    cdef object props(self):
+        if not self._have & HAVE_PROPS:
+            self._props = parse_props(self._b, self._pp, self._pl) if self._pl > 0 else {}
+            self._have |= HAVE_PROPS
+        return self._props
+
+    @property
+    def properties(self):
+        return self.props()
+
+    @properties.setter
+    def properties(self, v):
+        self._props = v
+        self._have |= HAVE_PROPS
+
+    cdef bytes born(self):
+        if not self._have & HAVE_BORN:
+            self._born = PyBytes_FromStringAndSize(<const char*>self._b + self._hp, self._hl)
+            self._have |= HAVE_BORN
+        return self._born
+
+    @property
+    def bornHostBytes(self):
+        return self.born()
+
+    @bornHostBytes.setter
+    def bornHostBytes(self, v):
+        self._born = v
+        self._have |= HAVE_BORN
+
+    cdef bytes stored(self):
+        if not self._have & HAVE_STORE:
+            self._store = PyBytes_FromStringAndSize(<const char*>self._b + self._sp, self._sl)
+            self._have |= HAVE_STORE
+        return self._store
+
+    @property
+    def storeHostBytes(self):
+        return self.stored()
+
+    @storeHostBytes.setter
+    def storeHostBytes(self, v):
+        self._store = v
+        self._have |= HAVE_STORE
+
+    # ---- what a reader asks of every message ----------------------------------------------------
+    @property
+    def bornHost(self):
+        return host_text(self.born())
+
+    @property
+    def storeHost(self):
+        return host_text(self.stored())
+
+    @property
+    def msgId(self):
+        """Offset message id: store host address, port, stored physical offset, upper hex."""
+        return msg_id(self.stored(), self.physicalOffsetField)
+
+    @property
+    def uniqKey(self):
+        return self.props().get(_UNIQ)
+
+    @property
+    def tags(self):
+        return self.props().get(_TAGS)
+
+    @property
+    def keys(self):
+        return self.props().get(_KEYS)
+
+    @property
+    def transactionType(self):
+        return _TX[(self.sysFlag & 0x0C) >> 2]
+
+    @property
+    def end_offset(self):
+        return self.commitLogOffset + self.storeSize
+
+    @property
+    def is_v2(self):
+        return self.magicCode == MESSAGE_MAGIC_V2
+
+    # ---- the rest: the pure twin's code ----------------------------------------------------------
+    @property
+    def key_list(self):
+        return twin().PyMessage.key_list.__get__(self)
+
+    def body_decompressed(self):
+        """The body as a consumer would see it (RocketMQ compresses; the broker never undoes it)."""
+        return twin().PyMessage.body_decompressed(self)
+
+    def to_json(self, with_body=True):
+        return twin().PyMessage.to_json(self, with_body)
+
+    def _fields(self):
+        return (self.topic, self.queueId, self.queueOffset, self.commitLogOffset, self.storeSize, self.bodyCRC,
+                self.flag, self.sysFlag, self.bornTimestamp, self.born(), self.storeTimestamp,
+                self.stored(), self.reconsumeTimes, self.preparedTransactionOffset, self.body,
+                self.propertiesRaw, self.props(), self.magicCode, self.physicalOffsetField, self.tagsCode)
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._fields() == (<Message>other)._fields()
+
+    def __ne__(self, other):
+        r = self.__eq__(other)
+        return r if r is NotImplemented else not r
+
+    __hash__ = None
+
+    def __repr__(self):
+        return "Message(" + ", ".join(f"{n}={v!r}" for n, v in zip(twin().FIELD_NAMES, self._fields())) + ")"
+
+    def __reduce__(self):
+        return type(self), self._fields()
