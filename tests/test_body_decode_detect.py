@@ -139,3 +139,17 @@ def _typed(v):
     if isinstance(v, dict):
         return ("dict", sorted((type(k).__name__, str(k), _typed(x)) for k, x in v.items()))
     return (type(v).__name__, v)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.one_of(st.binary(max_size=300), st.sampled_from(VALID).flatmap(
+    lambda b: st.tuples(st.integers(0, len(b)), st.integers(0, 255)).map(
+        lambda t: b[:t[0]] + bytes([t[1]]) + b[t[0] + 1:]))))
+def test_compiled_decode_raw_is_walk_score_and_to_value(data):
+    """The one-pass kernel answers as walk_py, score_py and to_value_py do: value, score, reason."""
+    if pw._KERNEL is None:
+        pytest.skip("engine.accel._wire not built (or RMQSTORE_PURE_PYTHON=1)")
+    assert pw._KERNEL.decode_raw(data) == pw.decode_raw_py(data)
+    fields, why = pw.walk_py(data)
+    assert pw.decode_raw_py(data) == ((pw.to_value_py(fields), pw.score_py(fields, len(data)), "") if fields
+                                      else (None, 0.0, why))

@@ -254,3 +254,161 @@ def plain_json(v):
     """Whether a decoder's value is JSON as it is (dicts with text keys, lists, text, ints,
     finite floats, booleans, null): body_decode then keeps it as its value, with no copy."""
     return _plain(v, 0)
+
+
+# ---- decode_raw: walk, score and to_value in one pass ---------------------------------------
+cdef struct _Level:
+    uint64_t max_num     # the largest field number of the level
+    Py_ssize_t count     # its fields
+    bint has_text        # a length-delimited field read as a message or a string
+    bint has_fixed       # a group, a fixed64 or a fixed32
+
+
+cdef object _fixed_at(const uint8_t* p, Py_ssize_t n):
+    cdef uint64_t u = 0
+    cdef double f
+    cdef float f32
+    cdef uint32_t u32
+    cdef Py_ssize_t i
+    for i in range(n):
+        u |= (<uint64_t>p[i]) << (8 * i)
+    if n == 8:
+        memcpy(&f, &u, 8)
+    else:
+        u32 = <uint32_t>u
+        memcpy(&f32, &u32, 4)
+        f = f32
+    if f == f and not isinf(f) and (f == 0 or 1e-6 < fabs(f) < 1e15):
+        return {"fixed": u, "float": f}
+    return u
+
+
+cdef dict _vfields(bytes buf, const uint8_t* p, Py_ssize_t* at, Py_ssize_t end, int depth, long group,
+                   _Level* lv):
+    """_fields, building to_value's dict as it reads (repeats become lists), and the level's
+    figures for score and _plausible in `lv`."""
+    cdef dict out = {}
+    cdef Py_ssize_t pos = at[0]
+    cdef uint64_t key, v, n, num
+    cdef int wt
+    cdef object value, k, old
+    while pos < end:
+        pos = _varint(p, pos, end, &key)
+        num = key >> 3
+        wt = key & 7
+        if num == 0 or num > MAX_FIELD:
+            raise _WireError(f"field number {num} at byte {pos}")
+        if wt == 0:
+            pos = _varint(p, pos, end, &v)
+            value = v
+        elif wt == 2:
+            pos = _varint(p, pos, end, &n)
+            if n > <uint64_t>(end - pos):
+                raise _WireError(f"field {num}: {n} bytes announced, {end - pos} left")
+            value = _len_vvalue(buf, p, pos, pos + <Py_ssize_t>n, depth)
+            pos += <Py_ssize_t>n
+            if type(value) is bytes:
+                value = {"$bytes": (<bytes>value).hex()}
+            else:
+                lv.has_text = True
+        elif wt == 1:
+            if pos + 8 > end:
+                raise _WireError(f"field {num}: fixed64 cut")
+            value = _fixed_at(p + pos, 8)
+            pos += 8
+            lv.has_fixed = True
+        elif wt == 5:
+            if pos + 4 > end:
+                raise _WireError(f"field {num}: fixed32 cut")
+            value = _fixed_at(p + pos, 4)
+            pos += 4
+            lv.has_fixed = True
+        elif wt == 3:
+            if depth >= MAX_DEPTH:
+                raise _WireError("groups nested too deep")
+            at[0] = pos
+            value = _vfields(buf, p, at, end, depth + 1, <long>num, &_SCRATCH)
+            pos = at[0]
+            lv.has_fixed = True
+        elif wt == 4:
+            if group != <long>num:
+                raise _WireError(f"END_GROUP {num} without its START_GROUP")
+            at[0] = pos
+            return out
+        else:
+            raise _WireError(f"wire type {wt} at byte {pos}")
+        lv.count += 1
+        if num > lv.max_num:
+            lv.max_num = num
+        k = _KEYS[num] if num < 128 else str(num)
+        old = out.get(k)
+        if old is None:
+            out[k] = value
+        elif type(old) is list:
+            (<list>old).append(value)
+        else:
+            out[k] = [old, value]
+    if group >= 0:
+        raise _WireError(f"group {group} never ends")
+    at[0] = pos
+    return out
+
+
+cdef _Level _SCRATCH   # a group's inner figures: nothing reads them
+
+
+cdef object _len_vvalue(bytes buf, const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, int depth):
+    """_len_value with the nested message as its dict."""
+    cdef Py_ssize_t n = end - pos, at
+    cdef uint8_t first
+    cdef _Level lv
+    cdef dict sub
+    if n == 0:
+        return ""
+    first = p[pos]
+    if depth < MAX_DEPTH and (first & 7) in (0, 1, 2, 3, 5) and (first >= 0x80 or first >> 3) and \
+            (first == 0x09 or first == 0x0A or _has_ctrl(p + pos, n)):
+        at = pos
+        lv.max_num = 0
+        lv.count = 0
+        lv.has_text = False
+        lv.has_fixed = False
+        try:
+            sub = _vfields(buf, p, &at, end, depth + 1, -1, &lv)
+            if at == end and lv.count and (not (first == 0x09 or first == 0x0A) or lv.max_num < 64
+                                           or _text(p + pos, n) is None):
+                return sub
+        except (_WireError, RecursionError):
+            pass
+    text = _text(p + pos, n)
+    return text if text is not None else buf[pos:end]
+
+
+def decode_raw(data):
+    """protobuf_wire.decode_raw_py's answer: (to_value of the walk, its score, "") or
+    (None, 0.0, why), read in one pass with no fields list between."""
+    cdef bytes buf = bytes(data)
+    cdef Py_ssize_t at = 0
+    cdef _Level lv
+    cdef double conf = 0.5
+    cdef bint small
+    if not buf:
+        return None, 0.0, "empty"
+    lv.max_num = 0
+    lv.count = 0
+    lv.has_text = False
+    lv.has_fixed = False
+    try:
+        value = _vfields(buf, <const uint8_t*>buf, &at, len(buf), 0, -1, &lv)
+    except (_WireError, RecursionError) as e:
+        return None, 0.0, str(e)
+    small = lv.max_num < 64
+    if small:
+        conf += 0.2
+    if lv.count >= 2 or len(buf) <= 2:
+        conf += 0.1
+    if lv.has_text:
+        conf += 0.1
+    if lv.has_fixed and not small:
+        conf -= 0.2
+    return value, round(min(conf, 0.9), 2), ""

@@ -50,8 +50,8 @@ class DecodedBody:
     @property
     def value(self):
         if not self._made:
-            if self.format == PROTOBUF and isinstance(self.raw, list):
-                self._value = pw.to_value(self.raw)
+            if self.format == PROTOBUF:   # decode_raw's value, or a schema's MessageToDict: JSON already
+                self._value = pw.to_value(self.raw) if isinstance(self.raw, list) else self.raw
             elif pw.KERNEL is not None and pw.KERNEL.plain_json(self.raw):   # JSON already: the same value
                 self._value = self.raw
             else:
@@ -317,10 +317,10 @@ def _element(e) -> dict:
 
 
 def _protobuf(data: bytes):
-    fields, why = pw.walk(data)
-    if fields is None:
+    value, conf, why = pw.decode_raw(data)
+    if value is None:
         raise ValueError(why)
-    return fields, pw.score(fields, len(data))
+    return value, conf
 
 
 def _msgpack(data: bytes):

@@ -209,7 +209,20 @@ def score_py(fields: list, size: int) -> float:
     return round(min(conf, 0.9), 2)
 
 
+def decode_raw(data: bytes) -> tuple[dict | None, float, str]:
+    """(decode_raw's JSON value, score, "") or (None, 0.0, why it is not Protobuf): walk,
+    score and to_value in one. The compiled twin builds the value as it walks."""
+    return decode_raw_py(data)
+
+
+def decode_raw_py(data: bytes) -> tuple[dict | None, float, str]:
+    fields, why = walk_py(data)
+    if fields is None:
+        return None, 0.0, why
+    return to_value_py(fields), score_py(fields, len(data)), ""
+
+
 _KERNEL = accel.load("_wire")
 KERNEL = _KERNEL   # for body_decode: the compiled plain_json test (None: not built)
 if _KERNEL is not None:   # the compiled twins answer in the Python ones' place: one call less a body
-    walk, score, to_value = _KERNEL.walk, _KERNEL.score, _KERNEL.to_value
+    walk, score, to_value, decode_raw = _KERNEL.walk, _KERNEL.score, _KERNEL.to_value, _KERNEL.decode_raw
