@@ -1,7 +1,8 @@
 """A message body as people read it: one pipeline for the CLI, the scans and the GUI.
 
 1. Decompress by the record's own sysFlag (engine.format.message.decompress_body: zlib,
-   LZ4, ZSTD and the legacy flag), bounded so a small body cannot become a huge one.
+   LZ4, ZSTD and the legacy flag), bounded so a small body cannot become a huge one; a cut
+   or damaged body gives what its codec decompressed before it stopped (`truncated`).
 2. Detect the format, most specific first, each with a confidence in [0, 1]: a user's schema
    (Protobuf descriptor set + message type, Avro schema), an Avro object container, JSON, XML,
    UTF-8 text, Protobuf without a schema (protoc --decode_raw's rules), MessagePack, CBOR,
