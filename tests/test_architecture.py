@@ -67,3 +67,52 @@ def test_import_contracts_are_kept():
     assert r.returncode == 0, r.stdout[-3000:] + r.stderr[-2000:]
     kept = [ln for ln in r.stdout.splitlines() if ln.rstrip().endswith("KEPT")]
     assert len(kept) >= 5, r.stdout
+
+
+# ---- the compiled layer (issue 31) -------------------------------------------------------------
+ACCEL = ROOT / "engine" / "accel"
+UNIT_LIMIT = 800
+_IMPORT = __import__("re").compile(r"^\s*(?:from\s+([\w.]+)\s+c?import|c?import\s+([\w.]+))", __import__("re").M)
+_INCLUDE = __import__("re").compile(r'^include\s+"([^"]+)"', __import__("re").M)
+
+
+def compile_unit(pyx: Path) -> list[Path]:
+    """A .pyx and every .pxi it includes (transitively): what one C file is made of."""
+    out, todo = [], [pyx]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo += [ACCEL / name for name in _INCLUDE.findall(p.read_text(encoding="utf-8"))]
+    return out
+
+
+def test_every_compile_unit_is_at_most_800_lines():
+    """The size rule counts a .pyx together with its includes: splitting a module into .pxi files
+    does not make its compile unit smaller."""
+    big = {p.name: sum(lines(q) for q in compile_unit(p)) for p in ACCEL.glob("*.pyx")}
+    assert {k: v for k, v in big.items() if v > UNIT_LIMIT} == {}, big
+
+
+def test_the_compiled_layer_imports_nothing_above_format():
+    """lint-imports cannot read Cython: every import and cimport of engine/accel's sources
+    reaches only engine.accel, engine.format and engine.errors (the bottom of the engine)."""
+    bad = []
+    for p in sorted(ACCEL.glob("*.p*")):
+        if p.suffix not in (".pyx", ".pxi", ".pxd"):
+            continue
+        for a, b in _IMPORT.findall(p.read_text(encoding="utf-8")):
+            mod = a or b
+            if mod.startswith("engine") and not mod.startswith(("engine.accel", "engine.format", "engine.errors")):
+                bad.append((p.name, mod))
+            if mod == "engine":
+                bad.append((p.name, mod))
+    assert bad == []
+
+
+def test_no_class_or_module_is_bound_into_the_compiled_layer():
+    """Kernels are functions over buffers and arguments: nothing hands them a class, a module
+    or a module's globals to keep (the grep of issue 31)."""
+    pattern = __import__("re").compile(r"bind_[a-z_]*\(|sys\.modules\[|globals\(\)\)")
+    hits = [f"{p.relative_to(ROOT)}:{i}" for p in sources(".py", ".pyx", ".pxi", ".pxd")
+            for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
+    assert hits == []

@@ -9,10 +9,9 @@ its slot then the header. Anything else (roll-over to a new commitlog, CQ or ind
 queue's first unit, user properties, SCHEDULE_TOPIC, a broken writer) returns None before
 any state is touched and the caller takes the Python path.
 
-Split in four: this file (declarations, the Appender), _append_codec.pxi (bytes, Java's
-String.hashCode, the index put, the record's parts), _append_results.pxi (PutResult,
-PutResults) and _append_front.pxi (the Appender made on first use). The byte layouts are
-engine/format/layout.pxd's."""
+Split in three: this file (declarations, the Appender), _append_codec.pxi (Java's String.hashCode,
+the index put, the record's parts), _append_results.pxi (PutResult, PutResults, appender()).
+The byte layouts are engine/format/layout.pxd's."""
 cimport cython
 from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.unicode cimport PyUnicode_DecodeASCII
@@ -29,6 +28,8 @@ cdef extern from "<time.h>" nogil:
     int CLOCK_REALTIME
 
 from engine.format.crc import crc32 as _crc32
+from engine.accel._message cimport msg_id_of
+from engine.accel._seek cimport rmq_prefetch_write
 from engine.accel._state cimport FileState, QueueState, UniqState, WriterState
 
 from engine.format.message import SCHEDULE_TOPIC
@@ -134,7 +135,7 @@ cdef class Appender:
     """StoreWriter.put for plain messages. One per writer; state stays in the writer's own
     objects (positions, offsets, headers) so the Python path can take over at any put. The
     maps of the files appended to are held between puts (release() gives them back)."""
-    cdef object w, store, lock, dirty, rr, queue_offsets, cl_files, index, new_topics
+    cdef object w, store, lock, rr, queue_offsets, cl_files, index, new_topics
     cdef WriterState ws             # w itself: its timestamps, `broken` and `clock` as C fields
     cdef UniqState gen
     cdef list ifiles                # index.files (the list object never changes)
@@ -149,7 +150,7 @@ cdef class Appender:
 
     def __init__(self, w):
         cfg = w.cfg
-        self.w, self.store, self.lock, self.dirty = w, w.store, w.lock, w._dirty
+        self.w, self.store, self.lock = w, w.store, w.lock
         self.lock_acquire, self.lock_release = w.lock.acquire, w.lock.release
         self.rr, self.queue_offsets, self.gen, self.new_topics = w._rr, w.queue_offsets, w.uniq, w.new_topics
         self.cl_files = w.store.commitlog.queue.files
@@ -539,8 +540,7 @@ cdef class Appender:
                     token_hashes(t.hash, keys, tok_hashes)
                 for i in range(n):
                     hashes[i] = index_uniq(t.hash, self.prefix_b, tails + 12 * i)
-                    __builtin_prefetch(st.mm + INDEX_HEADER_SIZE + (hashes[i] % st.slot_num) * INDEX_SLOT_SIZE,
-                                       1, 1)
+                    rmq_prefetch_write(st.mm + INDEX_HEADER_SIZE + (hashes[i] % st.slot_num) * INDEX_SLOT_SIZE)
                 for i in range(n):
                     if phys[i] < st.h[3]:
                         continue  # indexed already
@@ -553,9 +553,7 @@ cdef class Appender:
                 self.new_topics.add(topic)
             if self.sync_flush:
                 f.flush()
-            dirty = self.dirty
-            if not dirty.is_set():
-                dirty.set()
+            ws._dirty = True
             if single:
                 return put_result(topic, qid, phys[0], qoff0, store_ts, sizes[0], self.store_host,
                                   self.prefix_b, tails)
@@ -569,4 +567,3 @@ cdef class Appender:
                 PyMem_Free(tails)
 
 
-include "_append_front.pxi"

@@ -77,26 +77,6 @@ cdef int write_crc_tail(uint8_t* p, Py_ssize_t total) except -1:
     return 0
 
 
-cdef str msg_id(const uint8_t* host, Py_ssize_t host_len, int64_t phy):
-    cdef char buf[56]
-    cdef Py_ssize_t i, n = 0
-    cdef uint8_t b
-    for i in range(host_len):
-        b = host[i]
-        buf[n] = HEX[b >> 4]
-        buf[n + 1] = HEX[b & 0xF]
-        n += 2
-    for i in range(8):
-        b = (<uint64_t>phy >> (56 - 8 * i)) & 0xFF
-        buf[n] = HEX[b >> 4]
-        buf[n + 1] = HEX[b & 0xF]
-        n += 2
-    return PyUnicode_DecodeASCII(buf, n, NULL)
-
-
-cdef extern from *:
-    void __builtin_prefetch(const void* addr, int rw, int locality) nogil
-
 cdef extern from "Python.h":
     const char* PyUnicode_AsUTF8AndSize(object s, Py_ssize_t* size) except NULL
 

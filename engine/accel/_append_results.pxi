@@ -1,5 +1,4 @@
 # included by engine/accel/_append.pyx: what a put returns
-
 cdef object _PUT_OK = "PUT_OK"
 
 
@@ -14,8 +13,8 @@ cdef object put_result(str topic, long qid, int64_t phy, int64_t qoff, int64_t s
         memcpy(u, <const char*>prefix, pl)
         memcpy(u + pl, tail12, 12)
         uniq = PyUnicode_DecodeASCII(u, pl + 12, NULL)
-    return tuple.__new__(PutResult, (_PUT_OK, phy, qoff, store_ts, msg_id(<const uint8_t*>store_host, len(store_host), phy),
-                                      uniq, topic, qid, size))
+    mid = msg_id_of(<const uint8_t*>store_host, len(store_host), phy)
+    return tuple.__new__(PutResult, (_PUT_OK, phy, qoff, store_ts, mid, uniq, topic, qid, size))
 
 
 @cython.no_gc
@@ -70,3 +69,11 @@ cdef class PutResults:
 
 import collections.abc
 collections.abc.Sequence.register(PutResults)
+
+
+def appender(w):
+    """The writer's Appender (made on first use)."""
+    a = w._appender
+    if a is None:
+        a = w._appender = Appender(w)
+    return a

@@ -28,8 +28,13 @@ from engine.format.layout cimport (BLANK_MAGIC, BORNHOST_V6_FLAG, HEAD_SIZE, MES
                                    OFF_QUEUEOFFSET, OFF_RECONSUMETIMES, OFF_STORETIMESTAMP, OFF_SYSFLAG, HOST_V4,
                                    HOST_V6, NO_SLOT, PROP_CRC_TAIL_SIZE, RECORD_FIXED, STOREHOST_V6_FLAG)
 
-include "_record_decls.pxi"   # the declarations _page_record.pxi needs, shared with _page.pyx
-include "_page_record.pxi"
+from engine.accel._bytes cimport be16, be32, be64
+from engine.accel._javahash cimport index_key_hash, jhash_bytes_or
+from engine.accel._record cimport (F_CRC, F_FORCE, F_V2, S_EOF, S_INVALID, S_MESSAGE, S_MISMATCH, S_PY, KeySpans, Row,
+                                   check, check_keys, crc32, crc_tail_at, verify_prop_crc)
+from engine.accel._seek cimport find_sep, rmq_prefetch
+from engine.accel._record import (CHECK_CRC, END_OF_FILE, FORCE_PROP_CRC, INVALID, MESSAGE,  # noqa: F401 (for Python)
+                                  NEEDS_PY, SIZE_MISMATCH, classify, crc32_of)
 
 # ---- the walk -------------------------------------------------------------------------------
 # walk's options
@@ -111,7 +116,7 @@ cdef inline int tail_ok(const uint8_t* b, Py_ssize_t pos, int32_t total) noexcep
     if total < PROP_CRC_TAIL_SIZE:
         return 0
     t = b + pos + total - PROP_CRC_TAIL_SIZE
-    if memcmp(t, CRC_TAIL, 9) != 0 or t[19] != 2:
+    if not crc_tail_at(t) or t[19] != 2:
         return 0
     for i in range(18, 8, -1):
         if t[i] < 48 or t[i] > 57:

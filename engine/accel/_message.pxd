@@ -27,4 +27,5 @@ cdef class Message:
 
 
 cdef str utf8(const uint8_t* b, Py_ssize_t n)
+cdef str msg_id_of(const uint8_t* p, Py_ssize_t n, int64_t phys)
 cdef dict parse_props(const uint8_t* b, Py_ssize_t p, Py_ssize_t n)

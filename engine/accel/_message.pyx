@@ -124,14 +124,14 @@ cdef str host_text(bytes h):
 cdef const char* HEX = b"0123456789ABCDEF"
 
 
-cdef str msg_id(bytes host, int64_t phys):
-    """The offset message id: the store host's bytes and the stored physical offset, upper hex."""
-    cdef const uint8_t* p = <const uint8_t*>PyBytes_AS_STRING(host)
-    cdef Py_ssize_t n = PyBytes_GET_SIZE(host), i
+cdef str msg_id_of(const uint8_t* p, Py_ssize_t n, int64_t phys):
+    """The offset message id: the store host's n bytes and the stored physical offset, upper hex
+    (the put loop's answers use it too)."""
+    cdef Py_ssize_t i
     cdef char buf[64]
     cdef uint8_t v
     if n > 24:
-        return (host + phys.to_bytes(8, "big", signed=True)).hex().upper()
+        return (p[:n] + phys.to_bytes(8, "big", signed=True)).hex().upper()
     for i in range(n):
         buf[2 * i] = HEX[p[i] >> 4]
         buf[2 * i + 1] = HEX[p[i] & 15]
@@ -272,7 +272,8 @@ cdef class Message:
     @property
     def msgId(self):
         """Offset message id: store host address, port, stored physical offset, upper hex."""
-        return msg_id(self.stored(), self.physicalOffsetField)
+        cdef bytes h = self.stored()
+        return msg_id_of(<const uint8_t*>PyBytes_AS_STRING(h), PyBytes_GET_SIZE(h), self.physicalOffsetField)
 
     @property
     def uniqKey(self):

@@ -32,7 +32,13 @@ from engine.format.layout cimport (BLANK_MAGIC, BORNHOST_V6_FLAG, CQ_UNIT_SIZE, 
                                    OFF_STOREHOST, OFF_STORETIMESTAMP, OFF_SYSFLAG, OFF_UNIT_SIZE, HOST_V4, HOST_V6,
                                    PROP_CRC_TAIL_SIZE, RECORD_FIXED, STOREHOST_V6_FLAG)
 
-include "_record_decls.pxi"
+from engine.accel._bytes cimport be16, be32, be64
+from engine.accel._javahash cimport index_key_hash, jhash_bytes_or
+from engine.accel._record cimport (F_CRC, F_FORCE, F_V2, S_EOF, S_INVALID, S_MESSAGE, S_MISMATCH, S_PY, KeySpans, Row,
+                                   check, check_keys, crc32, crc_tail_at, verify_prop_crc)
+from engine.accel._seek cimport find_sep, rmq_prefetch
+from engine.accel._record import (ACCEPT_V2, CHECK_CRC, END_OF_FILE, FORCE_PROP_CRC, INVALID, MESSAGE,  # noqa: F401 (for Python)
+                                  NEEDS_PY, SIZE_MISMATCH, classify, crc32_of)
 
 # why scan stopped (the unit at the returned index is not consumed)
 STOP_END = 0       # no more units
@@ -49,7 +55,6 @@ ROW_FORMAT = "=7q14i"
 API = 5  # what engine.store.page expects of this module (5: the page and result classes passed by the caller)
 
 
-include "_page_record.pxi"
 
 
 # ---- a run of CQ units -----------------------------------------------------------------------

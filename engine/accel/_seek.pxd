@@ -25,10 +25,16 @@ cdef extern from *:
     #else
     #define rmq_prefetch(p) ((void)(p))
     #endif
+    #if defined(__GNUC__)
+    #define rmq_prefetch_write(p) __builtin_prefetch((p), 1, 1)
+    #else
+    #define rmq_prefetch_write(p) ((void)(p))
+    #endif
     """
     int rmq_ctz64(uint64_t x) noexcept nogil
     int RMQ_LITTLE_ENDIAN
     void rmq_prefetch(const void* p) noexcept nogil
+    void rmq_prefetch_write(const void* p) noexcept nogil
 
 
 cdef inline Py_ssize_t find_sep(const uint8_t* b, Py_ssize_t q, Py_ssize_t stop) noexcept nogil:

@@ -31,6 +31,7 @@ cdef class WriterState:
     cdef bint dispatched_ts_py
     cdef object dispatched_ts_o
     cdef public object broken, clock
+    cdef public bint _dirty         # a put since the last flush (StoreWriter._dirty)
 
 
 cdef class UniqState:

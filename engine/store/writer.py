@@ -114,7 +114,7 @@ class StoreWriter(_STATE.WriterState if _STATE is not None else object):
         self.props_trailing = self.cfg.enabledAppendPropCRC or store.generation().version == "5.x"
         self._flusher: threading.Thread | None = None
         self._stop = threading.Event()
-        self._dirty = threading.Event()
+        self._dirty = False  # a put since the last flush (the flusher polls it; no one waits on it)
         self.broken: StoreError | None = None  # set when a dispatch or flush failed: every put is refused
         self.flush_failed: StoreError | None = None  # the background flusher's failure, raised at close
 
@@ -240,8 +240,7 @@ class StoreWriter(_STATE.WriterState if _STATE is not None else object):
                     self.new_topics.add(d.topic)
             if self.cfg.sync_flush:
                 f.flush()
-            if not self._dirty.is_set():  # set() takes the event's lock and notifies every time
-                self._dirty.set()
+            self._dirty = True
         return out
 
     @staticmethod
@@ -317,7 +316,7 @@ class StoreWriter(_STATE.WriterState if _STATE is not None else object):
             if logics:
                 cp.logicsMsgTimestamp = max(cp.logicsMsgTimestamp, logics)
             cp.store(self.store.root / "checkpoint")
-            self._dirty.clear()
+            self._dirty = False
 
     def start_flush_service(self) -> None:
         """Background flushing: the commitlog under ASYNC_FLUSH, and in every mode the CQs,
@@ -328,7 +327,7 @@ class StoreWriter(_STATE.WriterState if _STATE is not None else object):
 
         def loop():
             while not self._stop.wait(interval):
-                if self._dirty.is_set():
+                if self._dirty:
                     try:
                         self.flush()
                     except Exception as e:  # noqa: BLE001 - stops the writer: the next put and close fail

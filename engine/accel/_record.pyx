@@ -1,4 +1,32 @@
-# included by engine/accel/_page.pyx: CRC-32 and one record's check (check_record in C)
+# cython: language_level=3, boundscheck=False, wraparound=False, cdivision=True
+"""One commitlog record checked as check_record classifies it, and CRC-32, in C: what the page
+loop (_page) and check's walk (_check) share. engine/format/message.py's check_record stays the
+reference; tests/accel/test_page.py compares the two on crafted, damaged and real records."""
+from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
+from libc.stdint cimport int16_t, int32_t, int64_t, uint8_t, uint32_t, uint64_t
+from libc.string cimport memcmp, memcpy
+
+from engine.accel._bytes cimport be16, be32, be64
+from engine.accel._javahash cimport index_key_hash, jhash_bytes_or
+from engine.format.layout cimport (BLANK_MAGIC, BORNHOST_V6_FLAG, HEAD_SIZE, MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2,
+                                   OFF_BODY, OFF_BODYCRC, OFF_BODYLENGTH, OFF_BORNHOST, OFF_BORNTIMESTAMP, OFF_FLAG,
+                                   OFF_MAGICCODE, OFF_PHYSICALOFFSET, OFF_PREPAREDTXOFFSET, OFF_QUEUEID,
+                                   OFF_QUEUEOFFSET, OFF_RECONSUMETIMES, OFF_STORETIMESTAMP, OFF_SYSFLAG, HOST_V4,
+                                   HOST_V6, PROP_CRC_TAIL_SIZE, RECORD_FIXED, STOREHOST_V6_FLAG)
+
+cdef const char* SCHEDULE = b"SCHEDULE_TOPIC_XXXX"
+
+# record statuses for Python (the S_* of _record.pxd)
+MESSAGE = 0
+END_OF_FILE = 1
+INVALID = 2
+SIZE_MISMATCH = 3
+NEEDS_PY = 4
+
+# option flags for Python (the F_* of _record.pxd)
+CHECK_CRC = 1
+FORCE_PROP_CRC = 2
+ACCEPT_V2 = 4
 
 # ---- CRC-32 (zlib's), slice by 8 ----------------------------------------------------------------
 cdef uint32_t CRC_T[8][256]
@@ -142,7 +170,7 @@ cdef int verify_prop_crc(const uint8_t* b, Py_ssize_t pos, int32_t total) noexce
     cdef const uint8_t* t = b + pos + total - PROP_CRC_TAIL_SIZE
     cdef int64_t value = 0
     cdef int i
-    if memcmp(t, CRC_TAIL, 9) != 0 or t[19] != 2:
+    if not crc_tail_at(t) or t[19] != 2:
         return 0
     for i in range(18, 8, -1):  # ten digits, least significant first
         if t[i] < 48 or t[i] > 57:
@@ -151,22 +179,8 @@ cdef int verify_prop_crc(const uint8_t* b, Py_ssize_t pos, int32_t total) noexce
     return (crc32(b + pos, total - PROP_CRC_TAIL_SIZE) & 0x7FFFFFFF) == value
 
 
-cdef struct KeySpans:
-    # where the properties' UNIQ_KEY and KEYS values are ([u0, u1), [k0, k1); -1: absent), noted
-    # by check_keys as it parses the properties (check's walk hashes the keys without a second parse)
-    Py_ssize_t u0, u1, k0, k1
-
-
-cdef inline int check(const uint8_t* b, Py_ssize_t L, Py_ssize_t pos, Py_ssize_t limit, int flags,
-                      Row* r, int32_t* size) noexcept nogil:
-    """check_record(buf, pos, limit, ...) for buf of length L: the status, *size as
-    RecordResult.size; for MESSAGE / NEEDS_PY the fixed fields in *r (commitLogOffset, file
-    and queue offset left to the caller)."""
-    return check_keys(b, L, pos, limit, flags, r, size, NULL)
-
-
-cdef inline int check_keys(const uint8_t* b, Py_ssize_t L, Py_ssize_t pos, Py_ssize_t limit, int flags,
-                           Row* r, int32_t* size, KeySpans* keys) noexcept nogil:
+cdef int check_keys(const uint8_t* b, Py_ssize_t L, Py_ssize_t pos, Py_ssize_t limit, int flags,
+                    Row* r, int32_t* size, KeySpans* keys) noexcept nogil:
     """check, and with `keys` the spans of UNIQ_KEY and KEYS."""
     cdef Py_ssize_t rem = limit - pos, end, p, bh, sh, body_pos, topic_pos, props_pos, q, stop, seg, k
     cdef int32_t total, magic = 0, body_len, crc, sysflag
