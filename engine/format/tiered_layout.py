@@ -19,6 +19,7 @@ import re
 import struct
 
 from engine.format.cq_unit import CQ_UNIT, CQ_UNIT_SIZE  # noqa: F401 - the tier's CQ unit
+from engine.format.index_layout import slot_of  # noqa: F401 - the tier's slots follow the classic rule
 from engine.format.javahash import java_hash
 
 COMMIT_LOG, CONSUME_QUEUE, INDEX = "COMMIT_LOG", "CONSUME_QUEUE", "INDEX"   # FileSegmentType names

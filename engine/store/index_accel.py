@@ -40,6 +40,7 @@ import numpy as np
 
 from engine.accel import load
 from engine.config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
+from engine.format.index_layout import slots_of
 from engine.format.index_layout import (ACCEL_DIR_LINE as DIR_LINE, ACCEL_DIR_SLOTS as DIR_SLOTS,
                                         ACCEL_MAX_CHAIN as MAX_CHAIN, ACCEL_RECORD_DTYPE as RECORD_DTYPE,
                                         OFF_ACCEL_LINE_LENGTHS as OFF_LENGTHS, OFF_ACCEL_LINE_RECORDS as OFF_RECORDS)
@@ -149,7 +150,7 @@ def build_accel(f, accel: bool = True) -> IndexAccel | None:
     diff = e["timeDiff"].astype(np.int32)
     if m and (key_hash.min() < 0 or diff.min() < 0):
         return None
-    slot = key_hash % slot_num
+    slot = slots_of(key_hash, slot_num)   # every keyHash is >= 0 here (checked above)
     lengths = np.bincount(slot, minlength=slot_num)
     if m and lengths.max() > MAX_CHAIN:
         return None

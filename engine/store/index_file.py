@@ -18,6 +18,7 @@ from pathlib import Path
 import numpy as np
 
 from engine.config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
+from engine.format.index_layout import slot_of
 from engine.format.index_layout import (ENTRY as _ENTRY, HEADER as _HEADER, HEADER_TIMES as _HEADER_TIMES,  # noqa: F401
                                         INDEX_ENTRY_DTYPE, INDEX_HEADER_DTYPE, SLOT as _SLOT)
 from engine.format.javahash import index_key_hash
@@ -160,7 +161,7 @@ class IndexFile:
                 or h.beginTimestamp <= end <= h.endTimestamp)
 
     def slot_of(self, key: str) -> int:
-        return index_key_hash(key) % self.slot_num
+        return slot_of(index_key_hash(key), self.slot_num)
 
     # ---- reading ---------------------------------------------------------------------
     def select(self, key: str, max_num: int, begin: int, end: int, out: list[int]) -> None:
@@ -169,7 +170,7 @@ class IndexFile:
         key_hash = index_key_hash(key)
         h = self.header
         mm = self.file.mm
-        n = _SLOT.unpack_from(mm, INDEX_HEADER_SIZE + (key_hash % self.slot_num) * INDEX_SLOT_SIZE)[0]
+        n = _SLOT.unpack_from(mm, INDEX_HEADER_SIZE + slot_of(key_hash, self.slot_num) * INDEX_SLOT_SIZE)[0]
         count = h.indexCount
         if n <= 0 or n > count or count <= 1:
             return
@@ -234,7 +235,7 @@ class IndexFile:
             return False
         self._room(h.indexCount)
         key_hash = index_key_hash(key)
-        slot_pos = INDEX_HEADER_SIZE + (key_hash % self.slot_num) * INDEX_SLOT_SIZE
+        slot_pos = INDEX_HEADER_SIZE + slot_of(key_hash, self.slot_num) * INDEX_SLOT_SIZE
         mm = self.file.mm
         prev = _SLOT.unpack_from(mm, slot_pos)[0]
         if prev <= 0 or prev > h.indexCount:

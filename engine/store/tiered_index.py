@@ -35,7 +35,7 @@ class IndexSegment:
         [begin, end], at most max_count."""
         if not self.slots or hash_code < 0:
             return []
-        pos = L.INDEX_HEADER_SIZE + (hash_code % self.slots) * L.INDEX_SLOT_SIZE
+        pos = L.INDEX_HEADER_SIZE + L.slot_of(hash_code, self.slots) * L.INDEX_SLOT_SIZE
         slot = self.read(pos, L.INDEX_SLOT_SIZE)
         if len(slot) < L.INDEX_SLOT_SIZE:
             return []

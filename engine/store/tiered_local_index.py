@@ -47,7 +47,7 @@ class LocalIndexFile:
         return L.LOCAL_INDEX_ITEM.unpack_from(self.data, pos)
 
     def _head(self, hash_code: int) -> int:
-        return max(L.LOCAL_SLOT.unpack_from(self.data, L.INDEX_HEADER_SIZE + (hash_code % self.slots)
+        return max(L.LOCAL_SLOT.unpack_from(self.data, L.INDEX_HEADER_SIZE + L.slot_of(hash_code, self.slots)
                                             * L.INDEX_SLOT_SIZE)[0], 0)
 
     def items(self, hash_code: int, begin: int, end: int, max_count: int) -> list[tuple]:
