@@ -52,7 +52,3 @@ cdef class FilesState:
 
 cdef class LogState:
     cdef public object queue, read_opts
-
-
-cdef class StoreState:
-    cdef public object commitlog, index

@@ -1,6 +1,6 @@
 # cython: language_level=3
 """The hot state of writes and reads as C fields: the base classes of MappedFile,
-MappedFileQueue, CommitLog, MessageStore, ConsumeQueue, StoreWriter and UniqKeyGenerator when
+MappedFileQueue, CommitLog, ConsumeQueue, StoreWriter and UniqKeyGenerator when
 the kernels are built (each falls back to `object`).
 
 The compiled put (_append.pyx) reads and writes these positions and timestamps as struct
@@ -128,7 +128,3 @@ cdef class FilesState:
 
 cdef class LogState:
     """CommitLog's file queue and read options, which a key query's record reads look up."""
-
-
-cdef class StoreState:
-    """MessageStore's commitlog and index, which a key query looks up first."""

@@ -74,10 +74,7 @@ class GetMessageResult:
         return d
 
 
-_STATE = _load_accel("_state")  # commitlog and index as C fields for the compiled key query
-
-
-class MessageStore(Queries, QueueKinds, *((_STATE.StoreState,) if _STATE is not None else ())):
+class MessageStore(Queries, QueueKinds):
     """Open with MessageStore.open(root); close() (or use as a context manager) when done."""
 
     def __init__(self, root: Path, cfg: StoreConfig, read_only: bool):
