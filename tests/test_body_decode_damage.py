@@ -93,3 +93,21 @@ def test_cli_get_json_carries_the_schema_id(tmp_path, capsys):
     assert main(["get", str(root), "Orders", "0", "0", "--json", "--avro-schema", str(avsc)]) == 0
     dec = json.loads(capsys.readouterr().out)["messages"][0]["decodedBody"]
     assert dec["format"] == "avro" and dec["schemaId"] == 7 and dec["value"]["id"] == "B-2"
+
+
+def test_a_cut_zstd_body_fails_as_the_consumer_fails_and_check_says_so():
+    """A ZSTD frame cut short decompresses to nothing whole: decompress_body raises (with and
+    without a limit) instead of handing back the part it made, and check's decompression_error
+    names it; the whole frame still decompresses."""
+    import os
+    import zstandard
+    from engine.format.message import decompress_body, decompression_error
+    data = os.urandom(64) * 80
+    frame = zstandard.ZstdCompressor().compress(data)
+    assert decompress_body(frame, 2) == data == decompress_body(frame, 2, 1 << 20)
+    assert decompression_error(frame, 2) is None
+    for cut in (frame[:len(frame) // 2], frame[:-1]):
+        for limit in (None, 1 << 20):
+            with pytest.raises(zstandard.ZstdError):
+                decompress_body(cut, 2, limit)
+        assert "ends early" in decompression_error(cut, 2)

@@ -317,16 +317,18 @@ def decompress_body(body: bytes, ctype: int, limit: int | None = None) -> bytes:
         return out
     if ctype == 2:
         import zstandard
-        if limit is None:
-            return zstandard.ZstdDecompressor().decompressobj().decompress(body)
-        parts, made = [], 0
-        with zstandard.ZstdDecompressor().stream_reader(bytes(body), read_across_frames=True) as r:
-            while made <= limit and (chunk := r.read(limit + 1 - made)):
-                parts.append(chunk)
-                made += len(chunk)
-        out = b"".join(parts)
-        if len(out) > limit:
-            raise DecompressionTooLarge(f"decompresses to more than {limit:,} bytes")
+        if limit is not None:  # bounded first: a small body must not make a huge one
+            parts, made = [], 0
+            with zstandard.ZstdDecompressor().stream_reader(bytes(body), read_across_frames=True) as r:
+                while made <= limit and (chunk := r.read(limit + 1 - made)):
+                    parts.append(chunk)
+                    made += len(chunk)
+            if made > limit:
+                raise DecompressionTooLarge(f"decompresses to more than {limit:,} bytes")
+        d = zstandard.ZstdDecompressor().decompressobj()
+        out = d.decompress(bytes(body))
+        if not d.eof:  # a cut frame gives what it has without a word: the consumer's decompress fails
+            raise zstandard.ZstdError("the ZSTD frame ends early")
         return out
     raise ValueError(f"unknown compression type {ctype}")
 
