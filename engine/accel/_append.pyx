@@ -29,9 +29,9 @@ cdef extern from "<time.h>" nogil:
 
 from engine.format.crc import crc32 as _crc32
 from engine.accel._message cimport msg_id_of
+from engine.accel._objects cimport rmq_new_as
 from engine.accel._seek cimport rmq_prefetch_write
 from engine.accel._state cimport FileState, QueueState, UniqState, WriterState
-
 from engine.format.message import SCHEDULE_TOPIC
 from engine.format.put_result import PutResult, wall_clock_ms
 

@@ -14,7 +14,7 @@ cdef object put_result(str topic, long qid, int64_t phy, int64_t qoff, int64_t s
         memcpy(u + pl, tail12, 12)
         uniq = PyUnicode_DecodeASCII(u, pl + 12, NULL)
     mid = msg_id_of(<const uint8_t*>store_host, len(store_host), phy)
-    return tuple.__new__(PutResult, (_PUT_OK, phy, qoff, store_ts, mid, uniq, topic, qid, size))
+    return rmq_new_as(tuple, PutResult, ((_PUT_OK, phy, qoff, store_ts, mid, uniq, topic, qid, size),))
 
 
 @cython.no_gc

@@ -64,7 +64,7 @@ cdef class PageBase:
 
 
 cdef inline object new_page(page_cls, Py_ssize_t n, rows, views, cache):
-    cdef PageBase p = <PageBase>PageBase.__new__(page_cls)
+    cdef PageBase p = <PageBase>rmq_new(page_cls)
     p._n = n
     p._rows = rows
     p._views = views
@@ -335,7 +335,7 @@ cdef int64_t queue_max(q):
 
 
 cdef object _result(result_cls, status, nxt, mn, mx, messages, total, skipped):
-    r = result_cls.__new__(result_cls)
+    r = rmq_new(result_cls)
     r.status, r.nextBeginOffset, r.minOffset, r.maxOffset = status, nxt, mn, mx
     r.messages, r.bufferTotalSize, r.skipped = messages, total, skipped
     return r

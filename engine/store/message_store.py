@@ -31,6 +31,7 @@ from engine.format.message import Message
 from engine.store.store_lock import StoreLock, Untouched, holder_pid
 from engine.store.settings_fit import refuse_misfits
 from engine.store import page as _page  # getMessage's loop and its lazy page
+from engine.store.page import MessagePage as _PAGE, confirm as _CONFIRM
 from engine.store import batch_consume_queue as _bcq, batch_page as _batch_page, lmq as _lmq
 from engine.store.queue_kinds import QueueKinds
 from engine.accel import load as _load_accel
@@ -584,8 +585,7 @@ class MessageStore(Queries, QueueKinds):
         whole answer in one call, and hands anything unusual to _get_message_py."""
         k = _page.KERNEL
         if k is not None and self.pages_compiled:
-            return k.get_message(self, topic, queue_id, offset, max_count, broker, GetMessageResult,
-                                 _page.MessagePage, _page.confirm)
+            return k.get_message(self, topic, queue_id, offset, max_count, broker, GetMessageResult, _PAGE, _CONFIRM)
         return self._get_message_py(topic, queue_id, offset, max_count, broker)
 
     # ---- whole log ---------------------------------------------------------------------
