@@ -217,6 +217,13 @@ SLOW = [
     "tests/accel/test_cq_scan.py::test_scan_matches_numpy",
     "tests/test_trust.py::test_rebuild_without_a_terminal_needs_yes",
     "tests/test_dledger_crash.py::test_torn_last_entry_is_not_served",
+    # a third round (issue 31): 1 s or more in a run of the fast subset at load 1.6-2.3 (183 s, 1,206 tests)
+    "tests/test_body_decode_detect.py::test_a_value_kept_as_it_is_equals_the_converted_one",
+    "tests/test_body_decode_detect.py::test_compiled_decode_raw_is_walk_score_and_to_value",
+    "tests/test_body_decode_detect.py::test_compiled_to_value_is_the_pure_one",
+    "tests/test_body_decode.py::test_compiled_wire_walk_is_the_pure_one",
+    "tests/test_architecture.py::test_rules_shared_by_cli_and_gui_are_defined_once",
+    "tests/internals/test_views.py::test_panel_heatmap_click_walks_the_chain",
 ]
 SLOW_FIXTURES = {"spark", "s3_stores"}
 
