@@ -21,7 +21,7 @@ def load(name: str):
         return None
 
 
-MODULES = ("_append", "_check", "_cq", "_index", "_message", "_page", "_query", "_record", "_state", "_wire")   # the .pyx files next to this one
+MODULES = ("_append", "_check", "_cq", "_index", "_message", "_page", "_query", "_record", "_results", "_state", "_wire")   # the .pyx files next to this one
 
 
 def status() -> dict[str, bool]:

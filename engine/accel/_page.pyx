@@ -37,6 +37,8 @@ from engine.accel._javahash cimport index_key_hash, jhash_bytes_or
 from engine.accel._record cimport (F_CRC, F_FORCE, F_V2, S_EOF, S_INVALID, S_MESSAGE, S_MISMATCH, S_PY, KeySpans, Row,
                                    check, check_keys, crc32, crc_tail_at, verify_prop_crc)
 from engine.accel._objects cimport rmq_new
+from engine.accel._query cimport IndexServiceBase
+from engine.accel._results cimport QueryResult
 from engine.accel._seek cimport find_sep, rmq_prefetch
 from engine.accel._record import (ACCEPT_V2, CHECK_CRC, END_OF_FILE, FORCE_PROP_CRC, INVALID, MESSAGE,  # noqa: F401 (for Python)
                                   NEEDS_PY, SIZE_MISMATCH, classify, crc32_of)

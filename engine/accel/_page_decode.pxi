@@ -162,3 +162,22 @@ cdef list _messages_at(cl, offsets):
             if m is not None:
                 out.append(m)
     return out
+
+
+def query_message(store, topic, key, begin=0, end=0x7FFFFFFFFFFFFFFF, max_num=64, raw=False, cap=None):
+    """Queries.query_message compiled (engine/store/queries.py's _query_message_py is the
+    reference and says what it answers): the raw answer in one call -- IndexService.query_offset
+    (its compiled front in the common case), then lookMessageByOffset for every hit, in a
+    QueryResult made here; the default (exact) answer is the store's _query_exact."""
+    if not raw:
+        return store._query_exact(topic, key, begin, end, max_num, cap)
+    idx, cl = store.index, store.commitlog
+    r = None
+    if isinstance(idx, IndexServiceBase) and type(topic) is str and type(key) is str and type(max_num) is int:
+        r = (<IndexServiceBase>idx).fast(topic, key, max_num, begin, end, cap)
+    offs, lts, loff = r if r is not None else idx.query_offset(topic, key, max_num, begin, end, cap)
+    cdef QueryResult q = QueryResult.__new__(QueryResult)
+    q.messages = _messages_at(cl, offs) if isinstance(cl, LogState) else cl.messages_at(offs)
+    q.truncated, q.offsets, q.false_hits = False, offs, []
+    q.indexLastUpdateTimestamp, q.indexLastUpdatePhyoffset = lts, loff
+    return q

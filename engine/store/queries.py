@@ -3,60 +3,37 @@ getOffsetInQueueByTime), kept apart from opening and paging: they only need the 
 the consume queues and the index the store has open."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import ClassVar
-
+from engine import accel
 from engine.format.javahash import index_key
 from engine.format.message import Message
+from engine.format.query_result import ExactQueryResult, QueryResult  # noqa: F401 (the store's answers)
 from engine.format.msgid import decode_offset_msg_id, looks_like_msg_id
 from engine.store.index_file import LONG_MAX
 
 KEYS_PER_BATCH = 10_000   # keys per batched index walk (query_messages)
 
 
-@dataclass(slots=True)
-class QueryResult:
-    messages: list[Message]
-    truncated: bool
-    offsets: list[int]                 # index hits in walk order (raw) / matched (exact)
-    false_hits: list[int] = field(default_factory=list)  # hash-only matches exact mode refused
-    indexLastUpdateTimestamp: int = 0
-    indexLastUpdatePhyoffset: int = 0
-    index_lost: ClassVar[frozenset] = frozenset()  # (ExactQueryResult's)
-
-    def to_json(self, with_body: bool = True) -> dict:
-        lost = self.index_lost
-        msgs = [m.to_json(with_body) for m in self.messages]
-        for j, m in zip(msgs, self.messages):
-            if m.commitLogOffset in lost:
-                j["indexLostByRocketMQ"] = True
-        return {"truncated": self.truncated, "offsets": self.offsets, "falseHits": self.false_hits,
-                "indexLastUpdateTimestamp": self.indexLastUpdateTimestamp,
-                "indexLastUpdatePhyoffset": self.indexLastUpdatePhyoffset, "messages": msgs}
+def _query_message_py(self, topic: str, key: str, begin: int = 0, end: int = LONG_MAX,
+                      max_num: int = 64, raw: bool = False, cap: int | None = None) -> QueryResult:
+    """Messages by key. raw=True: IndexService's answer as is (hash and time only, walk
+    order, duplicates kept, capped by maxMsgsNumBatch unless `cap` says otherwise (0 = none);
+    max_num 0 answers nothing, as RocketMQ does). Default: each candidate checked
+    against the message's real topic, KEYS tokens and UNIQ_KEY and its store time,
+    de-duplicated, newest first, `max_num` (0 = no cap) with a truncated flag."""
+    if raw:
+        offs, lts, loff = self.index.query_offset(topic, key, max_num, begin, end, cap)
+        return QueryResult(self.commitlog.messages_at(offs), False, offs, [], lts, loff)
+    return self._query_exact(topic, key, begin, end, max_num, cap)
 
 
-@dataclass(slots=True)
-class ExactQueryResult(QueryResult):
-    """The exact answer where the index has lost files; `index_lost`: offsets of the hits only
-    an index file RocketMQ's restart deletes holds (a crashed DLedger store, engine.store.dledger_reput): RocketMQ's
-    own query no longer finds them."""
-    index_lost: frozenset = frozenset()
+_PAGE = accel.load("_page")   # the compiled query_message: the raw answer in one call (None: the reference)
+_query_message = _PAGE.query_message if _PAGE is not None else _query_message_py
 
 
 class Queries:
     """Mixed into MessageStore (which provides commitlog, index, queues, find_queue, topics)."""
 
-    def query_message(self, topic: str, key: str, begin: int = 0, end: int = LONG_MAX,
-                      max_num: int = 64, raw: bool = False, cap: int | None = None) -> QueryResult:
-        """Messages by key. raw=True: IndexService's answer as is (hash and time only, walk
-        order, duplicates kept, capped by maxMsgsNumBatch unless `cap` says otherwise (0 = none);
-        max_num 0 answers nothing, as RocketMQ does). Default: each candidate checked
-        against the message's real topic, KEYS tokens and UNIQ_KEY and its store time,
-        de-duplicated, newest first, `max_num` (0 = no cap) with a truncated flag."""
-        if raw:
-            offs, lts, loff = self.index.query_offset(topic, key, max_num, begin, end, cap)
-            return QueryResult(self.commitlog.messages_at(offs), False, offs, [], lts, loff)
-        return self._query_exact(topic, key, begin, end, max_num, cap)
+    query_message = _query_message   # Messages by key: _query_message_py says what (compiled or it, chosen above)
 
     def _query_exact(self, topic: str, key: str, begin: int, end: int, max_num: int, cap) -> QueryResult:
         """query_message's default answer (its docstring says what)."""
