@@ -10,7 +10,7 @@ queue's first unit, user properties, SCHEDULE_TOPIC, a broken writer) returns No
 any state is touched and the caller takes the Python path.
 
 Split in three: this file (declarations, the Appender), _append_codec.pxi (Java's String.hashCode,
-the index put, the record's parts), _append_results.pxi (PutResult, PutResults, appender()).
+the index put, the record's parts), _append_results.pxi (appender(), put_message's front); PutResults is _results'.
 The byte layouts are engine/format/layout.pxd's."""
 cimport cython
 from cpython.buffer cimport PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
@@ -28,12 +28,11 @@ cdef extern from "<time.h>" nogil:
     int CLOCK_REALTIME
 
 from engine.format.crc import crc32 as _crc32
-from engine.accel._message cimport msg_id_of
-from engine.accel._objects cimport rmq_new_as
+from engine.accel._results cimport PutResults, put_result
 from engine.accel._seek cimport rmq_prefetch_write
 from engine.accel._state cimport FileState, QueueState, UniqState, WriterState
 from engine.format.message import SCHEDULE_TOPIC
-from engine.format.put_result import PutResult, wall_clock_ms
+from engine.format.put_result import wall_clock_ms
 
 from engine.format.layout cimport (BLANK_RECORD_MIN, BORNHOST_V6_FLAG, CQ_UNIT_SIZE, HEAD_SIZE, HOST_V6, INDEX_ENTRY_SIZE,
                                    INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, MESSAGE_MAGIC_V1, OFF_BEGIN_PHY_OFFSET,

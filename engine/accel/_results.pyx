@@ -4,7 +4,19 @@ the reference (engine.format.query_result.QueryResult is one or the other, by a 
 assignment there): the same fields, constructor, equality and JSON. A raw key query is a few
 hundred nanoseconds of C; filling a dataclass through its Python __init__ or six attribute
 writes by name cost as much again. This module imports nothing of the engine above
-engine.format (the twin's module, on first use)."""
+engine.format (the twin's module, on first use).
+
+Also what a put answers, made by the put loop (engine/accel/_append.pyx): a PutResult (the
+tuple engine/format/put_result.py declares) and PutResults, a batch's lazy sequence of them."""
+cimport cython
+from cpython.mem cimport PyMem_Free
+from cpython.unicode cimport PyUnicode_DecodeASCII
+from libc.stdint cimport int64_t, uint8_t
+from libc.string cimport memcpy
+
+from engine.accel._message cimport msg_id_of
+from engine.accel._objects cimport rmq_new_as
+from engine.format.put_result import PutResult
 
 cdef object _twin = None
 
@@ -52,3 +64,67 @@ cdef class QueryResult:
 
     def to_json(self, with_body=True):
         return twin().PyQueryResult.to_json(self, with_body)
+
+
+# ---- what a put answers ----------------------------------------------------------------------
+cdef object _PUT_OK = "PUT_OK"
+
+
+cdef object put_result(str topic, long qid, int64_t phy, int64_t qoff, int64_t store_ts, int64_t size,
+                       bytes store_host, bytes prefix, const char* tail12):
+    """A PutResult; its UNIQ_KEY decoded once from the prefix and the 12 characters after it."""
+    cdef char u[80]
+    cdef Py_ssize_t pl = len(prefix)
+    if pl > 64:
+        uniq = prefix.decode("ascii") + PyUnicode_DecodeASCII(tail12, 12, NULL)
+    else:
+        memcpy(u, <const char*>prefix, pl)
+        memcpy(u + pl, tail12, 12)
+        uniq = PyUnicode_DecodeASCII(u, pl + 12, NULL)
+    mid = msg_id_of(<const uint8_t*>store_host, len(store_host), phy)
+    return rmq_new_as(tuple, PutResult, ((_PUT_OK, phy, qoff, store_ts, mid, uniq, topic, qid, size),))
+
+
+@cython.no_gc
+cdef class PutResults:
+    """What a put returns: a read-only sequence of PutResult, each built when it is looked
+    at (a batch writer that only counts acknowledgements builds none)."""
+
+    def __dealloc__(self):
+        PyMem_Free(self.phys)
+
+    def __len__(self):
+        return self.n
+
+    cdef object item(self, Py_ssize_t i):
+        cdef const char* t = self.tails
+        return put_result(self.topic, self.qid, self.phys[i], self.qoff0 + i, self.store_ts, self.sizes[i],
+                          self.store_host, self.prefix_b, t + 12 * i)
+
+    def __getitem__(self, i):
+        if isinstance(i, slice):
+            return [self.item(k) for k in range(*i.indices(self.n))]
+        cdef Py_ssize_t k = i
+        if k < 0:
+            k += self.n
+        if not 0 <= k < self.n:
+            raise IndexError("PutResults index out of range")
+        return self.item(k)
+
+    def __iter__(self):
+        cdef Py_ssize_t k
+        for k in range(self.n):
+            yield self.item(k)
+
+    def __eq__(self, other):
+        try:
+            return list(self) == list(other)
+        except TypeError:
+            return NotImplemented
+
+    def __repr__(self):
+        return repr(list(self))
+
+
+import collections.abc
+collections.abc.Sequence.register(PutResults)

@@ -39,6 +39,18 @@ from engine.accel import load as _load_accel
 _APPEND = _load_accel("_append")  # the compiled put loop for plain messages (None: Python's own)
 
 
+def _put_message_py(self, topic: str, body: bytes = b"", queue_id: int | None = None, tags: str | None = None,
+                    keys=None, properties: dict | None = None, flag: int = 0, **kw):
+    """Append one message (RocketMQ encoding, UNIQ_KEY generated unless given) and dispatch it.
+    The reference: the writer's draft and put (the compiled front hands it what it does not take)."""
+    w = self.writer or self._writer()
+    return w.put([w.draft(topic, body, queue_id, tags, keys, properties, flag, **kw)])[0]
+
+
+# MessageStore.put_message: the compiled front (a plain message to the Appender in one call) or it
+_put_message = _APPEND.put_message if _APPEND is not None else _put_message_py
+
+
 @dataclass  # no slots: the compiled getMessage builds it with __new__, the later fields keep their defaults
 class GetMessageResult:
     """`messages` is a MessagePage (a list of Message built on access, plus numpy columns)
@@ -310,17 +322,8 @@ class MessageStore(Queries, QueueKinds):
             raise ReadOnlyStoreError("store is open read-only; open it read-write to write", path=str(self.root))
         return self.writer
 
-    def put_message(self, topic: str, body: bytes = b"", queue_id: int | None = None, tags: str | None = None,
-                    keys=None, properties: dict | None = None, flag: int = 0, **kw):
-        """Append one message (RocketMQ encoding, UNIQ_KEY generated unless given) and dispatch it.
-        A plain message goes through the compiled Appender when it is built (it hands back what
-        it does not take); everything else through the writer's draft and put."""
-        w = self.writer or self._writer()
-        if _APPEND is not None and properties is None and not flag and not kw:
-            out = (w._appender or _APPEND.appender(w)).put1(topic, body, queue_id, tags, keys)
-            if out is not None:
-                return out
-        return w.put([w.draft(topic, body, queue_id, tags, keys, properties, flag, **kw)])[0]
+    put_message = _put_message   # one message: _put_message_py says what (compiled front or it, chosen above)
+    _put_message_py = _put_message_py
 
     def put_messages(self, topic: str, bodies: list[bytes], queue_id: int | None = None, tags: str | None = None,
                      keys=None, properties: dict | None = None, user_properties: dict | None = None):
