@@ -264,7 +264,7 @@ class MainWindow(QMainWindow):
         self._sync_rw(store)
         self._show_banners(store)
         self.tree.populate(store)
-        self.tabs.setTabVisible(self.tabs.indexOf(self.timers), getattr(store, "timer", None) is not None)
+        self.tabs.setTabVisible(self.tabs.indexOf(self.timers), store is not None and store.timer is not None)
         self.search.set_store_lists(store.topics(), store.queue_list(), -1, -1)
         self.overview.clear()
         self._compute_overview()

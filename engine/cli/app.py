@@ -30,9 +30,10 @@ def message_rows(msgs) -> str:
 
 def with_dledger(store: MessageStore, out: dict, msgs) -> dict:
     """A DLedger store's messages gain `dledger`: the entry around each (index, term, pos, ...)."""
-    if store.dledger is not None:
-        for j, m in zip(out["messages"], msgs):
-            j["dledger"] = store.dledger_entry(m.commitLogOffset)
+    for j, m in zip(out["messages"], msgs):
+        e = store.dledger_entry(m.commitLogOffset)   # None: not a DLedger log
+        if e is not None:
+            j["dledger"] = e
     return out
 
 
@@ -104,8 +105,9 @@ def cmd_dump(store: MessageStore, args) -> int:
         m = r.message
         if args.json:
             j = m.to_json()
-            if store.dledger is not None:
-                j["dledger"] = store.dledger_entry(m.commitLogOffset)
+            e = store.dledger_entry(m.commitLogOffset)   # None: not a DLedger log
+            if e is not None:
+                j["dledger"] = e
             print(json.dumps(j, ensure_ascii=False))
         else:
             print(f"{m.commitLogOffset:>12}  {safe(m.topic)}/{m.queueId}@{m.queueOffset}  {fmt_time(m.storeTimestamp)}  "

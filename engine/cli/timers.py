@@ -34,7 +34,7 @@ def register(add, commands: dict) -> None:
 
 
 def timer_store(store):
-    ts = getattr(store, "timer", None)
+    ts = store.timer
     if ts is None:
         raise CliError(f"no timer store in {store.root} (no timerlog folder or timerwheel file; "
                        "5.x brokers write one with timerWheelEnable=true)")

@@ -307,6 +307,10 @@ class TieredStore:
     # ---- the MessageStore surface ----------------------------------------------------------
     abort_present = False     # a tier has no abort file, no recovery, no lock, no timer store
     recovery = recovery_plan = timer = rocksdb = commitlog = index = None
+
+    def dledger_entry(self, offset: int) -> None:
+        """(A tier's segments are no DLedger log: no entry holds a message.)"""
+        return None
     min_offset = 0
 
     @property

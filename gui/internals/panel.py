@@ -89,7 +89,7 @@ class InternalsPanel(QWidget):
         for v in classic:
             self.tabs.setTabVisible(self.tabs.indexOf(v), not tier)
         self.tabs.setTabVisible(self.tabs.indexOf(self.tier_segments), tier or bool(self.tier_segments.rows))
-        self.tabs.setTabVisible(self.tabs.indexOf(self.timer_wheel), getattr(store, "timer", None) is not None)
+        self.tabs.setTabVisible(self.tabs.indexOf(self.timer_wheel), store is not None and store.timer is not None)
         self.tabs.setTabVisible(self.tabs.indexOf(self.compaction), self.compaction.has_compaction)
 
     def show_chain(self, index_file: str, slot: int) -> None:

@@ -173,7 +173,7 @@ class TimerWheelView(RefreshWhenShown, QWidget):
     def set_store(self, store) -> None:
         self.background.cancel()
         self._store = store
-        self.timer = getattr(store, "timer", None) if store is not None else None
+        self.timer = store.timer if store is not None else None
         self.nums = self.heat = None
         self.image.clear()
         self.dots.clear()

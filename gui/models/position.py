@@ -89,8 +89,7 @@ def locate(store, m: Message, with_index: bool = True) -> Position:
     p.cq_file, p.cq_position, p.cq_unit, p.cq_matches = cq_location(store, m)
     p.lmq = store.lmq_dispatch(m)
     batch_location(store, m, p)
-    if getattr(store, "dledger", None) is not None:
-        p.dledger = store.dledger_entry(m.commitLogOffset)
+    p.dledger = store.dledger_entry(m.commitLogOffset)   # None: not a DLedger log
     if with_index:
         p.index_hits, p.index_keys_tried = index_hits(store, m)
     return p

@@ -162,7 +162,7 @@ class TimersView(RefreshWhenShown, QWidget):
     def set_store(self, store) -> None:
         self.background.cancel()
         self._store = store
-        self.timer = getattr(store, "timer", None) if store is not None else None
+        self.timer = store.timer if store is not None else None
         self.all_messages = []
         self.model.set_messages([])
         self.show_row(-1)
