@@ -111,3 +111,24 @@ def test_a_cut_zstd_body_fails_as_the_consumer_fails_and_check_says_so():
             with pytest.raises(zstandard.ZstdError):
                 decompress_body(cut, 2, limit)
         assert "ends early" in decompression_error(cut, 2)
+
+
+def test_cli_output_stays_utf8_json_for_a_body_with_a_non_utf8_string(tmp_path):
+    """A MessagePack-looking body whose string is not UTF-8 (random bytes often look like one):
+    `get --json` prints UTF-8 that parses as JSON, in a C locale too (where Python's stdout would
+    otherwise write a lone surrogate as the raw byte)."""
+    import json
+    import os
+    import subprocess
+    import sys
+    from engine import MessageStore
+    body = b"\x81\xa1\xde\x01"   # {<1-byte str 0xDE>: 1}
+    with MessageStore.create(tmp_path / "s") as s:
+        s.put_message("T", body, queue_id=0)
+    env = dict(os.environ, LC_ALL="C", LANG="C", PYTHONUTF8="1")
+    r = subprocess.run([sys.executable, "-m", "engine", "get", str(tmp_path / "s"), "T", "0", "0", "--json"],
+                       capture_output=True, env=env, timeout=120)
+    assert r.returncode == 0, r.stderr.decode("utf-8", "replace")
+    doc = json.loads(r.stdout.decode("utf-8"))
+    (m,) = doc["messages"]
+    assert m["decodedBody"]["format"] != "msgpack"

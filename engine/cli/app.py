@@ -378,6 +378,9 @@ def load_config(args) -> StoreConfig | None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    for stream in (sys.stdout, sys.stderr):   # a text a store holds that is not UTF-8 (a lone surrogate
+        if hasattr(stream, "reconfigure"):    # from a decoder) is written as its \uXXXX escape: the
+            stream.reconfigure(errors="backslashreplace")   # output stays UTF-8, and JSON stays JSON
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
