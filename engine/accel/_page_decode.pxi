@@ -1,20 +1,12 @@
 # included by engine/accel/_page.pyx: one record decoded into a Message (check_record's MESSAGE
 # answer built in C: the fields, the hosts, the body, the topic and the properties dict)
 
-# the pure twin's module (engine.format.message): RecordResult and RecordStatus for decode(),
-# imported on first use (it imports this module's Message)
-cdef object _twin = None
+# check_record's answer types (engine.format.message imports _message, not this module: no cycle)
+from engine.format.message import RecordResult, RecordStatus
+
+cdef object _MESSAGE = RecordStatus.MESSAGE
 
 
-cdef object twin():
-    global _twin
-    if _twin is None:
-        import engine.format.message as m
-        _twin = m
-    return _twin
-
-
-OPTION_FLAGS = ("check_crc", "force_verify_prop_crc", "accept_v2")
 
 
 cdef int read_flags(opts) except -1:
@@ -77,8 +69,7 @@ def decode(buf, Py_ssize_t pos, Py_ssize_t limit, int64_t offset, opts):
         st = check(b, v.len, pos, limit, flags, &r, &size)
         if st != S_MESSAGE:
             return None
-        m = twin()
-        return m.RecordResult(m.RecordStatus.MESSAGE, size, lazy_message(b, pos, &r, offset, None))
+        return RecordResult(_MESSAGE, size, lazy_message(b, pos, &r, offset, None))
     finally:
         PyBuffer_Release(&v)
 
