@@ -53,36 +53,47 @@ cdef Py_ssize_t _varint(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, uint64
             raise _WireError(f"varint longer than 10 bytes at byte {pos}")
 
 
+cdef inline Py_ssize_t _field_head(const uint8_t* p, Py_ssize_t pos, Py_ssize_t end, uint64_t* num, int* wt,
+                                   uint64_t* v) except -1:
+    """One field's key and what the wire says of its size, checked (both walks read fields
+    through it): wire type 0 its varint in `v`, 2 its length in `v` (it fits), 1 and 5 room for
+    the fixed bytes; returns the position after the key (and a varint's value, or a length)."""
+    pos = _varint(p, pos, end, v)
+    num[0] = v[0] >> 3
+    wt[0] = v[0] & 7
+    if num[0] == 0 or num[0] > MAX_FIELD:
+        raise _WireError(f"field number {num[0]} at byte {pos}")
+    if wt[0] == 0:
+        pos = _varint(p, pos, end, v)
+    elif wt[0] == 2:
+        pos = _varint(p, pos, end, v)
+        if v[0] > <uint64_t>(end - pos):
+            raise _WireError(f"field {num[0]}: {v[0]} bytes announced, {end - pos} left")
+    elif wt[0] == 1 and pos + 8 > end:
+        raise _WireError(f"field {num[0]}: fixed64 cut")
+    elif wt[0] == 5 and pos + 4 > end:
+        raise _WireError(f"field {num[0]}: fixed32 cut")
+    elif wt[0] > 5:
+        raise _WireError(f"wire type {wt[0]} at byte {pos}")
+    return pos
+
 cdef list _fields(bytes buf, const uint8_t* p, Py_ssize_t* at, Py_ssize_t end, int depth, long group):
     cdef list out = []
     cdef Py_ssize_t pos = at[0]
-    cdef uint64_t key, v, n
-    cdef uint64_t num
+    cdef uint64_t v, num
     cdef int wt
     cdef object value
     while pos < end:
-        pos = _varint(p, pos, end, &key)
-        num = key >> 3
-        wt = key & 7
-        if num == 0 or num > MAX_FIELD:
-            raise _WireError(f"field number {num} at byte {pos}")
+        pos = _field_head(p, pos, end, &num, &wt, &v)
         if wt == 0:
-            pos = _varint(p, pos, end, &v)
             value = v
         elif wt == 2:
-            pos = _varint(p, pos, end, &n)
-            if n > <uint64_t>(end - pos):
-                raise _WireError(f"field {num}: {n} bytes announced, {end - pos} left")
-            value = _len_value(buf, p, pos, pos + <Py_ssize_t>n, depth)
-            pos += <Py_ssize_t>n
+            value = _len_value(buf, p, pos, pos + <Py_ssize_t>v, depth)
+            pos += <Py_ssize_t>v
         elif wt == 1:
-            if pos + 8 > end:
-                raise _WireError(f"field {num}: fixed64 cut")
             value = buf[pos:pos + 8]
             pos += 8
         elif wt == 5:
-            if pos + 4 > end:
-                raise _WireError(f"field {num}: fixed32 cut")
             value = buf[pos:pos + 4]
             pos += 4
         elif wt == 3:
@@ -96,8 +107,6 @@ cdef list _fields(bytes buf, const uint8_t* p, Py_ssize_t* at, Py_ssize_t end, i
                 raise _WireError(f"END_GROUP {num} without its START_GROUP")
             at[0] = pos
             return out
-        else:
-            raise _WireError(f"wire type {wt} at byte {pos}")
         out.append((num, wt, value))
     if group >= 0:
         raise _WireError(f"group {group} never ends")
@@ -289,37 +298,25 @@ cdef dict _vfields(bytes buf, const uint8_t* p, Py_ssize_t* at, Py_ssize_t end, 
     figures for score and _plausible in `lv`."""
     cdef dict out = {}
     cdef Py_ssize_t pos = at[0]
-    cdef uint64_t key, v, n, num
+    cdef uint64_t v, num
     cdef int wt
     cdef object value, k, old
     while pos < end:
-        pos = _varint(p, pos, end, &key)
-        num = key >> 3
-        wt = key & 7
-        if num == 0 or num > MAX_FIELD:
-            raise _WireError(f"field number {num} at byte {pos}")
+        pos = _field_head(p, pos, end, &num, &wt, &v)
         if wt == 0:
-            pos = _varint(p, pos, end, &v)
             value = v
         elif wt == 2:
-            pos = _varint(p, pos, end, &n)
-            if n > <uint64_t>(end - pos):
-                raise _WireError(f"field {num}: {n} bytes announced, {end - pos} left")
-            value = _len_vvalue(buf, p, pos, pos + <Py_ssize_t>n, depth)
-            pos += <Py_ssize_t>n
+            value = _len_vvalue(buf, p, pos, pos + <Py_ssize_t>v, depth)
+            pos += <Py_ssize_t>v
             if type(value) is bytes:
                 value = {"$bytes": (<bytes>value).hex()}
             else:
                 lv.has_text = True
         elif wt == 1:
-            if pos + 8 > end:
-                raise _WireError(f"field {num}: fixed64 cut")
             value = _fixed_at(p + pos, 8)
             pos += 8
             lv.has_fixed = True
         elif wt == 5:
-            if pos + 4 > end:
-                raise _WireError(f"field {num}: fixed32 cut")
             value = _fixed_at(p + pos, 4)
             pos += 4
             lv.has_fixed = True
@@ -335,8 +332,6 @@ cdef dict _vfields(bytes buf, const uint8_t* p, Py_ssize_t* at, Py_ssize_t end, 
                 raise _WireError(f"END_GROUP {num} without its START_GROUP")
             at[0] = pos
             return out
-        else:
-            raise _WireError(f"wire type {wt} at byte {pos}")
         lv.count += 1
         if num > lv.max_num:
             lv.max_num = num
