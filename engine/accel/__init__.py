@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import importlib
 import os
+from operator import attrgetter
 
 PURE = os.environ.get("RMQSTORE_PURE_PYTHON") == "1"
 
@@ -19,6 +20,15 @@ def load(name: str):
         return importlib.import_module(f"engine.accel.{name}")
     except ImportError:
         return None
+
+
+def state_property(name: str, doc: str | None = None) -> property:
+    """A property of an owner that reads and writes `self.state.<name>`: the state object the
+    owner holds (a compiled _state class or its pure twin). The read is operator.attrgetter's,
+    so reading it, from Python or from C, runs no Python frame."""
+    def fset(self, v):
+        setattr(self.state, name, v)
+    return property(attrgetter("state." + name), fset, doc=doc)
 
 
 MODULES = ("_append", "_check", "_cq", "_index", "_message", "_page", "_query", "_record", "_results", "_state", "_wire")   # the .pyx files next to this one

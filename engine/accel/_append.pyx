@@ -66,14 +66,14 @@ include "_append_results.pxi"
 cdef class _Held:
     """A writable buffer export of one file's map, kept while that file is the one appended
     to (one GetBuffer per file instead of one per put), and what never changes about the file
-    (where it starts; an index file's geometry). Positions stay in the file's own object."""
+    (where it starts; an index file's geometry). Positions stay in the file's state object."""
     cdef object owner               # the MappedFile / IndexFile held
     cdef Py_buffer v
     cdef bint held
     cdef int64_t start              # file_from_offset (index files: unused)
     cdef Py_buffer hv               # index files: the header's array('q')
     cdef bint hv_held
-    cdef FileState file             # index files: their MappedFile (reserved_until)
+    cdef FileState file             # the MappedFile's positions (index files: their MappedFile's)
     cdef int64_t entry_base, slot_num, index_num
 
     cdef int release(self) except -1:
@@ -102,8 +102,16 @@ cdef _Held hold_file(_Held h, f):
         PyObject_GetBuffer(f.buf, &h.v, PyBUF_WRITABLE)
         h.held = True
         h.start = f.file_from_offset
+        h.file = f.state
         h.owner = f
     return h
+
+
+cdef inline FileState state_of(_Held h, f):
+    """f's positions (MappedFile.state): the held file's without a lookup."""
+    if h is not None and h.owner is f:
+        return h.file
+    return f.state
 
 
 cdef _Held hold_index(_Held h, idx):
@@ -111,8 +119,9 @@ cdef _Held hold_index(_Held h, idx):
         h = _Held.__new__(_Held)
     if h.owner is not idx:
         h.release()
-        h.file = idx.file
-        PyObject_GetBuffer(h.file.mm, &h.v, PyBUF_WRITABLE)
+        mf = idx.file
+        h.file = mf.state
+        PyObject_GetBuffer(mf.mm, &h.v, PyBUF_WRITABLE)
         h.held = True
         PyObject_GetBuffer(idx.header.values, &h.hv, PyBUF_WRITABLE)
         h.hv_held = True
@@ -125,7 +134,8 @@ cdef _Held hold_index(_Held h, idx):
 cdef class _Queue:
     """One queue the appender writes: its key in the writer's offsets, its ConsumeQueue, the
     held map of its last file."""
-    cdef object key, cq
+    cdef object key
+    cdef QueueState cq              # the ConsumeQueue's state (max_physic_offset)
     cdef list files                 # cq.queue.files (the list object never changes)
     cdef _Held last
 
@@ -134,9 +144,9 @@ cdef class Appender:
     """StoreWriter.put for plain messages. One per writer; state stays in the writer's own
     objects (positions, offsets, headers) so the Python path can take over at any put. The
     maps of the files appended to are held between puts (release() gives them back)."""
-    cdef object w, store, lock, rr, queue_offsets, cl_files, index, new_topics
-    cdef WriterState ws             # w itself: its timestamps, `broken` and `clock` as C fields
-    cdef UniqState gen
+    cdef object w, store, lock, rr, queue_offsets, cl_files, index, new_topics, uniq
+    cdef WriterState ws             # w.state: its timestamps, `broken` and `clock` as C fields
+    cdef UniqState gen              # w.uniq.state: the UNIQ_KEY counter and month
     cdef list ifiles                # index.files (the list object never changes)
     cdef object lock_acquire, lock_release   # the writer's RLock's bound methods (no lookup a put)
     cdef _Held cl_held, ix_held
@@ -151,11 +161,12 @@ cdef class Appender:
         cfg = w.cfg
         self.w, self.store, self.lock = w, w.store, w.lock
         self.lock_acquire, self.lock_release = w.lock.acquire, w.lock.release
-        self.rr, self.queue_offsets, self.gen, self.new_topics = w._rr, w.queue_offsets, w.uniq, w.new_topics
+        self.rr, self.queue_offsets, self.new_topics = w._rr, w.queue_offsets, w.new_topics
+        self.uniq, self.gen = w.uniq, w.uniq.state
         self.cl_files = w.store.commitlog.queue.files
         self.index = w.store.index
         self.ifiles = self.index.files
-        self.ws = w
+        self.ws = w.state
         self.topics = {}
         self.born_host, self.store_host = w.default_born_host, w.store_host
         self.crc_tail = cfg.enabledAppendPropCRC
@@ -216,10 +227,11 @@ cdef class Appender:
         if q is None:
             key = (topic, qid)
             cq = self.store.queues.get(key)
-            if cq is None:
+            st = getattr(cq, "state", None)
+            if not isinstance(st, QueueState):   # none yet, or a kind of queue the put does not write
                 return None
             q = _Queue.__new__(_Queue)
-            (<_Queue>q).key, (<_Queue>q).cq = key, cq
+            (<_Queue>q).key, (<_Queue>q).cq = key, <QueueState>st
             (<_Queue>q).files = cq.queue.files
             t.queues[qid] = q
         return <_Queue>q
@@ -284,7 +296,7 @@ cdef class Appender:
             now = nows[i] if nows != NULL else now_ms()
             if now < start or now >= end:
                 gen.count = counter                 # an int64 (_put checked)
-                s = gen.next()
+                s = self.uniq.next()
                 b = (<str>s).encode("ascii")
                 if len(b) != pl + 12:
                     raise ValueError("unexpected UNIQ_KEY shape")
@@ -412,7 +424,8 @@ cdef class Appender:
         files = self.cl_files
         if not files:
             return None
-        cdef FileState f = files[len(files) - 1]
+        clf = files[len(files) - 1]
+        cdef FileState f = state_of(self.cl_held, clf)
         if f.wrote_py or f.reserved_py:
             return None     # positions that are not int64s (_state.pxd): Python's
         cdef int64_t pos = f.wrote
@@ -421,7 +434,8 @@ cdef class Appender:
         cq_files = q.files
         if not cq_files:
             return None
-        cdef FileState cqf = cq_files[len(cq_files) - 1]
+        cqmf = cq_files[len(cq_files) - 1]
+        cdef FileState cqf = state_of(q.last, cqmf)
         if cqf.wrote_py or cqf.reserved_py or cq.max_phy_py:
             return None
         cdef int64_t cq_pos = cqf.wrote
@@ -445,8 +459,8 @@ cdef class Appender:
         # write: records, then the batch's first TOTALSIZE; CQ units; index entries
         clock = ws.clock
         cdef bint wall = clock is wall_clock_ms
-        self.cl_held = hold_file(self.cl_held, f)
-        q.last = hold_file(q.last, cqf)
+        self.cl_held = hold_file(self.cl_held, clf)
+        q.last = hold_file(q.last, cqmf)
         cdef _Held clh = self.cl_held
         cdef _Held cqh = q.last
         cdef int64_t store_ts, phy, rec_total, base = clh.start, start = pos
@@ -551,7 +565,7 @@ cdef class Appender:
             if not t.in_table:
                 self.new_topics.add(topic)
             if self.sync_flush:
-                f.flush()
+                clf.flush()
             ws._dirty = True
             if single:
                 return put_result(topic, qid, phys[0], qoff0, store_ts, sizes[0], self.store_host,

@@ -443,52 +443,61 @@ cdef class KeyIndex:
 cdef int64_t LONG_MAX = 0x7FFFFFFFFFFFFFFF
 
 
+cdef object query_fast(idx, str topic, str key, Py_ssize_t max_num, begin, end, cap):
+    """IndexService.query_offset's answer in the common case -- the compiled walker `idx._kidx`
+    built over the current `idx.files`, plain int64 times -- or None for every other case (the
+    reference answers those). idx is read by attribute: it is the IndexService itself, no base
+    class of it."""
+    cdef KeyIndex ki
+    cdef int64_t b, e = 0
+    cdef int ovf = 0
+    cdef Py_ssize_t c, n
+    cdef list files
+    kidx = getattr(idx, "_kidx", None)
+    if not (type(kidx) is KeyIndex and type(begin) is int and type(end) is int):
+        return None
+    ki = <KeyIndex>kidx
+    cdef int32_t h = _key_hash(topic, key)
+    cdef const unsigned char *first
+    if ki.n > 0:   # the newest file's first read, asked for before the checks below (they run under the miss)
+        first = ki._first_read(ki.n - 1, h)
+        if first != NULL:
+            rmq_q_prefetch(first, INDEX_SLOT_SIZE)
+    fs = idx.files
+    if type(fs) is not list:
+        return None
+    files = <list>fs
+    n = len(files)
+    if not (files is ki.files and n == ki.n and (n == 0 or (files[0] is ki.first and files[n - 1] is ki.last))):
+        return None
+    b = PyLong_AsLongLongAndOverflow(begin, &ovf)
+    if ovf == 0:
+        e = PyLong_AsLongLongAndOverflow(end, &ovf)
+    if ovf != 0:  # beyond int64: the reference clamps
+        return None
+    c = idx.cfg.maxMsgsNumBatch if cap is None else cap
+    if c != 0 and c < max_num:
+        max_num = c
+    out = ki._query(h, max_num, b, e)
+    if n == 0:
+        return out, 0, 0
+    return out, ki._end_ts(ki.hdrs[n - 1][H_END_TS]), ki._end_phy(ki.hdrs[n - 1][H_END_PHY])
+
+
+def query_offset(idx, topic, key, Py_ssize_t max_num, begin=0, end=LONG_MAX, cap=None, bint accel=True):
+    """IndexService.query_offset compiled: the class assigns this function as the method when
+    the module is built (its _query_offset_py is the reference and says what it answers). The
+    common case is query_fast's, without a Python frame; any other the reference's."""
+    if accel and type(topic) is str and type(key) is str:
+        r = query_fast(idx, <str>topic, <str>key, max_num, begin, end, cap)
+        if r is not None:
+            return r
+    return idx._query_offset_py(topic, key, max_num, begin, end, cap, accel)
+
+
 cdef class IndexServiceBase:
-    """engine.store.index_service.IndexService's query front (IndexService subclasses it):
-    query_offset's common case -- the compiled walker built over the current files, plain
-    int64 times -- answered without a Python frame, which was a third of a query's time. Every
-    other case goes to IndexService._query_offset_py, the reference. (Attributes: _query.pxd.)"""
+    """No class derives from it any more (IndexService.query_offset is the function above);
+    it stays declared while engine/accel/_page.pyx's isinstance branch names it."""
 
     cdef object fast(self, str topic, str key, Py_ssize_t max_num, begin, end, cap):
-        """query_offset's answer in the common case (a key query of engine.accel._page calls
-        it straight), None for every other case (the reference answers those)."""
-        cdef KeyIndex ki
-        cdef int64_t b, e = 0
-        cdef int ovf = 0
-        cdef Py_ssize_t c, n
-        cdef list files
-        if not (type(self._kidx) is KeyIndex and type(begin) is int and type(end) is int
-                and type(self.files) is list):
-            return None
-        ki = <KeyIndex>self._kidx
-        cdef int32_t h = _key_hash(topic, key)
-        cdef const unsigned char *first
-        if ki.n > 0:   # the newest file's first read, asked for before the checks below (they run under the miss)
-            first = ki._first_read(ki.n - 1, h)
-            if first != NULL:
-                rmq_q_prefetch(first, INDEX_SLOT_SIZE)
-        files = <list>self.files
-        n = len(files)
-        if not (files is ki.files and n == ki.n and (n == 0 or (files[0] is ki.first and files[n - 1] is ki.last))):
-            return None
-        b = PyLong_AsLongLongAndOverflow(begin, &ovf)
-        if ovf == 0:
-            e = PyLong_AsLongLongAndOverflow(end, &ovf)
-        if ovf != 0:  # beyond int64: the reference clamps
-            return None
-        c = self.cfg.maxMsgsNumBatch if cap is None else cap
-        if c != 0 and c < max_num:
-            max_num = c
-        out = ki._query(h, max_num, b, e)
-        if n == 0:
-            return out, 0, 0
-        return out, ki._end_ts(ki.hdrs[n - 1][H_END_TS]), ki._end_phy(ki.hdrs[n - 1][H_END_PHY])
-
-    def query_offset(self, topic, key, Py_ssize_t max_num, begin=0, end=LONG_MAX, cap=None,
-                     bint accel=True):
-        """IndexService.query_offset (its docstring says what it answers)."""
-        if accel and type(topic) is str and type(key) is str:
-            r = self.fast(topic, key, max_num, begin, end, cap)
-            if r is not None:
-                return r
-        return self._query_offset_py(topic, key, max_num, begin, end, cap, accel)
+        return query_fast(self, topic, key, max_num, begin, end, cap)

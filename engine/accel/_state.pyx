@@ -1,15 +1,16 @@
 # cython: language_level=3
-"""The hot state of writes and reads as C fields: the base classes of MappedFile,
-MappedFileQueue, CommitLog, ConsumeQueue, StoreWriter and UniqKeyGenerator when
-the kernels are built (each falls back to `object`).
+"""The hot state of writes as C fields, in objects the core classes own: a MappedFile's
+`state` is a FileState, a ConsumeQueue's a QueueState, a StoreWriter's a WriterState, a
+UniqKeyGenerator's a UniqState. Each owner picks this class or its pure-Python twin (same
+attribute names, next to the owner) once, at import, and reads and writes the fields through
+properties of the same names as before.
 
-The compiled put (_append.pyx) reads and writes these positions and timestamps as struct
-fields, where plain attributes cost a dict lookup and a new int each; Python code keeps
-reading and writing the same attribute names (properties over the same fields), so the
-Python path takes over at any put and sees what the compiled one left. Any value can still
+The compiled put (_append.pyx) takes these objects and reads and writes their positions and
+timestamps as struct fields, where plain attributes cost a dict lookup and a new int each;
+the Python path takes over at any put and sees what the compiled one left. Any value can still
 be set, as on a plain attribute: one that is not an int64 (a hostile store's offset past
 2**63, a bool) is kept as it was given and read back unchanged. Nothing here imports the
-engine: every layer may derive from it."""
+engine."""
 from libc.stdint cimport int64_t
 
 
@@ -25,17 +26,7 @@ cdef inline bint as_int64(object v, int64_t* out):
 
 
 cdef class FileState:
-    """MappedFile's offset in its queue and positions: written up to, blocks reserved up to;
-    and its map's view (the compiled reads take it without an attribute lookup)."""
-
-    @property
-    def file_from_offset(self):
-        return self.start_o if self.start_py else self.start
-
-    @file_from_offset.setter
-    def file_from_offset(self, v):
-        self.start_py = not as_int64(v, &self.start)
-        self.start_o = v if self.start_py else None
+    """MappedFile's positions: written up to, blocks reserved up to."""
 
     @property
     def wrote_position(self):
@@ -123,8 +114,8 @@ cdef class UniqState:
 
 
 cdef class FilesState:
-    """MappedFileQueue's files and their size, which every compiled read looks up."""
+    """Unused (_state.pxd says why)."""
 
 
 cdef class LogState:
-    """CommitLog's file queue and read options, which a key query's record reads look up."""
+    """Unused (_state.pxd says why)."""

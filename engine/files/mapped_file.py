@@ -17,10 +17,8 @@ from pathlib import Path
 
 import numpy as np
 
-from engine.accel import load as _load_accel
+from engine.accel import load as _load_accel, state_property
 from engine.errors import ConfigError, StoreError, StoreFullError
-
-_STATE = _load_accel("_state")  # the positions as C fields for the compiled put (None: plain attributes)
 
 NAME_DIGITS = 20
 
@@ -259,7 +257,25 @@ def refuse_full_tmpfs(path) -> None:
         os.close(fd)
 
 
-class MappedFile(_STATE.FileState if _STATE is not None else object):
+class PyFileState:
+    """FileState's pure twin (engine/accel/_state.pyx): a MappedFile's write position and the
+    end of its reserved blocks."""
+    __slots__ = ("wrote_position", "reserved_until")
+
+    def __init__(self):
+        self.wrote_position = self.reserved_until = 0
+
+
+_STATE = _load_accel("_state")
+FileState = PyFileState if _STATE is None else _STATE.FileState   # the positions as C fields for the compiled put
+
+
+class MappedFile:
+    """One data file and its map. Its positions live in `state` (a FileState), which the
+    compiled put takes; `wrote_position` and `reserved_until` read and write them there."""
+    wrote_position = state_property("wrote_position", "bytes written (set by recovery and the appends)")
+    reserved_until = state_property("reserved_until", "blocks are reserved up to here (ensure_room)")
+
     def __init__(self, path: Path, file_size: int, writable: bool = False, create: bool = False,
                  reserve_step: int = DEFAULT_RESERVE_STEP, reserve_from_start: bool = False,
                  populate: bool = False):
@@ -267,11 +283,11 @@ class MappedFile(_STATE.FileState if _STATE is not None else object):
         self.file_from_offset = int(self.path.name)
         self.file_size = file_size
         self.writable = writable
-        self.wrote_position = 0
+        # wrote_position, and reserved_until: files are sparse, as RocketMQ's are; blocks are
+        # reserved a step ahead of the writes (ensure_room), so a full disk refuses a put
+        # instead of killing the process
+        self.state = FileState()
         self.flushed_position = 0
-        # files are sparse, as RocketMQ's are; blocks are reserved a step ahead of the writes
-        # (ensure_room), so a full disk refuses a put instead of killing the process
-        self.reserved_until = 0
         self.reserve_step = reserve_step
         self.reserve_from_start = reserve_from_start  # random writes from 0 (index slots), not appends
         self.populate = populate and writable  # fault reserved pages in at once (see `populate_pages`)
@@ -365,11 +381,12 @@ class MappedFile(_STATE.FileState if _STATE is not None else object):
         self.buf[pos:pos + len(data)] = data
 
     def append(self, data: bytes) -> int:
-        pos = self.wrote_position
-        if pos + len(data) > self.reserved_until:
+        st = self.state
+        pos = st.wrote_position
+        if pos + len(data) > st.reserved_until:
             self.ensure_room(pos + len(data))
         self.buf[pos:pos + len(data)] = data
-        self.wrote_position = pos + len(data)
+        st.wrote_position = pos + len(data)
         return pos
 
     def flush(self, upto: int | None = None) -> None:

@@ -7,13 +7,10 @@ from bisect import bisect_right
 from pathlib import Path
 
 from engine.errors import ConfigError, StoreError
-from engine.accel import load as _load_accel
 from engine.files.mapped_file import DEFAULT_RESERVE_STEP, MappedFile, offset_to_name
 
-_STATE = _load_accel("_state")  # files and file_size as C fields for the compiled reads
 
-
-class MappedFileQueue(_STATE.FilesState if _STATE is not None else object):
+class MappedFileQueue:
     def __init__(self, dirs: Path | list[Path], file_size: int, writable: bool = False,
                  reserve_step: int = DEFAULT_RESERVE_STEP, populate: bool = False):
         self.dirs = [Path(d) for d in (dirs if isinstance(dirs, list) else [dirs])]

@@ -7,9 +7,7 @@ import re
 import struct
 import time
 
-from engine.accel import load as _load_accel
-
-_STATE = _load_accel("_state")  # counter and month as C fields for the compiled put
+from engine.accel import load as _load_accel, state_property
 
 _HEX = re.compile(r"[0-9A-Fa-f]+\Z")
 
@@ -45,8 +43,25 @@ def decode_uniq_key(uniq: str, now_ms: int | None = None) -> dict:
     return {"ip": ip_text, "pid": pid, "counter": counter, "approxTimestamp": month_start + span}
 
 
-class UniqKeyGenerator(_STATE.UniqState if _STATE is not None else object):
-    """MessageClientIDSetter: IP(4|16) pid(2) classLoaderHash(4) | msInMonth(4) counter(2), upper hex."""
+class PyUniqState:
+    """UniqState's pure twin (engine/accel/_state.pyx): a UniqKeyGenerator's counter and the
+    [start, end) of the current month, in ms."""
+    __slots__ = ("counter", "_month_start_cached", "_month_end_cached")
+
+    def __init__(self):
+        self.counter = self._month_start_cached = self._month_end_cached = 0
+
+
+_STATE = _load_accel("_state")
+UniqState = PyUniqState if _STATE is None else _STATE.UniqState   # C fields for the compiled put
+
+
+class UniqKeyGenerator:
+    """MessageClientIDSetter: IP(4|16) pid(2) classLoaderHash(4) | msInMonth(4) counter(2), upper hex.
+    The counter and the month live in `state` (a UniqState), which the compiled put takes."""
+    counter = state_property("counter")
+    _month_start_cached = state_property("_month_start_cached")
+    _month_end_cached = state_property("_month_end_cached")
 
     def __init__(self, ip: bytes = b"\x7f\x00\x00\x01", pid: int | None = None, loader_hash: int | None = None):
         import os
@@ -54,16 +69,16 @@ class UniqKeyGenerator(_STATE.UniqState if _STATE is not None else object):
         pid = os.getpid() if pid is None else pid
         loader_hash = random.getrandbits(32) if loader_hash is None else loader_hash
         self.prefix = (ip + struct.pack(">H", pid & 0xFFFF) + struct.pack(">I", loader_hash & 0xFFFFFFFF)).hex().upper()
-        self.counter = 0
-        self._month_start_cached = self._month_end_cached = 0  # [start, end) of the current month, ms
+        self.state = UniqState()  # counter 0; the month's [start, end) empty
 
     def next(self, now_ms: int | None = None) -> str:
+        st = self.state
         now_ms = int(time.time() * 1000) if now_ms is None else now_ms
-        if not self._month_start_cached <= now_ms < self._month_end_cached:
+        if not st._month_start_cached <= now_ms < st._month_end_cached:
             t = time.localtime(now_ms / 1000)
             y, m = (t.tm_year, t.tm_mon + 1) if t.tm_mon < 12 else (t.tm_year + 1, 1)
-            self._month_start_cached = int(time.mktime((t.tm_year, t.tm_mon, 1, 0, 0, 0, 0, 0, -1)) * 1000)
-            self._month_end_cached = int(time.mktime((y, m, 1, 0, 0, 0, 0, 0, -1)) * 1000)
-        span = (now_ms - self._month_start_cached) & 0xFFFFFFFF
-        self.counter = (self.counter + 1) & 0xFFFF
-        return self.prefix + f"{span:08X}{self.counter:04X}"
+            st._month_start_cached = int(time.mktime((t.tm_year, t.tm_mon, 1, 0, 0, 0, 0, 0, -1)) * 1000)
+            st._month_end_cached = int(time.mktime((y, m, 1, 0, 0, 0, 0, 0, -1)) * 1000)
+        span = (now_ms - st._month_start_cached) & 0xFFFFFFFF
+        st.counter = counter = (st.counter + 1) & 0xFFFF
+        return self.prefix + f"{span:08X}{counter:04X}"

@@ -52,10 +52,7 @@ class ScanResult:
     deleted_files: list[str] = field(default_factory=list)
 
 
-_STATE = accel.load("_state")  # queue and read_opts as C fields for the compiled reads
-
-
-class CommitLog(_STATE.LogState if _STATE is not None else object):
+class CommitLog:
     def __init__(self, cfg: StoreConfig, writable: bool = False):
         self.cfg = cfg
         self.queue = MappedFileQueue(cfg.commitlog_dirs, cfg.mappedFileSizeCommitLog, writable,
@@ -98,12 +95,13 @@ class CommitLog(_STATE.LogState if _STATE is not None else object):
             return None
         return r.message
 
-    def messages_at(self, offsets) -> list[Message]:
-        """get_message for each offset (a key query's answer), the misses left out."""
-        return _messages_at(self, offsets)
-
     def _messages_at_py(self, offsets) -> list[Message]:
+        """get_message for each offset (a key query's answer), the misses left out."""
         return [m for m in map(self.get_message, offsets) if m is not None]
+
+    # messages_at: the compiled one-call version (the records it decides, the rest by
+    # get_message) is the method itself when built, else the reference
+    messages_at = _PAGE.messages_at if _PAGE is not None else _messages_at_py
 
     def pickup_store_timestamp(self, offset: int, size: int) -> int:
         f = self.queue.find(offset)
@@ -225,7 +223,3 @@ class CommitLog(_STATE.LogState if _STATE is not None else object):
 
     def close(self) -> None:
         self.queue.close()
-
-
-# the compiled one-call version (the records it decides, the rest by get_message), else the reference
-_messages_at = _PAGE.messages_at if _PAGE is not None else CommitLog._messages_at_py

@@ -17,9 +17,20 @@ from engine.format.lmq import LMQ_PREFIX
 from engine.format.record import MIN_RECORD_SIZE  # noqa: F401 - the layouts are engine/format's
 from engine.files.mapped_file import MappedFile
 from engine.files.mapped_file_queue import MappedFileQueue
-from engine.accel import load as _load_accel
+from engine.accel import load as _load_accel, state_property
 
-_STATE = _load_accel("_state")  # max_physic_offset as a C field for the compiled put
+
+class PyQueueState:
+    """QueueState's pure twin (engine/accel/_state.pyx): where a ConsumeQueue's last unit's
+    record ends."""
+    __slots__ = ("max_physic_offset",)
+
+    def __init__(self):
+        self.max_physic_offset = -1
+
+
+_STATE = _load_accel("_state")
+QueueState = PyQueueState if _STATE is None else _STATE.QueueState   # max_physic_offset as a C field for the compiled put
 
 _CQ = _load_accel("_cq")  # the compiled first-invalid-unit scan (None: numpy's)
 
@@ -33,8 +44,11 @@ def units_of(f: MappedFile) -> np.ndarray:
     return np.frombuffer(f.mm, dtype=CQ_UNIT_DTYPE, count=f.file_size // CQ_UNIT_SIZE)
 
 
-class ConsumeQueue(_STATE.QueueState if _STATE is not None else object):
+class ConsumeQueue:
+    """One queue's files. `max_physic_offset` lives in `state` (a QueueState), which the
+    compiled put takes."""
     kind = "file"  # engine.store.consume_queue_interface.ConsumeQueueInterface
+    max_physic_offset = state_property("max_physic_offset", "the end of the last unit's record (-1: none)")
 
     def __init__(self, topic: str, queue_id: int, directory: Path, file_size: int, writable: bool = False,
                  tolerant: bool = False):
@@ -46,7 +60,7 @@ class ConsumeQueue(_STATE.QueueState if _STATE is not None else object):
         self.units_per_file = file_size // CQ_UNIT_SIZE
         self.queue = MappedFileQueue(self.directory, file_size, writable, reserve_step=CQ_RESERVE_STEP).load(tolerant)
         self.min_logic_offset = 0            # byte position, like Java
-        self.max_physic_offset = -1          # end of the last unit's record
+        self.state = QueueState()            # max_physic_offset: end of the last unit's record, -1
         self._views: dict[int, np.ndarray] = {}
 
     # ---- views ---------------------------------------------------------------------

@@ -34,7 +34,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from engine.files.mapped_file import MappedFile
+from engine.files.mapped_file import FileState, MappedFile
 from engine.files.mapped_file_queue import MappedFileQueue
 from engine.format import dledger_layout as L
 from engine.format.message import RecordStatus, check_record
@@ -53,6 +53,7 @@ class MemoryFile(MappedFile):
         self.file_from_offset = int(self.path.name)
         self.file_size = file_size
         self.writable = False          # flush and sync do nothing
+        self.state = FileState()       # MappedFile's positions
         self.wrote_position = self.flushed_position = 0
         self.reserved_until = file_size  # every byte is there: ensure_room is never called
         self.reserve_step = file_size

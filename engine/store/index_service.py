@@ -16,7 +16,6 @@ from engine.format.message import TRANSACTION_ROLLBACK_TYPE, Message
 from engine.format.properties import split_keys
 
 _query = accel.load("_query")
-_FRONT = getattr(_query, "IndexServiceBase", None)
 
 
 ACCEL_BUDGET = 2 << 30  # bytes of chain copies accelerate() holds by default (a full default file: 340 MB)
@@ -26,9 +25,9 @@ def _int64(t: int) -> int:
     return min(max(t, -(1 << 63)), (1 << 63) - 1)
 
 
-class IndexService(_FRONT or object):
-    """With the compiled module, query_offset's common case is IndexServiceBase's (in C);
-    _query_offset_py is the whole method and the reference."""
+class IndexService:
+    """With the compiled module, query_offset is engine.accel._query.query_offset, which answers
+    the common case in C; _query_offset_py is the whole method and the reference."""
     def __init__(self, cfg: StoreConfig, writable: bool = False):
         self.cfg = cfg
         self.directory = cfg.root / "index"
@@ -133,8 +132,7 @@ class IndexService(_FRONT or object):
                 break
         return out, last_ts, last_off
 
-    if _FRONT is None:
-        query_offset = _query_offset_py
+    query_offset = _query_offset_py if _query is None else _query.query_offset
 
     def last_update(self) -> tuple[int, int]:
         """A query's indexLastUpdateTimestamp and indexLastUpdatePhyoffset: the newest index

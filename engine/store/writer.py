@@ -22,9 +22,22 @@ from engine.store import lmq as _lmq, put_assign as _assign
 from engine.format.javahash import tags_code
 from engine.format.topic import needs_v2, topic_problem
 from engine.format.msgid import UniqKeyGenerator
-from engine.accel import load as _load_accel
+from engine.accel import load as _load_accel, state_property
 
-_STATE = _load_accel("_state")  # the timestamps, `broken` and `clock` as C fields for the compiled put
+
+class PyWriterState:
+    """WriterState's pure twin (engine/accel/_state.pyx): a StoreWriter's store and dispatch
+    timestamps, its failure, its time source and its dirty flag."""
+    __slots__ = ("last_store_ts", "last_dispatched_ts", "broken", "clock", "_dirty")
+
+    def __init__(self):
+        self.last_store_ts = self.last_dispatched_ts = 0
+        self.broken = self.clock = None
+        self._dirty = False
+
+
+_STATE = _load_accel("_state")
+WriterState = PyWriterState if _STATE is None else _STATE.WriterState   # C fields for the compiled put
 
 import struct
 _BLANK = struct.Struct(">ii")
@@ -90,9 +103,18 @@ def _integer(v, what: str) -> int:
         raise MessageRejectedError(f"{what} {v!r} is not an integer") from None
 
 
-class StoreWriter(_STATE.WriterState if _STATE is not None else object):
+class StoreWriter:
+    """The store's single writer. The fields a compiled put reads and writes live in `state`
+    (a WriterState), which the Appender takes; the properties below reach them there."""
+    last_store_ts = state_property("last_store_ts", "the last record's STORETIMESTAMP (never goes back)")
+    last_dispatched_ts = state_property("last_dispatched_ts", "the last dispatched record's store time")
+    broken = state_property("broken", "the StoreError a failed dispatch or flush left: every put is refused")
+    clock = state_property("clock", "the store's time source (ms)")
+    _dirty = state_property("_dirty", "a put since the last flush (the flusher polls it; no one waits on it)")
+
     def __init__(self, store):
         self.store = store
+        self.state = WriterState()
         self.cfg = store.cfg
         self.lock = threading.RLock()
         self.uniq = UniqKeyGenerator(ip=parse_host(f"{self.cfg.brokerIP1}:0")[0][:16])
