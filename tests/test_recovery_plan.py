@@ -270,7 +270,9 @@ def test_plan_is_pure_and_torn_slots_reported(tmp_path):
     s.abort_present = False
     s.checkpoint, _ = Checkpoint.load(root / "checkpoint")
     s.commitlog = CommitLog(cfg, True)
-    s._load_queues(True)
+    from engine.store.queue_store import FileQueueStore
+    s.queue_store = FileQueueStore(s)
+    s.queue_store.load(True)
     s.index = IndexService(cfg, True).load()
     try:
         before = tree_digest(root)

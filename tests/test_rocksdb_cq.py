@@ -126,7 +126,7 @@ def test_min_and_max_offsets(store):
     for key, cq in store.queues.items():
         assert cq.min_offset == api[key]["getMinOffsetInQueue"]
         assert cq.max_offset == maxes[key] == gm[key]
-    assert store.rocksdb.committed_phy_offset == store.max_offset == 101635
+    assert store.queue_store.committed_phy_offset == store.max_offset == 101635
     # a read-only open scans for the commitlog end only after the last record a queue references
     assert store.recovery_plan.start_rule.startswith("normal, read-only: after the last record")
     assert store.recovery_plan.scan.messages == 0

@@ -33,6 +33,7 @@ from engine.format.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE
 from . import check_records
 from .check_index import chain_findings, index_phase
 from .check_records import Records, walk_task
+from .dledger_check import framing_checks
 
 DISPATCHED = (TRANSACTION_NOT_TYPE, TRANSACTION_COMMIT_TYPE)
 
@@ -97,8 +98,8 @@ def redispatch_from(store) -> int | None:
     from engine.store.recovery import resume_offset
     p = store.recovery_plan
     cl = store.commitlog
-    if p is None or not p.abnormal or not cl.files or getattr(cl, "is_dledger", False):
-        return None  # DLedger: never re-dispatched; its reput is in the read-only view (dledger_check)
+    if p is None or not p.abnormal or not cl.files or not cl.redispatches_after_crash:
+        return None  # (DLedger: never re-dispatched; its reput is in the read-only view, dledger_check)
     return min(cl.files[p.start_index].file_from_offset, resume_offset(store, p.cq_max_physic_offset))
 
 
@@ -120,9 +121,7 @@ def _check(store, max_problems: int, cancel, helper):
     last_ts = max(0, int(rec.ts.max())) if n_messages else 0
     _poll(store, cancel)
     extra = {}
-    if getattr(store, "dledger", None) is not None:  # DLedger mode: the entries around the messages
-        from .dledger_check import check_entries
-        extra["dledgerEntries"] = check_entries(store, out)
+    extra.update(framing_checks(store.commitlog, store, out))
     yield Progress(0, 3, "consume queues", "phases")  # (then one as each phase ends)
     n_units = _consume_queues(store, rec, out, pending_from)
     yield Progress(1, 3, "consume queues", "phases")
@@ -157,7 +156,7 @@ def _commitlog(store, out: Problems, cancel, helper=None):
     rec = store.recovery.commitlog
     last = cl.files[-1] if cl.files else None
     crashed = store.abort_present
-    if last is not None and rec.end_offset < last.end_offset and getattr(store, "dledger", None) is None:
+    if last is not None and rec.end_offset < last.end_offset and not cl.entry_header(last):  # (entries: dledger_check)
         f = cl.queue.find(rec.end_offset) or last
         pos = rec.end_offset - f.file_from_offset
         if pos < f.file_size and any(f.buf[pos:min(f.file_size, pos + 4096)]):
@@ -173,7 +172,7 @@ def _commitlog(store, out: Problems, cancel, helper=None):
         out.pending("abort", "abort file present: the store was not shut down cleanly", store.root / "abort", None,
                     f"abnormal recovery: the commitlog is scanned from file {p.scan.start_file} ({p.start_rule}) "
                     + ("and nothing re-dispatched (DLedger: reput resumes at the consume queues' end)"
-                       if getattr(cl, "is_dledger", False) else "and its records re-dispatched"))
+                       if not cl.redispatches_after_crash else "and its records re-dispatched"))
     for a, b in cl.queue.gaps:
         out.add("commitlog-gap", f"files missing between {a} and {b}", cl.queue.dirs[0], a)
     for why in store.refused_files:
@@ -394,7 +393,7 @@ def _planned_cuts(store, out: Problems) -> None:
                     f"recovery drops them: max offset {q.max_offset_before} -> {q.max_offset}")
     if not p.abnormal:
         return
-    for name in ([] if getattr(store.commitlog, "is_dledger", False) else p.index_files_deleted):  # (dledger_check)
+    for name in (p.index_files_deleted if store.commitlog.redispatches_after_crash else []):  # (dledger_check)
         out.pending("index-after-checkpoint", f"index file {name} is newer than the checkpoint's indexMsgTimestamp "
                     f"{p.checkpoint.get('indexMsgTimestamp')}", store.index.directory / name, None,
                     "crash recovery deletes it and re-indexes its records from the commitlog")

@@ -311,7 +311,7 @@ def walk_task(store, out, tails_rule: bool, poll, helper=None):
     rules = _PyRules(out, tails_rule)
     total = max(1, cl.max_offset - cl.min_offset)
     b = _Builder(max(1024, total // 512), max(2048, total // 256))
-    plain = getattr(store, "dledger", None) is None and _K is not None
+    plain = _K is not None and not any(cl.entry_header(f) for f in cl.files)  # (the kernel reads bare records)
     if plain:
         yield from _walk_compiled(store, cl, b, rules, total, poll, helper)
     else:

@@ -15,12 +15,27 @@ from __future__ import annotations
 
 import struct
 
+from functools import singledispatch
+
 import numpy as np
 
 from engine.format import dledger_layout as L
+from engine.store.dledger_commit_log import DLedgerCommitLog
 from engine.format.cq_unit import is_filler
 
 _I32 = struct.Struct(">i")
+
+
+@singledispatch
+def framing_checks(cl, store, out) -> dict:
+    """The check's findings on how the log frames its records (a classic log: none), as
+    extra fields of its report."""
+    return {}
+
+
+@framing_checks.register
+def _(cl: DLedgerCommitLog, store, out) -> dict:
+    return {"dledgerEntries": check_entries(store, out)}
 
 
 def check_entries(store, out) -> int:

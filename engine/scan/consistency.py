@@ -33,10 +33,7 @@ def diff_row(**kw) -> dict:
 def cq_file_size(store) -> int:
     """The ConsumeQueue files' size (0: the queues are in RocksDB). A store on a filesystem
     learns it from its listing of the queues, made here if not yet."""
-    if getattr(store, "rocksdb", None) is not None:
-        return 0
-    store.queues   # noqa: B018  (engine.scan.remote.RemoteStore lists them and sets the size)
-    return store.cfg.mappedFileSizeConsumeQueue
+    return store.cq_file_size
 
 
 def cq_location(topic: str, queue_id: int, queue_offset: int, file_size: int) -> tuple[str, int | None]:

@@ -18,12 +18,13 @@ import math
 import os
 import struct
 from dataclasses import asdict, dataclass, field
+from functools import singledispatch
 
 import numpy as np
 
 from engine.config import CQ_UNIT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from engine.store.consume_queue import FILLER_SIZE
-from engine.format.dledger_layout import ENTRY_BODY_OFFSET
+from engine.store.rocksdb_cq import RocksDBConsumeQueue
 from engine.format.message import MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2
 from engine.format.record import OFF_PHYSICALOFFSET
 from engine.scan.columns import hop
@@ -73,7 +74,7 @@ class CQSlice:
     unit_start: int   # unit numbers inside the file
     unit_end: int
     kind: str = "file"  # "rocksdb": queue offsets [file_from / 20 + unit_start, + unit_end) of a queue in RocksDB at `path`
-    probe_end: bool = False  # a remote file whose written end the reader finds (engine.scan.remote)
+    probe_end: bool = False  # a file whose written end the reader finds (a store read through a filesystem)
 
 
 @dataclass(frozen=True)
@@ -123,33 +124,32 @@ def plan_commitlog(store, split_bytes: int | None = None, min_partitions: int = 
     if min_partitions > 1 and total:
         split = min(split, max(MIN_SPLIT_BYTES if split_bytes is None else 1, math.ceil(total / min_partitions)))
     plan = Plan(str(store.root), [], cl.min_offset, max_off, list(store.cfg.delay_level_millis), split)
-    if getattr(store, "remote", False):  # engine.scan.remote: a listing only, paths URIs; files cut
-        for f, limit in regions:         # at byte positions, each piece finds its first record itself
-            entry = ENTRY_BODY_OFFSET if getattr(cl, "is_dledger", False) and f.file_from_offset >= cl.divided else 0
-            n = max(1, math.ceil(limit / split))   # (DLedger: entries, each holding its own position)
-            cuts = [limit * k // n for k in range(n)] + [limit]
-            plan.commitlog += [CommitLogSlice(f.path, f.file_from_offset, f.file_size, a, b, limit, entry_header=entry,
-                                              sync=a > 0) for a, b in zip(cuts, cuts[1:]) if b > a]
-        return plan
-    if getattr(cl, "is_dledger", False):  # entries never span files: one slice per data file
-        plan.commitlog = [CommitLogSlice(str(f.path), f.file_from_offset, f.file_size, 0, limit, limit,
-                                         entry_header=ENTRY_BODY_OFFSET if f.file_from_offset >= cl.divided else 0)
-                          for f, limit in regions]   # (below `divided`: the old commitlog of a mixed store)
-        return plan
+    cut_regions(store, plan, regions, split, use_cq, hop_hints)
+    return plan
+
+
+@singledispatch
+def cut_regions(store, plan: Plan, regions: list, split: int, use_cq: bool, hop_hints: bool) -> None:
+    """plan.commitlog gains the slices of `regions` ((file, written limit) each) for a mapped
+    store: a file is cut at record starts near every `split` bytes, found through the consume
+    queues (use_cq) or by hopping; a file whose records sit in entries (DLedger: each entry
+    holds its own position) is one slice. A store read through a filesystem registers its own
+    (engine.scan.remote)."""
+    cl = store.commitlog
     cq = _CQHints(store) if (use_cq or hop_hints) and store.queues else None
     for f, limit in regions:
+        entry = cl.entry_header(f)
         cuts = [0]
-        if limit > split:
+        if limit > split and not entry:
             n = math.ceil(limit / split)
             targets = [limit * k // n for k in range(1, n)]
             cuts += split_points(f.buf, f.file_from_offset, limit, targets, cq if use_cq else None)
         cuts = sorted(set(cuts))
         for a, b in zip(cuts, cuts[1:] + [limit]):
             if b > a:
-                hints = cq.ranges(f.file_from_offset + a, f.file_from_offset + b) if cq and hop_hints else ()
+                hints = cq.ranges(f.file_from_offset + a, f.file_from_offset + b) if cq and hop_hints and not entry else ()
                 plan.commitlog.append(CommitLogSlice(str(f.path), f.file_from_offset, f.file_size, a, b, limit,
-                                                     hints))
-    return plan
+                                                     hints, entry_header=entry))
 
 
 def _plan_with_tier(store, local, ranges, split_bytes, min_partitions) -> Plan:
@@ -252,38 +252,44 @@ ROCKSDB_SLICE_UNITS = 1 << 18  # units of a RocksDB queue per slice (one range r
 CQ_PROBED_FILES = 3            # ConsumeQueue.recover starts at the third file from a queue's end
 
 
+@singledispatch
 def plan_consume_queues(store, topics: set[str] | None = None, queue_ids: set[int] | None = None) -> list[CQSlice]:
-    """Every written unit of every ConsumeQueue file (up to the recovered write position)."""
+    """Every written unit of every consume queue (up to the recovered write position). A store
+    read through a filesystem registers its own (engine.scan.remote)."""
     out = []
-    if getattr(store, "remote", False):   # listed, not recovered (engine.scan.remote): a slice a file,
-        for (topic, qid), files in sorted(store.queues.items()):   # the last three find their end
-            if topics and topic not in topics or queue_ids and qid not in queue_ids:
-                continue
-            out += [CQSlice(topic, qid, f.path, f.rel_path, f.file_from_offset, f.file_size, 0,
-                            f.file_size // CQ_UNIT_SIZE, probe_end=k >= len(files) - CQ_PROBED_FILES)
-                    for k, f in enumerate(files)]
-        return out
     for (topic, qid), cq in sorted(store.queues.items()):
         if topics and topic not in topics or queue_ids and qid not in queue_ids:
             continue
-        if getattr(cq, "kind", "file") == "rocksdb":  # no files: key ranges of the database
-            for a in range(cq.min_offset, cq.max_offset, ROCKSDB_SLICE_UNITS):
-                n = min(cq.max_offset - a, ROCKSDB_SLICE_UNITS)
-                out.append(CQSlice(topic, qid, str(cq.directory), "consumequeue", a * CQ_UNIT_SIZE, 0, 0, n, "rocksdb"))
-            continue
-        for f in cq.queue.files:
-            n = f.wrote_position // CQ_UNIT_SIZE
-            if n:
-                rel = os.path.join("consumequeue", topic, str(qid), f.path.name)
-                out.append(CQSlice(topic, qid, str(f.path), rel, f.file_from_offset, f.file_size, 0, n))
+        out += queue_slices(cq, topic, qid)
+    return out
+
+
+@singledispatch
+def queue_slices(cq, topic: str, qid: int) -> list[CQSlice]:
+    """A ConsumeQueue's written units, a slice per file."""
+    out = []
+    for f in cq.queue.files:
+        n = f.wrote_position // CQ_UNIT_SIZE
+        if n:
+            rel = os.path.join("consumequeue", topic, str(qid), f.path.name)
+            out.append(CQSlice(topic, qid, str(f.path), rel, f.file_from_offset, f.file_size, 0, n))
+    return out
+
+
+@queue_slices.register
+def _(cq: RocksDBConsumeQueue, topic: str, qid: int) -> list[CQSlice]:
+    """A queue in RocksDB has no files: key ranges of the database."""
+    out = []
+    for a in range(cq.min_offset, cq.max_offset, ROCKSDB_SLICE_UNITS):
+        n = min(cq.max_offset - a, ROCKSDB_SLICE_UNITS)
+        out.append(CQSlice(topic, qid, str(cq.directory), "consumequeue", a * CQ_UNIT_SIZE, 0, 0, n, "rocksdb"))
     return out
 
 
 def plan_index(store) -> list[IndexSlice]:
-    """Entries [1, indexCount) of every index file; a remote file's (engine.scan.remote: header
-    read, entries by ranges) in pieces of INDEX_ENTRIES_PER_PARTITION."""
+    """Entries [1, indexCount) of every index file, in pieces of `index_step(store)` entries."""
     out = []
-    step = INDEX_ENTRIES_PER_PARTITION if getattr(store, "remote", False) else 1 << 62
+    step = index_step(store)
     for f in store.index.files:
         count = f.header.indexCount
         last = min(max(count, 1), f.index_num)
@@ -291,6 +297,13 @@ def plan_index(store) -> list[IndexSlice]:
             out.append(IndexSlice(str(f.path), f.name, f.file.file_size, f.slot_num, f.index_num,
                                   f.header.beginTimestamp, a, min(last, a + step)))
     return out
+
+
+@singledispatch
+def index_step(store) -> int:
+    """Entries of an index file a slice holds: a mapped file's all (a store read through a
+    filesystem reads them by ranges: engine.scan.remote)."""
+    return 1 << 62
 
 
 def pack(slices: list, weight, per_partition: int, min_partitions: int = 1) -> list[list]:

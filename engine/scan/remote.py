@@ -27,19 +27,23 @@ The tasks read units and entries by byte ranges (engine.scan.ranges.read_range).
 queues are in RocksDB or that has BatchConsumeQueues is refused by the jobs that need them."""
 from __future__ import annotations
 
+import math
 import os
 from collections import Counter
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cached_property, singledispatch
 from urllib.parse import quote
 
 import numpy as np
 
 from engine.format.dledger_layout import DATA_DIR as DLEDGER_DATA_DIR
-from engine.format.dledger_layout import FOLDER_PREFIX as DLEDGER_PREFIX
+from engine.format.dledger_layout import ENTRY_BODY_OFFSET, FOLDER_PREFIX as DLEDGER_PREFIX
 from engine.format.cq_unit import CQ_UNIT_DTYPE, CQ_UNIT_SIZE
-from engine.format.index_layout import (INDEX_ENTRY_DTYPE, INDEX_ENTRY_SIZE, INDEX_HEADER_DTYPE, INDEX_HEADER_SIZE,
+from engine.format.index_layout import (INDEX_ENTRY_DTYPE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE,
                                         INDEX_SLOT_SIZE, index_file_size)
+from engine.store.index_file import IndexHeader
+from engine.scan.planning import (CQ_PROBED_FILES, INDEX_ENTRIES_PER_PARTITION, CommitLogSlice, CQSlice, cut_regions,
+                                  index_step, plan_consume_queues)
 from engine.scan.ranges import (FIRST_WINDOW_BYTES, WINDOW_BYTES, filesystem, join, read_commitlog_ranges,  # noqa: F401
                                 read_range, record_starts_in, redacted, sync_start)
 
@@ -83,18 +87,29 @@ class RemoteFile:
 @dataclass
 class RemoteCommitLog:
     files: list[RemoteFile] = field(default_factory=list)
-    is_dledger: bool = False
-    divided: int = 0      # DLedger: the first data file's offset (files below: an old commitlog's)
+    entries: bool = False  # DLedger: records sit in entries from `divided` on
+    divided: int = 0       # DLedger: the first data file's offset (files below: an old commitlog's)
 
     @property
     def min_offset(self) -> int:
         return self.files[0].file_from_offset if self.files else 0
 
+    @property
+    def max_offset(self) -> int:
+        """The last file's end (not recovered: its records' end is found by the readers)."""
+        return self.files[-1].file_from_offset + self.files[-1].file_size if self.files else 0
+
+    def entry_header(self, f) -> int:
+        """As the mapped logs' (CommitLog / DLedgerCommitLog.entry_header)."""
+        return ENTRY_BODY_OFFSET if self.entries and f.file_from_offset >= self.divided else 0
+
 
 class RemoteStore:
-    """What a scan needs of a store it cannot map: its root URI, broker name, configuration and
-    commitlog listing. No ConsumeQueues, no index, no recovery."""
-    remote = True
+    """A store on any filesystem, as a StoreView (engine.store.view): its root URI, broker name,
+    configuration, the listings of its commitlog, queues and index files (with their headers),
+    read by byte ranges. Never mapped, never recovered: readers find each file's written end."""
+    tier_store = None
+    local_store = None   # no mapped files
 
     def __init__(self, uri: str, cfg=None, broker: str | None = None):
         from engine.config import StoreConfig
@@ -104,7 +119,6 @@ class RemoteStore:
         self.fs, self.path = filesystem(uri)
         self.batch_topics: set = set()
         self.batch_queues: dict = {}
-        self.rocksdb = None
         self.commitlog = self._list_commitlog()
         self.scan_broker = broker or remote_broker_name(uri, self.fs, self.path)
 
@@ -127,7 +141,7 @@ class RemoteStore:
             if data:
                 divided = data[0].file_from_offset   # dividedCommitlogOffset
                 old = [f for f in classic or () if f.file_from_offset + f.file_size <= divided]
-                return RemoteCommitLog(old + data, is_dledger=True, divided=divided)
+                return RemoteCommitLog(old + data, entries=True, divided=divided)
             if not classic:
                 raise ValueError(f"{self.display_root}: {name}/{DLEDGER_DATA_DIR} holds no data files (a DLedger store "
                                  f"whose storePathDLedgerCommitLog is elsewhere is read from a local path only)")
@@ -157,13 +171,18 @@ class RemoteStore:
         return list_index(self)
 
     @property
+    def cq_file_size(self) -> int:
+        """Learnt from the listing of the queues (made here if not yet)."""
+        self.queues   # noqa: B018  (list_consume_queues sets the size)
+        return self.cfg.mappedFileSizeConsumeQueue
+
+    @property
     def min_offset(self) -> int:
         return self.commitlog.min_offset
 
     @property
     def max_offset(self) -> int:
-        f = self.commitlog.files
-        return f[-1].file_from_offset + f[-1].file_size if f else 0
+        return self.commitlog.max_offset
 
     def close(self) -> None:
         pass
@@ -253,18 +272,56 @@ def open_scan_store(spec: str, cfg=None):
 
 
 def refuse_remote(stores, job: str) -> None:
-    """A job that reads the queues of a remote store reads ConsumeQueue files only: a store whose
-    queues are in RocksDB or that has BatchConsumeQueues is refused in one line."""
-    import pyarrow.fs as pafs
+    """A job that reads the queues of a store reads ConsumeQueue files: a store on a filesystem
+    whose queues are in RocksDB or that has BatchConsumeQueues is refused in one line."""
     for m in stores:
-        store = getattr(m, "store", m)
-        if not getattr(store, "remote", False):
+        queue_job_refusal(getattr(m, "store", m), job)
+
+
+@singledispatch
+def queue_job_refusal(store, job: str) -> None:
+    """(A mapped store's queues are read whatever keeps them.)"""
+
+
+@queue_job_refusal.register
+def _(store: RemoteStore, job: str) -> None:
+    import pyarrow.fs as pafs
+    for rel, kind, what in (("batchconsumequeue", pafs.FileType.Directory, "BatchConsumeQueues"),
+                            ("consumequeue/CURRENT", pafs.FileType.File, "RocksDB ConsumeQueues")):
+        if store.fs.get_file_info(join(store.path, rel)).type == kind:
+            raise ValueError(f"{store.display_root}: {job} reads {what} from local stores only "
+                             f"(a path or a file:// URI on every node)")
+
+
+# ---- how the scans cut a store read through a filesystem (engine.scan.planning's seams) ----------
+@cut_regions.register
+def _(store: RemoteStore, plan, regions: list, split: int, use_cq: bool, hop_hints: bool) -> None:
+    """A listing only (paths URIs, nothing recovered): files cut at byte positions, each piece
+    finds its first record itself (DLedger: entries, each holding its own position)."""
+    for f, limit in regions:
+        entry = store.commitlog.entry_header(f)
+        n = max(1, math.ceil(limit / split))
+        cuts = [limit * k // n for k in range(n)] + [limit]
+        plan.commitlog += [CommitLogSlice(f.path, f.file_from_offset, f.file_size, a, b, limit, entry_header=entry,
+                                          sync=a > 0) for a, b in zip(cuts, cuts[1:]) if b > a]
+
+
+@plan_consume_queues.register
+def _(store: RemoteStore, topics: set[str] | None = None, queue_ids: set[int] | None = None) -> list[CQSlice]:
+    """Listed, not recovered: a slice a file, the last three of a queue find their end."""
+    out = []
+    for (topic, qid), files in sorted(store.queues.items()):
+        if topics and topic not in topics or queue_ids and qid not in queue_ids:
             continue
-        for rel, kind, what in (("batchconsumequeue", pafs.FileType.Directory, "BatchConsumeQueues"),
-                                ("consumequeue/CURRENT", pafs.FileType.File, "RocksDB ConsumeQueues")):
-            if store.fs.get_file_info(join(store.path, rel)).type == kind:
-                raise ValueError(f"{store.display_root}: {job} reads {what} from local stores only "
-                                 f"(a path or a file:// URI on every node)")
+        out += [CQSlice(topic, qid, f.path, f.rel_path, f.file_from_offset, f.file_size, 0,
+                        f.file_size // CQ_UNIT_SIZE, probe_end=k >= len(files) - CQ_PROBED_FILES)
+                for k, f in enumerate(files)]
+    return out
+
+
+@index_step.register
+def _(store: RemoteStore) -> int:
+    return INDEX_ENTRIES_PER_PARTITION   # header read, entries by ranges
 
 
 # ---- ConsumeQueues and index files: listings, headers, ranges -------------------------------------
@@ -320,16 +377,6 @@ def read_cq_units(s) -> np.ndarray:
 
 # ---- index files ---------------------------------------------------------------------------------
 @dataclass
-class _Header:
-    beginTimestamp: int
-    endTimestamp: int
-    beginPhyOffset: int
-    endPhyOffset: int
-    hashSlotCount: int
-    indexCount: int
-
-
-@dataclass
 class _Size:
     file_size: int
 
@@ -340,7 +387,7 @@ class RemoteIndexFile:
     its slots and entries read by byte ranges when asked for."""
     path: str
     name: str
-    header: _Header
+    header: IndexHeader
     slot_num: int
     index_num: int
     file: _Size = field(default_factory=lambda: _Size(0))
@@ -360,15 +407,14 @@ class RemoteIndexFile:
     def to_json(self) -> str:
         """What a task needs to read this file again (consistency's chain check on the executors)."""
         import json
-        from dataclasses import asdict
-        return json.dumps({"path": self.path, "name": self.name, "header": asdict(self.header),
+        return json.dumps({"path": self.path, "name": self.name, "header": self.header.to_json(),
                            "slot_num": self.slot_num, "index_num": self.index_num, "size": self.file.file_size})
 
     @classmethod
     def from_json(cls, text: str) -> "RemoteIndexFile":
         import json
         d = json.loads(text)
-        return cls(d["path"], d["name"], _Header(**d["header"]), d["slot_num"], d["index_num"], _Size(d["size"]))
+        return cls(d["path"], d["name"], IndexHeader(**d["header"]), d["slot_num"], d["index_num"], _Size(d["size"]))
 
 
 def index_geometry(cfg, size: int) -> tuple[int, int] | None:
@@ -406,11 +452,7 @@ def list_index(store) -> RemoteIndex:
         raw = read_range(uri, 0, INDEX_HEADER_SIZE)
         if len(raw) < INDEX_HEADER_SIZE:
             continue
-        h = np.frombuffer(raw, dtype=INDEX_HEADER_DTYPE, count=1)[0]
-        header = _Header(*(int(h[n]) for n in INDEX_HEADER_DTYPE.names))
-        if header.indexCount <= 0:
-            header.indexCount = 1   # a never-flushed header reads as zeros (as IndexFile does)
-        files.append(RemoteIndexFile(uri, f.base_name, header, geo[0], geo[1], _Size(int(f.size))))
+        files.append(RemoteIndexFile(uri, f.base_name, IndexHeader.read(raw), geo[0], geo[1], _Size(int(f.size))))
     return RemoteIndex(files)
 
 

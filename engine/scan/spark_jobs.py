@@ -15,6 +15,7 @@ import json
 import os
 import threading
 import uuid
+from functools import singledispatch
 
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import Window
@@ -28,6 +29,7 @@ from engine.scan.jobs import (CSV_COLUMNS, DEFAULT_FILTER_LIMIT, DEFAULT_TOP, DI
                               temporary_sibling)
 from engine.scan.planning import Plan, plan_commitlog, plan_consume_queues, plan_index, plan_to_json, plans_to_json
 from engine.scan.spark_session import is_connect, master_of, parallelism_of
+from engine.scan.remote import RemoteStore
 from engine.scan.stores import ScanStore, members_of
 from engine.scan import consistency_5x as c5
 from engine.scan import spark_lineage
@@ -394,15 +396,22 @@ def consistency(ld: Loader, run: SparkRunner):
                                   "position": e["position"], "index": e["index"]})
     rows += pair_index_differences(missing, extra)
     rows += c5.lmq_problems(lmq_exp, lmq_act, cq_size) + c5.batch_problems(store, cl_min)
-    return merge_rows(rows, _chain_problems(ld, run, store, cl_min)), False
+    return merge_rows(rows, _chain_problems(store, ld, run, cl_min)), False
 
 
-def _chain_problems(ld: Loader, run: SparkRunner, store, cl_min: int) -> list[dict]:
-    """index_chain_problems: on the driver for a mapped store; for a store on a filesystem each
-    index file's slot table and entries are read by a task (a Python UDF per file), not by the driver."""
-    files = store.index.files if getattr(store, "remote", False) else []
+@singledispatch
+def _chain_problems(store, ld: Loader, run: SparkRunner, cl_min: int) -> list[dict]:
+    """index_chain_problems, on the driver for a mapped store."""
+    return index_chain_problems(store, cl_min)
+
+
+@_chain_problems.register
+def _(store: RemoteStore, ld: Loader, run: SparkRunner, cl_min: int) -> list[dict]:
+    """A store on a filesystem: each index file's slot table and entries are read by a task (a
+    Python UDF per file), not by the driver."""
+    files = store.index.files
     if not files:
-        return index_chain_problems(store, cl_min)
+        return []
     from pyspark.sql.types import ArrayType, StringType
     check = F.udf(lambda d: chain_problems_json(d, cl_min), ArrayType(StringType()), useArrow=False)
     df = ld.spark.createDataFrame([(f.to_json(),) for f in files], "d string")

@@ -7,6 +7,7 @@ checkpoint says is safe) and stops at the first invalid record."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Iterator
 
 from engine.store.checkpoint import Checkpoint
@@ -223,3 +224,29 @@ class CommitLog:
 
     def close(self) -> None:
         self.queue.close()
+
+    # ---- where log kinds differ (DLedgerCommitLog overrides): callers ask these, never the kind
+    redispatches_after_crash = True  # abnormal recovery re-dispatches the records it scans
+
+    def entry_header(self, f) -> int:
+        """Bytes of framing before each record of file `f` (0: records back to back)."""
+        return 0
+
+    def entry_at(self, offset: int):
+        """The framing entry around the record at `offset` (none: records are not framed)."""
+        return None
+
+    def own_recovery_start(self) -> tuple[int, str] | None:
+        """(file index, rule) when the log picks its recovery start itself; None: the store's rule."""
+        return None
+
+    def after_recovery(self, store) -> None:
+        """What the broker adds in memory once recovery is done (nothing for a classic log)."""
+
+    def info(self) -> dict | None:
+        """The log's own state for the overview (None: nothing beyond its files)."""
+        return None
+
+    def rebuild_refusal(self, root: Path) -> tuple[str, Path] | None:
+        """(why, where) when the queues and index of a store on this log may not be rebuilt."""
+        return None

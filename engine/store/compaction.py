@@ -187,7 +187,7 @@ def open_compaction(root: Path, topic_config: dict | None = None) -> CompactionS
 def compaction_of(store) -> CompactionStore | None:
     """A MessageStore's CompactionStore (None without a compaction log; a tier has none),
     opened once per store and kept on it."""
-    if getattr(store, "kind", None) == "tiered" or not hasattr(store, "root"):
+    if store.local_store is None:   # (a tier on its own: no local files, no compaction log)
         return None
     cached = getattr(store, "_rmqstore_compaction", False)
     if cached is False:

@@ -174,7 +174,26 @@ _BLANK = RecordResult(RecordStatus.END_OF_FILE, 0, None, "DLedger blank (-1): th
 
 
 class DLedgerCommitLog(CommitLog):
-    is_dledger = True
+    redispatches_after_crash = False  # DLedgerMmapFileStore: the reput resumes at the queues' end
+
+    def entry_header(self, f) -> int:
+        """Records sit in entries from the first data file on (below `divided`: the old commitlog's)."""
+        return L.ENTRY_BODY_OFFSET if f.file_from_offset >= self.divided else 0
+
+    def rebuild_refusal(self, root: Path) -> tuple[str, Path]:
+        return "a DLedger store is read-only here: its consume queues and index are not rebuilt (nothing was changed)", root
+
+    def own_recovery_start(self) -> tuple[int, str]:
+        # DLedgerMmapFileStore.recover picks its own start, crash or not
+        return self.normal_start_index(), ("DLedger: from the third-last data file (earlier while a file's first "
+                                           "entry disagrees with its index record)")
+
+    def after_recovery(self, store) -> None:
+        """What the restarted broker serves (its reput, its index, in memory), unless the store is
+        read as its files are (the scans: served_view=False)."""
+        if store.served_view:
+            from engine.store.dledger_reput import restart_view
+            restart_view(store)
 
     def __init__(self, cfg: StoreConfig, folder: DLedgerFolder, writable: bool = False):
         if writable:

@@ -49,11 +49,11 @@ class MemoryFile(MappedFile):
     written back, flushed, extended or deleted."""
 
     def __init__(self, path: Path, file_size: int, copy: bool = False):  # noqa: D107 - MappedFile's fields
+        self.state = FileState()       # MappedFile's offset, positions and view
         self.path = Path(path)
         self.file_from_offset = int(self.path.name)
         self.file_size = file_size
         self.writable = False          # flush and sync do nothing
-        self.state = FileState()       # MappedFile's positions
         self.wrote_position = self.flushed_position = 0
         self.reserved_until = file_size  # every byte is there: ensure_room is never called
         self.reserve_step = file_size
@@ -227,10 +227,10 @@ class _Reput:
 
 def restart_view(store) -> RestartView | None:
     """Turn the freshly recovered read-only `store` (a DLedger one) into what the restarted
-    broker serves, and say what changed. None: not a DLedger store, or a process holds its
-    lock (a live broker: its files are what it serves)."""
+    broker serves, and say what changed (DLedgerCommitLog.after_recovery calls it). None: a
+    process holds its lock (a live broker: its files are what it serves)."""
     cl = store.commitlog
-    if not getattr(cl, "is_dledger", False) or store.broker_holding_lock() is not None:
+    if store.broker_holding_lock() is not None:
         return None
     abnormal = bool(store.abort_present)
     lost: list[IndexFile] = []

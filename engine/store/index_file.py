@@ -43,6 +43,17 @@ class IndexHeader:
         self.values = array("q", (beginTimestamp, endTimestamp, beginPhyOffset, endPhyOffset, hashSlotCount,
                                   indexCount))
 
+    @classmethod
+    def read(cls, raw, as_found: bool = False) -> "IndexHeader":
+        """The header in the first 40 bytes of `raw` (a map or bytes read by range). A
+        never-flushed header reads as zeros: its indexCount is taken as 1, as RocketMQ's
+        IndexFile does (as_found: the fields as they are)."""
+        h = np.frombuffer(raw, dtype=INDEX_HEADER_DTYPE, count=1)[0]
+        out = cls(*(int(h[n]) for n in INDEX_HEADER_DTYPE.names))
+        if out.indexCount <= 0 and not as_found:
+            out.indexCount = 1
+        return out
+
     def to_json(self) -> dict:
         return dict(zip(_HEADER_FIELDS, self.values))
 
@@ -123,11 +134,8 @@ class IndexFile:
         if create and writable:
             self._room(0)
             self._populate_slots()
-        h = self.header_view[0]
-        self.header = IndexHeader(*(int(h[n]) for n in INDEX_HEADER_DTYPE.names))
-        self.header_on_disk = self.header.copy()
-        if self.header.indexCount <= 0:
-            self.header.indexCount = 1  # a never-flushed header reads as zeros
+        self.header_on_disk = IndexHeader.read(mm, as_found=True)
+        self.header = IndexHeader.read(mm)
 
     def _room(self, entries: int) -> None:
         """Blocks reserved for the header, the whole slot table (slots are written at random)
@@ -284,11 +292,7 @@ class IndexFile:
 
     def reload_header(self) -> None:
         """Re-read the header another process may have changed (live stores)."""
-        h = self.header_view[0]
-        fresh = IndexHeader(*(int(h[n]) for n in INDEX_HEADER_DTYPE.names))
-        self.header.values[:] = fresh.values  # in place: the put loop and the key walker hold it
-        if self.header.indexCount <= 0:
-            self.header.indexCount = 1
+        self.header.values[:] = IndexHeader.read(self.file.mm).values  # in place: the put loop and the key walker hold it
 
     def flush(self) -> None:
         """msync the whole map every time: slots and entries change anywhere in it (a flush

@@ -1,6 +1,6 @@
 """MessageStore's reads by key, message id and store time (queryMessage, lookMessageByOffset,
-getOffsetInQueueByTime), kept apart from opening and paging: they only need the commitlog,
-the consume queues and the index the store has open."""
+getOffsetInQueueByTime): a collaborator of the store, apart from opening and paging; it only
+needs the commitlog, the consume queues and the index the store has open."""
 from __future__ import annotations
 
 from engine import accel
@@ -27,17 +27,21 @@ def _query_message_py(self, topic: str, key: str, begin: int = 0, end: int = LON
 
 
 _PAGE = accel.load("_page")   # the compiled query_message: the raw answer in one call (None: the reference)
-_query_message = _PAGE.query_message if _PAGE is not None else _query_message_py
+query_message = _PAGE.query_message if _PAGE is not None else _query_message_py   # MessageStore.query_message
 
 
-class Queries:
-    """Mixed into MessageStore (which provides commitlog, index, queues, find_queue, topics)."""
+class QueryService:
+    """A MessageStore's collaborator for these reads (the store hands out its methods as its
+    own: engine.store.message_store). query_message itself is the module's function over the
+    store: the compiled one calls back into _query_exact."""
 
-    query_message = _query_message   # Messages by key: _query_message_py says what (compiled or it, chosen above)
+    def __init__(self, store):
+        self.store = store
+        self._generation_found = None
 
     def _query_exact(self, topic: str, key: str, begin: int, end: int, max_num: int, cap) -> QueryResult:
         """query_message's default answer (its docstring says what)."""
-        offs, lts, loff = self.index.query_offset(topic, key, LONG_MAX, max(0, begin - 1000), LONG_MAX, cap=0)
+        offs, lts, loff = self.store.index.query_offset(topic, key, LONG_MAX, max(0, begin - 1000), LONG_MAX, cap=0)
         return self._exact_answer(topic, key, offs, begin, end, max_num, lts, loff)
 
     def _lost_candidates(self, topic: str, key: str, begin: int) -> list[int]:
@@ -45,7 +49,7 @@ class Queries:
         crashed DLedger store's view), newest file first."""
         out: list[int] = []
         k = None
-        for f in reversed(getattr(self.index, "lost_files", ())):
+        for f in reversed(getattr(self.store.index, "lost_files", ())):
             k = k or index_key(topic, key)
             if f.is_time_matched(max(0, begin - 1000), LONG_MAX):
                 f.select(k, LONG_MAX, max(0, begin - 1000), LONG_MAX, out)
@@ -57,11 +61,11 @@ class Queries:
         index walks go through IndexService.query_offsets in batches (their cache misses
         overlapped), then each candidate is checked as for one key."""
         keys = list(keys)
-        lts, loff = self.index.last_update()
+        lts, loff = self.store.index.last_update()
         out: list[QueryResult] = []
         for i in range(0, len(keys), KEYS_PER_BATCH):
             chunk = keys[i:i + KEYS_PER_BATCH]
-            walks = self.index.query_offsets(topic, chunk, LONG_MAX, max(0, begin - 1000), LONG_MAX, cap=0)
+            walks = self.store.index.query_offsets(topic, chunk, LONG_MAX, max(0, begin - 1000), LONG_MAX, cap=0)
             out += [self._exact_answer(topic, k, offs, begin, end, max_num, lts, loff) for k, offs in zip(chunk, walks)]
         return out
 
@@ -69,14 +73,14 @@ class Queries:
                       lts: int, loff: int) -> QueryResult:
         """The exact answer from a key's index candidates `offs` (hash-only, walk order), with
         the hits only the index files RocketMQ's restart deleted hold, marked."""
-        lost = self._lost_candidates(topic, key, begin) if getattr(self.index, "lost_files", None) else []
+        lost = self._lost_candidates(topic, key, begin) if getattr(self.store.index, "lost_files", None) else []
         served = set(offs) if lost else ()
         seen, matched, false_hits = set(), [], []
         for o in (offs + lost if lost else offs):
             if o in seen:
                 continue
             seen.add(o)
-            m = self.commitlog.get_message(o)
+            m = self.store.commitlog.get_message(o)
             if m is None:
                 continue
             if m.topic == topic and (key in m.key_list or m.uniqKey == key):
@@ -95,45 +99,45 @@ class Queries:
                                 frozenset(o for o in found if o not in served))
 
     def look_message_by_offset(self, offset: int) -> Message | None:
-        return self.commitlog.get_message(offset)
+        return self.store.commitlog.get_message(offset)
 
     def lookup_id(self, msg_id: str, topic: str | None = None) -> tuple[str, list[Message]]:
         """An id that is either an offset msgId or a UNIQ_KEY: ('offset'|'uniq'|'unknown', messages)."""
         msg_id = msg_id.strip().upper()
         if looks_like_msg_id(msg_id):
             _, _, off = decode_offset_msg_id(msg_id)
-            m = self.commitlog.get_message(off) if self.min_offset <= off < self.max_offset else None
+            m = self.store.commitlog.get_message(off) if self.store.min_offset <= off < self.store.max_offset else None
             if m is not None and m.msgId == msg_id:
                 return "offset", [m]
-        topics = [topic] if topic else self.topics()
+        topics = [topic] if topic else self.store.topics()
         found: list[Message] = []
         for t in topics:
-            found.extend(self.query_message(t, msg_id, max_num=0).messages)
+            found.extend(self.store.query_message(t, msg_id, max_num=0).messages)
         found = [m for m in found if m.uniqKey == msg_id]
         return ("uniq", found) if found else ("unknown", [])
 
     def query_uniq(self, topic: str, uniq: str) -> list[Message]:
-        return [m for m in self.query_message(topic, uniq, max_num=0).messages if m.uniqKey == uniq]
+        return [m for m in self.store.query_message(topic, uniq, max_num=0).messages if m.uniqKey == uniq]
 
     def store_time_at(self, topic: str, queue_id: int, queue_offset: int) -> int:
-        cq = self.find_queue(topic, queue_id)
-        if cq is None and self.find_batch_queue(topic, queue_id) is not None:  # 5.x BatchCQ: the unit's time
-            b = self.find_batch_queue(topic, queue_id)
+        cq = self.store.find_queue(topic, queue_id)
+        if cq is None and self.store.find_batch_queue(topic, queue_id) is not None:  # 5.x BatchCQ: the unit's time
+            b = self.store.find_batch_queue(topic, queue_id)
             u = b.unit(queue_offset) if queue_offset < b.max_offset else None
             return u["storeTimestamp"] if u else -1
         u = cq.unit(queue_offset) if cq else None
         if u is None or not (queue_offset < cq.max_offset):
             return -1
-        return self.commitlog.pickup_store_timestamp(u[0], u[1])
+        return self.store.commitlog.pickup_store_timestamp(u[0], u[1])
 
     def get_offset_in_queue_by_time(self, topic: str, queue_id: int, timestamp: int,
                                     boundary: str | None = None) -> int:
         """Queue offset for a store time. boundary=None: RocketMQ 4.9 (file picked by mtime,
         nearest neighbour); 'lower'/'upper': 5.x (first unit >= t / last unit <= t)."""
         from engine.store.time_lookup import offset_by_time_49, offset_by_time_5x
-        cq = self.find_queue(topic, queue_id)
+        cq = self.store.find_queue(topic, queue_id)
         if cq is None:
-            b = self.find_batch_queue(topic, queue_id)
+            b = self.store.find_batch_queue(topic, queue_id)
             if b is not None:
                 from engine.store.batch_consume_queue import offset_by_time
                 return offset_by_time(b, timestamp, boundary)
@@ -141,19 +145,19 @@ class Queries:
         if getattr(cq, "offset_by_time", None) is not None:  # a queue with its own store times (RocksDB)
             return cq.offset_by_time(timestamp, boundary)
         if boundary is None:
-            return offset_by_time_49(self, cq, timestamp)
-        return offset_by_time_5x(self, cq, timestamp, boundary)
+            return offset_by_time_49(self.store, cq, timestamp)
+        return offset_by_time_5x(self.store, cq, timestamp, boundary)
 
     def generation(self):
         """Which RocketMQ generation wrote the store, with its evidence (engine/store/generation.py;
         a bounded sample, taken once)."""
-        cl = self.commitlog
+        cl = self.store.commitlog
         # a store followed live is sampled again when it gains a file (or its first records)
         key = (len(cl.files), cl.max_offset > cl.min_offset) if cl is not None else None
-        found = getattr(self, "_generation_found", None)
+        found = self._generation_found
         if found is None or found[0] != key:
             from engine.store.generation import detect
-            found = self._generation_found = (key, detect(self.root, self.cfg))
+            found = self._generation_found = (key, detect(self.store.root, self.store.cfg))
         return found[1]
 
     def time_rule(self, rule: str | None = None, boundary: str | None = None) -> tuple[str, str]:
@@ -178,5 +182,5 @@ class Queries:
         return self.get_offset_in_queue_by_time(topic, queue_id, timestamp, b), name, why
 
     def earliest_message_time(self, topic: str, queue_id: int) -> int:
-        cq = self.find_queue(topic, queue_id) or self.find_batch_queue(topic, queue_id)
+        cq = self.store.find_queue(topic, queue_id) or self.store.find_batch_queue(topic, queue_id)
         return self.store_time_at(topic, queue_id, cq.min_offset) if cq else -1

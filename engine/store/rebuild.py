@@ -35,14 +35,10 @@ def rebuild_task(root: Path, cfg, cancel: CancelToken | None = None, overwrite_g
     replaced = REBUILT & cfg.explicit if cfg is not None else set()
     with MessageStore.open(root, _without(cfg, replaced), read_only=True) as probe:  # validates the store first
         cfg = probe.cfg
-        if probe.dledger is not None:
+        refusal = probe.rebuild_refusal()  # (a DLedger log; queues in a RocksDB database, never deleted)
+        if refusal is not None:
             from engine.errors import ReadOnlyStoreError
-            raise ReadOnlyStoreError("a DLedger store is read-only here: its consume queues and index are not "
-                                     "rebuilt (nothing was changed)", path=str(root))
-        if probe.rocksdb is not None:  # its consumequeue/ is a RocksDB database: never deleted
-            from engine.errors import ReadOnlyStoreError
-            raise ReadOnlyStoreError("consume queues are in RocksDB (storeType=defaultRocksDB): rebuilding them "
-                                     "is not supported; nothing was changed", path=str(root / "consumequeue"))
+            raise ReadOnlyStoreError(refusal[0], path=str(refusal[1]))
     if replaced:
         cfg = _geometry_asked(root, cfg, asked, replaced, overwrite_geometry)
     refuse_foreign_files(root, cfg)

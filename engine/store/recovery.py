@@ -179,9 +179,9 @@ def plan(store) -> RecoveryPlan:
 
     cq_max = max((max_physic(k) for k in store.queues), default=-1)
     start, start_pos, rule = _scan_start(store, ends, cq_max, max_physic)
-    if getattr(cl, "is_dledger", False):  # DLedgerMmapFileStore.recover picks its own start, crash or not
-        start, start_pos, rule = cl.normal_start_index(), 0, \
-            "DLedger: from the third-last data file (earlier while a file's first entry disagrees with its index record)"
+    own = cl.own_recovery_start()  # a log that picks its start itself (DLedger), crash or not
+    if own is not None:
+        (start, rule), start_pos = own, 0
     scan = cl.scan(start, start_pos=start_pos) if cl.files else ScanResult(None, 0, 0, stop_reason="no commitlog files")
     end = scan.end_offset
     p = RecoveryPlan(store.abort_present, writable, rule, start, start_pos, scan, cl.recover_opts.check_crc,
@@ -231,8 +231,8 @@ def _scan_start(store, ends, cq_max, max_physic) -> tuple[int, int, str]:
 
 def _vouched_end(store, ends, max_physic) -> int | None:
     """End of the last record any consume queue references, if that record checks out."""
-    if not store.queues and getattr(store, "rocksdb", None) is not None:  # queues kept in RocksDB
-        return store.rocksdb.vouched_end(store.commitlog)
+    if not store.queues:  # queues kept elsewhere (RocksDB) vouch for an end themselves
+        return store.queue_store.vouched_end(store.commitlog)
     key = max(store.queues, key=max_physic, default=None)
     if key is None:
         return None

@@ -20,7 +20,7 @@ from engine.format import tiered_layout as L
 from engine.format.cq_unit import CQ_UNIT_DTYPE
 from engine.format.message import RecordStatus, check_record
 from engine.store.index_file import LONG_MAX
-from engine.store.message_store import GetMessageResult
+from engine.store.page_reader import GetMessageResult, offset_status
 from engine.store.queries import QueryResult
 from engine.store.tiered_index import IndexSegment, open_index_segment  # noqa: F401 - the INDEX segments
 from engine.store.tiered_local_index import geometry_of, local_index_files
@@ -197,8 +197,6 @@ def _dirs(p: Path) -> list[Path]:
 class TieredStore:
     """One broker's part of a tier. Open with TieredStore.open(folder, settings)."""
     read_only = True
-    dledger = None
-    kind = "tiered"
 
     def __init__(self, root: Path, cluster: str, broker: str, folder: Path, brokers: list, metadata: Path | None):
         self.root, self.cluster, self.broker, self.folder = root, cluster, broker, folder
@@ -306,7 +304,7 @@ class TieredStore:
 
     # ---- the MessageStore surface ----------------------------------------------------------
     abort_present = False     # a tier has no abort file, no recovery, no lock, no timer store
-    recovery = recovery_plan = timer = rocksdb = commitlog = index = None
+    recovery = recovery_plan = timer = commitlog = index = None
 
     def dledger_entry(self, offset: int) -> None:
         """(A tier's segments are no DLedger log: no entry holds a message.)"""
@@ -462,14 +460,9 @@ class TieredStore:
         if q is None:
             return GetMessageResult("NO_MATCHED_LOGIC_QUEUE", offset, 0, 0)
         mn, mx = q.min_offset, q.max_offset
-        if mx <= 0:
-            return GetMessageResult("NO_MESSAGE_IN_QUEUE", offset, mn, mx)
-        if offset < mn:
-            return GetMessageResult("OFFSET_TOO_SMALL", mn, mn, mx)
-        if offset == mx:
-            return GetMessageResult("OFFSET_OVERFLOW_ONE", mx, mn, mx)
-        if offset > mx:
-            return GetMessageResult("OFFSET_OVERFLOW_BADLY", mx, mn, mx)
+        out = offset_status(offset, mn, mx, empty_next=offset)
+        if out is not None:
+            return out
         count = max(1, min(max_count, mx - offset, READ_AHEAD_COUNT))
         units = q.units(offset, offset + count)
         units = units.tolist() if units is not None else []

@@ -35,7 +35,6 @@ def filtered_topic(topic: str) -> bool:
 
 class StoreWithTier:
     """Wraps an open MessageStore; every other call goes to it."""
-    kind = "store+tier"
 
     def __init__(self, store, tier: TieredStore, level: str = DEFAULT_LEVEL):
         self.store, self.tier, self.level = store, tier, parse_level(level)

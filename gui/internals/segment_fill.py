@@ -111,9 +111,8 @@ class SegmentFillView(RefreshWhenShown, QWidget):
         and, when it has a tier, the tier's segments beside them."""
         self.background.cancel()
         self._stop_partials()
-        self._tier = getattr(store, "tier_store", None)   # the tier store says it is one
-        if self._tier is not None:
-            store = self._tier.local_store if self._tier is store else store.local_store
+        self._tier = store.tier_store if store is not None else None   # a tier's segments, drawn beside
+        store = store.local_store if store is not None else None       # the local files (None: no files)
         if store is not self._store:
             self.cache = A.CommitLogFillCache()
         self._store = store

@@ -26,14 +26,13 @@ class TierSegmentsView(QWidget):
 
     @staticmethod
     def applies(store) -> bool:
-        """A tier opened on its own (the classic views have nothing to draw)."""
-        return getattr(store, "kind", None) == "tiered"
+        """A store with no local files (a tier opened on its own): the classic views have nothing to draw."""
+        return store is not None and store.local_store is None
 
     def set_store(self, store) -> None:
         self.rows = []
-        if getattr(store, "kind", None) == "store+tier":   # a store with its tier: the tier's segments
-            store = store.tier
-        if not self.applies(store):
+        store = store.tier_store if store is not None else None   # a tier, or a store's tier: its segments
+        if store is None:
             fill_table(self.table, [])
             self.summary.setText("")
             return

@@ -11,7 +11,7 @@ def test_tier_folder_opens_and_browses(qtbot, window):
     root = unpack("tiered_store")
     before = tree_hashes(root)
     store = open_and_wait(qtbot, window, root / "tiered")
-    assert store.kind == "tiered"
+    assert store.tier_store is store and store.local_store is None   # a tier on its own
     item = window.tree_model.find_queue_item("TopicA", 1)
     window.tree.setCurrentIndex(window.tree_model.indexFromItem(item))
     window.tabs.setCurrentWidget(window.browser)
@@ -128,7 +128,7 @@ def test_store_with_its_tier_from_store_settings(qtbot, window, fixture_copy):
     with qtbot.waitSignal(window.storeOpened, timeout=10000):
         window.open_store(root / "store", read_only=True, settings={"tieredStoreFilePath": str(root / "tiered")})
     store = window.session.store
-    assert store.kind == "store+tier"
+    assert store.tier_store is not store and store.local_store is not None   # a store with its tier
     assert any("read from the tier" in t for t in window.banners.texts())
     item = window.tree_model.find_queue_item("TopicC", 0)
     window.tree.setCurrentIndex(window.tree_model.indexFromItem(item))

@@ -58,7 +58,7 @@ def test_listing_plan_reads_no_whole_file(monkeypatch):
     monkeypatch.setenv(FORCE_ENV, "1")
     root = unpack("small")
     with open_scan_store(str(root)) as st:
-        assert getattr(st, "remote", False) and st.scan_broker == "small"
+        assert isinstance(st, RemoteStore) and st.scan_broker == "small"
         plan = plan_commitlog(st, None)
     names = sorted(os.listdir(root / "commitlog"))
     assert [s.path for s in plan.commitlog] == [f"file://{root}/commitlog/{n}" for n in names]

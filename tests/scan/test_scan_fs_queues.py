@@ -9,7 +9,7 @@ from conftest import unpack
 from engine.scan.api import JobParams, open_scan_store, run_job
 from engine.scan.planning import plan_consume_queues, plan_index
 from engine.scan.reader import read_cq, read_index
-from engine.scan.remote import FORCE_ENV
+from engine.scan.remote import FORCE_ENV, RemoteStore
 from scan_support import plant_cq_defect, plant_index_defect, spark  # noqa: F401
 
 
@@ -17,7 +17,7 @@ def _forced(monkeypatch, root):
     monkeypatch.setenv(FORCE_ENV, "1")
     st = open_scan_store(str(root))
     monkeypatch.delenv(FORCE_ENV)
-    assert getattr(st, "remote", False)
+    assert isinstance(st, RemoteStore)
     return st
 
 
@@ -84,7 +84,7 @@ def test_remote_dledger_store_equals_the_mapped_one(monkeypatch, name):
         a = [r for s in plan.commitlog for b in read_commitlog(s, plan.delay_level_millis) for r in b.rows_json(mark=True)]
         jobs = [json.dumps(run_job(local, j, JobParams(), engine="local").rows) for j in ("topic-stats", "consistency")]
     remote = _forced(monkeypatch, root)
-    assert remote.commitlog.is_dledger
+    assert remote.commitlog.entry_header(remote.commitlog.files[-1])
     rplan = plan_commitlog(remote, None)
     for window in (333, 4096, 1 << 20):
         stats = SliceStats()
