@@ -129,10 +129,15 @@ TWIN_TESTS := tests/test_conformance_read.py tests/test_write_path.py tests/test
               tests/test_lmq_batchcq_read.py tests/test_lmq_batchcq_write.py tests/test_decode_kernel.py tests/test_query_batch.py tests/test_lineage.py tests/test_body_decode.py \
               tests/test_tiered.py tests/test_compaction.py tests/test_tiered_scan.py tests/test_tiered_local_index.py \
               tests/test_compaction_no_log.py
+# Both passes run on WORKERS pytest-xdist processes (tests/conftest.py: every Spark test on one
+# worker, in its order, handed out first; each other file's tests together); WORKERS=0 runs them
+# in this process, one after the other.
+WORKERS ?= 2
+XDIST   := $(if $(filter 0,$(WORKERS)),,-n $(WORKERS) --dist loadgroup)
 test: $(STAMP) test-deps
 	$(VENV)/bin/lint-imports
-	RMQSTORE_PURE_PYTHON=1 QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider $(TWIN_TESTS)
-	QT_QPA_PLATFORM=offscreen RMQSTORE_PACKAGE_TEST=1 $(PY) -m pytest -q tests
+	RMQSTORE_PURE_PYTHON=1 QT_QPA_PLATFORM=offscreen $(PY) -m pytest -q -p no:cacheprovider $(XDIST) $(TWIN_TESTS)
+	QT_QPA_PLATFORM=offscreen RMQSTORE_PACKAGE_TEST=1 $(PY) -m pytest -q $(XDIST) tests
 
 # the edit loop: the compiled build only, no pure-Python pass, and none of the tests marked slow
 # (tests/conftest.py's SLOW: the packaging builds, the reliability runs, every Spark test and the

@@ -246,6 +246,73 @@ def pytest_collection_modifyitems(config, items):
     last = max((n for n, i in enumerate(rest) if "spark" in getattr(i, "fixturenames", ())), default=None)
     if late and last is not None:
         items[:] = rest[:last + 1] + late + rest[last + 1:]
+    if os.environ.get(_GROUPS_ENV) and hasattr(config, "workerinput"):
+        _xdist_groups(items)
+
+
+# ---- pytest-xdist (`make test`: -n 2 --dist loadgroup) -------------------------------------------
+# Every test that touches Spark (the process's one session and JVM, and the cluster and Connect
+# servers that stop it) runs on one worker, in the order above; the reliability tests on one
+# worker (one process writes their report); each other file's tests together on one worker (a
+# module fixture such as the wheel or the bundle build is made once). The longest shares are
+# handed out first: Spark, reliability, packaging, then the rest in collection order.
+# xdist's own loadgroup reads `xdist_group` marks through item._nodeid, which pytest 9 no longer
+# uses, so the workers write each test's group to a file and the scheduler below reads it.
+_GROUPS_ENV = "RMQSTORE_XDIST_GROUPS"
+
+
+def _group_of(item) -> str:
+    rel = item.path.relative_to(ROOT).as_posix()
+    if item.get_closest_marker("spark") or item.get_closest_marker("cluster") or \
+            item.get_closest_marker("restarts_spark") or "spark" in getattr(item, "fixturenames", ()):
+        return "spark"
+    return "tests/reliability" if rel.startswith("tests/reliability/") else rel
+
+
+def _xdist_groups(items) -> None:
+    """On a worker: order the items by share (see above) and write {nodeid: group}."""
+    groups = {id(i): _group_of(i) for i in items}
+    first = {g: n for n, g in enumerate(dict.fromkeys(groups.values()))}
+
+    def share(item):
+        g = groups[id(item)]
+        return ({"spark": 0, "tests/reliability": 1}.get(g, 2 if g.startswith("tests/packaging/") else 3), first[g])
+    items.sort(key=share)   # stable: the order above holds within a group
+    path = os.environ[_GROUPS_ENV]
+    tmp = f"{path}.{os.getpid()}"
+    with open(tmp, "w") as fh:
+        json.dump({i.nodeid: groups[id(i)] for i in items}, fh)
+    os.replace(tmp, path)
+
+
+def pytest_configure(config):
+    """On xdist's controller with --dist loadgroup: the file the workers write the groups to."""
+    if getattr(config.option, "dist", "no") == "loadgroup" and not hasattr(config, "workerinput"):
+        import tempfile
+        fd, path = tempfile.mkstemp(prefix="rmqstore-xdist-groups-", suffix=".json")
+        os.close(fd)
+        os.environ[_GROUPS_ENV] = path
+        config.add_cleanup(lambda: os.path.exists(path) and os.unlink(path))
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_xdist_make_scheduler(config, log):
+    if getattr(config.option, "dist", "no") != "loadgroup" or not os.environ.get(_GROUPS_ENV):
+        return None
+    from xdist.scheduler import LoadScopeScheduling
+
+    class ByShare(LoadScopeScheduling):
+        """xdist's scope scheduling with the workers' groups as the scopes, in the workers' order."""
+        groups: dict | None = None
+
+        def _split_scope(self, nodeid: str) -> str:
+            if self.groups is None:   # first asked once every worker's collection is in
+                with open(os.environ[_GROUPS_ENV]) as fh:
+                    self.groups = json.load(fh)
+            return self.groups.get(nodeid, nodeid)
+
+    config.option.loadscopereorder = False
+    return ByShare(config, log)
 
 
 # ---- memory: the Spark JVM lives only as long as the tests that use it -------------------------

@@ -68,14 +68,15 @@ def test_cli_scan_fates(capsys):
 
 
 @pytest.mark.spark
-def test_spark_equals_local(spark, store, v5_timer):
-    for s in (store, v5_timer):
-        for job, params in (("lineage", JobParams()), ("fates", JobParams()),
-                            ("lineage", JobParams(limit=7, filter=MessageFilter.build(topics=["PaymentTopic"])))):
-            a = run_job(s, job, params, engine="local")
-            b = run_job(s, job, params, engine="spark", spark=spark)
-            assert json.dumps(b.rows) == json.dumps(a.rows), (job, s.root)
-            assert b.truncated == a.truncated
+def test_spark_equals_local(spark, store):
+    """One store, a topic and a limit (the rows cut, `truncated` said). Every life and fate of
+    both stores, unfiltered, is compared in the test below (run here again on each store, they
+    crossed the same code; the topic is not in v5_timer)."""
+    params = JobParams(limit=7, filter=MessageFilter.build(topics=["PaymentTopic"]))
+    a = run_job(store, "lineage", params, engine="local")
+    b = run_job(store, "lineage", params, engine="spark", spark=spark)
+    assert json.dumps(b.rows) == json.dumps(a.rows) and len(a.rows) == 7
+    assert b.truncated == a.truncated
 
 
 @pytest.mark.spark
