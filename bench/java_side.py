@@ -460,23 +460,7 @@ def _run(ctx) -> list[Row]:
                              timedUntil="ConsumeQueue and index dispatched, every pass",
                              builtInClock="messages" + (" and batch encoding" if batch > 1 else ""), **extra))
 
-    # the walks: a store RocketMQ wrote (a key and a UNIQ_KEY per message)
-    walk_root = Path(z["stores"]) / f"walk-{z['walk_messages']}"
-    made_store(cmd, walk_root, z["walk_messages"], 2 * z["walk_messages"], 1000, 13)
-    walks: dict[str, tuple] = {}
-    log("java side: get-page and decode")
-    o, j, load = _interleave(sets, lambda s: ours_walk(walk_root, secs, warm),
-                             lambda s: run_java(cmd, "walk", walk_root, secs, warm))
-    for name in WALK_MODES:
-        walks[name] = ([m[name] for m in o], [m["decode" if name == "decode-lazy" else name] for m in j])
-    rows.append(pair_row("java-side get-page 1KiB (32-message pages)", *walks["page"], "msg/s", "none", "in-place",
-                         load, ourCall="get_message(broker=True)", javaCall="getMessage (buffers)"))
-    rows.append(pair_row("java-side decode 1KiB, every field", *walks["decode"], "msg/s", "all", "in-place", load,
-                         ourCall="get_message(broker=True), every field MessageDecoder.decode fills read",
-                         javaCall="getMessage + MessageDecoder.decode per message, every field read"))
-    rows.append(pair_row("java-side decode 1KiB, lazy (no field built)", *walks["decode-lazy"], "msg/s", "none",
-                         "in-place", load, ourCall="get_message(broker=True), Message objects, head integers only",
-                         javaCall="getMessage + MessageDecoder.decode (Java has no lazy decode: the same as 'every field')"))
+    rows += walk_rows(cmd, z)
 
     for load_factor in z["loads"]:
         n, entries = query_store_plan(load_factor, z["log_bytes"])
@@ -517,6 +501,31 @@ def _run(ctx) -> list[Row]:
     return rows
 
 
+def walk_rows(cmd: list[str], z: dict) -> list[Row]:
+    """The get-page and decode rows: a store RocketMQ wrote (a key and a UNIQ_KEY per message),
+    walked in 32-message pages by both sides in interleaved sets."""
+    sets, secs, warm = z["sets"], z["min_secs"], z["warm_secs"]
+    rows: list[Row] = []
+    walk_root = Path(z["stores"]) / f"walk-{z['walk_messages']}"
+    made_store(cmd, walk_root, z["walk_messages"], 2 * z["walk_messages"], 1000, 13)
+    walks: dict[str, tuple] = {}
+    log("java side: get-page and decode")
+    o, j, load = _interleave(sets, lambda s: ours_walk(walk_root, secs, warm),
+                             lambda s: run_java(cmd, "walk", walk_root, secs, warm))
+    for name in WALK_MODES:
+        walks[name] = ([m[name] for m in o], [m["decode" if name == "decode-lazy" else name] for m in j])
+    rows.append(pair_row("java-side get-page 1KiB (32-message pages)", *walks["page"], "msg/s", "none", "in-place",
+                         load, ourCall="get_message(broker=True): CQ units to commitlog slices, no record read (as the broker)",
+                         javaCall="getMessage (buffers)"))
+    rows.append(pair_row("java-side decode 1KiB, every field", *walks["decode"], "msg/s", "all", "in-place", load,
+                         ourCall="get_message(broker=True), every field MessageDecoder.decode fills read",
+                         javaCall="getMessage + MessageDecoder.decode per message, every field read"))
+    rows.append(pair_row("java-side decode 1KiB, lazy (no field built)", *walks["decode-lazy"], "msg/s", "none",
+                         "in-place", load, ourCall="get_message(broker=True), Message objects, head integers only",
+                         javaCall="getMessage + MessageDecoder.decode (Java has no lazy decode: the same as 'every field')"))
+    return rows
+
+
 def batch_fields(batch: list[dict], java: list[dict]) -> dict:
     """The batched figure's fields on the key-query offsets row: its median set, and its ratio
     to Java's median single-query set (the row's baseline)."""
@@ -524,3 +533,33 @@ def batch_fields(batch: list[dict], java: list[dict]) -> dict:
     j = spread(java)[0]
     return {"batchQueriesPerSecond": round(b), "batchRatio": round(b / j, 3) if j else None, "batchSets": b_sets,
             "batchRange": b_range, "batchCall": f"IndexService.query_offsets, {BATCH_KEYS} keys a call"}
+
+
+def main(argv=None) -> int:
+    """python -m bench.java_side --java-lib DIR [--out FILE]: the walk rows alone (get-page and
+    the decodes, the full sizes and rules), merged by name into FILE (a java-side results JSON
+    whose other rows are kept)."""
+    import argparse
+    ap = argparse.ArgumentParser(prog="python -m bench.java_side")
+    ap.add_argument("--java-lib", required=True)
+    ap.add_argument("--out", default=str(HERE / "results" / "java-side.json"))
+    a = ap.parse_args(argv)
+    lib = Path(a.java_lib)
+    cmd = java_command(lib, compile_driver(lib))
+    z = sizes(type("Ctx", (), {"java_sizes": None})())
+    new = {r.name: r.to_json() for r in walk_rows(cmd, z)}
+    out = Path(a.out)
+    doc = json.loads(out.read_text()) if out.exists() else {"sections": ["java"], "results": []}
+    walk_names = list(new)
+    doc["results"] = [new.pop(r["name"], r) for r in doc["results"]] + list(new.values())
+    doc.setdefault("merged", []).append({"rows": walk_names, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                         "by": "python -m bench.java_side (the walk rows alone)"})
+    out.write_text(json.dumps(doc, indent=2) + "\n")
+    for r in doc["results"]:
+        if "get-page" in r["name"] or "decode" in r["name"]:
+            print(f"{r['name']}: ours {r['value']:,.0f}  java {r['baselineValue']:,.0f}  ratio {r['ratio']:.3f}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -2,14 +2,16 @@
 """getMessage's page loop over one commitlog file, in C (engine/format/message.py: check_record and
 the loop in MessageStore.get_message stay the reference).
 
-`scan` reads CQ units straight from a CQ file's map, checks the record each points at exactly
+`run` reads CQ units straight from a CQ file's map, checks the record each points at exactly
 as check_record classifies it (a MESSAGE whose TOTALSIZE is the unit's size, or not a message)
 and writes the fixed fields of every message into one row of a preallocated bytearray (layout:
 ROW_FORMAT, the numpy dtype engine.store.page.ROW_DTYPE). No Python object is built per message.
 It stops -- leaving the unit to the Python loop -- at anything that needs Python: a filler
 unit, a unit outside the file, a unit that is not a message, a record whose answer needs the
 Python decoder (a SCHEDULE_TOPIC_XXXX record with a DELAY property, TAGS that are not ASCII),
-the page limits, a full row buffer, the end of the units.
+the page limits, a full row buffer, the end of the units. The broker's page (broker=True) reads
+no record: like DefaultMessageStore.getMessage it takes each unit whose bytes were written as
+a slice, and a record is checked when the page is first read there (PageBase.check_row).
 
 The module is split in four: this file (declarations, the run of CQ units), _page_record.pxi
 (CRC-32 and one record's check), _page_loop.pxi (the page loop and getMessage) and
@@ -29,8 +31,8 @@ from engine.format.layout cimport (BLANK_MAGIC, BORNHOST_V6_FLAG, CQ_UNIT_SIZE, 
                                    MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, OFF_BODY, OFF_BODYCRC, OFF_BODYLENGTH,
                                    OFF_BORNHOST, OFF_BORNTIMESTAMP, OFF_FLAG, OFF_MAGICCODE, OFF_PHYSICALOFFSET,
                                    OFF_PREPAREDTXOFFSET, OFF_QUEUEID, OFF_QUEUEOFFSET, OFF_RECONSUMETIMES,
-                                   OFF_STOREHOST, OFF_STORETIMESTAMP, OFF_SYSFLAG, OFF_UNIT_SIZE, HOST_V4, HOST_V6,
-                                   PROP_CRC_TAIL_SIZE, RECORD_FIXED, STOREHOST_V6_FLAG)
+                                   OFF_STOREHOST, OFF_STORETIMESTAMP, OFF_SYSFLAG, OFF_UNIT_SIZE, OFF_UNIT_TAGS, HOST_V4, HOST_V6,
+                                   MAX_FILTER_MESSAGE_SIZE, PROP_CRC_TAIL_SIZE, RECORD_FIXED, STOREHOST_V6_FLAG)
 
 from engine.accel._bytes cimport be16, be32, be64
 from engine.accel._javahash cimport index_key_hash, jhash_bytes_or
@@ -53,11 +55,12 @@ STOP_PY = 5        # the row is written but check_record must confirm it (and gi
 STOP_ONE = 6       # `single` mode: one message taken
 
 
+cdef enum:
+    UNCHECKED = 0  # a broker page's row not read yet (every record's magic code is not 0)
+
 ROW_SIZE = sizeof(Row)
 ROW_FORMAT = "=7q14i"
-API = 5  # what engine.store.page expects of this module (5: the page and result classes passed by the caller)
-
-
+API = 6  # what engine.store.page expects of this module (6: broker pages checked when read)
 
 
 # ---- a run of CQ units -----------------------------------------------------------------------
@@ -88,8 +91,13 @@ cdef inline void prefetch_record(const uint8_t* b, Py_ssize_t L, int64_t pos, in
 cdef int run(const uint8_t* b, Py_ssize_t L, Py_ssize_t limit, int64_t file_from, int64_t file_size,
              const uint8_t* cq, Py_ssize_t* pu, Py_ssize_t u_end, Row* out, Py_ssize_t nrows,
              Py_ssize_t* pj, Py_ssize_t cap, int64_t* pnbytes, int64_t limit_bytes, int file_index,
-             int flags, bint single) noexcept nogil:
-    """The loop of `scan` (see there); *pu, *pj, *pnbytes in and out; returns the STOP_*."""
+             int flags, bint single, bint lazy) noexcept nogil:
+    """Walk CQ units *pu .. u_end-1 (cq: the CQ file's map) whose records lie in commitlog file b
+    (from `file_from`, `file_size` long, written up to `limit`), a row per message at out[*pj].
+    The page stops before a unit when it holds `cap` messages or the unit would take it past
+    `limit_bytes` (0: none) -- never before its first; `single`: after one (STOP_ONE). `lazy`
+    (the broker's page): a unit inside the written bytes is taken unread (row: the unit, bodyPos
+    its position, magicCode UNCHECKED; PageBase.check_row reads it). Returns the STOP_*."""
     cdef Py_ssize_t u = pu[0], j = pj[0], pos, pf = u, pf_end
     cdef int64_t nbytes = pnbytes[0], phy
     cdef int32_t usize, size
@@ -103,7 +111,7 @@ cdef int run(const uint8_t* b, Py_ssize_t L, Py_ssize_t limit, int64_t file_from
         pf_end = u + PREFETCH_AHEAD
         if pf_end > u_end:
             pf_end = u_end
-        while pf < pf_end:
+        while pf < pf_end and not lazy:
             prefetch_record(b, L, <int64_t>(<uint64_t>be64(cq + pf * CQ_UNIT_SIZE) - <uint64_t>file_from),
                             be32(cq + pf * CQ_UNIT_SIZE + OFF_UNIT_SIZE))
             pf += 1
@@ -120,6 +128,20 @@ cdef int run(const uint8_t* b, Py_ssize_t L, Py_ssize_t limit, int64_t file_from
             stop = 3
             break
         pos = <Py_ssize_t>(phy - file_from)
+        if lazy:  # selectMappedBuffer(pos, size): inside the written bytes, or null
+            if usize <= 0 or pos + usize > limit:
+                stop = 4
+                break
+            out[j].commitLogOffset, out[j].storeSize, out[j].bodyPos = phy, usize, <int32_t>pos
+            out[j].tagsCode = be64(cq + u * CQ_UNIT_SIZE + OFF_UNIT_TAGS)
+            out[j].magicCode, out[j].file = UNCHECKED, file_index
+            j += 1
+            u += 1
+            nbytes += usize
+            if single:
+                stop = 6
+                break
+            continue
         st = check(b, L, pos, limit, flags, &out[j], &size)
         if st == S_MESSAGE and size == usize:
             out[j].commitLogOffset = phy
@@ -142,39 +164,6 @@ cdef int run(const uint8_t* b, Py_ssize_t L, Py_ssize_t limit, int64_t file_from
     pj[0] = j
     pnbytes[0] = nbytes
     return stop
-
-
-def scan(clbuf, Py_ssize_t limit, int64_t file_from, int64_t file_size, cqbuf, Py_ssize_t u,
-         Py_ssize_t u_end, rows, Py_ssize_t j, Py_ssize_t cap, int64_t nbytes, int64_t limit_bytes,
-         int file_index, int flags, bint single=False):
-    """Walk CQ units u .. u_end-1 (indexes into the CQ file `cqbuf`) whose records lie in the
-    commitlog file `clbuf` (starting at offset `file_from`, `file_size` long, written up to
-    `limit`), appending a row per message at rows[j]. `j` / `nbytes` are the page's message
-    count and bytes so far; the page stops before a unit when it holds `cap` messages or the
-    unit would take it past `limit_bytes` (0: no byte limit) -- never before its first message.
-    `single`: return after the first message taken (STOP_ONE).
-    Returns (u, j, nbytes, stop): u is the first unit not consumed (see STOP_*)."""
-    cdef Py_buffer cv, qv, rv
-    cdef int stop = 0
-    PyObject_GetBuffer(clbuf, &cv, PyBUF_SIMPLE)
-    try:
-        PyObject_GetBuffer(cqbuf, &qv, PyBUF_SIMPLE)
-        try:
-            PyObject_GetBuffer(rows, &rv, PyBUF_WRITABLE)
-            try:
-                if u_end * CQ_UNIT_SIZE > qv.len:
-                    u_end = qv.len // CQ_UNIT_SIZE
-                with nogil:
-                    stop = run(<const uint8_t*>cv.buf, cv.len, limit, file_from, file_size,
-                               <const uint8_t*>qv.buf, &u, u_end, <Row*>rv.buf, rv.len // sizeof(Row),
-                               &j, cap, &nbytes, limit_bytes, file_index, flags, single)
-            finally:
-                PyBuffer_Release(&rv)
-        finally:
-            PyBuffer_Release(&qv)
-    finally:
-        PyBuffer_Release(&cv)
-    return u, j, nbytes, stop
 
 
 include "_page_loop.pxi"

@@ -2,11 +2,9 @@
 # answer built in C: the fields, the hosts, the body, the topic and the properties dict)
 
 # check_record's answer types (engine.format.message imports _message, not this module: no cycle)
-from engine.format.message import RecordResult, RecordStatus
+from engine.format.message import RecordResult, RecordStatus, check_record
 
 cdef object _MESSAGE = RecordStatus.MESSAGE
-
-
 
 
 cdef int read_flags(opts) except -1:

@@ -3,7 +3,14 @@
 # ---- the page loop (engine.store.page.read_page; its pure twin _read_page_py is the reference) ----------
 # The page and result classes and the check_record callback are the caller's: engine.store.page and
 # MessageStore pass them with every call (this module imports nothing above engine.format).
-from engine.format.cq_unit import WHY_EXPIRED, WHY_FILLER, WHY_INVALID, broker_unit_cap
+from engine.errors import CorruptDataError
+from engine.format.cq_unit import WHY_EXPIRED, WHY_FILLER, WHY_INVALID
+
+
+cdef inline Py_ssize_t unit_cap(Py_ssize_t max_count) noexcept:
+    """engine.format.cq_unit.broker_unit_cap: the units one broker getMessage examines at most."""
+    cdef Py_ssize_t n = max_count * CQ_UNIT_SIZE
+    return (n if n > MAX_FILTER_MESSAGE_SIZE else MAX_FILTER_MESSAGE_SIZE) // CQ_UNIT_SIZE
 
 
 cdef class PageBase:
@@ -12,6 +19,7 @@ cdef class PageBase:
     not cost Python frames."""
     cdef public Py_ssize_t _n
     cdef public object _rows, _views, _cache, _cols, _fidx, _froms
+    cdef public object _opts, _files, _units   # a broker page's: to check its rows when read (page.py)
     cdef list _anchors   # an Anchor per view, made when a Message first needs it
 
     def __init__(self, Py_ssize_t n=0, rows=None, views=(), cache=None):
@@ -46,21 +54,66 @@ cdef class PageBase:
             self.get(i)
         return iter(self._cache if self._cache is not None else ())
 
+    cdef Anchor anchor(self, Py_ssize_t k):
+        if self._anchors is None:
+            self._anchors = [None] * len(self._views)
+        a = self._anchors[k]
+        if a is None:
+            a = self._anchors[k] = new_anchor(self._views[k])
+        return <Anchor>a
+
     cdef object get(self, Py_ssize_t i):
         cdef list c = self._cache
-        cdef const Row* r
+        cdef Row* r
         if c is None:
             c = self._cache = [None] * self._n
         m = c[i]
-        if m is None:
-            r = <const Row*>(<const char*><char*>self._rows + i * sizeof(Row))
-            if self._anchors is None:
-                self._anchors = [None] * len(self._views)
-            a = self._anchors[r.file]
-            if a is None:
-                a = self._anchors[r.file] = new_anchor(self._views[r.file])
-            m = c[i] = page_message(<Anchor>a, r)
+        if m is None and self._rows is None:  # the reference loop's broker page
+            m = c[i] = self._build(i)
+        elif m is None:
+            r = <Row*>(<char*>self._rows + i * sizeof(Row))
+            if r.magicCode == UNCHECKED:
+                self.check_row(r, i)
+                m = self._cache[i]
+                if m is not None:  # check_record's own answer
+                    return m
+            m = c[i] = page_message(self.anchor(r.file), r)
         return m
+
+    cdef int check_row(self, Row* r, Py_ssize_t i) except -1:
+        """Read a broker page's row i when first asked for (the broker hands out the unit's
+        bytes unread): its record must be a message of the unit's size, as the reference
+        page requires (engine.store.page: MessagePage._unit_message). A record the Python rules
+        decide goes through check_record (its Message kept in the cache)."""
+        cdef Anchor a = self.anchor(r.file)
+        cdef Row t
+        cdef int32_t size
+        cdef int64_t phy = r.commitLogOffset, tcode = r.tagsCode
+        cdef Py_ssize_t pos = r.bodyPos
+        st = check(<const uint8_t*>a.v.buf, a.v.len, pos, pos + r.storeSize, read_flags(self._opts), &t, &size)
+        if st == S_MESSAGE and size == r.storeSize:
+            t.commitLogOffset, t.file = phy, r.file
+            r[0] = t
+            return 0
+        if st == S_PY and size == r.storeSize:
+            res = check_record(self._views[r.file], pos, pos + size, phy, self._opts)
+            if res.status is _MESSAGE and res.size == size:
+                t.commitLogOffset, t.file, t.tagsCode = phy, r.file, res.message.tagsCode
+                r[0] = t
+                self._cache = [None] * self._n if self._cache is None else self._cache
+                self._cache[i] = res.message
+                return 0
+        raise CorruptDataError(f"no message of the ConsumeQueue unit's size ({r.storeSize}) at commitlog offset {phy}",
+                               path=getattr(self._files[r.file], "path", None), offset=phy)
+
+    def _fill(self):
+        """Every row checked (the columns read them all)."""
+        cdef Py_ssize_t i
+        cdef Row* r
+        for i in range(self._n if self._rows is not None else 0):
+            r = <Row*>(<char*>self._rows + i * sizeof(Row))
+            if r.magicCode == UNCHECKED:
+                self.check_row(r, i)
 
 
 cdef inline object new_page(page_cls, Py_ssize_t n, rows, views, cache):
@@ -161,7 +214,7 @@ cdef tuple _read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
     cdef const uint8_t* cqp
     cdef int flags
     opts = cl.read_opts
-    flags = read_flags(opts)
+    flags = 0 if broker else read_flags(opts)  # the broker's page reads no record here
     clq = cl.queue
     fq = find_file(cqq, offset * CQ_UNIT_SIZE)
     if fq is None:
@@ -171,8 +224,8 @@ cdef tuple _read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
     u_end = fq.wrote_position // CQ_UNIT_SIZE
     if not broker and u_end > mx - first:
         u_end = mx - first
-    if broker and u_end - u > broker_unit_cap(max_count):  # maxFilterMessageSize
-        u_end = u + broker_unit_cap(max_count)
+    if broker and u_end - u > unit_cap(max_count):  # maxFilterMessageSize
+        u_end = u + unit_cap(max_count)
     if u >= u_end:
         return (None if broker else "NO_MATCHED_MESSAGE"), offset, new_page(page_cls, 0, None, (), None), 0, []
     nrows = u_end - u
@@ -223,9 +276,13 @@ cdef tuple _read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
                 continue
             if has_cv and not have_nfs:  # a run of records in file f
                 unit = u
-                with nogil:
+                if broker:  # a few instructions a unit: not worth releasing the GIL
                     stop = run(<const uint8_t*>cv.buf, cv.len, f_wrote, f_from, f_size, cqp, &u, u_end,
-                               <Row*>rv.buf, nrows, &j, cap, &nbytes, limit_bytes, fi, flags, False)
+                               <Row*>rv.buf, nrows, &j, cap, &nbytes, limit_bytes, fi, 0, False, True)
+                else:
+                    with nogil:
+                        stop = run(<const uint8_t*>cv.buf, cv.len, f_wrote, f_from, f_size, cqp, &u, u_end,
+                                   <Row*>rv.buf, nrows, &j, cap, &nbytes, limit_bytes, fi, flags, False, False)
                 q += u - unit
                 if stop == 0:
                     continue
@@ -244,6 +301,9 @@ cdef tuple _read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
                     else:
                         removing = True
                         skipped.append((q, WHY_INVALID))
+                        if broker:  # commitLog.getMessage was null: rollNextFile
+                            nfs = cl.roll_next_file(be64(cqp + u * CQ_UNIT_SIZE))
+                            have_nfs = True
                     u += 1
                     q += 1
                     continue
@@ -282,7 +342,7 @@ cdef tuple _read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
                     j0 = j
                     u = unit
                     stop = run(<const uint8_t*>cv.buf, cv.len, f_wrote, f_from, f_size, cqp, &u, unit + 1,
-                               <Row*>rv.buf, nrows, &j, j + 1, &nbytes, 0, fi, flags, True)
+                               <Row*>rv.buf, nrows, &j, j + 1, &nbytes, 0, fi, flags, True, broker)
                     if stop == 5:
                         cache, ok = confirm(cl, f, cqmm, unit, rows, j, cache)
                         if ok:
@@ -293,7 +353,7 @@ cdef tuple _read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
             if not took:
                 removing = True
                 skipped.append((q - 1, WHY_EXPIRED if phy < cl_min else WHY_INVALID))
-                if phy < cl_min:
+                if phy < cl_min or broker:  # the broker rolls past any null (DefaultMessageStore.getMessage)
                     nfs = cl.roll_next_file(phy)
                     have_nfs = True
                 continue
@@ -312,7 +372,10 @@ cdef tuple _read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
         status = "FOUND"
     else:
         status = "MESSAGE_WAS_REMOVING" if removing else "NO_MATCHED_MESSAGE"
-    return status, q, new_page(page_cls, j, rows, views, cache), nbytes, skipped
+    page = new_page(page_cls, j, rows, views, cache)
+    if broker:
+        (<PageBase>page)._opts, (<PageBase>page)._files = opts, files
+    return status, q, page, nbytes, skipped
 
 
 cdef int64_t queue_min(q):
@@ -362,11 +425,15 @@ def get_message(store, topic, queue_id, offset, max_count, broker, result_cls, p
             return store._get_message_py(topic, queue_id, offset, max_count, broker)
     if not 1 <= max_count <= LONG_MAX or not -LONG_MAX <= offset <= LONG_MAX:
         return store._get_message_py(topic, queue_id, offset, max_count, broker)
-    cq = store.queues.get((topic, queue_id))
+    queues = store.queues
+    key = (topic, queue_id)
+    cq = (<dict>queues).get(key) if type(queues) is dict else queues.get(key)
     if cq is None or cq.lmq:  # BatchCQ queues (not in store.queues) and LMQs: the reference answers
         return store._get_message_py(topic, queue_id, offset, max_count, broker)
     cqq = cq.queue
-    cdef int64_t off = offset, mn = cq.min_logic_offset // CQ_UNIT_SIZE, mx = queue_max(cqq) // CQ_UNIT_SIZE
+    cdef int64_t off = offset, mn = cq.min_logic_offset, mx = queue_max(cqq)
+    mn //= CQ_UNIT_SIZE
+    mx //= CQ_UNIT_SIZE
     cdef bint brk = broker
     if mx == 0:
         return _result(result_cls, "NO_MESSAGE_IN_QUEUE", 0, mn, mx, [], 0, [])

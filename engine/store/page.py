@@ -9,6 +9,13 @@ SCHEDULE_TOPIC_XXXX delays, non-ASCII tags) goes through the reference loop body
 check_record, so both paths give the same page. Without the kernel (not built, or
 RMQSTORE_PURE_PYTHON=1) the reference loop decodes every record with check_record.
 
+The broker's page (broker=True) reads no record, as DefaultMessageStore.getMessage hands out
+commitLog.getMessage(offset, size) slices unread: a unit whose bytes lie inside the written part
+of its commitlog file is a message of the page, any other is null (rollNextFile past the rest of
+that file). Each record is checked when the page is first read there (an item, the columns); one
+that is not a message of the unit's size raises CorruptDataError then. The default page checks
+every record while it is made and passes over the bad ones (`skipped`).
+
 `MessagePage` is what GetMessageResult.messages holds: a read-only sequence of Message that
 builds a Message only when an item is first read (and keeps it), plus the decoded columns
 for callers that want no objects at all (`page.columns["storeTimestamp"]`, `page.body(i)`).
@@ -24,6 +31,7 @@ import numpy as np
 from engine import accel
 from engine.format.cq_unit import (CQ_UNIT_HEAD, CQ_UNIT_SIZE, FILLER_SIZE, WHY_EXPIRED, WHY_FILLER,  # noqa: F401
                                    WHY_INVALID, broker_unit_cap)
+from engine.errors import CorruptDataError
 from engine.format.message import MESSAGE_MAGIC_V2, Message, RecordStatus, check_record
 from engine.format.properties import parse_properties
 from engine.format.record import (BORNHOST_V6_FLAG, HOST_V4, HOST_V6, OFF_BODY, OFF_BORNHOST, OFF_STOREHOST,
@@ -50,12 +58,12 @@ _unpack_row = ROW_STRUCT.unpack_from
 
 KERNEL = accel.load("_page")
 if KERNEL is not None and (KERNEL.ROW_SIZE != ROW_SIZE or KERNEL.ROW_FORMAT != ROW_STRUCT.format
-                           or getattr(KERNEL, "API", 0) != 5):
+                           or getattr(KERNEL, "API", 0) != 6):
     KERNEL = None  # a stale build (another row layout or interface): not used
 
 class _PageBase:
     """MessagePage's storage, length and items (the compiled PageBase replaces it)."""
-    __slots__ = ("_n", "_rows", "_views", "_cache", "_cols", "_fidx", "_froms")
+    __slots__ = ("_n", "_rows", "_views", "_cache", "_cols", "_fidx", "_froms", "_opts", "_files", "_units")
 
     def __init__(self, n: int = 0, rows=None, views=(), cache=None):
         self._n = n
@@ -65,6 +73,9 @@ class _PageBase:
         self._cols = None
         self._fidx = None
         self._froms = None
+        self._opts = None
+        self._files = None
+        self._units = None          # a broker page's (commitLogOffset, size) per row: read when asked for
 
     def __len__(self) -> int:
         return self._n
@@ -95,6 +106,9 @@ class _PageBase:
         get = self._get
         for i in range(self._n):
             yield get(i)
+
+    def _fill(self):
+        """Every row checked (the compiled page's; a pure page's rows are its messages)."""
 
 
 class MessagePage(_PageBase if KERNEL is None else KERNEL.PageBase, Sequence):
@@ -145,7 +159,22 @@ class MessagePage(_PageBase if KERNEL is None else KERNEL.PageBase, Sequence):
         return list(self)
 
     # ---- a Message from its row ----------------------------------------------------------
+    def _unit_message(self, i: int) -> Message:
+        """A broker page's message i, read when first asked for: the broker hands out the
+        unit's bytes unread, so a record that is not a message of the unit's size is found
+        here (CorruptDataError), not by getMessage."""
+        phy, size = self._units[i]
+        fi = self._fidx[i]
+        pos = phy - self._froms[fi]
+        r = check_record(self._views[fi], pos, pos + size, phy, self._opts)
+        if r.status is RecordStatus.MESSAGE and r.size == size:
+            return r.message
+        raise CorruptDataError(f"no message of the ConsumeQueue unit's size ({size}) at commitlog offset {phy}",
+                               path=getattr(self._files[fi], "path", None), offset=phy)
+
     def _build(self, i: int) -> Message:
+        if self._rows is None:
+            return self._unit_message(i)
         (clo, qoff, phys, born_ts, store_ts, prep, tcode, size, magic, crc, qid, flag, sysflag, recons,
          bp, bl, tp, tl, pp, pl, fi) = _unpack_row(self._rows, i * ROW_SIZE)
         buf = self._views[fi]
@@ -166,6 +195,7 @@ class MessagePage(_PageBase if KERNEL is None else KERNEL.PageBase, Sequence):
         cols = self._cols
         if cols is None:
             if self._rows is not None:
+                self._fill()
                 cols = np.frombuffer(self._rows, ROW_DTYPE, self._n)
             else:
                 cols = np.array([self._row_of(i) for i in range(self._n)], ROW_DTYPE)
@@ -178,7 +208,7 @@ class MessagePage(_PageBase if KERNEL is None else KERNEL.PageBase, Sequence):
     def _row_of(self, i: int) -> tuple:
         """The row of a decoded message (pure-Python pages): its fields, and the positions
         read back from the record."""
-        m = self._cache[i]
+        m = self._get(i)
         fi = self._fidx[i]
         buf = self._views[fi]
         pos = m.commitLogOffset - self._froms[fi]
@@ -247,7 +277,10 @@ def confirm(cl, f, cqmm, u: int, rows: bytearray, j: int, cache):
 
 def _read_page_py(cl, cq, offset: int, mx: int, max_count: int, broker: bool, limit_count: int,
                   limit_bytes: int | None):
-    """The reference loop: every record through check_record."""
+    """The reference loop: every record through check_record (the broker's page: no record read,
+    _read_broker_py)."""
+    if broker:
+        return _read_broker_py(cl, cq, offset, max_count, limit_count, limit_bytes)
     units = (cq.broker_units(offset, max_count)[:broker_unit_cap(max_count)] if broker
              else cq.units(offset, offset + max(max_count, 1) * 2 + 64))
     if broker and len(units) == 0:
@@ -322,6 +355,64 @@ def _read_page_py(cl, cq, offset: int, mx: int, max_count: int, broker: bool, li
     return status, q, page, total, skipped
 
 
+def _read_broker_py(cl, cq, offset: int, max_count: int, limit_count: int, limit_bytes: int | None):
+    """DefaultMessageStore.getMessage's loop: one CQ file's units (at most broker_unit_cap), each
+    taken as commitLog.getMessage(offset, size) takes it -- a slice of the commitlog file when
+    its bytes lie inside the written part, else null (MESSAGE_WAS_REMOVING before the first
+    message, and the rest of that commitlog file passed over: rollNextFile). No record is
+    read: the page checks each when it is first read (MessagePage._unit_message)."""
+    units = cq.broker_units(offset, max_count)[:broker_unit_cap(max_count)]
+    if len(units) == 0:
+        return None, offset, MessagePage(), 0, []
+    status = "NO_MATCHED_MESSAGE"
+    taken: list = []
+    fidx: list = []
+    files: list = []
+    views: list = []
+    skipped: list = []
+    total = 0
+    next_file_start = None
+    q = offset
+    cl_min = cl.min_offset
+    f = None
+    fi = -1
+    for phy, size in zip(units["commitLogOffset"].tolist(), units["size"].tolist()):
+        if taken and (max_count <= len(taken) or len(taken) >= limit_count
+                      or (limit_bytes and total + size > limit_bytes)):
+            break
+        q += 1
+        if next_file_start is not None and phy < next_file_start:
+            continue
+        filler = phy == 0 and size == FILLER_SIZE
+        ok = False
+        if not filler and phy >= cl_min:
+            if f is None or not f.file_from_offset <= phy < f.file_from_offset + f.file_size:
+                f = cl.queue.find(phy)
+                if f is not None:
+                    if f in files:
+                        fi = files.index(f)
+                    else:
+                        fi = len(files)
+                        files.append(f)
+                        views.append(memoryview(f.mm))
+            ok = (f is not None and f.file_from_offset <= phy and size > 0
+                  and phy - f.file_from_offset + size <= f.wrote_position)
+        if not ok:
+            if not taken:
+                status = "MESSAGE_WAS_REMOVING"
+            skipped.append((q - 1, WHY_FILLER if filler else WHY_EXPIRED if phy < cl_min else WHY_INVALID))
+            next_file_start = cl.roll_next_file(phy)
+            continue
+        taken.append((phy, size))
+        fidx.append(fi)
+        total += size
+        status = "FOUND"
+        next_file_start = None
+    page = MessagePage.from_messages([None] * len(taken), fidx, views, [g.file_from_offset for g in files])
+    page._units, page._opts, page._files = taken, cl.read_opts, files
+    return status, q, page, total, skipped
+
+
 def columns_of(pages) -> np.ndarray:
     """The columns of several pages in one structured array (the rows in page order; the
     "file" column indexes each row's own page's files)."""
@@ -331,5 +422,6 @@ def columns_of(pages) -> np.ndarray:
             return np.array([q._row_of(i) if q._rows is None else tuple(q.columns[i])
                              for q in pages for i in range(q._n)], ROW_DTYPE)
         if p._n:
+            p._fill()
             rows.append(memoryview(p._rows)[:p._n * ROW_SIZE])
     return np.frombuffer(b"".join(rows), ROW_DTYPE)

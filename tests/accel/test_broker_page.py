@@ -1,0 +1,98 @@
+"""The broker's page (get_message(broker=True)) reads no record, as DefaultMessageStore.getMessage
+hands out commitLog.getMessage(offset, size) slices unread: a unit whose bytes lie inside the
+written part of its commitlog file is a message of the page, and any other unit is null
+(MESSAGE_WAS_REMOVING before the first message, then the rest of that commitlog file passed
+over: rollNextFile). A record is checked when the page is first read there; one that is not a
+message of the unit's size raises CorruptDataError naming the file and offset. The default
+(checked) page keeps skipping it. The compiled loop and the reference loop answer alike."""
+from __future__ import annotations
+
+import struct
+
+import pytest
+
+from engine import MessageStore, StoreConfig
+from engine.errors import CorruptDataError
+from engine.format.cq_unit import WHY_INVALID
+from engine.store import page as PG
+
+CFG = dict(mappedFileSizeCommitLog=1 << 20, mappedFileSizeConsumeQueue=20 * 100, maxHashSlotNum=64, maxIndexNum=256)
+UNIT = struct.Struct(">qiq")
+
+
+@pytest.fixture(params=["compiled", "reference"])
+def kernel(request, monkeypatch):
+    if request.param == "compiled" and PG.KERNEL is None:
+        pytest.skip("engine.accel._page not built or RMQSTORE_PURE_PYTHON=1")
+    if request.param == "reference":
+        monkeypatch.setattr(PG, "KERNEL", None)
+    return request.param
+
+
+def store_of(root, n=10):
+    with MessageStore.create(root, StoreConfig.from_mapping(CFG)) as s:
+        for i in range(n):
+            s.put_message("T", b"body %d" % i, 0, tags="TagA", keys=f"k{i}")
+    cq = root / "consumequeue" / "T" / "0" / f"{0:020d}"
+    return [UNIT.unpack_from(cq.read_bytes(), 20 * i) for i in range(n)], cq
+
+
+def read(root, broker, n=32):
+    with MessageStore.open(root, StoreConfig.from_mapping(CFG)) as s:
+        kernel_pages = s.pages_compiled and PG.KERNEL is not None
+        r = s.get_message("T", 0, 0, n, broker=broker) if kernel_pages or PG.KERNEL is None else \
+            s._get_message_py("T", 0, 0, n, broker)
+        out = []
+        for i in range(len(r.messages)):
+            try:
+                out.append(r.messages[i].commitLogOffset)
+            except CorruptDataError as e:
+                assert e.path and e.path.endswith(f"{0:020d}") and e.offset is not None
+                out.append(("corrupt", e.offset))
+        return r, out
+
+
+def test_a_damaged_record_is_handed_out_and_found_when_read(tmp_path, kernel):
+    root = tmp_path / "s"
+    units, _ = store_of(root)
+    log = root / "commitlog" / f"{0:020d}"
+    data = bytearray(log.read_bytes())
+    data[units[3][0] + 4:units[3][0] + 8] = b"\0\0\0\0"       # MAGICCODE of the fourth record
+    log.write_bytes(bytes(data))
+    r, got = read(root, broker=True)
+    assert (r.status, r.nextBeginOffset, r.bufferTotalSize) == ("FOUND", 10, sum(u[1] for u in units))
+    assert list(r.skipped) == []
+    assert got == [u[0] for u in units[:3]] + [("corrupt", units[3][0])] + [u[0] for u in units[4:]]
+    with pytest.raises(CorruptDataError):
+        r.messages.columns
+    r, got = read(root, broker=False)                          # the checked page passes over it
+    assert got == [u[0] for k, u in enumerate(units) if k != 3] and list(r.skipped) == [(3, WHY_INVALID)]
+
+
+def test_a_unit_past_the_written_bytes_is_null_and_rolls_to_the_next_file(tmp_path, kernel):
+    root = tmp_path / "s"
+    units, cq = store_of(root)
+    data = bytearray(cq.read_bytes())
+    struct.pack_into(">i", data, 20 * 5 + 8, 100_000)          # unit 5 reaches past the write position
+    cq.write_bytes(bytes(data))
+    r, got = read(root, broker=True)
+    # getMessage(offset, size) is null there: rollNextFile passes over every later unit in that file
+    assert (r.status, r.nextBeginOffset) == ("FOUND", 10)
+    assert got == [u[0] for u in units[:5]] and list(r.skipped) == [(5, WHY_INVALID)]
+    r, got = read(root, broker=False)
+    assert got == [u[0] for k, u in enumerate(units) if k != 5]
+
+
+def test_the_broker_page_reads_no_record_until_asked(tmp_path, kernel):
+    """Records are read when the page is read: a record damaged after the page was made is
+    found then (compiled and reference pages alike)."""
+    root = tmp_path / "s"
+    units, _ = store_of(root, 4)
+    with MessageStore.open(root, StoreConfig.from_mapping(CFG), read_only=False) as s:
+        r = s.get_message("T", 0, 0, 32, broker=True)
+        f = s.commitlog.queue.find(units[1][0])
+        f.buf[units[1][0] + 4:units[1][0] + 8] = b"\0\0\0\0"
+        assert r.messages[0].body == b"body 0"
+        with pytest.raises(CorruptDataError):
+            r.messages[1]
+        assert [m.body for m in (r.messages[2], r.messages[3])] == [b"body 2", b"body 3"]
