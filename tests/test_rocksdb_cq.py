@@ -341,3 +341,24 @@ def test_without_the_binding_the_message_says_what_to_install():
             f"sys.exit(main(['info', {str(unpack(NAME))!r}]))")
     p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120)
     assert p.returncode == 2 and "rocksdict" in p.stderr and p.stderr.count("\n") == 1, p.stderr
+
+
+def test_a_store_opened_before_its_files_learns_its_queues_are_in_rocksdb(tmp_path):
+    """Opened read-only while still empty, then a 5.x broker with RocksDB consume queues writes
+    its files: the refresh that finds the sizes reloads the store with the queue store the files
+    call for (not the ConsumeQueue files chosen for the empty folder)."""
+    import shutil
+    src = unpack("v5_rocksdb_cq")
+    root = tmp_path / "s"
+    (root / "commitlog").mkdir(parents=True)
+    with MessageStore.open(root) as store:
+        assert store.queues == {}
+        for p in src.iterdir():
+            if p.name != "lock":
+                (shutil.copytree(p, root / p.name, dirs_exist_ok=True) if p.is_dir() else shutil.copy2(p, root / p.name))
+        assert store.refresh()
+        assert store.info()["consumeQueueStore"]["storeType"] == "defaultRocksDB"
+        assert store.cq_file_size == 0 and len(store.queues) == len(manifest("v5_rocksdb_cq")["consume_queues"])
+        assert store.max_offset == 101635
+        key = sorted(store.queues)[0]
+        assert store.get_message(*key, 0, 2).status == "FOUND"

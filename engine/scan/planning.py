@@ -136,7 +136,8 @@ def cut_regions(store, plan: Plan, regions: list, split: int, use_cq: bool, hop_
     holds its own position) is one slice. A store read through a filesystem registers its own
     (engine.scan.remote)."""
     cl = store.commitlog
-    cq = _CQHints(store) if (use_cq or hop_hints) and store.queues else None
+    plain = any(not cl.entry_header(f) for f, _ in regions)   # (records in entries take no cuts, no hints)
+    cq = _CQHints(store) if (use_cq or hop_hints) and store.queues and plain else None
     for f, limit in regions:
         entry = cl.entry_header(f)
         cuts = [0]
@@ -260,12 +261,12 @@ def plan_consume_queues(store, topics: set[str] | None = None, queue_ids: set[in
     for (topic, qid), cq in sorted(store.queues.items()):
         if topics and topic not in topics or queue_ids and qid not in queue_ids:
             continue
-        out += queue_slices(cq, topic, qid)
+        out += unit_slices(cq, topic, qid)
     return out
 
 
 @singledispatch
-def queue_slices(cq, topic: str, qid: int) -> list[CQSlice]:
+def unit_slices(cq, topic: str, qid: int) -> list[CQSlice]:
     """A ConsumeQueue's written units, a slice per file."""
     out = []
     for f in cq.queue.files:
@@ -276,7 +277,7 @@ def queue_slices(cq, topic: str, qid: int) -> list[CQSlice]:
     return out
 
 
-@queue_slices.register
+@unit_slices.register
 def _(cq: RocksDBConsumeQueue, topic: str, qid: int) -> list[CQSlice]:
     """A queue in RocksDB has no files: key ranges of the database."""
     out = []

@@ -54,7 +54,12 @@ class _Via:
         self.name = self.name or name
 
     def __get__(self, store, owner=None):
-        return self if store is None else getattr(store.__dict__[self.part], self.name)
+        if store is None:
+            return self
+        part = vars(store).get(self.part)
+        if part is None:
+            raise AttributeError(f"{type(store).__name__} has no {self.part} to answer {self.name}")
+        return getattr(part, self.name)
 
 
 class MessageStore:
@@ -228,7 +233,7 @@ class MessageStore:
     @property
     def cq_file_size(self) -> int:
         """The ConsumeQueue files' size (0: the queues are kept elsewhere, RocksDB)."""
-        return self.queue_store.unit_file_size
+        return self.queue_store_type.file_size(self.cfg)
 
     def find_queue(self, topic: str, queue_id: int) -> ConsumeQueue | None:
         """The 20-byte-unit ConsumeQueue (an LMQ is one too); BatchCQ queues: find_batch_queue."""

@@ -184,6 +184,7 @@ def sizes_found_late(store) -> bool:
     cfg.detected |= store.cfg.detected
     store.close()
     store.cfg, store.queues, store.warnings = cfg, {}, []
+    store.queue_store_type = _queue_store.for_root(store.root, store.read_only)  # the files written since decide
     run(load_task(store))
     return True
 

@@ -72,9 +72,10 @@ class FileQueueStore:
         """None: recovery reads the end from the queues' files."""
         return None
 
-    @property
-    def unit_file_size(self) -> int:
-        return self.store.cfg.mappedFileSizeConsumeQueue
+    @staticmethod
+    def file_size(cfg) -> int:
+        """The ConsumeQueue files' size."""
+        return cfg.mappedFileSizeConsumeQueue
 
     def rebuild_refusal(self) -> None:
         return None
@@ -114,8 +115,8 @@ class RocksDBQueueStore(rocksdb_cq.RocksDBConsumeQueueStore):
         rocksdb_cq.RocksDBConsumeQueueStore.__init__(self, self.store.root)
         self.after_recovery()
 
-    @property
-    def unit_file_size(self) -> int:
+    @staticmethod
+    def file_size(cfg) -> int:
         return 0   # no ConsumeQueue files
 
     def rebuild_refusal(self) -> tuple[str, Path]:
