@@ -443,30 +443,33 @@ cdef class KeyIndex:
 cdef int64_t LONG_MAX = 0x7FFFFFFFFFFFFFFF
 
 
-cdef object query_fast(idx, str topic, str key, Py_ssize_t max_num, begin, end, cap):
-    """IndexService.query_offset's answer in the common case -- the compiled walker `idx._kidx`
-    built over the current `idx.files`, plain int64 times -- or None for every other case (the
-    reference answers those). idx is read by attribute: it is the IndexService itself, no base
-    class of it."""
+cdef class IndexState:
+    """An IndexService's files, settings and compiled walker (`_kidx`), which query_fast reads
+    as C fields: the service owns one (`IndexService.state`) and reads and writes them there."""
+
+    def __init__(self, cfg=None):
+        self.files, self.cfg, self._kidx = [], cfg, None
+
+
+cdef object query_fast(IndexState st, str topic, str key, Py_ssize_t max_num, begin, end, cap):
+    """IndexService.query_offset's answer in the common case -- the compiled walker `_kidx`
+    built over the current `files`, plain int64 times -- or None for every other case (the
+    reference answers those)."""
     cdef KeyIndex ki
     cdef int64_t b, e = 0
     cdef int ovf = 0
     cdef Py_ssize_t c, n
     cdef list files
-    kidx = getattr(idx, "_kidx", None)
-    if not (type(kidx) is KeyIndex and type(begin) is int and type(end) is int):
+    if not (type(st._kidx) is KeyIndex and type(begin) is int and type(end) is int and type(st.files) is list):
         return None
-    ki = <KeyIndex>kidx
+    ki = <KeyIndex>st._kidx
     cdef int32_t h = _key_hash(topic, key)
     cdef const unsigned char *first
     if ki.n > 0:   # the newest file's first read, asked for before the checks below (they run under the miss)
         first = ki._first_read(ki.n - 1, h)
         if first != NULL:
             rmq_q_prefetch(first, INDEX_SLOT_SIZE)
-    fs = idx.files
-    if type(fs) is not list:
-        return None
-    files = <list>fs
+    files = <list>st.files
     n = len(files)
     if not (files is ki.files and n == ki.n and (n == 0 or (files[0] is ki.first and files[n - 1] is ki.last))):
         return None
@@ -475,7 +478,7 @@ cdef object query_fast(idx, str topic, str key, Py_ssize_t max_num, begin, end, 
         e = PyLong_AsLongLongAndOverflow(end, &ovf)
     if ovf != 0:  # beyond int64: the reference clamps
         return None
-    c = idx.cfg.maxMsgsNumBatch if cap is None else cap
+    c = st.cfg.maxMsgsNumBatch if cap is None else cap
     if c != 0 and c < max_num:
         max_num = c
     out = ki._query(h, max_num, b, e)
@@ -489,15 +492,17 @@ def query_offset(idx, topic, key, Py_ssize_t max_num, begin=0, end=LONG_MAX, cap
     the module is built (its _query_offset_py is the reference and says what it answers). The
     common case is query_fast's, without a Python frame; any other the reference's."""
     if accel and type(topic) is str and type(key) is str:
-        r = query_fast(idx, <str>topic, <str>key, max_num, begin, end, cap)
-        if r is not None:
-            return r
+        st = idx.state
+        if type(st) is IndexState:
+            r = query_fast(<IndexState>st, <str>topic, <str>key, max_num, begin, end, cap)
+            if r is not None:
+                return r
     return idx._query_offset_py(topic, key, max_num, begin, end, cap, accel)
 
 
 cdef class IndexServiceBase:
-    """No class derives from it any more (IndexService.query_offset is the function above);
-    it stays declared while engine/accel/_page.pyx's isinstance branch names it."""
+    """No class derives from it (IndexService owns an IndexState); it stays declared while
+    engine/accel/_page.pyx's isinstance branch names it."""
 
     cdef object fast(self, str topic, str key, Py_ssize_t max_num, begin, end, cap):
-        return query_fast(self, topic, key, max_num, begin, end, cap)
+        return None

@@ -5,8 +5,8 @@ from libc.stdint cimport int64_t
 
 
 cdef class FileState:
-    cdef public object buf          # never set: only the page kernel's old branch still names it
-    cdef int64_t start              # never set (MappedFile.file_from_offset is a plain attribute)
+    cdef public object buf          # the map's memoryview (MappedFile.buf)
+    cdef int64_t start              # file_from_offset
     cdef bint start_py
     cdef object start_o
     cdef int64_t wrote
@@ -46,11 +46,10 @@ cdef class UniqState:
     cdef object month_end_o
 
 
-# No core class holds these any more (MappedFileQueue's files and CommitLog's queue are plain
-# attributes); they stay declared while the page kernel's isinstance branches name them.
 cdef class FilesState:
     cdef public object files, file_size
 
 
+# unused: CommitLog's queue and read_opts are plain attributes; declared while the page kernel names it
 cdef class LogState:
     cdef public object queue, read_opts

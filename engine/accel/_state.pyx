@@ -3,7 +3,7 @@
 `state` is a FileState, a ConsumeQueue's a QueueState, a StoreWriter's a WriterState, a
 UniqKeyGenerator's a UniqState. Each owner picks this class or its pure-Python twin (same
 attribute names, next to the owner) once, at import, and reads and writes the fields through
-properties of the same names as before.
+properties of the same names as before. A MappedFileQueue's `state` is a FilesState.
 
 The compiled put (_append.pyx) takes these objects and reads and writes their positions and
 timestamps as struct fields, where plain attributes cost a dict lookup and a new int each;
@@ -26,7 +26,17 @@ cdef inline bint as_int64(object v, int64_t* out):
 
 
 cdef class FileState:
-    """MappedFile's positions: written up to, blocks reserved up to."""
+    """MappedFile's offset in its queue, its positions (written up to, blocks reserved up to)
+    and its map's view."""
+
+    @property
+    def file_from_offset(self):
+        return self.start_o if self.start_py else self.start
+
+    @file_from_offset.setter
+    def file_from_offset(self, v):
+        self.start_py = not as_int64(v, &self.start)
+        self.start_o = v if self.start_py else None
 
     @property
     def wrote_position(self):
@@ -114,7 +124,7 @@ cdef class UniqState:
 
 
 cdef class FilesState:
-    """Unused (_state.pxd says why)."""
+    """MappedFileQueue's files and their size, which the compiled reads take as C fields."""
 
 
 cdef class LogState:

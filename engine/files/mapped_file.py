@@ -258,12 +258,13 @@ def refuse_full_tmpfs(path) -> None:
 
 
 class PyFileState:
-    """FileState's pure twin (engine/accel/_state.pyx): a MappedFile's write position and the
-    end of its reserved blocks."""
-    __slots__ = ("wrote_position", "reserved_until")
+    """FileState's pure twin (engine/accel/_state.pyx): a MappedFile's offset, write position,
+    end of its reserved blocks and map view."""
+    __slots__ = ("file_from_offset", "wrote_position", "reserved_until", "buf")
 
     def __init__(self):
-        self.wrote_position = self.reserved_until = 0
+        self.file_from_offset = self.wrote_position = self.reserved_until = 0
+        self.buf = None
 
 
 _STATE = _load_accel("_state")
@@ -271,22 +272,26 @@ FileState = PyFileState if _STATE is None else _STATE.FileState   # the position
 
 
 class MappedFile:
-    """One data file and its map. Its positions live in `state` (a FileState), which the
-    compiled put takes; `wrote_position` and `reserved_until` read and write them there."""
+    """One data file and its map. Its offset, positions and view live in `state` (a FileState),
+    which the kernels take; the properties below read and write them there. (`state` is a slot:
+    the kernels' one lookup per file is the cheap kind.)"""
+    __slots__ = ("state", "__dict__", "__weakref__")
+    file_from_offset = state_property("file_from_offset", "the file's start in its queue (its name)")
     wrote_position = state_property("wrote_position", "bytes written (set by recovery and the appends)")
     reserved_until = state_property("reserved_until", "blocks are reserved up to here (ensure_room)")
+    buf = state_property("buf", "a memoryview of the map")
 
     def __init__(self, path: Path, file_size: int, writable: bool = False, create: bool = False,
                  reserve_step: int = DEFAULT_RESERVE_STEP, reserve_from_start: bool = False,
                  populate: bool = False):
         self.path = Path(path)
-        self.file_from_offset = int(self.path.name)
-        self.file_size = file_size
-        self.writable = writable
         # wrote_position, and reserved_until: files are sparse, as RocketMQ's are; blocks are
         # reserved a step ahead of the writes (ensure_room), so a full disk refuses a put
         # instead of killing the process
         self.state = FileState()
+        self.file_from_offset = int(self.path.name)
+        self.file_size = file_size
+        self.writable = writable
         self.flushed_position = 0
         self.reserve_step = reserve_step
         self.reserve_from_start = reserve_from_start  # random writes from 0 (index slots), not appends

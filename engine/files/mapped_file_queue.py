@@ -7,12 +7,28 @@ from bisect import bisect_right
 from pathlib import Path
 
 from engine.errors import ConfigError, StoreError
+from engine.accel import load as _load_accel, state_property
 from engine.files.mapped_file import DEFAULT_RESERVE_STEP, MappedFile, offset_to_name
 
 
+class PyFilesState:
+    """FilesState's pure twin (engine/accel/_state.pyx): a MappedFileQueue's files and size."""
+    __slots__ = ("files", "file_size")
+
+
+_STATE = _load_accel("_state")
+FilesState = PyFilesState if _STATE is None else _STATE.FilesState   # C fields for the compiled reads
+
+
 class MappedFileQueue:
+    """`files` and `file_size` live in `state` (a FilesState), which the compiled reads take."""
+    __slots__ = ("state", "__dict__")
+    files = state_property("files", "the MappedFiles, by offset")
+    file_size = state_property("file_size")
+
     def __init__(self, dirs: Path | list[Path], file_size: int, writable: bool = False,
                  reserve_step: int = DEFAULT_RESERVE_STEP, populate: bool = False):
+        self.state = FilesState()
         self.dirs = [Path(d) for d in (dirs if isinstance(dirs, list) else [dirs])]
         self.file_size = file_size
         self.reserve_step = reserve_step  # blocks reserved ahead of the appends (MappedFile.ensure_room)

@@ -18,6 +18,18 @@ from engine.format.properties import split_keys
 _query = accel.load("_query")
 
 
+class PyIndexState:
+    """IndexState's pure twin (engine/accel/_query.pyx): an IndexService's files, settings and
+    compiled walker."""
+    __slots__ = ("files", "cfg", "_kidx")
+
+    def __init__(self, cfg=None):
+        self.files, self.cfg, self._kidx = [], cfg, None
+
+
+IndexState = PyIndexState if _query is None else _query.IndexState   # C fields for the compiled query
+
+
 ACCEL_BUDGET = 2 << 30  # bytes of chain copies accelerate() holds by default (a full default file: 340 MB)
 
 
@@ -27,9 +39,15 @@ def _int64(t: int) -> int:
 
 class IndexService:
     """With the compiled module, query_offset is engine.accel._query.query_offset, which answers
-    the common case in C; _query_offset_py is the whole method and the reference."""
+    the common case in C from `state` (an IndexState: files, cfg, _kidx); _query_offset_py is
+    the whole method and the reference."""
+    __slots__ = ("state", "__dict__")
+    files = accel.state_property("files", "the index files, oldest first")
+    cfg = accel.state_property("cfg")
+    _kidx = accel.state_property("_kidx", "the compiled key walker over `files` (_key_index)")
+
     def __init__(self, cfg: StoreConfig, writable: bool = False):
-        self.cfg = cfg
+        self.state = IndexState(cfg)
         self.directory = cfg.root / "index"
         self.writable = writable
         self.files: list[IndexFile] = []
