@@ -26,7 +26,7 @@ from libc.string cimport memcmp, memcpy
 from operator import index
 
 from engine.accel._message cimport Anchor, Message, new_anchor, parse_props, utf8
-from engine.accel._state cimport FileState, FilesState, LogState
+from engine.accel._state cimport FileState, FilesState
 from engine.format.layout cimport (BLANK_MAGIC, BORNHOST_V6_FLAG, CQ_UNIT_SIZE, FILLER_SIZE, HEAD_SIZE,
                                    MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, OFF_BODY, OFF_BODYCRC, OFF_BODYLENGTH,
                                    OFF_BORNHOST, OFF_BORNTIMESTAMP, OFF_FLAG, OFF_MAGICCODE, OFF_PHYSICALOFFSET,
@@ -39,28 +39,22 @@ from engine.accel._javahash cimport index_key_hash, jhash_bytes_or
 from engine.accel._record cimport (F_CRC, F_FORCE, F_V2, S_EOF, S_INVALID, S_MESSAGE, S_MISMATCH, S_PY, KeySpans, Row,
                                    check, check_keys, crc32, crc_tail_at, verify_prop_crc)
 from engine.accel._objects cimport rmq_new
-from engine.accel._query cimport IndexServiceBase
+from engine.accel._query cimport IndexState, query_fast
 from engine.accel._results cimport QueryResult
 from engine.accel._seek cimport find_sep, rmq_prefetch
 from engine.accel._record import (ACCEPT_V2, CHECK_CRC, END_OF_FILE, FORCE_PROP_CRC, INVALID, MESSAGE,  # noqa: F401 (for Python)
                                   NEEDS_PY, SIZE_MISMATCH, classify, crc32_of)
 
-# why scan stopped (the unit at the returned index is not consumed)
-STOP_END = 0       # no more units
-STOP_LIMIT = 1     # the page is full (count / bytes limits)
-STOP_ROWS = 2      # the row buffer is full: grow it and call again
-STOP_UNIT = 3      # a filler, or a unit outside [file start, write position): the Python loop decides
-STOP_BAD = 4       # no valid record of that size there
-STOP_PY = 5        # the row is written but check_record must confirm it (and give tagsCode)
-STOP_ONE = 6       # `single` mode: one message taken
-
-
+# why run stopped (the unit at *pu is not consumed): 0 no more units, 1 the page is full (count /
+# bytes limits), 2 the row buffer is full (grow it, call again), 3 a filler or a unit outside
+# [file start, write position) (the Python loop decides), 4 no valid record of that size there,
+# 5 the row is written but check_record must confirm it (and give tagsCode), 6 `single`: one taken
 cdef enum:
     UNCHECKED = 0  # a broker page's row not read yet (every record's magic code is not 0)
 
 ROW_SIZE = sizeof(Row)
 ROW_FORMAT = "=7q14i"
-API = 6  # what engine.store.page expects of this module (6: broker pages checked when read)
+API = 7  # what engine.store.page expects of this module (7: read takes the CQ's file queue)
 
 
 # ---- a run of CQ units -----------------------------------------------------------------------
@@ -95,9 +89,9 @@ cdef int run(const uint8_t* b, Py_ssize_t L, Py_ssize_t limit, int64_t file_from
     """Walk CQ units *pu .. u_end-1 (cq: the CQ file's map) whose records lie in commitlog file b
     (from `file_from`, `file_size` long, written up to `limit`), a row per message at out[*pj].
     The page stops before a unit when it holds `cap` messages or the unit would take it past
-    `limit_bytes` (0: none) -- never before its first; `single`: after one (STOP_ONE). `lazy`
+    `limit_bytes` (0: none) -- never before its first; `single`: after one (stop 6). `lazy`
     (the broker's page): a unit inside the written bytes is taken unread (row: the unit, bodyPos
-    its position, magicCode UNCHECKED; PageBase.check_row reads it). Returns the STOP_*."""
+    its position, magicCode UNCHECKED; PageBase.check_row reads it). Returns why it stopped."""
     cdef Py_ssize_t u = pu[0], j = pj[0], pos, pf = u, pf_end
     cdef int64_t nbytes = pnbytes[0], phy
     cdef int32_t usize, size

@@ -93,21 +93,13 @@ cdef inline void prefetch_whole(const uint8_t* b, Py_ssize_t L, Py_ssize_t pos) 
         k += 64
 
 
-def messages_at(cl, offsets):
-    """CommitLog.messages_at (query_message calls _messages_at straight)."""
-    return _messages_at(cl, offsets)
-
-
-cdef list _messages_at(cl, offsets):
+cpdef list messages_at(cl, offsets):
     """CommitLog.messages_at: lookMessageByOffset for each offset of a key query's answer, in
     one call (bound to the CommitLog, no Python frame): the records the compiled check decides
     become Messages here; any other answer is cl.get_message's (a Message or None). Offsets
     with no message are left out. The queue's file list is read once per call, not per offset
     (a key query's hits are a few offsets: the lookups were most of its cost)."""
-    if isinstance(cl, LogState):
-        q, opts = (<LogState>cl).queue, (<LogState>cl).read_opts
-    else:
-        q, opts = cl.queue, cl.read_opts
+    q, opts = cl.queue, cl.read_opts
     cdef Row r
     cdef int32_t size
     cdef int st, flags
@@ -116,10 +108,7 @@ cdef list _messages_at(cl, offsets):
     cdef Py_buffer v
     cdef list out = []
     cdef list files
-    if isinstance(q, FilesState):
-        files, fsize = (<FilesState>q).files, (<FilesState>q).file_size
-    else:
-        files, fsize = q.files, q.file_size
+    files = queue_files(q, &fsize)
     flags = read_flags(opts)
     n = len(files)
     if n:
@@ -132,8 +121,9 @@ cdef list _messages_at(cl, offsets):
             if f is None:
                 continue
             start = file_start(f)
-        if isinstance(f, FileState) and not (<FileState>f).wrote_py:
-            wp, buf = (<FileState>f).wrote, (<FileState>f).buf
+        fs = getattr(f, "state", None)   # MappedFile's offset, positions and view (engine/accel/_state.pyx)
+        if type(fs) is FileState and not (<FileState>fs).wrote_py:
+            wp, buf = (<FileState>fs).wrote, (<FileState>fs).buf
         else:
             wp, buf = f.wrote_position, f.buf
         if o - start >= wp or o < start:
@@ -153,6 +143,9 @@ cdef list _messages_at(cl, offsets):
     return out
 
 
+_MESSAGES_AT = messages_at   # CommitLog.messages_at when this module is built (a subclass may answer its own)
+
+
 def query_message(store, topic, key, begin=0, end=0x7FFFFFFFFFFFFFFF, max_num=64, raw=False, cap=None):
     """Queries.query_message compiled (engine/store/queries.py's _query_message_py is the
     reference and says what it answers): the raw answer in one call -- IndexService.query_offset
@@ -162,11 +155,12 @@ def query_message(store, topic, key, begin=0, end=0x7FFFFFFFFFFFFFFF, max_num=64
         return store._query_exact(topic, key, begin, end, max_num, cap)
     idx, cl = store.index, store.commitlog
     r = None
-    if isinstance(idx, IndexServiceBase) and type(topic) is str and type(key) is str and type(max_num) is int:
-        r = (<IndexServiceBase>idx).fast(topic, key, max_num, begin, end, cap)
+    st = getattr(idx, "state", None)   # IndexService.state: its files, cfg and walker
+    if type(st) is IndexState and type(topic) is str and type(key) is str and type(max_num) is int:
+        r = query_fast(<IndexState>st, topic, key, max_num, begin, end, cap)
     offs, lts, loff = r if r is not None else idx.query_offset(topic, key, max_num, begin, end, cap)
     cdef QueryResult q = QueryResult.__new__(QueryResult)
-    q.messages = _messages_at(cl, offs) if isinstance(cl, LogState) else cl.messages_at(offs)
+    q.messages = messages_at(cl, offs) if type(cl).messages_at is _MESSAGES_AT else cl.messages_at(offs)
     q.truncated, q.offsets, q.false_hits = False, offs, []
     q.indexLastUpdateTimestamp, q.indexLastUpdatePhyoffset = lts, loff
     return q

@@ -126,10 +126,25 @@ cdef inline object new_page(page_cls, Py_ssize_t n, rows, views, cache):
 
 
 cdef inline int64_t file_start(f) except? -1:
-    """f.file_from_offset: the C field of a MappedFile (a FileState), else the attribute."""
-    if isinstance(f, FileState) and not (<FileState>f).start_py:
-        return (<FileState>f).start
-    return f.file_from_offset
+    """f.file_from_offset / f.wrote_position (file_wrote): the C fields of its state (MappedFile.state,
+    a FileState), else the attributes."""
+    st = getattr(f, "state", None)
+    return (<FileState>st).start if type(st) is FileState and not (<FileState>st).start_py else f.file_from_offset
+
+
+cdef inline int64_t file_wrote(f) except? -1:
+    st = getattr(f, "state", None)
+    return (<FileState>st).wrote if type(st) is FileState and not (<FileState>st).wrote_py else f.wrote_position
+
+
+cdef inline object queue_files(q, int64_t* size):
+    """q.files, and q.file_size in *size: its state's C fields (MappedFileQueue.state, a FilesState)."""
+    st = getattr(q, "state", None)
+    if type(st) is FilesState:
+        size[0] = (<FilesState>st).file_size
+        return (<FilesState>st).files
+    size[0] = q.file_size
+    return q.files
 
 
 cdef object file_at(files, Py_ssize_t n, int64_t base, int64_t size, int64_t offset, int64_t* start):
@@ -149,12 +164,13 @@ cdef object file_at(files, Py_ssize_t n, int64_t base, int64_t size, int64_t off
 cdef object find_file(q, int64_t offset):
     """MappedFileQueue.find(offset): files are `file_size` apart, so straight to the index
     (the bisect when they are not)."""
-    files = q.files
+    cdef int64_t size
+    files = queue_files(q, &size)
     cdef Py_ssize_t n = len(files)
     cdef int64_t start
     if n == 0:
         return None
-    f = file_at(files, n, file_start(files[0]), q.file_size, offset, &start)
+    f = file_at(files, n, file_start(files[0]), size, offset, &start)
     return f if f is not None else q.find(offset)
 
 
@@ -191,17 +207,12 @@ cdef Py_ssize_t take_file(g, list files, list views, Py_buffer* cv) except -1:
     return fi
 
 
-def read(cl, cq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint broker, Py_ssize_t limit_count,
-         int64_t limit_bytes, page_cls, confirm):
-    """getMessage's loop from queue offset `offset` (max_count >= 1, min <= offset < mx):
-    (status, nextBeginOffset, page, bufferTotalSize, skipped), status None for
-    OFFSET_FOUND_NULL. The runs go through `run`; every other unit through the reference
-    loop body (fillers, expired records and the skip after them, other commitlog files)."""
-    return _read(cl, cq.queue, offset, mx, max_count, broker, limit_count, limit_bytes, page_cls, confirm)
-
-
-cdef tuple _read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint broker, Py_ssize_t limit_count,
+cpdef tuple read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint broker, Py_ssize_t limit_count,
                  int64_t limit_bytes, page_cls, confirm):
+    """getMessage's loop from queue offset `offset` over the ConsumeQueue's files `cqq` (max_count
+    >= 1, min <= offset < mx): (status, nextBeginOffset, page, bufferTotalSize, skipped), status
+    None for OFFSET_FOUND_NULL. Runs of units go through `run`; every other unit through the
+    reference loop body (fillers, expired records and the skip after them, other files)."""
     cdef Py_ssize_t cap = max_count if max_count < limit_count else limit_count
     cdef Py_ssize_t u, u_end, unit, j = 0, j0, nrows, fi = -1
     cdef int64_t first, q = offset, phy, cl_min, nbytes = 0, nfs = 0
@@ -219,9 +230,9 @@ cdef tuple _read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
     fq = find_file(cqq, offset * CQ_UNIT_SIZE)
     if fq is None:
         return (None if broker else "NO_MATCHED_MESSAGE"), offset, new_page(page_cls, 0, None, (), None), 0, []
-    first = fq.file_from_offset // CQ_UNIT_SIZE
+    first = file_start(fq) // CQ_UNIT_SIZE
     u = offset - first
-    u_end = fq.wrote_position // CQ_UNIT_SIZE
+    u_end = file_wrote(fq) // CQ_UNIT_SIZE
     if not broker and u_end > mx - first:
         u_end = mx - first
     if broker and u_end - u > unit_cap(max_count):  # maxFilterMessageSize
@@ -253,7 +264,7 @@ cdef tuple _read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
                 f = g
                 fi = take_file(g, files, views, &cv)
                 has_cv = True
-                f_from, f_size, f_wrote = g.file_from_offset, g.file_size, g.wrote_position
+                f_from, f_size, f_wrote = file_start(g), g.file_size, file_wrote(g)
         while True:
             if u >= u_end:  # this CQ file's units are done
                 if broker or q >= mx or j >= max_count:
@@ -261,9 +272,9 @@ cdef tuple _read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
                 fq = find_file(cqq, q * CQ_UNIT_SIZE)
                 if fq is None:
                     break
-                first = fq.file_from_offset // CQ_UNIT_SIZE
+                first = file_start(fq) // CQ_UNIT_SIZE
                 u = q - first
-                u_end = fq.wrote_position // CQ_UNIT_SIZE
+                u_end = file_wrote(fq) // CQ_UNIT_SIZE
                 if u_end > mx - first:
                     u_end = mx - first
                 if u >= u_end:
@@ -307,7 +318,7 @@ cdef tuple _read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
                     u += 1
                     q += 1
                     continue
-                # STOP_UNIT: the reference loop body decides this unit
+                # stop 3: the reference loop body decides this unit
             phy = be64(cqp + u * CQ_UNIT_SIZE)
             size = be32(cqp + u * CQ_UNIT_SIZE + OFF_UNIT_SIZE)
             if j and (j >= cap or (limit_bytes and nbytes + size > limit_bytes)):
@@ -335,7 +346,7 @@ cdef tuple _read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
                         f = g
                         fi = take_file(g, files, views, &cv)
                         has_cv = True
-                        f_from, f_size, f_wrote = g.file_from_offset, g.file_size, g.wrote_position
+                        f_from, f_size, f_wrote = file_start(g), g.file_size, file_wrote(g)
                 if has_cv and f_from <= phy < f_from + f_size and phy - f_from < f_wrote:
                     if j >= nrows:
                         nrows = grow_rows(rows, &rv)
@@ -378,23 +389,24 @@ cdef tuple _read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
     return status, q, page, nbytes, skipped
 
 
-cdef int64_t queue_min(q):
+cdef int64_t queue_min(q) except? -1:
     """MappedFileQueue.min_offset."""
-    files = q.files
-    return files[0].file_from_offset if files else 0
+    cdef int64_t size
+    files = queue_files(q, &size)
+    return file_start(files[0]) if files else 0
 
 
-cdef int64_t queue_max(q):
+cdef int64_t queue_max(q) except? -1:
     """MappedFileQueue.max_offset: the last file holding data, at its write position."""
-    files = q.files
+    cdef int64_t size, w
     cdef Py_ssize_t i
-    cdef int64_t w
+    files = queue_files(q, &size)
     for i in range(len(files) - 1, -1, -1):
         f = files[i]
-        w = f.wrote_position
+        w = file_wrote(f)
         if w > 0:
-            return f.file_from_offset + w
-    return files[0].file_from_offset if files else 0
+            return file_start(f) + w
+    return file_start(files[0]) if files else 0
 
 
 cdef object _result(result_cls, status, nxt, mn, mx, messages, total, skipped):
@@ -450,7 +462,7 @@ def get_message(store, topic, queue_id, offset, max_count, broker, result_cls, p
         limit_count, limit_bytes = cfg.maxTransferCountOnMessageInMemory, cfg.maxTransferBytesOnMessageInMemory or 0
     else:
         limit_count, limit_bytes = n, 0
-    status, nxt, page, total, skipped = _read(store.commitlog, cqq, off, mx, n, brk, limit_count, limit_bytes,
+    status, nxt, page, total, skipped = read(store.commitlog, cqq, off, mx, n, brk, limit_count, limit_bytes,
                                               page_cls, confirm)
     if status is None:
         return _result(result_cls, "OFFSET_FOUND_NULL", off, mn, mx, [], 0, [])

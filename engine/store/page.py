@@ -58,7 +58,7 @@ _unpack_row = ROW_STRUCT.unpack_from
 
 KERNEL = accel.load("_page")
 if KERNEL is not None and (KERNEL.ROW_SIZE != ROW_SIZE or KERNEL.ROW_FORMAT != ROW_STRUCT.format
-                           or getattr(KERNEL, "API", 0) != 6):
+                           or getattr(KERNEL, "API", 0) != 7):
     KERNEL = None  # a stale build (another row layout or interface): not used
 
 class _PageBase:
@@ -251,7 +251,7 @@ def read_page(cl, cq, offset: int, mx: int, max_count: int, broker: bool, limit_
     OFFSET_FOUND_NULL (broker mode, no units there). kernel=False: the reference loop."""
     k = KERNEL
     if k is not None and kernel and max_count >= 1:
-        return k.read(cl, cq, offset, mx, max_count, broker, limit_count, limit_bytes or 0, MessagePage, confirm)
+        return k.read(cl, cq.queue, offset, mx, max_count, broker, limit_count, limit_bytes or 0, MessagePage, confirm)
     return _read_page_py(cl, cq, offset, mx, max_count, broker, limit_count, limit_bytes)
 
 
