@@ -28,7 +28,9 @@ def build_wheel(src: Path, out: Path) -> Path:
         cmd = [sys.executable, "-m", "build", "--wheel", "--outdir", str(out), str(src)]
     else:                                      # `build` not installed: pip does the same job
         cmd = [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(out), str(src)]
-    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=240)
+    # 600 s: a build that must compile the kernels itself (the checkout's are stale) took over
+    # 240 s on the two cores at load 6-9 (make test of 2026-11-29, the other worker beside it)
+    proc = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if proc.returncode != 0:
         pytest.fail(f"wheel build failed ({' '.join(cmd)}):\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
     wheels = list(out.glob("rmqstore-*.whl"))
