@@ -281,10 +281,7 @@ def _read_page_py(cl, cq, offset: int, mx: int, max_count: int, broker: bool, li
     _read_broker_py)."""
     if broker:
         return _read_broker_py(cl, cq, offset, max_count, limit_count, limit_bytes)
-    units = (cq.broker_units(offset, max_count)[:broker_unit_cap(max_count)] if broker
-             else cq.units(offset, offset + max(max_count, 1) * 2 + 64))
-    if broker and len(units) == 0:
-        return None, offset, MessagePage(), 0, []
+    units = cq.units(offset, offset + max(max_count, 1) * 2 + 64)
     status = "NO_MATCHED_MESSAGE"
     messages: list = []
     fidx: list = []
@@ -302,7 +299,7 @@ def _read_page_py(cl, cq, offset: int, mx: int, max_count: int, broker: bool, li
     fi = -1
     while True:
         if i >= len(phys):
-            if broker or q >= mx or len(messages) >= max_count:
+            if q >= mx or len(messages) >= max_count:
                 break
             units, i = cq.units(q, q + max_count * 2 + 64), 0
             if len(units) == 0:
@@ -318,10 +315,6 @@ def _read_page_py(cl, cq, offset: int, mx: int, max_count: int, broker: bool, li
             continue
         if phy == 0 and size == FILLER_SIZE:  # cq_unit.is_filler, inline
             skipped.append((q - 1, WHY_FILLER))
-            if broker:  # commitLog.getMessage(0, Integer.MAX_VALUE) is null: what follows an unreadable unit
-                if not messages:
-                    status = "MESSAGE_WAS_REMOVING"
-                next_file_start = cl.roll_next_file(0)
             continue
         msg = None  # cl.get_message(phy, size), without a file lookup per record
         if phy >= cl_min:
