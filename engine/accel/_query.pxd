@@ -6,9 +6,3 @@ cdef class IndexState:
 
 
 cdef object query_fast(IndexState st, str topic, str key, Py_ssize_t max_num, begin, end, cap)
-
-
-# unused: no class derives from it; declared while _page's isinstance branch names it
-cdef class IndexServiceBase:
-    cdef public object files, cfg, _kidx
-    cdef object fast(self, str topic, str key, Py_ssize_t max_num, begin, end, cap)

@@ -498,11 +498,3 @@ def query_offset(idx, topic, key, Py_ssize_t max_num, begin=0, end=LONG_MAX, cap
             if r is not None:
                 return r
     return idx._query_offset_py(topic, key, max_num, begin, end, cap, accel)
-
-
-cdef class IndexServiceBase:
-    """No class derives from it (IndexService owns an IndexState); it stays declared while
-    engine/accel/_page.pyx's isinstance branch names it."""
-
-    cdef object fast(self, str topic, str key, Py_ssize_t max_num, begin, end, cap):
-        return None

@@ -48,8 +48,3 @@ cdef class UniqState:
 
 cdef class FilesState:
     cdef public object files, file_size
-
-
-# unused: CommitLog's queue and read_opts are plain attributes; declared while the page kernel names it
-cdef class LogState:
-    cdef public object queue, read_opts

@@ -125,7 +125,3 @@ cdef class UniqState:
 
 cdef class FilesState:
     """MappedFileQueue's files and their size, which the compiled reads take as C fields."""
-
-
-cdef class LogState:
-    """Unused (_state.pxd says why)."""
