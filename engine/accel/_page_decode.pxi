@@ -7,9 +7,15 @@ from engine.format.message import RecordResult, RecordStatus, check_record
 cdef object _MESSAGE = RecordStatus.MESSAGE
 
 
+cdef object _flags_of = None   # the (frozen) DecodeOptions whose flags _flags holds: the last one asked
+cdef int _flags = 0
 cdef int read_flags(opts) except -1:
-    """check's F_* flags from a DecodeOptions."""
-    return (F_CRC if opts.check_crc else 0) | (F_FORCE if opts.force_verify_prop_crc else 0) | (F_V2 if opts.accept_v2 else 0)
+    """check's F_* flags from a DecodeOptions (a store's reads keep asking with the same one)."""
+    global _flags_of, _flags
+    if opts is not _flags_of:
+        _flags = (F_CRC if opts.check_crc else 0) | (F_FORCE if opts.force_verify_prop_crc else 0) | (F_V2 if opts.accept_v2 else 0)
+        _flags_of = opts
+    return _flags
 
 
 cdef object lazy_message(const uint8_t* b, Py_ssize_t start, const Row* r, int64_t offset, Anchor src):

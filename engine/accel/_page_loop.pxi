@@ -162,15 +162,10 @@ cdef object file_at(files, Py_ssize_t n, int64_t base, int64_t size, int64_t off
 
 
 cdef object find_file(q, int64_t offset):
-    """MappedFileQueue.find(offset): files are `file_size` apart, so straight to the index
-    (the bisect when they are not)."""
-    cdef int64_t size
+    """MappedFileQueue.find(offset): straight to the index, files being `file_size` apart (else the bisect)."""
+    cdef int64_t size, start
     files = queue_files(q, &size)
-    cdef Py_ssize_t n = len(files)
-    cdef int64_t start
-    if n == 0:
-        return None
-    f = file_at(files, n, file_start(files[0]), size, offset, &start)
+    f = file_at(files, len(files), file_start(files[0]), size, offset, &start) if files else None
     return f if f is not None else q.find(offset)
 
 

@@ -177,9 +177,11 @@ def _invalid(reason: str) -> RecordResult:
     return r
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, frozen=True)
 class DecodeOptions:
-    """What the parser checks; mirrors the recovery/dispatch switches of MessageStoreConfig."""
+    """What the parser checks; mirrors the recovery/dispatch switches of MessageStoreConfig.
+    Frozen: a reader that wants other checks takes another DecodeOptions (dataclasses.replace),
+    so the compiled reads may work out an options object's check flags once."""
     check_crc: bool = False
     force_verify_prop_crc: bool = False
     accept_v2: bool = True

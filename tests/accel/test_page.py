@@ -15,6 +15,7 @@ Comparisons with the compiled module are skipped when it is not built or turned 
 (RMQSTORE_PURE_PYTHON=1); the page tests then run on the reference loop alone."""
 from __future__ import annotations
 
+import dataclasses
 import pickle
 import random
 import struct
@@ -284,8 +285,8 @@ def test_damaged_crafted_store(crafted, seed):
     _damage(crafted, seed)
     with MessageStore.open(crafted) as s:
         for check_crc, force in ((False, False), (True, False), (True, True)):
-            s.commitlog.read_opts.check_crc = check_crc
-            s.commitlog.read_opts.force_verify_prop_crc = force
+            s.commitlog.read_opts = dataclasses.replace(s.commitlog.read_opts, check_crc=check_crc,
+                                                        force_verify_prop_crc=force)
             seen = [bool(snap[5]) for _, snap in compared(lambda: read_all(s, counts=(1, 32))) if len(snap) > 6]
         assert any(seen)  # the damage was seen
 
@@ -302,12 +303,13 @@ def test_damaged_fixture(fixture_copy):
 @needs_kernel
 def test_v2_refused_when_not_accepted():
     with MessageStore.open(unpack("v5")) as s:
-        s.commitlog.read_opts.accept_v2 = False
+        was = s.commitlog.read_opts
+        s.commitlog.read_opts = dataclasses.replace(was, accept_v2=False)
         try:
             for _ in compared(lambda: read_all(s, counts=(32,), step=5, broker=(False,))):
                 pass
         finally:
-            s.commitlog.read_opts.accept_v2 = True
+            s.commitlog.read_opts = was
 
 
 @needs_kernel
