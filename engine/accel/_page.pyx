@@ -13,10 +13,9 @@ the page limits, a full row buffer, the end of the units. The broker's page (bro
 no record: like DefaultMessageStore.getMessage it takes each unit whose bytes were written as
 a slice, and a record is checked when the page is first read there (PageBase.check_row).
 
-The module is split in four: this file (declarations, the run of CQ units), _page_record.pxi
-(CRC-32 and one record's check), _page_loop.pxi (the page loop and getMessage) and
-_page_decode.pxi (one record into a Message, for CommitLog.read_record and walk). The byte
-layouts are engine/format/layout.pxd's."""
+The module is split in three: this file (declarations, the run of CQ units), _page_loop.pxi (the
+page loop and getMessage) and _page_decode.pxi (one record into a Message, messages_at and the
+key query). The record check is _record's; the byte layouts are engine/format/layout.pxd's."""
 from cpython.buffer cimport PyBUF_SIMPLE, PyBUF_WRITABLE, PyBuffer_Release, PyObject_GetBuffer
 from cpython.bytearray cimport PyByteArray_FromStringAndSize
 from cpython.bytes cimport PyBytes_AS_STRING, PyBytes_FromStringAndSize

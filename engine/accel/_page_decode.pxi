@@ -5,8 +5,6 @@
 from engine.format.message import RecordResult, RecordStatus, check_record
 
 cdef object _MESSAGE = RecordStatus.MESSAGE
-
-
 cdef object _flags_of = None   # the (frozen) DecodeOptions whose flags _flags holds: the last one asked
 cdef int _flags = 0
 cdef int read_flags(opts) except -1:
@@ -100,11 +98,9 @@ cdef inline void prefetch_whole(const uint8_t* b, Py_ssize_t L, Py_ssize_t pos) 
 
 
 cpdef list messages_at(cl, offsets):
-    """CommitLog.messages_at: lookMessageByOffset for each offset of a key query's answer, in
-    one call (bound to the CommitLog, no Python frame): the records the compiled check decides
-    become Messages here; any other answer is cl.get_message's (a Message or None). Offsets
-    with no message are left out. The queue's file list is read once per call, not per offset
-    (a key query's hits are a few offsets: the lookups were most of its cost)."""
+    """CommitLog.messages_at: lookMessageByOffset for each offset of a key query's answer, in one
+    call: the records the compiled check decides become Messages here, any other answer is
+    cl.get_message's; offsets with no message are left out. The file list is read once a call."""
     q, opts = cl.queue, cl.read_opts
     cdef Row r
     cdef int32_t size
@@ -150,6 +146,7 @@ cpdef list messages_at(cl, offsets):
 
 
 _MESSAGES_AT = messages_at   # CommitLog.messages_at when this module is built (a subclass may answer its own)
+cdef object _log_type = None  # the last commitlog class found to answer with _MESSAGES_AT
 
 
 def query_message(store, topic, key, begin=0, end=0x7FFFFFFFFFFFFFFF, max_num=64, raw=False, cap=None):
@@ -157,6 +154,7 @@ def query_message(store, topic, key, begin=0, end=0x7FFFFFFFFFFFFFFF, max_num=64
     reference and says what it answers): the raw answer in one call -- IndexService.query_offset
     (its compiled front in the common case), then lookMessageByOffset for every hit, in a
     QueryResult made here; the default (exact) answer is the store's _query_exact."""
+    global _log_type
     if not raw:
         return store._query_exact(topic, key, begin, end, max_num, cap)
     idx, cl = store.index, store.commitlog
@@ -166,7 +164,9 @@ def query_message(store, topic, key, begin=0, end=0x7FFFFFFFFFFFFFFF, max_num=64
         r = query_fast(<IndexState>st, topic, key, max_num, begin, end, cap)
     offs, lts, loff = r if r is not None else idx.query_offset(topic, key, max_num, begin, end, cap)
     cdef QueryResult q = QueryResult.__new__(QueryResult)
-    q.messages = messages_at(cl, offs) if type(cl).messages_at is _MESSAGES_AT else cl.messages_at(offs)
+    if type(cl) is not _log_type and type(cl).messages_at is _MESSAGES_AT:
+        _log_type = type(cl)
+    q.messages = messages_at(cl, offs) if type(cl) is _log_type else cl.messages_at(offs)
     q.truncated, q.offsets, q.false_hits = False, offs, []
     q.indexLastUpdateTimestamp, q.indexLastUpdatePhyoffset = lts, loff
     return q
