@@ -122,9 +122,8 @@ install: $(STAMP)
 # Times here (2 cores, README "Tests"): pure-Python pass 88 s idle (102 s at load 3.8), whole
 # suite 1,025 s idle before issue 31's trims (the Spark JVM started once a run, the wheel test's
 # second compile of the kernels gone, Spark jobs asserted twice run once), 978 s after them at
-# load 1-2. On two xdist workers, with three other agents' jobs on the same cores: the
-# pure-Python pass 149 s (serial, back to back: 334 s), the whole suite 1,913 s at load 6-9,
-# `make test` 35 min; no idle figure yet.
+# load 1-2. On two xdist workers, idle: `make test` 10 min 5 s (pure-Python pass 54 s, whole
+# suite 549 s); a clean clone's .ci/run 15 min 2 s with both venvs' installs and the 3.13 leg.
 TWIN_TESTS := tests/test_conformance_read.py tests/test_write_path.py tests/test_index_geometry.py \
               tests/test_check.py tests/test_first_contact.py tests/test_expired_and_late_queues.py \
               tests/test_analysis.py tests/internals/test_analysis_oracles.py tests/test_recovery_plan.py \
