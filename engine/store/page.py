@@ -319,14 +319,7 @@ def _read_page_py(cl, cq, offset: int, mx: int, max_count: int, broker: bool, li
         msg = None  # cl.get_message(phy, size), without a file lookup per record
         if phy >= cl_min:
             if f is None or not f.file_from_offset <= phy < f.file_from_offset + f.file_size:
-                f = cl.queue.find(phy)
-                if f is not None:
-                    if f in files:
-                        fi = files.index(f)
-                    else:
-                        fi = len(files)
-                        files.append(f)
-                        views.append(memoryview(f.mm))
+                f, fi = _file_of(cl, phy, fi, files, views)
             if f is not None and phy - f.file_from_offset < f.wrote_position:
                 r = check_record(f.buf, phy - f.file_from_offset, f.wrote_position, phy, opts)
                 if r.status is RecordStatus.MESSAGE and r.size == size:
@@ -346,6 +339,20 @@ def _read_page_py(cl, cq, offset: int, mx: int, max_count: int, broker: bool, li
         next_file_start = None
     page = MessagePage.from_messages(messages, fidx, views, [g.file_from_offset for g in files])
     return status, q, page, total, skipped
+
+
+def _file_of(cl, phy: int, fi: int, files: list, views: list):
+    """The commitlog file holding `phy` and its index among the page's files (added, with the
+    view the page keeps, when new); (None, fi) when no file holds it."""
+    f = cl.queue.find(phy)
+    if f is not None:
+        if f in files:
+            fi = files.index(f)
+        else:
+            fi = len(files)
+            files.append(f)
+            views.append(memoryview(f.mm))
+    return f, fi
 
 
 def _read_broker_py(cl, cq, offset: int, max_count: int, limit_count: int, limit_bytes: int | None):
@@ -380,14 +387,7 @@ def _read_broker_py(cl, cq, offset: int, max_count: int, limit_count: int, limit
         ok = False
         if not filler and phy >= cl_min:
             if f is None or not f.file_from_offset <= phy < f.file_from_offset + f.file_size:
-                f = cl.queue.find(phy)
-                if f is not None:
-                    if f in files:
-                        fi = files.index(f)
-                    else:
-                        fi = len(files)
-                        files.append(f)
-                        views.append(memoryview(f.mm))
+                f, fi = _file_of(cl, phy, fi, files, views)
             ok = (f is not None and f.file_from_offset <= phy and size > 0
                   and phy - f.file_from_offset + size <= f.wrote_position)
         if not ok:
