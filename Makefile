@@ -150,9 +150,8 @@ test-fast: $(STAMP)
 
 # CPython 3.13, the newest that PyPI's PySide6 and pyspark support: the compiled build's
 # conformance and kernel tests (engine only, no GUI) in a venv of its own, .venv313, whose
-# install compiles the Cython kernels for 3.13 (next to the 3.11 ones, by ABI tag). The kernels
-# lean on CPython internals (threading.Event._flag, slot offsets, hand-made refcounts): this is
-# the leg that says when a release breaks them. CI runs it after `make test` (.ci/run); ~2 min
+# install compiles the Cython kernels for 3.13 (next to the 3.11 ones, by ABI tag): this is the
+# leg that says when a CPython release breaks the compiled build. CI runs it after `make test` (.ci/run); ~2 min
 # here once the venv is made (its first install: ~4 min).
 # (the first python3.13 that runs: PATH's, then pyenv's; a pyenv shim on PATH fails unless selected)
 PYTHON313 ?= $(shell for p in "$$(command -v python3.13)" $(wildcard $(HOME)/.pyenv/versions/3.13*/bin/python3.13); do \

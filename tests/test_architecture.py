@@ -116,3 +116,16 @@ def test_no_class_or_module_is_bound_into_the_compiled_layer():
     hits = [f"{p.relative_to(ROOT)}:{i}" for p in sources(".py", ".pyx", ".pxi", ".pxd")
             for i, line in enumerate(p.read_text(encoding="utf-8").splitlines(), 1) if pattern.search(line)]
     assert hits == []
+
+
+def test_no_core_class_takes_a_base_only_when_a_kernel_is_built():
+    """Compiled state is owned (composition), not inherited: no class in engine/ or gui/ has a
+    base written as an expression (`A if KERNEL is None else KERNEL.B`, a call, an attribute
+    of a loaded module)."""
+    bad = []
+    for p in sources(".py"):
+        for node in ast.walk(ast.parse(p.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.ClassDef):
+                bad += [f"{p.relative_to(ROOT)}:{node.lineno} {node.name}" for b in node.bases
+                        if isinstance(b, (ast.IfExp, ast.Call, ast.BoolOp))]
+    assert bad == []

@@ -11,7 +11,7 @@ unit, a unit outside the file, a unit that is not a message, a record whose answ
 Python decoder (a SCHEDULE_TOPIC_XXXX record with a DELAY property, TAGS that are not ASCII),
 the page limits, a full row buffer, the end of the units. The broker's page (broker=True) reads
 no record: like DefaultMessageStore.getMessage it takes each unit whose bytes were written as
-a slice, and a record is checked when the page is first read there (PageBase.check_row).
+a slice, and a record is checked when the page is first read there (PageState.check_row).
 
 The module is split in three: this file (declarations, the run of CQ units), _page_loop.pxi (the
 page loop and getMessage) and _page_decode.pxi (one record into a Message, messages_at and the
@@ -53,7 +53,7 @@ cdef enum:
 
 ROW_SIZE = sizeof(Row)
 ROW_FORMAT = "=7q14i"
-API = 7  # what engine.store.page expects of this module (7: read takes the CQ's file queue)
+API = 8  # what engine.store.page expects of this module (8: a page owns a PageState)
 
 
 # ---- a run of CQ units -----------------------------------------------------------------------
@@ -90,7 +90,7 @@ cdef int run(const uint8_t* b, Py_ssize_t L, Py_ssize_t limit, int64_t file_from
     The page stops before a unit when it holds `cap` messages or the unit would take it past
     `limit_bytes` (0: none) -- never before its first; `single`: after one (stop 6). `lazy`
     (the broker's page): a unit inside the written bytes is taken unread (row: the unit, bodyPos
-    its position, magicCode UNCHECKED; PageBase.check_row reads it). Returns why it stopped."""
+    its position, magicCode UNCHECKED; PageState.check_row reads it). Returns why it stopped."""
     cdef Py_ssize_t u = pu[0], j = pj[0], pos, pf = u, pf_end
     cdef int64_t nbytes = pnbytes[0], phy
     cdef int32_t usize, size

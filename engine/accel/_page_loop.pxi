@@ -13,68 +13,57 @@ cdef inline Py_ssize_t unit_cap(Py_ssize_t max_count) noexcept:
     return (n if n > MAX_FILTER_MESSAGE_SIZE else MAX_FILTER_MESSAGE_SIZE) // CQ_UNIT_SIZE
 
 
-cdef class PageBase:
-    """MessagePage's storage and length (engine.store.page._PageBase is the pure twin): a page of
-    small messages is read in a few microseconds, so building it and asking its length must
-    not cost Python frames."""
-    cdef public Py_ssize_t _n
-    cdef public object _rows, _views, _cache, _cols, _fidx, _froms
-    cdef public object _opts, _files, _units   # a broker page's: to check its rows when read (page.py)
+cdef class PageState:
+    """A MessagePage's storage, owned by the page (engine.store.page.PageState is the pure twin):
+    a page of small messages is read in a few microseconds, so building it, its length and its
+    items must not cost Python frames. `rows` holds a Row per message; a Message is built from
+    its row and the map when first asked for."""
+    cdef public Py_ssize_t n
+    cdef public object rows, views, cache, cols, fidx, froms
+    cdef public object opts, files, units   # a broker page's: to check its rows when read
     cdef list _anchors   # an Anchor per view, made when a Message first needs it
 
-    def __init__(self, Py_ssize_t n=0, rows=None, views=(), cache=None):
-        self._n = n
-        self._rows = rows
-        self._views = views
-        self._cache = cache
+    def __init__(self, Py_ssize_t n=0, bytearray rows not None=bytearray(), views=(), cache=None):
+        self.n, self.rows, self.views, self.cache = n, rows, views, cache
 
     def __len__(self):
-        return self._n
-
-    def __bool__(self):
-        return self._n > 0
+        return self.n
 
     def __getitem__(self, i):
         if isinstance(i, slice):
-            return [self.get(k) for k in range(*i.indices(self._n))]
+            return [self.get(k) for k in range(*i.indices(self.n))]
         cdef Py_ssize_t k = index(i)
         if k < 0:
-            k += self._n
-        if not 0 <= k < self._n:
+            k += self.n
+        if not 0 <= k < self.n:
             raise IndexError("page index out of range")
         return self.get(k)
-
-    def _get(self, Py_ssize_t i):
-        return self.get(i)
 
     def __iter__(self):
         """Every message built in one pass (a Message per row, from the row and the map)."""
         cdef Py_ssize_t i
-        for i in range(self._n):
+        for i in range(self.n):
             self.get(i)
-        return iter(self._cache if self._cache is not None else ())
+        return iter(self.cache if self.cache is not None else ())
 
     cdef Anchor anchor(self, Py_ssize_t k):
         if self._anchors is None:
-            self._anchors = [None] * len(self._views)
+            self._anchors = [None] * len(self.views)
         a = self._anchors[k]
         if a is None:
-            a = self._anchors[k] = new_anchor(self._views[k])
+            a = self._anchors[k] = new_anchor(self.views[k])
         return <Anchor>a
 
-    cdef object get(self, Py_ssize_t i):
-        cdef list c = self._cache
-        cdef Row* r
+    cpdef object get(self, Py_ssize_t i):
+        cdef list c = self.cache
+        cdef Row* r = <Row*>(<char*>self.rows + i * sizeof(Row))
         if c is None:
-            c = self._cache = [None] * self._n
+            c = self.cache = [None] * self.n
         m = c[i]
-        if m is None and self._rows is None:  # the reference loop's broker page
-            m = c[i] = self._build(i)
-        elif m is None:
-            r = <Row*>(<char*>self._rows + i * sizeof(Row))
+        if m is None:
             if r.magicCode == UNCHECKED:
                 self.check_row(r, i)
-                m = self._cache[i]
+                m = c[i]
                 if m is not None:  # check_record's own answer
                     return m
             m = c[i] = page_message(self.anchor(r.file), r)
@@ -83,45 +72,45 @@ cdef class PageBase:
     cdef int check_row(self, Row* r, Py_ssize_t i) except -1:
         """Read a broker page's row i when first asked for (the broker hands out the unit's
         bytes unread): its record must be a message of the unit's size, as the reference
-        page requires (engine.store.page: MessagePage._unit_message). A record the Python rules
+        page requires (engine.store.page: PageState.unit_message). A record the Python rules
         decide goes through check_record (its Message kept in the cache)."""
         cdef Anchor a = self.anchor(r.file)
         cdef Row t
         cdef int32_t size
-        cdef int64_t phy = r.commitLogOffset, tcode = r.tagsCode
+        cdef int64_t phy = r.commitLogOffset
         cdef Py_ssize_t pos = r.bodyPos
-        st = check(<const uint8_t*>a.v.buf, a.v.len, pos, pos + r.storeSize, read_flags(self._opts), &t, &size)
+        st = check(<const uint8_t*>a.v.buf, a.v.len, pos, pos + r.storeSize, read_flags(self.opts), &t, &size)
         if st == S_MESSAGE and size == r.storeSize:
             t.commitLogOffset, t.file = phy, r.file
             r[0] = t
             return 0
         if st == S_PY and size == r.storeSize:
-            res = check_record(self._views[r.file], pos, pos + size, phy, self._opts)
+            res = check_record(self.views[r.file], pos, pos + size, phy, self.opts)
             if res.status is _MESSAGE and res.size == size:
                 t.commitLogOffset, t.file, t.tagsCode = phy, r.file, res.message.tagsCode
                 r[0] = t
-                self._cache = [None] * self._n if self._cache is None else self._cache
-                self._cache[i] = res.message
+                self.cache = [None] * self.n if self.cache is None else self.cache
+                self.cache[i] = res.message
                 return 0
         raise CorruptDataError(f"no message of the ConsumeQueue unit's size ({r.storeSize}) at commitlog offset {phy}",
-                               path=getattr(self._files[r.file], "path", None), offset=phy)
+                               path=getattr(self.files[r.file], "path", None), offset=phy)
 
-    def _fill(self):
+    def fill(self):
         """Every row checked (the columns read them all)."""
         cdef Py_ssize_t i
         cdef Row* r
-        for i in range(self._n if self._rows is not None else 0):
-            r = <Row*>(<char*>self._rows + i * sizeof(Row))
+        for i in range(self.n):
+            r = <Row*>(<char*>self.rows + i * sizeof(Row))
             if r.magicCode == UNCHECKED:
                 self.check_row(r, i)
 
 
-cdef inline object new_page(page_cls, Py_ssize_t n, rows, views, cache):
-    cdef PageBase p = <PageBase>rmq_new(page_cls)
-    p._n = n
-    p._rows = rows
-    p._views = views
-    p._cache = cache
+cdef object new_page(page_cls, Py_ssize_t n, rows, views, cache, opts=None, files=None):
+    """A `page_cls` (MessagePage) owning a PageState of n rows."""
+    cdef PageState s = PageState.__new__(PageState)
+    s.n, s.rows, s.views, s.cache, s.opts, s.files = n, rows, views, cache, opts, files
+    p = rmq_new(page_cls)
+    p.state = s
     return p
 
 
@@ -224,7 +213,7 @@ cpdef tuple read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
     clq = cl.queue
     fq = find_file(cqq, offset * CQ_UNIT_SIZE)
     if fq is None:
-        return (None if broker else "NO_MATCHED_MESSAGE"), offset, new_page(page_cls, 0, None, (), None), 0, []
+        return (None if broker else "NO_MATCHED_MESSAGE"), offset, new_page(page_cls, 0, bytearray(), (), None), 0, []
     first = file_start(fq) // CQ_UNIT_SIZE
     u = offset - first
     u_end = file_wrote(fq) // CQ_UNIT_SIZE
@@ -233,7 +222,7 @@ cpdef tuple read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
     if broker and u_end - u > unit_cap(max_count):  # maxFilterMessageSize
         u_end = u + unit_cap(max_count)
     if u >= u_end:
-        return (None if broker else "NO_MATCHED_MESSAGE"), offset, new_page(page_cls, 0, None, (), None), 0, []
+        return (None if broker else "NO_MATCHED_MESSAGE"), offset, new_page(page_cls, 0, bytearray(), (), None), 0, []
     nrows = u_end - u
     if nrows > cap:
         nrows = cap
@@ -378,9 +367,7 @@ cpdef tuple read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
         status = "FOUND"
     else:
         status = "MESSAGE_WAS_REMOVING" if removing else "NO_MATCHED_MESSAGE"
-    page = new_page(page_cls, j, rows, views, cache)
-    if broker:
-        (<PageBase>page)._opts, (<PageBase>page)._files = opts, files
+    page = new_page(page_cls, j, rows, views, cache, opts if broker else None, files if broker else None)
     return status, q, page, nbytes, skipped
 
 

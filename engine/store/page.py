@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Sequence
+from operator import index
 
 import numpy as np
 
@@ -58,85 +59,129 @@ _unpack_row = ROW_STRUCT.unpack_from
 
 KERNEL = accel.load("_page")
 if KERNEL is not None and (KERNEL.ROW_SIZE != ROW_SIZE or KERNEL.ROW_FORMAT != ROW_STRUCT.format
-                           or getattr(KERNEL, "API", 0) != 7):
+                           or getattr(KERNEL, "API", 0) != 8):
     KERNEL = None  # a stale build (another row layout or interface): not used
 
-class _PageBase:
-    """MessagePage's storage, length and items (the compiled PageBase replaces it)."""
-    __slots__ = ("_n", "_rows", "_views", "_cache", "_cols", "_fidx", "_froms", "_opts", "_files", "_units")
+class PageState:
+    """A MessagePage's storage, owned by the page: its rows (the compiled loop's; its PageState,
+    engine/accel/_page_loop.pxi, is this class's compiled twin) or the reference loop's messages,
+    the commitlog views they are read from, and each Message once built."""
+    __slots__ = ("n", "rows", "views", "cache", "cols", "fidx", "froms", "opts", "files", "units")
 
     def __init__(self, n: int = 0, rows=None, views=(), cache=None):
-        self._n = n
-        self._rows = rows           # bytearray of ROW_SIZE rows (None: built from messages)
-        self._views = views         # memoryview per commitlog file (row["file"] indexes it)
-        self._cache = cache         # list of Message | None once an item was read
-        self._cols = None
-        self._fidx = None
-        self._froms = None
-        self._opts = None
-        self._files = None
-        self._units = None          # a broker page's (commitLogOffset, size) per row: read when asked for
+        self.n = n
+        self.rows = rows            # bytearray of ROW_SIZE rows (None: built from messages)
+        self.views = views          # memoryview per commitlog file (row["file"] indexes it)
+        self.cache = cache          # list of Message | None once an item was read
+        self.cols = None
+        self.fidx = None
+        self.froms = None
+        self.opts = None
+        self.files = None
+        self.units = None           # a broker page's (commitLogOffset, size) per row: read when asked for
 
     def __len__(self) -> int:
-        return self._n
-
-    def __bool__(self) -> bool:
-        return self._n > 0
+        return self.n
 
     def __getitem__(self, i):
         if isinstance(i, slice):
-            return [self._get(k) for k in range(*i.indices(self._n))]
-        n = self._n
+            return [self.get(k) for k in range(*i.indices(self.n))]
+        n = self.n
+        i = index(i)
         if i < 0:
             i += n
         if not 0 <= i < n:
             raise IndexError("page index out of range")
-        return self._get(i)
+        return self.get(i)
 
-    def _get(self, i: int) -> Message:
-        c = self._cache
+    def get(self, i: int) -> Message:
+        c = self.cache
         if c is None:
-            c = self._cache = [None] * self._n
+            c = self.cache = [None] * self.n
         m = c[i]
         if m is None:
-            m = c[i] = self._build(i)
+            m = c[i] = self.unit_message(i) if self.rows is None else self.row_message(i)
         return m
 
     def __iter__(self):
-        get = self._get
-        for i in range(self._n):
+        get = self.get
+        for i in range(self.n):
             yield get(i)
 
-    def _fill(self):
+    def fill(self):
         """Every row checked (the compiled page's; a pure page's rows are its messages)."""
 
+    def unit_message(self, i: int) -> Message:
+        """A broker page's message i, read when first asked for: the broker hands out the
+        unit's bytes unread, so a record that is not a message of the unit's size is found
+        here (CorruptDataError), not by getMessage."""
+        phy, size = self.units[i]
+        fi = self.fidx[i]
+        pos = phy - self.froms[fi]
+        r = check_record(self.views[fi], pos, pos + size, phy, self.opts)
+        if r.status is RecordStatus.MESSAGE and r.size == size:
+            return r.message
+        raise CorruptDataError(f"no message of the ConsumeQueue unit's size ({size}) at commitlog offset {phy}",
+                               path=getattr(self.files[fi], "path", None), offset=phy)
 
-class MessagePage(_PageBase if KERNEL is None else KERNEL.PageBase, Sequence):
+    def row_message(self, i: int) -> Message:
+        """Message i from its row (the compiled page_message's twin)."""
+        (clo, qoff, phys, born_ts, store_ts, prep, tcode, size, magic, crc, qid, flag, sysflag, recons,
+         bp, bl, tp, tl, pp, pl, fi) = _unpack_row(self.rows, i * ROW_SIZE)
+        buf = self.views[fi]
+        bh = HOST_V6 if sysflag & BORNHOST_V6_FLAG else HOST_V4
+        sh = HOST_V6 if sysflag & STOREHOST_V6_FLAG else HOST_V4
+        hp = bp - (OFF_BODY - OFF_BORNHOST) - sh - bh  # the born host
+        sp = hp + bh + (OFF_STOREHOST - OFF_BORNHOST)  # the store host
+        raw = str(buf[pp:pp + pl], "utf-8", "replace") if pl > 0 else ""
+        return Message(str(buf[tp:tp + tl], "utf-8", "replace"), qid, qoff, clo, size, crc, flag, sysflag,
+                       born_ts, bytes(buf[hp:hp + bh]), store_ts, bytes(buf[sp:sp + sh]),
+                       recons, prep, bytes(buf[bp:bp + bl]) if bl > 0 else b"", raw,
+                       parse_properties(raw) if pl > 0 else {}, magic, phys, tcode)
+
+
+class MessagePage(Sequence):
     """A page of messages: len, [i] (negative too), [a:b] (a list), iteration, bool and == a
     list behave like the list of Message it stands for; a Message is built on first access.
+    The page owns its storage, `state`: the compiled loop's PageState, or the pure one.
 
     Columns (numpy, no objects): `columns` is a structured array with one row per message
     (ROW_FIELDS: the record's fixed fields as check_record decodes them, tagsCode included,
     and where body, topic and properties are in the file); `body(i)`, `topic(i)` and
     `properties_raw(i)` read the variable parts."""
-    __slots__ = ()
+    __slots__ = ("state",)
     __hash__ = None
+
+    def __init__(self, state: PageState | None = None):
+        self.state = PageState() if state is None else state
 
     @classmethod
     def from_messages(cls, messages: list, file_index: list[int] | None = None, views=(),
                       file_starts=()) -> "MessagePage":
         """A page of already decoded messages (the pure-Python loop); columns are derived
         from them (and the record bytes, for the positions) when first asked for."""
-        p = cls(len(messages), None, views, list(messages))
-        p._fidx = file_index
-        p._froms = file_starts
-        return p
+        st = PageState(len(messages), None, views, list(messages))
+        st.fidx = file_index
+        st.froms = file_starts
+        return cls(st)
 
     # ---- the list ------------------------------------------------------------------------
+    def __len__(self) -> int:
+        return len(self.state)
+
+    def __bool__(self) -> bool:
+        return len(self.state) > 0
+
+    def __getitem__(self, i):
+        return self.state[i]
+
+    def __iter__(self):
+        return iter(self.state)
 
     def __reversed__(self):
-        for i in range(self._n - 1, -1, -1):
-            yield self._get(i)
+        get = self.state.get
+        for i in range(len(self.state) - 1, -1, -1):
+            yield get(i)
 
     def __eq__(self, other):
         if isinstance(other, (MessagePage, list, tuple)):
@@ -158,48 +203,19 @@ class MessagePage(_PageBase if KERNEL is None else KERNEL.PageBase, Sequence):
     def tolist(self) -> list[Message]:
         return list(self)
 
-    # ---- a Message from its row ----------------------------------------------------------
-    def _unit_message(self, i: int) -> Message:
-        """A broker page's message i, read when first asked for: the broker hands out the
-        unit's bytes unread, so a record that is not a message of the unit's size is found
-        here (CorruptDataError), not by getMessage."""
-        phy, size = self._units[i]
-        fi = self._fidx[i]
-        pos = phy - self._froms[fi]
-        r = check_record(self._views[fi], pos, pos + size, phy, self._opts)
-        if r.status is RecordStatus.MESSAGE and r.size == size:
-            return r.message
-        raise CorruptDataError(f"no message of the ConsumeQueue unit's size ({size}) at commitlog offset {phy}",
-                               path=getattr(self._files[fi], "path", None), offset=phy)
-
-    def _build(self, i: int) -> Message:
-        if self._rows is None:
-            return self._unit_message(i)
-        (clo, qoff, phys, born_ts, store_ts, prep, tcode, size, magic, crc, qid, flag, sysflag, recons,
-         bp, bl, tp, tl, pp, pl, fi) = _unpack_row(self._rows, i * ROW_SIZE)
-        buf = self._views[fi]
-        bh = HOST_V6 if sysflag & BORNHOST_V6_FLAG else HOST_V4
-        sh = HOST_V6 if sysflag & STOREHOST_V6_FLAG else HOST_V4
-        hp = bp - (OFF_BODY - OFF_BORNHOST) - sh - bh  # the born host
-        sp = hp + bh + (OFF_STOREHOST - OFF_BORNHOST)  # the store host
-        raw = str(buf[pp:pp + pl], "utf-8", "replace") if pl > 0 else ""
-        return Message(str(buf[tp:tp + tl], "utf-8", "replace"), qid, qoff, clo, size, crc, flag, sysflag,
-                       born_ts, bytes(buf[hp:hp + bh]), store_ts, bytes(buf[sp:sp + sh]),
-                       recons, prep, bytes(buf[bp:bp + bl]) if bl > 0 else b"", raw,
-                       parse_properties(raw) if pl > 0 else {}, magic, phys, tcode)
-
     # ---- columns ---------------------------------------------------------------------------
     @property
     def columns(self) -> np.ndarray:
         """One structured row per message (dtype ROW_DTYPE): columns["storeTimestamp"], ..."""
-        cols = self._cols
+        st = self.state
+        cols = st.cols
         if cols is None:
-            if self._rows is not None:
-                self._fill()
-                cols = np.frombuffer(self._rows, ROW_DTYPE, self._n)
+            if st.rows is not None:
+                st.fill()
+                cols = np.frombuffer(st.rows, ROW_DTYPE, st.n)
             else:
-                cols = np.array([self._row_of(i) for i in range(self._n)], ROW_DTYPE)
-            self._cols = cols
+                cols = np.array([self._row_of(i) for i in range(st.n)], ROW_DTYPE)
+            st.cols = cols
         return cols
 
     def column(self, name: str) -> np.ndarray:
@@ -208,10 +224,11 @@ class MessagePage(_PageBase if KERNEL is None else KERNEL.PageBase, Sequence):
     def _row_of(self, i: int) -> tuple:
         """The row of a decoded message (pure-Python pages): its fields, and the positions
         read back from the record."""
-        m = self._get(i)
-        fi = self._fidx[i]
-        buf = self._views[fi]
-        pos = m.commitLogOffset - self._froms[fi]
+        st = self.state
+        m = st.get(i)
+        fi = st.fidx[i]
+        buf = st.views[fi]
+        pos = m.commitLogOffset - st.froms[fi]
         bp = pos + OFF_BODY + sum(host_sizes(m.sysFlag))
         bl = len(m.body)
         if m.magicCode == MESSAGE_MAGIC_V2:
@@ -224,13 +241,14 @@ class MessagePage(_PageBase if KERNEL is None else KERNEL.PageBase, Sequence):
                 m.flag, m.sysFlag, m.reconsumeTimes, bp, bl, tp, tl, tp + tl + 2, max(pl, 0), fi)
 
     def _part(self, i: int, at: str, length: str) -> memoryview:
+        n = len(self.state)
         if i < 0:
-            i += self._n
-        if not 0 <= i < self._n:
+            i += n
+        if not 0 <= i < n:
             raise IndexError("page index out of range")
         row = self.columns[i]
-        p, n = int(row[at]), int(row[length])
-        return self._views[int(row["file"])][p:p + n]
+        p, k = int(row[at]), int(row[length])
+        return self.state.views[int(row["file"])][p:p + k]
 
     def body(self, i: int) -> memoryview:
         """Message i's body, zero-copy (read-only) from the commitlog map."""
@@ -360,7 +378,7 @@ def _read_broker_py(cl, cq, offset: int, max_count: int, limit_count: int, limit
     taken as commitLog.getMessage(offset, size) takes it -- a slice of the commitlog file when
     its bytes lie inside the written part, else null (MESSAGE_WAS_REMOVING before the first
     message, and the rest of that commitlog file passed over: rollNextFile). No record is
-    read: the page checks each when it is first read (MessagePage._unit_message)."""
+    read: the page checks each when it is first read (PageState.unit_message)."""
     units = cq.broker_units(offset, max_count)[:broker_unit_cap(max_count)]
     if len(units) == 0:
         return None, offset, MessagePage(), 0, []
@@ -402,7 +420,7 @@ def _read_broker_py(cl, cq, offset: int, max_count: int, limit_count: int, limit
         status = "FOUND"
         next_file_start = None
     page = MessagePage.from_messages([None] * len(taken), fidx, views, [g.file_from_offset for g in files])
-    page._units, page._opts, page._files = taken, cl.read_opts, files
+    page.state.units, page.state.opts, page.state.files = taken, cl.read_opts, files
     return status, q, page, total, skipped
 
 
@@ -411,10 +429,11 @@ def columns_of(pages) -> np.ndarray:
     "file" column indexes each row's own page's files)."""
     rows = []
     for p in pages:
-        if p._rows is None:  # pages of the reference loop: rows from their messages
-            return np.array([q._row_of(i) if q._rows is None else tuple(q.columns[i])
-                             for q in pages for i in range(q._n)], ROW_DTYPE)
-        if p._n:
-            p._fill()
-            rows.append(memoryview(p._rows)[:p._n * ROW_SIZE])
+        st = p.state
+        if st.rows is None:  # pages of the reference loop: rows from their messages
+            return np.array([q._row_of(i) if q.state.rows is None else tuple(q.columns[i])
+                             for q in pages for i in range(len(q))], ROW_DTYPE)
+        if st.n:
+            st.fill()
+            rows.append(memoryview(st.rows)[:st.n * ROW_SIZE])
     return np.frombuffer(b"".join(rows), ROW_DTYPE)

@@ -416,8 +416,8 @@ def test_classify_matches_check_record_on_fuzzed_records():
                                    RecordStatus.SIZE_MISMATCH: KERNEL.SIZE_MISMATCH}[want.status], want.size), \
                 (trial, how, o, want.reason)
             if st == KERNEL.MESSAGE:
-                page = PG.MessagePage(1, rows, [memoryview(buf)])
-                assert page[0] == want.message
+                page = PG.MessagePage(KERNEL.PageState(1, rows, [memoryview(buf)]))
+                assert page[0] == want.message == PG.MessagePage(PG.PageState(1, rows, [memoryview(buf)]))[0]
     # every status met, the kernel confirming messages and leaving some to Python
     assert {w for w, _ in seen} == set(RecordStatus)
     assert (RecordStatus.MESSAGE, KERNEL.MESSAGE) in seen and (RecordStatus.MESSAGE, KERNEL.NEEDS_PY) in seen
@@ -453,9 +453,9 @@ def test_property_scan_at_every_alignment():
         assert (st, size) == ({RecordStatus.MESSAGE: KERNEL.MESSAGE, RecordStatus.INVALID: KERNEL.INVALID,
                                RecordStatus.SIZE_MISMATCH: KERNEL.SIZE_MISMATCH}[want.status], want.size), raw
         if st == KERNEL.MESSAGE:
-            page = PG.MessagePage(1, rows, [memoryview(buf)])
+            page = PG.MessagePage(KERNEL.PageState(1, rows, [memoryview(buf)]))
             assert page.columns["tagsCode"][0] == want.message.tagsCode, raw
-            assert page[0] == want.message, raw
+            assert page[0] == want.message == PG.MessagePage(PG.PageState(1, rows, [memoryview(buf)]))[0], raw
             checked += 1
     assert checked > 1500
 
@@ -548,9 +548,9 @@ def test_compiled_page_builds_no_message_until_asked():
     with MessageStore.open(unpack("small")) as s:
         (topic, qid), cq = sorted(s.queues.items())[0]
         page = s.get_message(topic, qid, cq.min_offset, 32).messages
-        assert page._cache is None or all(m is None for m in page._cache)
+        assert page.state.cache is None or all(m is None for m in page.state.cache)
         cols = page.columns
         assert cols.dtype == PG.ROW_DTYPE and len(cols) == len(page)
         assert np.all(np.diff(cols["queueOffset"]) == 1)
-        assert page._cache is None or all(m is None for m in page._cache)
+        assert page.state.cache is None or all(m is None for m in page.state.cache)
         assert page[3].queueOffset == int(cols["queueOffset"][3])
