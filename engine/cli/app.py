@@ -15,6 +15,7 @@ from engine.config import StoreConfig, load_store_config
 from engine.errors import StoreError
 from engine.store.index_file import LONG_MAX
 from engine.store.message_store import MessageStore
+from engine.store.page_reader import set_aside_damage
 from engine.format.msgid import looks_like_msg_id
 from engine.format.text import parse_time, preview  # the GUI's rules too: one definition each
 from engine.cli.output import (EXIT_ERROR, CliError, OneLineParser, add_body_options, body_schemas,  # noqa: F401
@@ -142,6 +143,8 @@ def cmd_get(store: MessageStore, args) -> int:
         require_queue(store, args.topic, args.queue)
     schemas = body_schemas(args)
     r = store.get_message(args.topic, args.queue, args.offset, args.count, broker=args.broker)
+    if args.broker:
+        r = set_aside_damage(r, store.find_queue(args.topic, args.queue), args.offset)
     rows = inner_rows(r.innerMessages) if r.innerMessages is not None else message_rows(r.messages)
     out = r.to_json() if not args.json else get_json(store, r, args.offset, args, schemas)
     decoded = decode_into(args, out["messages"], r.messages, schemas) if args.json or args.decoded else []
@@ -149,6 +152,7 @@ def cmd_get(store: MessageStore, args) -> int:
              + (f"(the store has no queue {safe(args.topic)}/{args.queue}: the broker creates it empty on a "
                 "pull and answers as above)\n" if absent else "")
              + rows + "".join(f"\nskipped queue offset {q}: {why}" for q, why in r.skipped)
+             + "".join(f"\ndamaged (the broker hands it out as is): {d['reason']}" for d in r.damaged or ())
              + ("\n" + decoded_lines(decoded, r.messages) if decoded else ""))
     emit(args, with_dledger(store, out, r.messages), human)
     return 0

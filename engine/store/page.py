@@ -203,6 +203,18 @@ class MessagePage(Sequence):
     def tolist(self) -> list[Message]:
         return list(self)
 
+    def unit_of(self, i: int) -> tuple[int, int]:
+        """Item i's (commitLogOffset, size) as its ConsumeQueue unit gave them, without reading
+        its record (a broker page's item may be a record that does not decode)."""
+        st = self.state
+        if st.rows is not None:
+            row = _unpack_row(st.rows, i * ROW_SIZE)
+            return row[0], row[7]
+        if st.units is not None:
+            return st.units[i]
+        m = st.get(i)
+        return m.commitLogOffset, m.storeSize
+
     # ---- columns ---------------------------------------------------------------------------
     @property
     def columns(self) -> np.ndarray:

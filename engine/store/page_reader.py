@@ -3,7 +3,10 @@ compiled page loop (engine.store.page.KERNEL) answers the common case in one cal
 anything unusual here (BatchCQ and LMQ queues, queues kept in RocksDB, damage)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+
+from engine.errors import CorruptDataError
+from engine.format.cq_unit import WHY_INVALID
 
 from engine.format.message import Message
 from engine.store import batch_page as _batch_page, lmq as _lmq
@@ -28,6 +31,7 @@ class GetMessageResult:
     cqType: str = "SimpleCQ"
     innerMessages: list | None = None            # BatchCQ: batch_page.BatchedMessage per offset
     source: str | None = None                    # a store with its tier: which one answered, and why
+    damaged: list[dict] | None = None            # a broker page's items that do not decode (set_aside_damage)
 
     def to_json(self, with_body: bool = True) -> dict:
         d = {"status": self.status, "nextBeginOffset": self.nextBeginOffset,
@@ -40,6 +44,8 @@ class GetMessageResult:
             d["messageQueueOffset"] = self.messageQueueOffset
         if self.source is not None:
             d["source"] = self.source
+        if self.damaged is not None:
+            d["damaged"] = self.damaged
         if self.innerMessages is not None:
             d["cqType"] = self.cqType
             d["innerMessages"] = [b.to_json(with_body) for b in self.innerMessages]
@@ -92,3 +98,36 @@ class PageReader:
         if cq.lmq:  # the stored queueOffset is the real topic's: the LMQ positions are the units'
             r.messageQueueOffset = _lmq.unit_offsets_of(cq, offset, nxt, [m.commitLogOffset for m in page])
         return r
+
+
+def set_aside_damage(r: GetMessageResult, cq, offset: int) -> GetMessageResult:
+    """A broker page read through: the broker hands out each unit's bytes unread, so a record that
+    is not a message of its unit's size reaches the reader, which cannot decode it. Such items
+    are set aside -- `messages` keeps the others, `skipped` gets each one's queue offset
+    (WHY_INVALID, as the checked page says) and `damaged` its commitlog offset, size and why --
+    and the page's other answers stay the broker's. `cq`: the queue read from `offset`, whose
+    units between `offset` and nextBeginOffset tell each item's queue offset."""
+    page = r.messages
+    if not isinstance(page, _page.MessagePage):
+        return r
+    good, bad = [], []
+    for i in range(len(page)):
+        try:
+            good.append(page[i])
+        except CorruptDataError as e:
+            bad.append((i, str(e)))
+    if not bad:
+        return r
+    units = cq.units(offset, r.nextBeginOffset) if cq is not None else None
+    pairs = list(zip(units["commitLogOffset"].tolist(), units["size"].tolist())) if units is not None else []
+    qoffs, j = [], 0
+    for i in range(len(page)):  # each item is the next of the units it was taken from, in order
+        want = page.unit_of(i)
+        while j < len(pairs) and pairs[j] != want:
+            j += 1
+        qoffs.append(offset + j if j < len(pairs) else None)
+        j += 1
+    damaged = [{"queueOffset": qoffs[i], "commitLogOffset": page.unit_of(i)[0], "size": page.unit_of(i)[1],
+                "reason": why} for i, why in bad]
+    skipped = sorted(list(r.skipped) + [(d["queueOffset"], WHY_INVALID) for d in damaged if d["queueOffset"] is not None])
+    return replace(r, messages=good, skipped=skipped, damaged=damaged)

@@ -96,3 +96,55 @@ def test_the_broker_page_reads_no_record_until_asked(tmp_path, kernel):
         with pytest.raises(CorruptDataError):
             r.messages[1]
         assert [m.body for m in (r.messages[2], r.messages[3])] == [b"body 2", b"body 3"]
+
+
+def test_get_broker_sets_a_damaged_record_aside_at_its_queue_offset(tmp_path, kernel):
+    """`rmqstore get --broker` reads the page through: the item whose record does not decode is
+    set aside (in `skipped` at its queue offset, as the checked page says, and in `damaged` with
+    its commitlog offset), the other messages are shown, and the answer is still the broker's."""
+    from engine.store.page_reader import set_aside_damage
+    root = tmp_path / "s"
+    units, cq = store_of(root)
+    assert units[0][1] == units[2][1]                            # records 0 and 2 differ in one digit
+    data = bytearray(cq.read_bytes())
+    struct.pack_into(">q", data, 20 * 2, units[0][0])           # unit 2 points at record 0 again
+    cq.write_bytes(bytes(data))
+    log = root / "commitlog" / f"{0:020d}"
+    raw = bytearray(log.read_bytes())
+    raw[units[6][0] + 4:units[6][0] + 8] = b"\0\0\0\0"          # MAGICCODE of the seventh record
+    log.write_bytes(bytes(raw))
+    with MessageStore.open(root, StoreConfig.from_mapping(CFG)) as s:
+        kernel_pages = s.pages_compiled and PG.KERNEL is not None
+        r = s.get_message("T", 0, 1, 32, broker=True) if kernel_pages or PG.KERNEL is None else \
+            s._get_message_py("T", 0, 1, 32, True)
+        r = set_aside_damage(r, s.find_queue("T", 0), 1)
+        assert (r.status, r.nextBeginOffset) == ("FOUND", 10)
+        assert [m.commitLogOffset for m in r.messages] == [units[1][0], units[0][0]] + [u[0] for u in units[3:6]] \
+            + [u[0] for u in units[7:]]
+        assert list(r.skipped) == [(6, WHY_INVALID)]
+        assert r.damaged == [{"queueOffset": 6, "commitLogOffset": units[6][0], "size": units[6][1],
+                              "reason": r.damaged[0]["reason"]}] and "commitlog offset" in r.damaged[0]["reason"]
+        assert r.to_json()["damaged"][0]["queueOffset"] == 6
+
+
+def test_cli_get_broker_on_a_damaged_record_exits_0_and_names_it(tmp_path):
+    import json
+    import subprocess
+    import sys
+    root = tmp_path / "s"
+    units, _ = store_of(root)
+    log = root / "commitlog" / f"{0:020d}"
+    raw = bytearray(log.read_bytes())
+    raw[units[3][0] + 4:units[3][0] + 8] = b"\0\0\0\0"
+    log.write_bytes(bytes(raw))
+    before = log.read_bytes()
+    p = subprocess.run([sys.executable, "-m", "engine", "get", str(root), "T", "0", "0", "--broker", "--json"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stderr
+    j = json.loads(p.stdout)
+    assert j["status"] == "FOUND" and j["messageCount"] == 9 and j["skipped"] == [{"queueOffset": 3, "reason": WHY_INVALID}]
+    assert [d["commitLogOffset"] for d in j["damaged"]] == [units[3][0]]
+    p = subprocess.run([sys.executable, "-m", "engine", "get", str(root), "T", "0", "0", "--broker"],
+                       capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0 and "damaged" in p.stdout and f"commitlog offset {units[3][0]}" in p.stdout, p.stderr
+    assert log.read_bytes() == before
