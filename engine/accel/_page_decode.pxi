@@ -153,10 +153,10 @@ def query_message(store, topic, key, begin=0, end=0x7FFFFFFFFFFFFFFF, max_num=64
     """Queries.query_message compiled (engine/store/queries.py's _query_message_py is the
     reference and says what it answers): the raw answer in one call -- IndexService.query_offset
     (its compiled front in the common case), then lookMessageByOffset for every hit, in a
-    QueryResult made here; the default (exact) answer is the store's _query_exact."""
+    QueryResult made here; the default (exact) answer is its QueryService's _query_exact."""
     global _log_type
     if not raw:
-        return store._query_exact(topic, key, begin, end, max_num, cap)
+        return store.queries._query_exact(topic, key, begin, end, max_num, cap)
     idx, cl = store.index, store.commitlog
     r = None
     st = getattr(idx, "state", None)   # IndexService.state: its files, cfg and walker

@@ -6,6 +6,7 @@ still plans recovery (engine.store.recovery: where valid data ends, which CQ uni
 and applies the plan in memory, so that it reads exactly the prefix RocketMQ would keep."""
 from __future__ import annotations
 
+from operator import attrgetter
 from pathlib import Path
 
 from engine.accel import load as _load_accel
@@ -43,23 +44,19 @@ def _put_message_py(self, topic: str, body: bytes = b"", queue_id: int | None = 
 _put_message = _APPEND.put_message if _APPEND is not None else _put_message_py
 
 
-class _Via:
+class _Via(property):
     """store.<name> is the method `name` of the store's collaborator `part`, handed out as the
-    store's own (no extra call; an instance may still set the name itself)."""
+    store's own. The read is operator.attrgetter's ("part.name"): no Python frame between a
+    caller and the collaborator's method."""
 
     def __init__(self, part: str, name: str | None = None):
-        self.part, self.name = part, name
+        self.part = part
+        if name is not None:
+            self.__set_name__(None, name)
 
     def __set_name__(self, owner, name: str) -> None:
-        self.name = self.name or name
-
-    def __get__(self, store, owner=None):
-        if store is None:
-            return self
-        part = vars(store).get(self.part)
-        if part is None:
-            raise AttributeError(f"{type(store).__name__} has no {self.part} to answer {self.name}")
-        return getattr(part, self.name)
+        if self.fget is None:
+            super().__init__(attrgetter(f"{self.part}.{name}"))
 
 
 class MessageStore:

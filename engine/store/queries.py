@@ -23,7 +23,7 @@ def _query_message_py(self, topic: str, key: str, begin: int = 0, end: int = LON
     if raw:
         offs, lts, loff = self.index.query_offset(topic, key, max_num, begin, end, cap)
         return QueryResult(self.commitlog.messages_at(offs), False, offs, [], lts, loff)
-    return self._query_exact(topic, key, begin, end, max_num, cap)
+    return self.queries._query_exact(topic, key, begin, end, max_num, cap)
 
 
 _PAGE = accel.load("_page")   # the compiled query_message: the raw answer in one call (None: the reference)

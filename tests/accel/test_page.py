@@ -343,7 +343,7 @@ def test_unusual_arguments_answer_as_the_reference():
         # numpy integers stay on the compiled path (the reference is ~30x slower per page)
         def no_reference(*args):
             raise AssertionError(f"fell back to the reference for {args}")
-        s._get_message_py = no_reference
+        s.pages.get_message_py = no_reference
         r = s.get_message(topic, qid, np.int64(mn), np.int32(5))
         assert r.status == "FOUND" and len(r.messages) == 5 and type(r.nextBeginOffset) is int
 
