@@ -109,43 +109,51 @@ class MappedFileQueue:
         return added
 
     # ---- lookups -------------------------------------------------------------------
+    # (the lookups read the state once: each property read of it is an attrgetter call)
     @property
     def first(self) -> MappedFile | None:
-        return self.files[0] if self.files else None
+        files = self.state.files
+        return files[0] if files else None
 
     @property
     def last(self) -> MappedFile | None:
-        return self.files[-1] if self.files else None
+        files = self.state.files
+        return files[-1] if files else None
 
     @property
     def min_offset(self) -> int:
-        return self.files[0].file_from_offset if self.files else 0
+        files = self.state.files
+        return files[0].state.file_from_offset if files else 0
 
     @property
     def max_offset(self) -> int:
         """End of written data: the last file holding any, at its write position."""
-        for f in reversed(self.files):
-            if f.wrote_position > 0:
-                return f.file_from_offset + f.wrote_position
-        return self.files[0].file_from_offset if self.files else 0
+        files = self.state.files
+        for f in reversed(files):
+            st = f.state
+            if st.wrote_position > 0:
+                return st.file_from_offset + st.wrote_position
+        return files[0].state.file_from_offset if files else 0
 
     def find(self, offset: int) -> MappedFile | None:
-        if not self.files:
+        files = self.state.files
+        if not files:
             return None
-        starts = self._starts()
-        i = bisect_right(starts, offset) - 1
+        i = bisect_right(self._starts(files), offset) - 1
         if i < 0:
             return None
-        f = self.files[i]
-        return f if offset < f.end_offset else None
+        f = files[i]
+        return f if offset < f.state.file_from_offset + f.file_size else None
 
     def index_of(self, f: MappedFile) -> int:
         return self.files.index(f)
 
-    def _starts(self) -> list[int]:
-        key = (len(self.files), self.files[0].file_from_offset if self.files else 0)
+    def _starts(self, files: list | None = None) -> list[int]:
+        if files is None:
+            files = self.state.files
+        key = (len(files), files[0].state.file_from_offset if files else 0)
         if getattr(self, "_starts_key", None) != key:
-            self._starts_cache = [f.file_from_offset for f in self.files]
+            self._starts_cache = [f.file_from_offset for f in files]
             self._starts_key = key
         return self._starts_cache
 
