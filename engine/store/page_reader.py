@@ -7,7 +7,6 @@ from dataclasses import dataclass, field, replace
 
 from engine.errors import CorruptDataError
 from engine.format.cq_unit import WHY_INVALID
-
 from engine.format.message import Message
 from engine.store import batch_page as _batch_page, lmq as _lmq
 from engine.store import page as _page
