@@ -18,9 +18,9 @@ from engine.store.message_store import MessageStore
 from engine.store.page_reader import set_aside_damage
 from engine.format.msgid import looks_like_msg_id
 from engine.format.text import parse_time, preview  # the GUI's rules too: one definition each
-from engine.cli.output import (EXIT_ERROR, CliError, OneLineParser, add_body_options, body_schemas,  # noqa: F401
-                               decode_into, decoded_lines, emit, fmt_time, nonneg, positive, safe, stderr_progress,
-                               table)
+from engine.cli.output import (EXIT_CANCELLED, EXIT_ERROR, CliError, OneLineParser, add_body_options,  # noqa: F401
+                               body_schemas, decode_into, decoded_lines, emit, fmt_time, nonneg, positive, safe,
+                               stderr_progress, table)
 
 
 def message_rows(msgs) -> str:
@@ -433,7 +433,7 @@ def main(argv: list[str] | None = None) -> int:
     except BrokenPipeError:
         return 0
     except KeyboardInterrupt:
-        return 130
+        return EXIT_CANCELLED
     except (OSError, ValueError) as e:
         print(f"rmqstore: error: {e}", file=sys.stderr)
         return EXIT_ERROR

@@ -10,6 +10,7 @@ import time
 from engine.format.timefmt import format_time
 
 EXIT_ERROR = 2
+EXIT_CANCELLED = 130   # Ctrl-C: the shell's 128 + SIGINT
 
 
 class CliError(Exception):

@@ -11,7 +11,7 @@ import contextlib
 import json
 import sys
 
-from engine.cli.output import nonneg, positive
+from engine.cli.output import EXIT_CANCELLED, nonneg, positive
 from engine.scan.api import (EXPORT_FORMATS, FILTER_TABLE_COLUMNS, JOBS, JobParams, MessageFilter, ScanStore,
                              format_table, one_line, redacted, resolve_stores, scan_task, validate)
 from engine.cli.tiered import open_scan_member, take_tier_settings
@@ -19,7 +19,6 @@ from engine.scan.jobs import TOPIC_STATS_NOTE
 from engine.tasks import Cancelled, CancelToken, Progress, run
 
 EXIT_ERROR = 2
-EXIT_CANCELLED = 130
 
 
 def add_scan_parser(subparsers) -> argparse.ArgumentParser:

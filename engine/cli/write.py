@@ -3,7 +3,9 @@ verifies a store without writing (what recovery would cut, CQ/index consistency)
 from __future__ import annotations
 
 import json
+import signal
 import sys
+import threading
 from pathlib import Path
 
 from engine.errors import StoreError
@@ -56,9 +58,9 @@ def register(add, commands: dict, write_commands: set, prepare: dict) -> None:
 def run_demo(args, cfg) -> int:
     """`rmqstore demo STORE`: progress on stderr when it is a terminal or --progress is given,
     never on stdout (which carries only the result, or its JSON)."""
-    from engine.cli.output import CliError, emit, rate_progress
+    from engine.cli.output import EXIT_CANCELLED, CliError, emit, rate_progress
     from engine.store.demo import demo_task
-    from engine.tasks import run
+    from engine.tasks import CancelToken, Cancelled, run
     root = Path(args.store)
     if root.exists() and (not root.is_dir() or any(root.iterdir())):
         raise CliError(f"{root} exists and is not an empty folder")
@@ -67,7 +69,19 @@ def run_demo(args, cfg) -> int:
     if args.seed < 0:
         raise CliError(f"--seed must be 0 or more, got {args.seed}")
     show = args.progress or sys.stderr.isatty()
-    run(demo_task(root, args.messages, args.seed, config=cfg), rate_progress() if show else None)
+    # Ctrl-C cancels between two chunks of messages: a flag the task polls, where a
+    # KeyboardInterrupt raised wherever the main thread happens to be can be lost (a finalizer's
+    # "Exception ignored") and let the demo run to its end
+    cancel = CancelToken()
+    main_thread = threading.current_thread() is threading.main_thread()
+    old = signal.signal(signal.SIGINT, lambda signum, frame: cancel.cancel()) if main_thread else None
+    try:
+        run(demo_task(root, args.messages, args.seed, config=cfg, cancel=cancel), rate_progress() if show else None)
+    except Cancelled:
+        return EXIT_CANCELLED
+    finally:
+        if main_thread:
+            signal.signal(signal.SIGINT, old)
     emit(args, {"store": str(root), "messages": args.messages, "seed": args.seed},
          f"demo store written to {root}")
     return 0
