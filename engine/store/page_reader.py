@@ -119,14 +119,14 @@ def set_aside_damage(r: GetMessageResult, cq, offset: int) -> GetMessageResult:
         return r
     units = cq.units(offset, r.nextBeginOffset) if cq is not None else None
     pairs = list(zip(units["commitLogOffset"].tolist(), units["size"].tolist())) if units is not None else []
+    taken = [page.unit_of(i) for i in range(len(page))]
     qoffs, j = [], 0
-    for i in range(len(page)):  # each item is the next of the units it was taken from, in order
-        want = page.unit_of(i)
+    for want in taken:  # each item is the next of the units it was taken from, in order
         while j < len(pairs) and pairs[j] != want:
             j += 1
         qoffs.append(offset + j if j < len(pairs) else None)
         j += 1
-    damaged = [{"queueOffset": qoffs[i], "commitLogOffset": page.unit_of(i)[0], "size": page.unit_of(i)[1],
-                "reason": why} for i, why in bad]
+    damaged = [{"queueOffset": qoffs[i], "commitLogOffset": taken[i][0], "size": taken[i][1], "reason": why}
+               for i, why in bad]
     skipped = sorted(list(r.skipped) + [(d["queueOffset"], WHY_INVALID) for d in damaged if d["queueOffset"] is not None])
     return replace(r, messages=good, skipped=skipped, damaged=damaged)
