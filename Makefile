@@ -130,7 +130,7 @@ TWIN_TESTS := tests/test_conformance_read.py tests/test_write_path.py tests/test
               tests/test_cli_internals.py tests/gui/test_gui_table_pages.py tests/test_query_kernel.py tests/test_message_kernel.py tests/test_dledger.py tests/test_dledger_real.py \
               tests/test_lmq_batchcq_read.py tests/test_lmq_batchcq_write.py tests/test_decode_kernel.py tests/test_query_batch.py tests/test_lineage.py tests/test_body_decode.py \
               tests/test_tiered.py tests/test_compaction.py tests/test_tiered_scan.py tests/test_tiered_local_index.py \
-              tests/test_compaction_no_log.py tests/test_store_view.py
+              tests/test_compaction_no_log.py tests/test_store_view.py tests/test_get_result.py
 # Both passes run on WORKERS pytest-xdist processes (tests/conftest.py: every Spark test on one
 # worker, in its order, handed out first; each other file's tests together); WORKERS=0 runs them
 # in this process, one after the other.

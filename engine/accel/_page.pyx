@@ -39,7 +39,7 @@ from engine.accel._record cimport (F_CRC, F_FORCE, F_V2, S_EOF, S_INVALID, S_MES
                                    check, check_keys, crc32, crc_tail_at, verify_prop_crc)
 from engine.accel._objects cimport rmq_new
 from engine.accel._query cimport IndexState, query_fast
-from engine.accel._results cimport QueryResult
+from engine.accel._results cimport GetMessageResult, QueryResult
 from engine.accel._seek cimport find_sep, rmq_prefetch
 from engine.accel._record import (ACCEPT_V2, CHECK_CRC, END_OF_FILE, FORCE_PROP_CRC, INVALID, MESSAGE,  # noqa: F401 (for Python)
                                   NEEDS_PY, SIZE_MISMATCH, classify, crc32_of)
@@ -53,7 +53,7 @@ cdef enum:
 
 ROW_SIZE = sizeof(Row)
 ROW_FORMAT = "=7q14i"
-API = 8  # what engine.store.page expects of this module (8: a page owns a PageState)
+API = 9  # what engine.store.page expects of this module (9: get_message is MessageStore's own, a GetMessageResult)
 
 
 # ---- a run of CQ units -----------------------------------------------------------------------

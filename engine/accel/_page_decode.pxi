@@ -104,9 +104,10 @@ cpdef list messages_at(cl, offsets):
     q, opts = cl.queue, cl.read_opts
     cdef Row r
     cdef int32_t size
-    cdef int st, flags
-    cdef int64_t o, start = 0, wp, base = 0, fsize = 0
-    cdef Py_ssize_t n
+    cdef int k, flags
+    cdef int64_t o, base = 0, fsize = 0
+    cdef Found fo
+    cdef Py_ssize_t n, i
     cdef Py_buffer v
     cdef list out = []
     cdef list files
@@ -114,31 +115,35 @@ cpdef list messages_at(cl, offsets):
     flags = read_flags(opts)
     n = len(files)
     if n:
-        base = file_start(files[0])
+        span_of(files[0], &fo)
+        base = fo.start
     for off in offsets:
         o = off
-        f = file_at(files, n, base, fsize, o, &start)
+        f = None
+        if n and o >= base and fsize > 0:  # straight to the file, files being fsize apart
+            i = (o - base) // fsize
+            if i < n:
+                f = files[i]
+                st = span_of(f, &fo)   # MappedFile's offset, positions and view (engine/accel/_state.pyx)
+                if not fo.start <= o < fo.start + fsize:
+                    f = None
         if f is None:
             f = q.find(o)
             if f is None:
                 continue
-            start = file_start(f)
-        fs = getattr(f, "state", None)   # MappedFile's offset, positions and view (engine/accel/_state.pyx)
-        if type(fs) is FileState and not (<FileState>fs).wrote_py:
-            wp, buf = (<FileState>fs).wrote, (<FileState>fs).buf
-        else:
-            wp, buf = f.wrote_position, f.buf
-        if o - start >= wp or o < start:
+            st = span_of(f, &fo)
+        buf = (<FileState>st).buf if st is not None else f.buf
+        if o - fo.start >= fo.wrote or o < fo.start:
             continue
         PyObject_GetBuffer(buf, &v, PyBUF_SIMPLE)
         try:
-            prefetch_whole(<const uint8_t*>v.buf, v.len, o - start)
-            st = check(<const uint8_t*>v.buf, v.len, o - start, min(wp, v.len), flags, &r, &size)
-            if st == S_MESSAGE:
-                out.append(lazy_message(<const uint8_t*>v.buf, o - start, &r, o, None))
+            prefetch_whole(<const uint8_t*>v.buf, v.len, o - fo.start)
+            k = check(<const uint8_t*>v.buf, v.len, o - fo.start, min(fo.wrote, v.len), flags, &r, &size)
+            if k == S_MESSAGE:
+                out.append(lazy_message(<const uint8_t*>v.buf, o - fo.start, &r, o, None))
         finally:
             PyBuffer_Release(&v)
-        if st != S_MESSAGE:
+        if k != S_MESSAGE:
             m = cl.get_message(o)
             if m is not None:
                 out.append(m)

@@ -114,16 +114,22 @@ cdef object new_page(page_cls, Py_ssize_t n, rows, views, cache, opts=None, file
     return p
 
 
-cdef inline int64_t file_start(f) except? -1:
-    """f.file_from_offset / f.wrote_position (file_wrote): the C fields of its state (MappedFile.state,
-    a FileState), else the attributes."""
-    st = getattr(f, "state", None)
-    return (<FileState>st).start if type(st) is FileState and not (<FileState>st).start_py else f.file_from_offset
+cdef struct Found:
+    int64_t start   # a file's start in its queue (file_from_offset)
+    int64_t wrote   # its write position
+    int64_t size    # the queue's file size
+    int64_t first   # the queue's first file's start (0: no file)
 
 
-cdef inline int64_t file_wrote(f) except? -1:
+cdef inline object span_of(f, Found* o):
+    """o.start, o.wrote: f's offset and write position, from its state's C fields (MappedFile.state,
+    a FileState, returned) when they are integers there, else the attributes (None returned)."""
     st = getattr(f, "state", None)
-    return (<FileState>st).wrote if type(st) is FileState and not (<FileState>st).wrote_py else f.wrote_position
+    if type(st) is FileState and not (<FileState>st).start_py and not (<FileState>st).wrote_py:
+        o.start, o.wrote = (<FileState>st).start, (<FileState>st).wrote
+        return st
+    o.start, o.wrote = f.file_from_offset, f.wrote_position
+    return None
 
 
 cdef inline object queue_files(q, int64_t* size):
@@ -136,26 +142,31 @@ cdef inline object queue_files(q, int64_t* size):
     return q.files
 
 
-cdef object file_at(files, Py_ssize_t n, int64_t base, int64_t size, int64_t offset, int64_t* start):
-    """The file holding `offset` when the files are `size` apart from `base` (the first's
-    offset), its start in *start; None when it is not where that puts it."""
-    cdef Py_ssize_t i
-    if n and offset >= base and size > 0:
-        i = (offset - base) // size
-        if i < n:
-            f = files[i]
-            start[0] = file_start(f)
-            if start[0] <= offset < start[0] + size:
-                return f
-    return None
-
-
-cdef object find_file(q, int64_t offset):
-    """MappedFileQueue.find(offset): straight to the index, files being `file_size` apart (else the bisect)."""
-    cdef int64_t size, start
+cdef object find_file(q, int64_t offset, Found* o):
+    """MappedFileQueue.find(offset), its span, the queue's file size and first start in *o:
+    straight to the index, files being `file_size` apart (else the bisect). Each state is read
+    once: two attribute reads when the offset is in the queue's first file, three otherwise."""
+    cdef int64_t size
+    cdef Py_ssize_t i, n
     files = queue_files(q, &size)
-    f = file_at(files, len(files), file_start(files[0]), size, offset, &start) if files else None
-    return f if f is not None else q.find(offset)
+    n = len(files)
+    o.size, o.first = size, 0
+    if n:
+        f = files[0]
+        span_of(f, o)
+        o.first = o.start
+        if offset >= o.first and size > 0:
+            i = (offset - o.first) // size
+            if i < n:
+                if i:
+                    f = files[i]
+                    span_of(f, o)
+                if o.start <= offset < o.start + size:
+                    return f
+    f = q.find(offset)
+    if f is not None:
+        span_of(f, o)
+    return f
 
 
 cdef const uint8_t* take_units(cqmm, Py_buffer* qv, Py_ssize_t* u_end) except NULL:
@@ -205,18 +216,19 @@ cpdef tuple read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
     cdef int stop
     cdef bint removing = False, took, have_nfs = False, ok
     cdef Py_buffer cv, qv, rv
+    cdef Found fo, go
     cdef bint has_cv = False, has_qv = False, has_rv = False
     cdef const uint8_t* cqp
     cdef int flags
     opts = cl.read_opts
     flags = 0 if broker else read_flags(opts)  # the broker's page reads no record here
     clq = cl.queue
-    fq = find_file(cqq, offset * CQ_UNIT_SIZE)
+    fq = find_file(cqq, offset * CQ_UNIT_SIZE, &fo)
     if fq is None:
         return (None if broker else "NO_MATCHED_MESSAGE"), offset, new_page(page_cls, 0, bytearray(), (), None), 0, []
-    first = file_start(fq) // CQ_UNIT_SIZE
+    first = fo.start // CQ_UNIT_SIZE
     u = offset - first
-    u_end = file_wrote(fq) // CQ_UNIT_SIZE
+    u_end = fo.wrote // CQ_UNIT_SIZE
     if not broker and u_end > mx - first:
         u_end = mx - first
     if broker and u_end - u > unit_cap(max_count):  # maxFilterMessageSize
@@ -234,7 +246,6 @@ cpdef tuple read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
     files = []
     views = []
     f = None
-    cl_min = queue_min(clq)
     try:
         cqmm = fq.mm
         cqp = take_units(cqmm, &qv, &u_end)
@@ -242,23 +253,23 @@ cpdef tuple read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
         PyObject_GetBuffer(rows, &rv, PyBUF_WRITABLE)
         has_rv = True
         phy = be64(cqp + u * CQ_UNIT_SIZE)  # the commitlog file of the first record (the loop finds others)
-        if phy >= cl_min and u < u_end and not (phy == 0 and be32(cqp + u * CQ_UNIT_SIZE + OFF_UNIT_SIZE) == FILLER_SIZE):
-            g = find_file(clq, phy)
-            if g is not None:
-                f = g
-                fi = take_file(g, files, views, &cv)
-                has_cv = True
-                f_from, f_size, f_wrote = file_start(g), g.file_size, file_wrote(g)
+        g = find_file(clq, phy, &go)
+        cl_min = go.first   # the log's min offset
+        if g is not None and phy >= cl_min and not (phy == 0 and be32(cqp + u * CQ_UNIT_SIZE + OFF_UNIT_SIZE) == FILLER_SIZE):
+            f = g
+            fi = take_file(g, files, views, &cv)
+            has_cv = True
+            f_from, f_size, f_wrote = go.start, go.size, go.wrote
         while True:
             if u >= u_end:  # this CQ file's units are done
                 if broker or q >= mx or j >= max_count:
                     break
-                fq = find_file(cqq, q * CQ_UNIT_SIZE)
+                fq = find_file(cqq, q * CQ_UNIT_SIZE, &fo)
                 if fq is None:
                     break
-                first = file_start(fq) // CQ_UNIT_SIZE
+                first = fo.start // CQ_UNIT_SIZE
                 u = q - first
-                u_end = file_wrote(fq) // CQ_UNIT_SIZE
+                u_end = fo.wrote // CQ_UNIT_SIZE
                 if u_end > mx - first:
                     u_end = mx - first
                 if u >= u_end:
@@ -322,7 +333,7 @@ cpdef tuple read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
             took = False
             if phy >= cl_min:
                 if not has_cv or not (f_from <= phy < f_from + f_size):
-                    g = find_file(clq, phy)
+                    g = find_file(clq, phy, &go)
                     if g is not None:
                         if has_cv:
                             PyBuffer_Release(&cv)
@@ -330,7 +341,7 @@ cpdef tuple read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
                         f = g
                         fi = take_file(g, files, views, &cv)
                         has_cv = True
-                        f_from, f_size, f_wrote = file_start(g), g.file_size, file_wrote(g)
+                        f_from, f_size, f_wrote = go.start, go.size, go.wrote
                 if has_cv and f_from <= phy < f_from + f_size and phy - f_from < f_wrote:
                     if j >= nrows:
                         nrows = grow_rows(rows, &rv)
@@ -371,28 +382,20 @@ cpdef tuple read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
     return status, q, page, nbytes, skipped
 
 
-cdef int64_t queue_min(q) except? -1:
-    """MappedFileQueue.min_offset."""
-    cdef int64_t size
-    files = queue_files(q, &size)
-    return file_start(files[0]) if files else 0
-
-
 cdef int64_t queue_max(q) except? -1:
     """MappedFileQueue.max_offset: the last file holding data, at its write position."""
-    cdef int64_t size, w
+    cdef Found o
     cdef Py_ssize_t i
-    files = queue_files(q, &size)
+    files = queue_files(q, &o.size)
     for i in range(len(files) - 1, -1, -1):
-        f = files[i]
-        w = file_wrote(f)
-        if w > 0:
-            return file_start(f) + w
-    return file_start(files[0]) if files else 0
+        span_of(files[i], &o)
+        if o.wrote > 0:
+            return o.start + o.wrote
+    return o.start if files else 0   # the first file's start, none holding data
 
 
-cdef object _result(result_cls, status, nxt, mn, mx, messages, total, skipped):
-    r = rmq_new(result_cls)
+cdef object _result(status, nxt, mn, mx, messages, total, skipped):
+    cdef GetMessageResult r = GetMessageResult.__new__(GetMessageResult)
     r.status, r.nextBeginOffset, r.minOffset, r.maxOffset = status, nxt, mn, mx
     r.messages, r.bufferTotalSize, r.skipped = messages, total, skipped
     return r
@@ -401,17 +404,19 @@ cdef object _result(result_cls, status, nxt, mn, mx, messages, total, skipped):
 cdef int64_t LONG_MAX = 0x7FFFFFFFFFFFFFFF
 
 
-def get_message(store, topic, queue_id, offset, max_count, broker, result_cls, page_cls, confirm):
+def get_message(store, topic, queue_id, offset, max_count=32, broker=False):
     """getMessage. broker=True reproduces the broker exactly (a page stops at the end of
     a CQ file; 32 messages / 256 KiB per page); the default reads `max_count` messages
     across CQ files and reports units it had to skip.
 
-    MessageStore.get_message's body compiled (engine/accel/_page.pyx) in one call: the queue's
-    bounds and statuses, the page loop, the result (a `result_cls` holding a `page_cls`; units
-    that need check_record go to `confirm`) -- for pages of small messages the Python frames
-    around the loop cost as much as the loop. Anything unusual (arguments that are not
-    integers or lie outside int64, LMQ and BatchCQ queues) goes to the reference,
-    store._get_message_py."""
+    MessageStore.get_message itself, compiled (engine/accel/_page.pyx): the queue's bounds and
+    statuses, the page loop, the result (a GetMessageResult holding a page of the store's
+    `_page_kit` class; units that need check_record go to its confirm hook) -- for pages of
+    small messages a Python frame around the loop costs a tenth of the page. Anything unusual
+    (queues the loop does not read, arguments that are not integers or lie outside int64, LMQ
+    and BatchCQ queues) goes to the reference, store._get_message_py."""
+    if not store.pages_compiled:
+        return store._get_message_py(topic, queue_id, offset, max_count, broker)
     if type(offset) is not int or type(max_count) is not int:  # numpy integers, bool
         try:
             offset, max_count = index(offset), index(max_count)
@@ -430,13 +435,13 @@ def get_message(store, topic, queue_id, offset, max_count, broker, result_cls, p
     mx //= CQ_UNIT_SIZE
     cdef bint brk = broker
     if mx == 0:
-        return _result(result_cls, "NO_MESSAGE_IN_QUEUE", 0, mn, mx, [], 0, [])
+        return _result("NO_MESSAGE_IN_QUEUE", 0, mn, mx, [], 0, [])
     if off < mn:
-        return _result(result_cls, "OFFSET_TOO_SMALL", mn, mn, mx, [], 0, [])
+        return _result("OFFSET_TOO_SMALL", mn, mn, mx, [], 0, [])
     if off == mx:
-        return _result(result_cls, "OFFSET_OVERFLOW_ONE", off, mn, mx, [], 0, [])
+        return _result("OFFSET_OVERFLOW_ONE", off, mn, mx, [], 0, [])
     if off > mx:
-        return _result(result_cls, "OFFSET_OVERFLOW_BADLY", mx, mn, mx, [], 0, [])
+        return _result("OFFSET_OVERFLOW_BADLY", mx, mn, mx, [], 0, [])
     cdef Py_ssize_t limit_count, n = max_count
     cdef int64_t limit_bytes
     if brk:
@@ -444,8 +449,9 @@ def get_message(store, topic, queue_id, offset, max_count, broker, result_cls, p
         limit_count, limit_bytes = cfg.maxTransferCountOnMessageInMemory, cfg.maxTransferBytesOnMessageInMemory or 0
     else:
         limit_count, limit_bytes = n, 0
+    page_cls, confirm = store._page_kit
     status, nxt, page, total, skipped = read(store.commitlog, cqq, off, mx, n, brk, limit_count, limit_bytes,
                                               page_cls, confirm)
     if status is None:
-        return _result(result_cls, "OFFSET_FOUND_NULL", off, mn, mx, [], 0, [])
-    return _result(result_cls, status, nxt, mn, mx, page, total, skipped)
+        return _result("OFFSET_FOUND_NULL", off, mn, mx, [], 0, [])
+    return _result(status, nxt, mn, mx, page, total, skipped)

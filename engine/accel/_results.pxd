@@ -1,11 +1,16 @@
-# The compiled result records' fields, for the kernels that build them: QueryResult (engine/accel/
-# _page's query_message: made with QueryResult.__new__(QueryResult), fields set as C attributes),
-# PutResults and put_result (engine/accel/_append's put loop).
+# The compiled result records' fields, for the kernels that build them: QueryResult and
+# GetMessageResult (engine/accel/_page's query_message and get_message: made with T.__new__(T),
+# fields set as C attributes), PutResults and put_result (engine/accel/_append's put loop).
 from libc.stdint cimport int64_t
 
 
 cdef class QueryResult:
     cdef public object messages, truncated, offsets, false_hits, indexLastUpdateTimestamp, indexLastUpdatePhyoffset
+
+
+cdef class GetMessageResult:
+    cdef public object status, nextBeginOffset, minOffset, maxOffset, messages, bufferTotalSize, skipped
+    cdef public object messageQueueOffset, messageCount, cqType, innerMessages, source, damaged
 
 
 cdef class PutResults:

@@ -1,7 +1,8 @@
 # cython: language_level=3
-"""The compiled QueryResult. engine/format/query_result.py's PyQueryResult is its pure twin and
-the reference (engine.format.query_result.QueryResult is one or the other, by a plain
-assignment there): the same fields, constructor, equality and JSON. A raw key query is a few
+"""The compiled QueryResult and GetMessageResult. engine/format/query_result.py's PyQueryResult
+and get_result.py's PyGetMessageResult are their pure twins and the references (each module's
+name is one or the other, by a plain assignment there): the same fields, constructor, equality
+and JSON. A raw key query is a few
 hundred nanoseconds of C; filling a dataclass through its Python __init__ or six attribute
 writes by name cost as much again. This module imports nothing of the engine above
 engine.format (the twin's module, on first use).
@@ -64,6 +65,64 @@ cdef class QueryResult:
 
     def to_json(self, with_body=True):
         return twin().PyQueryResult.to_json(self, with_body)
+
+
+cdef object _gm_twin = None
+
+
+cdef object gm_twin():
+    global _gm_twin
+    if _gm_twin is None:
+        import engine.format.get_result as m
+        _gm_twin = m
+    return _gm_twin
+
+
+cdef object _SIMPLE_CQ = "SimpleCQ"
+
+
+cdef class GetMessageResult:
+    """What getMessage answers (engine/format/get_result.py's PyGetMessageResult is the twin and
+    says what each field holds)."""
+
+    def __cinit__(self):
+        self.bufferTotalSize, self.cqType = 0, _SIMPLE_CQ
+
+    def __init__(self, status, nextBeginOffset, minOffset, maxOffset, messages=None, bufferTotalSize=0,
+                 skipped=None, messageQueueOffset=None, messageCount=None, cqType="SimpleCQ", innerMessages=None,
+                 source=None, damaged=None):
+        self.status, self.nextBeginOffset, self.minOffset, self.maxOffset = status, nextBeginOffset, minOffset, maxOffset
+        self.messages = [] if messages is None else messages
+        self.bufferTotalSize = bufferTotalSize
+        self.skipped = [] if skipped is None else skipped
+        self.messageQueueOffset, self.messageCount, self.cqType = messageQueueOffset, messageCount, cqType
+        self.innerMessages, self.source, self.damaged = innerMessages, source, damaged
+
+    def _fields(self):
+        return (self.status, self.nextBeginOffset, self.minOffset, self.maxOffset, self.messages,
+                self.bufferTotalSize, self.skipped, self.messageQueueOffset, self.messageCount, self.cqType,
+                self.innerMessages, self.source, self.damaged)
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    def __ne__(self, other):
+        r = self.__eq__(other)
+        return r if r is NotImplemented else not r
+
+    __hash__ = None
+
+    def __repr__(self):
+        return f"{type(self).__qualname__}(" + ", ".join(
+            f"{n}={v!r}" for n, v in zip(gm_twin().FIELD_NAMES, self._fields())) + ")"
+
+    def __reduce__(self):
+        return type(self), self._fields()
+
+    def to_json(self, with_body=True):
+        return gm_twin().PyGetMessageResult.to_json(self, with_body)
 
 
 # ---- what a put answers ----------------------------------------------------------------------

@@ -14,7 +14,7 @@ from engine.config import StoreConfig
 from engine.errors import MessageRejectedError, ReadOnlyStoreError, StoreError
 from engine.format.config_json import CONFIG_FILES, consumer_offsets, load_config_json
 from engine.store import opener as _opener
-from engine.store import page as _page  # getMessage's loop and its lazy page
+from engine.store import page_reader as _page_reader
 from engine.store import queries as _queries
 from engine.store import queue_store as _queue_store
 from engine.store.commit_log import CommitLog
@@ -328,14 +328,11 @@ class MessageStore:
         return h.to_json() if h else None
 
     # ---- reading by queue offset -------------------------------------------------------
-    def get_message(self, topic: str, queue_id: int, offset: int, max_count: int = 32,
-                    broker: bool = False) -> GetMessageResult:
-        """getMessage (_get_message_py says what it answers): the compiled page loop builds the
-        whole answer in one call, and hands anything unusual to _get_message_py."""
-        k = _page.KERNEL
-        if k is not None and self.pages_compiled:
-            return k.get_message(self, topic, queue_id, offset, max_count, broker, GetMessageResult, _PAGE, _CONFIRM)
-        return self.pages.get_message_py(topic, queue_id, offset, max_count, broker)
+    # getMessage (PageReader.get_message_py says what it answers): the compiled page loop builds
+    # the whole answer in one call (no Python frame around it), and hands anything unusual to
+    # _get_message_py; it makes its pages of `_page_kit`'s class, confirming units with its hook
+    get_message = _page_reader.get_message
+    _page_kit = (_PAGE, _CONFIRM)
 
     # ---- whole log ---------------------------------------------------------------------
     def iter_messages(self, start: int | None = None, end: int | None = None):

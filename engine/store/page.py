@@ -59,7 +59,7 @@ _unpack_row = ROW_STRUCT.unpack_from
 
 KERNEL = accel.load("_page")
 if KERNEL is not None and (KERNEL.ROW_SIZE != ROW_SIZE or KERNEL.ROW_FORMAT != ROW_STRUCT.format
-                           or getattr(KERNEL, "API", 0) != 8):
+                           or getattr(KERNEL, "API", 0) != 9):
     KERNEL = None  # a stale build (another row layout or interface): not used
 
 class PageState:

@@ -1,54 +1,13 @@
-"""getMessage's reference answer and its result type. A collaborator of MessageStore: the
+"""getMessage's reference answer (its result type: engine.format.get_result). A collaborator of MessageStore: the
 compiled page loop (engine.store.page.KERNEL) answers the common case in one call and hands
 anything unusual here (BatchCQ and LMQ queues, queues kept in RocksDB, damage)."""
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-
 from engine.errors import CorruptDataError
 from engine.format.cq_unit import WHY_INVALID
-from engine.format.message import Message
+from engine.format.get_result import GetMessageResult, replaced
 from engine.store import batch_page as _batch_page, lmq as _lmq
 from engine.store import page as _page
-
-
-@dataclass  # no slots: the compiled getMessage builds it with __new__, the later fields keep their defaults
-class GetMessageResult:
-    """`messages` is a MessagePage (a list of Message built on access, plus numpy columns)
-    when the read found any; an empty list otherwise. LMQ and BatchCQ queues also answer
-    RocketMQ's messageQueueOffset (each record's offset in this queue), a BatchCQ its
-    messageCount (inner messages) and the inner messages of its records."""
-    status: str
-    nextBeginOffset: int
-    minOffset: int
-    maxOffset: int
-    messages: list[Message] | _page.MessagePage = field(default_factory=list)
-    bufferTotalSize: int = 0
-    skipped: list[tuple[int, str]] = field(default_factory=list)  # (queue offset, why)
-    messageQueueOffset: list[int] | None = None  # LMQ and BatchCQ queues
-    messageCount: int | None = None              # BatchCQ: inner messages (else len(messages))
-    cqType: str = "SimpleCQ"
-    innerMessages: list | None = None            # BatchCQ: batch_page.BatchedMessage per offset
-    source: str | None = None                    # a store with its tier: which one answered, and why
-    damaged: list[dict] | None = None            # a broker page's items that do not decode (set_aside_damage)
-
-    def to_json(self, with_body: bool = True) -> dict:
-        d = {"status": self.status, "nextBeginOffset": self.nextBeginOffset,
-             "minOffset": self.minOffset, "maxOffset": self.maxOffset,
-             "messageCount": len(self.messages) if self.messageCount is None else self.messageCount,
-             "bufferTotalSize": self.bufferTotalSize,
-             "messages": [m.to_json(with_body) for m in self.messages],
-             "skipped": [{"queueOffset": q, "reason": r} for q, r in self.skipped]}
-        if self.messageQueueOffset is not None:
-            d["messageQueueOffset"] = self.messageQueueOffset
-        if self.source is not None:
-            d["source"] = self.source
-        if self.damaged is not None:
-            d["damaged"] = self.damaged
-        if self.innerMessages is not None:
-            d["cqType"] = self.cqType
-            d["innerMessages"] = [b.to_json(with_body) for b in self.innerMessages]
-        return d
 
 
 def offset_status(offset: int, mn: int, mx: int, empty_next: int = 0) -> GetMessageResult | None:
@@ -63,6 +22,16 @@ def offset_status(offset: int, mn: int, mx: int, empty_next: int = 0) -> GetMess
     if offset > mx:
         return GetMessageResult("OFFSET_OVERFLOW_BADLY", mx, mn, mx)
     return None
+
+
+def get_message_reference(store, topic: str, queue_id: int, offset: int, max_count: int = 32,
+                          broker: bool = False) -> GetMessageResult:
+    """MessageStore.get_message when the compiled page loop is not built: the reference."""
+    return store.pages.get_message_py(topic, queue_id, offset, max_count, broker)
+
+
+# MessageStore.get_message: the compiled one takes the whole call (no Python frame around it)
+get_message = _page.KERNEL.get_message if _page.KERNEL is not None else get_message_reference
 
 
 class PageReader:
@@ -129,4 +98,4 @@ def set_aside_damage(r: GetMessageResult, cq, offset: int) -> GetMessageResult:
     damaged = [{"queueOffset": qoffs[i], "commitLogOffset": taken[i][0], "size": taken[i][1], "reason": why}
                for i, why in bad]
     skipped = sorted(list(r.skipped) + [(d["queueOffset"], WHY_INVALID) for d in damaged if d["queueOffset"] is not None])
-    return replace(r, messages=good, skipped=skipped, damaged=damaged)
+    return replaced(r, messages=good, skipped=skipped, damaged=damaged)

@@ -15,6 +15,7 @@ from engine import MessageStore, StoreConfig
 from engine.errors import CorruptDataError
 from engine.format.cq_unit import WHY_INVALID
 from engine.store import page as PG
+from engine.store import page_reader as PR
 
 CFG = dict(mappedFileSizeCommitLog=1 << 20, mappedFileSizeConsumeQueue=20 * 100, maxHashSlotNum=64, maxIndexNum=256)
 UNIT = struct.Struct(">qiq")
@@ -26,6 +27,7 @@ def kernel(request, monkeypatch):
         pytest.skip("engine.accel._page not built or RMQSTORE_PURE_PYTHON=1")
     if request.param == "reference":
         monkeypatch.setattr(PG, "KERNEL", None)
+        monkeypatch.setattr(MessageStore, "get_message", PR.get_message_reference)
     return request.param
 
 

@@ -28,6 +28,7 @@ from conftest import FIXTURES, fixture_copy, unpack  # noqa: F401 - fixture_copy
 from engine import MessageStore, StoreConfig
 from engine.errors import CorruptDataError
 from engine.store import page as PG
+from engine.store import page_reader as PR
 from engine.format.message import (DecodeOptions, Message, MessageDraft, RecordStatus, check_record, encode_record,
                             prop_crc_tail)
 
@@ -63,15 +64,21 @@ def snapshot(r) -> tuple:
             msgs, [m if isinstance(m, tuple) else m.to_json() for m in msgs], cols)
 
 
+def loop(compiled: bool, saved=PG.KERNEL):
+    """Pages by the compiled loop (as built) or by the reference: the page module's kernel, and
+    MessageStore.get_message (the compiled one itself when built)."""
+    PG.KERNEL = saved if compiled else None
+    MessageStore.get_message = PR.get_message if compiled else PR.get_message_reference
+
+
 def both(fn):
     """fn() with the compiled loop, then with the reference loop."""
-    saved = PG.KERNEL
     try:
         a = fn()
-        PG.KERNEL = None
+        loop(False)
         b = fn()
     finally:
-        PG.KERNEL = saved
+        loop(True)
     return a, b
 
 
@@ -80,15 +87,14 @@ def compared(make):
     reference loop in lockstep, assert each pair of answers equal at once and yield the
     compiled one. (Collecting both whole runs first, as `both` does, held 1.5 GB of answers for
     the small fixture.)"""
-    saved = PG.KERNEL
     try:
         ga, gb = make(), make()
         while True:
-            PG.KERNEL = saved
+            loop(True)
             x = next(ga, None)
-            PG.KERNEL = None
+            loop(False)
             y = next(gb, None)
-            PG.KERNEL = saved
+            loop(True)
             assert (x is None) == (y is None), "the two runs gave different numbers of answers"
             if x is None:
                 return
@@ -96,7 +102,7 @@ def compared(make):
             assert x[1] == y[1], x[0]
             yield x
     finally:
-        PG.KERNEL = saved
+        loop(True)
 
 
 def start_offsets(cq, step: int) -> list[int]:
