@@ -224,6 +224,9 @@ SLOW = [
     "tests/test_body_decode.py::test_compiled_wire_walk_is_the_pure_one",
     "tests/test_architecture.py::test_rules_shared_by_cli_and_gui_are_defined_once",
     "tests/internals/test_views.py::test_panel_heatmap_click_walks_the_chain",
+    # Ctrl-C in real processes on stores big enough to be still working when it arrives (5-20 s)
+    "tests/test_cli_ctrl_c.py::test_ctrl_c_cancels_check",
+    "tests/test_cli_ctrl_c.py::test_ctrl_c_cancels_rebuild_and_recover_and_the_next_open_finishes",
 ]
 SLOW_FIXTURES = {"spark", "s3_stores"}
 

@@ -61,6 +61,12 @@ def _first_difference(fa, fb, start: int, end: int, cancel) -> tuple[int | None,
     return None, end - start
 
 
+def _poll(cancel, i: int) -> None:
+    """Cancelled when `cancel` is set, asked at i = 0 and then every 4096th i."""
+    if cancel is not None and i % 4096 == 0:
+        cancel.raise_if_cancelled()
+
+
 def _files_by_start(store) -> dict[int, object]:
     return {f.file_from_offset: f for f in store.commitlog.files}
 
@@ -173,6 +179,7 @@ def diff_task(a, b, limit: int = 0, cancel: CancelToken | None = None) -> Task[S
     cand_b: list[tuple[np.ndarray, np.ndarray]] = []
     same_offset_differs: set[int] = set()
     for i, s in enumerate(sorted(walk)):
+        _poll(cancel, 0)   # (a file of fewer than 4096 records is never polled inside)
         oa, sa, ka_ = _file_records(a, s, cancel)
         ob, sb, kb_ = _file_records(b, s, cancel)
         _, ia, ib = np.intersect1d(oa, ob, assume_unique=True, return_indices=True)
@@ -189,6 +196,7 @@ def diff_task(a, b, limit: int = 0, cancel: CancelToken | None = None) -> Task[S
         cand_b.append((ob[~same_b], kb_[~same_b]))
         out.files_walked += 1
         yield Progress(i + 1, len(walk), "records", "files")
+    _poll(cancel, 0)
     empty = np.empty(0, np.int64)
     offs_a = np.concatenate([c[0] for c in cand_a]) if cand_a else empty
     keys_a = np.concatenate([c[1] for c in cand_a]) if cand_a else empty
@@ -199,13 +207,16 @@ def diff_task(a, b, limit: int = 0, cancel: CancelToken | None = None) -> Task[S
     out.matched_by_key = int(in_b.sum())
     if out.matched_by_key:  # pairs at one offset whose bytes differ: changed, not moved
         pair_b = dict(zip(kb[in_a].tolist(), offs_b[in_a].tolist()))
-        for k, off in zip(ka[in_b].tolist(), offs_a[in_b].tolist()):
+        for j, (k, off) in enumerate(zip(ka[in_b].tolist(), offs_a[in_b].tolist())):
+            _poll(cancel, j)
             if off in same_offset_differs and pair_b.get(k) == off:
                 m = a.commitlog.get_message(off)
                 out.changed.append(message_ref(m))
     yield Progress(1, 2, "match", "steps")
+    _poll(cancel, 0)
     for store, offs, side in ((a, offs_a[~in_b], out.only_in_a), (b, offs_b[~in_a], out.only_in_b)):
-        for off in np.sort(offs)[:limit or None].tolist():
+        for j, off in enumerate(np.sort(offs)[:limit or None].tolist()):
+            _poll(cancel, j)
             side.append(message_ref(store.commitlog.get_message(off)))
     out.only_in_a_count, out.only_in_b_count = int((~in_b).sum()), int((~in_a).sum())
     out.queues = _queues(a, b)

@@ -19,8 +19,9 @@ from engine.store.page_reader import set_aside_damage
 from engine.format.msgid import looks_like_msg_id
 from engine.format.text import parse_time, preview  # the GUI's rules too: one definition each
 from engine.cli.output import (EXIT_CANCELLED, EXIT_ERROR, CliError, OneLineParser, add_body_options,  # noqa: F401
-                               body_schemas, decode_into, decoded_lines, emit, fmt_time, nonneg, positive, safe,
-                               stderr_progress, table)
+                               body_schemas, cancelled, decode_into, decoded_lines, emit, fmt_time, nonneg, positive,
+                               safe, stderr_progress, table)
+from engine.tasks import Cancelled
 
 
 def message_rows(msgs) -> str:
@@ -402,7 +403,11 @@ def main(argv: list[str] | None = None) -> int:
         if args.command == "recover":
             from pathlib import Path
             from engine.cli.write import print_recover_result, recover
-            return print_recover_result(args, recover(Path(args.store), cfg, args.dry_run))
+            try:
+                out = recover(Path(args.store), cfg, args.dry_run)
+            except Cancelled:
+                return cancelled("recover", "the next read-write open (or recover) runs recovery again")
+            return print_recover_result(args, out)
         if args.command == "init":
             from pathlib import Path
             from engine.cli.write import init_store
@@ -418,7 +423,10 @@ def main(argv: list[str] | None = None) -> int:
             from pathlib import Path
             from engine.cli.write import confirm_rebuild, rebuild
             confirm_rebuild(Path(args.store), args.yes)
-            out = rebuild(Path(args.store), cfg, args.overwrite_geometry)
+            try:
+                out = rebuild(Path(args.store), cfg, args.overwrite_geometry)
+            except Cancelled as e:
+                return cancelled("rebuild", e.message)
             emit(args, out, "rebuilt: " + ", ".join(f"{k} {v}" for k, v in out.items()))
             return 0
         read_only = args.command not in WRITE_COMMANDS
@@ -427,13 +435,15 @@ def main(argv: list[str] | None = None) -> int:
         with MessageStore.open(args.store, config=cfg, read_only=read_only,
                                tolerant=args.command == "check") as store:
             return cli_tiered.run_with_tier(store, args, tier_settings, COMMANDS)  # the store alone without one
+    except Cancelled:   # (each command that runs a task says what its cancel left; this is the net)
+        return cancelled(args.command)
     except (StoreError, CliError) as e:
         print(f"rmqstore: error: {e}", file=sys.stderr)
         return EXIT_ERROR
     except BrokenPipeError:
         return 0
-    except KeyboardInterrupt:
-        return EXIT_CANCELLED
+    except KeyboardInterrupt:   # Ctrl-C outside a task's cancel_on_sigint, or pressed twice
+        return cancelled(args.command)
     except (OSError, ValueError) as e:
         print(f"rmqstore: error: {e}", file=sys.stderr)
         return EXIT_ERROR

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from engine.analysis.diff import diff_task
 from engine.config import load_store_config
-from engine.cli.output import CliError, emit, fmt_time, nonneg, stderr_progress, table
+from engine.cli.output import CliError, cancel_on_sigint, cancelled, emit, fmt_time, nonneg, stderr_progress, table
 from engine.store.message_store import MessageStore
-from engine.tasks import run
+from engine.tasks import Cancelled, CancelToken, run
 
 
 def register(add, commands: dict) -> None:
@@ -51,7 +51,12 @@ def cmd_diff(store: MessageStore, args) -> int:
     if args.max < 0:
         raise CliError("--max must be 0 or more")
     cfg = load_store_config(getattr(args, "sub_config", None) or args.config, getattr(args, "set", None))
+    cancel = CancelToken()
     with MessageStore.open(args.other, config=cfg, read_only=True) as other:
-        result = run(diff_task(store, other, args.max), stderr_progress()).to_json()
+        try:
+            with cancel_on_sigint(cancel):
+                result = run(diff_task(store, other, args.max, cancel), stderr_progress()).to_json()
+        except Cancelled:
+            return cancelled("diff")
     emit(args, result, human(result, str(store.root), str(other.root)))
     return 0 if result["identical"] else 1

@@ -12,9 +12,9 @@ import json
 import sys
 
 from engine import analysis as A
-from engine.cli.output import CliError, fmt_time, safe, table
+from engine.cli.output import CliError, cancel_on_sigint, cancelled, fmt_time, safe, table
 from engine.format.javahash import index_key, index_key_hash
-from engine.tasks import run
+from engine.tasks import Cancelled, CancelToken, run
 
 TOP = 5   # longest chains listed per file
 
@@ -117,8 +117,8 @@ def cmd_chain(store, args) -> int:
 
 
 # ---- fill ---------------------------------------------------------------------------------------
-def fill_json(store) -> dict:
-    fill = run(A.store_fill_task(store))
+def fill_json(store, cancel: CancelToken | None = None) -> dict:
+    fill = run(A.store_fill_task(store, cancel=cancel))
     return {
         "commitlog": [{"file": c.name, "fileFromOffset": c.file_from_offset, "fileSize": c.file_size,
                        "wrotePosition": c.wrote_position, "usedBytes": c.message_bytes, "messages": c.message_count,
@@ -138,7 +138,12 @@ def fill_json(store) -> dict:
 
 
 def cmd_fill(store, args) -> int:
-    out = fill_json(store)
+    cancel = CancelToken()
+    try:
+        with cancel_on_sigint(cancel):
+            out = fill_json(store, cancel)
+    except Cancelled:
+        return cancelled("fill")
     if args.json:
         print(json.dumps(out, ensure_ascii=False))
         return 0

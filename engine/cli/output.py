@@ -3,11 +3,16 @@ human output, progress on stderr. Shared by all the CLI's command modules."""
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import signal
 import sys
+import threading
 import time
+from collections.abc import Iterator
 
 from engine.format.timefmt import format_time
+from engine.tasks import CancelToken
 
 EXIT_ERROR = 2
 EXIT_CANCELLED = 130   # Ctrl-C: the shell's 128 + SIGINT
@@ -15,6 +20,46 @@ EXIT_CANCELLED = 130   # Ctrl-C: the shell's 128 + SIGINT
 
 class CliError(Exception):
     pass
+
+
+# ---- Ctrl-C ------------------------------------------------------------------------------
+@contextlib.contextmanager
+def cancel_on_sigint(cancel: CancelToken) -> Iterator[CancelToken]:
+    """Inside the block Ctrl-C cancels `cancel` (the task stops at its next poll, where nothing
+    is half-written) instead of raising KeyboardInterrupt: a KeyboardInterrupt raised wherever
+    the main thread happens to be can be lost (in a finalizer or a C callback it is only an
+    "Exception ignored") and the command then runs to its end; a flag the task polls is never
+    lost. A second Ctrl-C raises KeyboardInterrupt (who presses twice wants out now). Only the
+    main thread can set a handler, and a SIGINT the process was started ignoring (a background
+    job) stays ignored: then nothing is installed. The previous handler is back on exit."""
+    if threading.current_thread() is not threading.main_thread():
+        yield cancel
+        return
+    previous = signal.getsignal(signal.SIGINT)
+    if previous is signal.SIG_IGN:
+        yield cancel
+        return
+    pressed = [False]
+
+    def on_sigint(signum, frame) -> None:
+        if pressed[0]:
+            raise KeyboardInterrupt
+        pressed[0] = True
+        cancel.cancel()
+    signal.signal(signal.SIGINT, on_sigint)
+    try:
+        yield cancel
+    finally:   # (None: a handler not set from Python, which cannot be put back; Python's own then)
+        signal.signal(signal.SIGINT, previous if previous is not None else signal.default_int_handler)
+
+
+def cancelled(what: str, note: str = "") -> int:
+    """The one line on stderr of a command Ctrl-C stopped (on a terminal in place of the
+    progress line); returns EXIT_CANCELLED."""
+    if sys.stderr.isatty():
+        print("\r" + " " * 79 + "\r", end="", file=sys.stderr)
+    print(f"rmqstore: {what} cancelled" + (f"; {note}" if note else ""), file=sys.stderr, flush=True)
+    return EXIT_CANCELLED
 
 
 # ---- argument types ----------------------------------------------------------------------

@@ -11,7 +11,7 @@ import contextlib
 import json
 import sys
 
-from engine.cli.output import EXIT_CANCELLED, nonneg, positive
+from engine.cli.output import EXIT_CANCELLED, cancel_on_sigint, nonneg, positive
 from engine.scan.api import (EXPORT_FORMATS, FILTER_TABLE_COLUMNS, JOBS, JobParams, MessageFilter, ScanStore,
                              format_table, one_line, redacted, resolve_stores, scan_task, validate)
 from engine.cli.tiered import open_scan_member, take_tier_settings
@@ -158,12 +158,14 @@ def _is_spark_error(e: BaseException) -> bool:
 
 def _run(store, args, params, conf, cancel):
     """The job as a task; its thread runs the work, this one prints progress, so Ctrl-C here
-    cancels it (the Spark job group with it) and waits for it to stop."""
+    sets `cancel` (cancel_on_sigint), which stops it (the Spark job group with it); a second
+    Ctrl-C closes the task, which waits for the job to stop."""
     task = scan_task(store, args.job, params, engine="local" if args.local else "spark", cancel=cancel,
                      master=args.master, memory=args.memory, conf=conf, remote=args.remote)
     show = _progress_printer(args)
     try:
-        return run(task, show)
+        with cancel_on_sigint(cancel):
+            return run(task, show)
     except KeyboardInterrupt:
         task.close()
         raise

@@ -14,11 +14,11 @@ from __future__ import annotations
 import json
 import sys
 
-from engine.cli.output import CliError, emit, fmt_time, safe, stderr_progress, table
+from engine.cli.output import CliError, cancel_on_sigint, cancelled, emit, fmt_time, safe, stderr_progress, table
 from engine.format.text import parse_time
 from engine.format.timer_layout import unit_kind
 from engine.store.timer_store import DELIVERED, PENDING, unit_json
-from engine.tasks import run
+from engine.tasks import Cancelled, CancelToken, run
 
 
 def register(add, commands: dict) -> None:
@@ -55,7 +55,12 @@ def cmd_timers(store, args) -> int:
 def _messages(store, ts, args) -> int:
     lo = parse_time(args.fire_from) if args.fire_from else None
     hi = parse_time(args.fire_to) if args.fire_to else None
-    msgs = run(ts.messages_task(store), None if args.json else stderr_progress())
+    cancel = CancelToken()
+    try:
+        with cancel_on_sigint(cancel):
+            msgs = run(ts.messages_task(store, cancel), None if args.json else stderr_progress())
+    except Cancelled:
+        return cancelled("timers")
     chosen = [m for m in msgs if (args.status is None or m.status == args.status)
               and (lo is None or (m.fireTime is not None and m.fireTime >= lo))
               and (hi is None or (m.fireTime is not None and m.fireTime <= hi))]

@@ -3,9 +3,7 @@ verifies a store without writing (what recovery would cut, CQ/index consistency)
 from __future__ import annotations
 
 import json
-import signal
 import sys
-import threading
 from pathlib import Path
 
 from engine.errors import StoreError
@@ -58,7 +56,7 @@ def register(add, commands: dict, write_commands: set, prepare: dict) -> None:
 def run_demo(args, cfg) -> int:
     """`rmqstore demo STORE`: progress on stderr when it is a terminal or --progress is given,
     never on stdout (which carries only the result, or its JSON)."""
-    from engine.cli.output import EXIT_CANCELLED, CliError, emit, rate_progress
+    from engine.cli.output import CliError, cancel_on_sigint, cancelled, emit, rate_progress
     from engine.store.demo import demo_task
     from engine.tasks import CancelToken, Cancelled, run
     root = Path(args.store)
@@ -69,19 +67,12 @@ def run_demo(args, cfg) -> int:
     if args.seed < 0:
         raise CliError(f"--seed must be 0 or more, got {args.seed}")
     show = args.progress or sys.stderr.isatty()
-    # Ctrl-C cancels between two chunks of messages: a flag the task polls, where a
-    # KeyboardInterrupt raised wherever the main thread happens to be can be lost (a finalizer's
-    # "Exception ignored") and let the demo run to its end
-    cancel = CancelToken()
-    main_thread = threading.current_thread() is threading.main_thread()
-    old = signal.signal(signal.SIGINT, lambda signum, frame: cancel.cancel()) if main_thread else None
+    cancel = CancelToken()   # Ctrl-C cancels between two chunks of messages
     try:
-        run(demo_task(root, args.messages, args.seed, config=cfg, cancel=cancel), rate_progress() if show else None)
+        with cancel_on_sigint(cancel):
+            run(demo_task(root, args.messages, args.seed, config=cfg, cancel=cancel), rate_progress() if show else None)
     except Cancelled:
-        return EXIT_CANCELLED
-    finally:
-        if main_thread:
-            signal.signal(signal.SIGINT, old)
+        return cancelled("demo", f"nothing is left of the store it was writing in {root}")
     emit(args, {"store": str(root), "messages": args.messages, "seed": args.seed},
          f"demo store written to {root}")
     return 0
@@ -213,9 +204,10 @@ def recover(root: Path, cfg, dry_run: bool) -> dict:
     """A dry run is the plan of a read-only open (engine.store.recovery.plan, the same plan a
     read-only open applies in memory); otherwise the store is opened read-write, which plans
     and applies recovery. `plan` in the answer is the plan that was (or would be) applied."""
+    from engine.cli.output import cancel_on_sigint
     from engine.store.message_store import MessageStore
     from engine.store.recovery import records_reach
-    from engine.tasks import run
+    from engine.tasks import CancelToken, run
     with MessageStore.open(root, cfg, read_only=True) as probe:
         cfg = probe.cfg
         before = records_reach(probe.commitlog)
@@ -226,8 +218,10 @@ def recover(root: Path, cfg, dry_run: bool) -> dict:
         abnormal, deleted, queues = plan.abnormal, plan.files_deleted, [c.name for c in plan.queue_cuts]
         index_rebuilt = plan.index_files_deleted
     else:
+        cancel = CancelToken()   # Ctrl-C: the open closes what it opened; the next open recovers again
         try:
-            s = run(MessageStore.open_task(root, cfg, read_only=False), _progress_printer("recover"))
+            with cancel_on_sigint(cancel):
+                s = run(MessageStore.open_task(root, cfg, read_only=False, cancel=cancel), _progress_printer("recover"))
         finally:
             _clear_progress()
         with s:
@@ -257,11 +251,28 @@ def confirm_rebuild(root: Path, yes: bool) -> None:
 
 
 def rebuild(root: Path, cfg, overwrite_geometry: bool = False) -> dict:
-    """engine.store.rebuild.rebuild_task, with progress on a terminal."""
+    """engine.store.rebuild.rebuild_task, with progress on a terminal. Ctrl-C cancels it
+    (engine.cli.output.cancel_on_sigint) before anything is deleted, or during the re-dispatch,
+    which the next read-write open continues: the Cancelled raised says which."""
+    from engine.cli.output import cancel_on_sigint
     from engine.store.rebuild import rebuild_task
-    from engine.tasks import run
+    from engine.tasks import Cancelled, CancelToken, run
+    cancel = CancelToken()
+    shown = _progress_printer("rebuild")
+    phases = []
+
+    def on_progress(p) -> None:
+        phases.append(p.phase)
+        if shown is not None:
+            shown(p)
     try:
-        return run(rebuild_task(root, cfg, overwrite_geometry=overwrite_geometry), _progress_printer("rebuild"))
+        with cancel_on_sigint(cancel):
+            return run(rebuild_task(root, cfg, cancel, overwrite_geometry=overwrite_geometry), on_progress)
+    except Cancelled:
+        if any(ph != "plan" for ph in phases):   # the old queues and index are gone
+            raise Cancelled("the ConsumeQueues and the index are rebuilt in part; the next read-write open "
+                            "(or rebuild) re-dispatches the rest from the commitlog") from None
+        raise Cancelled("nothing was changed") from None
     finally:
         _clear_progress()
 
@@ -293,11 +304,17 @@ def check_progress(tty: bool, every: float = 1.0):
 def cmd_check(store, args) -> int:
     import time
     from engine.analysis.check import check_task
-    from engine.tasks import run
+    from engine.cli.output import cancel_on_sigint, cancelled
+    from engine.tasks import Cancelled, CancelToken, run
     tty = sys.stderr.isatty()
     show = tty or getattr(args, "progress", False)
     t0 = time.monotonic()
-    report = run(check_task(store), check_progress(tty) if show else None)
+    cancel = CancelToken()
+    try:
+        with cancel_on_sigint(cancel):
+            report = run(check_task(store, cancel=cancel), check_progress(tty) if show else None)
+    except Cancelled:
+        return cancelled("check", "nothing was written")
     from engine.cli.compaction import check_report
     report = check_report(store, report)  # compaction logs against their CQs
     if tty:
