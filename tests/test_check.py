@@ -235,3 +235,132 @@ def test_check_task_yields_progress_and_stops_on_its_token():
         with pytest.raises(Cancelled):
             for _ in task:
                 pass
+
+
+# ---- findings a pending crash recovery resolves (abort + consume queues / index behind the log) ----
+def _cut_rebuild(root, monkeypatch):
+    """A store (small files: five index files, four of them full) whose rebuild was cancelled
+    half-way through its re-dispatch, with every consumer group at its queue's old end: the
+    queues and the index are behind the commitlog and `abort` stays."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "reliability"))
+    from relsupport import build_store, small_cfg
+    from engine.format.config_json import store_config_json
+    from engine.store import recovery
+    from engine.store.rebuild import rebuild_task
+    from engine.tasks import CancelToken, Cancelled, run
+    monkeypatch.setattr(recovery, "DISPATCH_STEP", 16)
+    build_store(root, n=600, seed=3)
+    cfg = small_cfg()
+    with MessageStore.open(root, cfg) as s:
+        ends = {k: cq.max_offset for k, cq in s.queues.items() if cq.max_offset}
+    store_config_json(root / "config", "consumerOffset.json",
+                      {"offsetTable": {f"{t}@cg_all": {str(q): e} for (t, q), e in ends.items()}})
+    token = CancelToken()
+
+    def halfway(p):
+        if p.unit == "bytes" and p.done > p.total // 2:
+            token.cancel()
+    with pytest.raises(Cancelled):
+        run(rebuild_task(root, cfg, token), halfway)
+    assert (root / "abort").exists()
+    return cfg, ends
+
+
+def _set_offset(root, topic, qid, offset, group="cg_x"):
+    from engine.format.config_json import load_config_json, store_config_json
+    data = load_config_json(root / "config", "consumerOffset.json")
+    data["offsetTable"][f"{topic}@{group}"] = {str(qid): offset}
+    store_config_json(root / "config", "consumerOffset.json", data)
+
+
+def _offset_findings(items):
+    return [p for p in items if p["kind"] == "config" and "past the queue's end" in p["detail"]]
+
+
+def test_consumer_offsets_over_queues_recovery_regrows_are_pending(tmp_path, monkeypatch):
+    root = tmp_path / "s"
+    cfg, ends = _cut_rebuild(root, monkeypatch)
+    report = check(root)
+    ahead = _offset_findings(report["recoveryPending"])
+    assert report["ok"] and not report["problems"], report["problems"]
+    assert {"abort", "cq-behind", "index-behind"} <= {p["kind"] for p in report["recoveryPending"]}
+    assert ahead and all("grows back to" in p["recovery"] for p in ahead)
+    # one group beyond what the commitlog holds for its queue: that one is a problem
+    (topic, qid), end = max(ends.items(), key=lambda kv: kv[1])
+    _set_offset(root, topic, qid, end + 5)
+    report = check(root)
+    bad = _offset_findings(report["problems"])
+    assert not report["ok"] and len(bad) == 1 and "cg_x" in bad[0]["detail"] and f"{topic}/{qid}" in bad[0]["detail"]
+    assert report["problemCount"] == 1 and _offset_findings(report["recoveryPending"]) == ahead
+    # without `abort` nothing is pending: every offset past its queue's end is a problem again
+    (root / "abort").unlink()
+    report = check(root)
+    assert {p["detail"] for p in _offset_findings(report["problems"])} == \
+        {p["detail"] for p in ahead} | {bad[0]["detail"]}
+    assert not _offset_findings(report["recoveryPending"])
+
+
+def test_consumer_offsets_are_inside_their_queues_once_recovery_ran(tmp_path, monkeypatch):
+    root = tmp_path / "s"
+    cfg, ends = _cut_rebuild(root, monkeypatch)
+    with MessageStore.open(root, cfg, read_only=False):
+        pass
+    report = check(root)
+    assert report["ok"] and not report["problems"] and not report["recoveryPending"], report
+    with MessageStore.open(root, cfg) as s:
+        assert {k: cq.max_offset for k, cq in s.queues.items() if cq.max_offset} == ends
+
+
+def _newest_index_files_lost(root):
+    """A store (small files) that lost its two newest index files, the checkpoint still naming
+    the newest full one (indexMsgTimestamp after every entry left); and `abort`."""
+    sys.path.insert(0, os.path.join(os.path.dirname(__file__), "reliability"))
+    from relsupport import build_store, small_cfg
+    build_store(root, n=600, seed=3)
+    files = _index_files(root)
+    assert len(files) >= 4
+    for f in files[-2:]:
+        f.unlink()
+    (root / "abort").touch()
+    return small_cfg()
+
+
+def _index_ts_findings(items):
+    return [p for p in items if p["kind"] == "checkpoint" and "after the newest index entry" in p["detail"]]
+
+
+def test_index_timestamp_ahead_of_an_index_recovery_rebuilds_is_pending(tmp_path):
+    from engine.store.checkpoint import Checkpoint
+    root = tmp_path / "s"
+    cfg = _newest_index_files_lost(root)
+    report = check(root)
+    pend = _index_ts_findings(report["recoveryPending"])
+    assert report["ok"] and not report["problems"], report["problems"]
+    assert len(pend) == 1 and pend[0]["offset"] == 16 and "re-indexes" in pend[0]["recovery"]
+    assert "index-behind" in {p["kind"] for p in report["recoveryPending"]}
+    # recovery re-indexes the lost files' records: the index reaches the checkpoint again
+    with MessageStore.open(root, cfg, read_only=False):
+        pass
+    report = check(root)
+    assert report["ok"] and not report["problems"] and not report["recoveryPending"], report
+    cp, _ = Checkpoint.load(root / "checkpoint")
+    with MessageStore.open(root, cfg) as s:
+        assert cp.indexMsgTimestamp <= max(f.header.endTimestamp for f in s.index.files)
+
+
+def test_index_timestamp_ahead_without_abort_or_beyond_the_log_is_a_problem(tmp_path):
+    from engine.store.checkpoint import Checkpoint
+    root = tmp_path / "s"
+    _newest_index_files_lost(root)
+    (root / "abort").unlink()   # a clean shutdown: no recovery will re-index anything
+    report = check(root)
+    assert len(_index_ts_findings(report["problems"])) == 1 and not report["ok"]
+    assert not _index_ts_findings(report["recoveryPending"])
+    (root / "abort").touch()    # pending, but no record the index lacks is stored that late
+    cp, _ = Checkpoint.load(root / "checkpoint")
+    cp.indexMsgTimestamp = cp.physicMsgTimestamp + 10 ** 6
+    cp.store(root / "checkpoint")
+    report = check(root)
+    bad = _index_ts_findings(report["problems"])
+    assert len(bad) == 1 and "index files are missing" in bad[0]["detail"] and not report["ok"]
+    assert not _index_ts_findings(report["recoveryPending"])

@@ -249,6 +249,41 @@ def test_rebuild_task_progress_and_cancel(tmp_path):
         assert {k: _units(cq) for k, cq in s.queues.items()} == want
 
 
+def test_a_cut_rebuild_leaves_a_checkpoint_a_broker_could_have_written(tmp_path, monkeypatch):
+    """§12.7: the checkpoint stops vouching for the consume queues and the index before they
+    are deleted (logics and index timestamps 0): a rebuild cut short keeps no old
+    indexMsgTimestamp past its new index, and crash recovery, by the checkpoint alone,
+    starts at the first commitlog file. A completed rebuild puts logicsMsgTimestamp back."""
+    from engine.store import recovery as rec
+    monkeypatch.setattr(rec, "DISPATCH_STEP", 16)
+    root = build_store(tmp_path / "s", n=600, seed=3)
+    cfg = small_cfg()
+    before, _ = Checkpoint.load(root / "checkpoint")
+    assert before.logicsMsgTimestamp and before.indexMsgTimestamp
+    token = CancelToken()
+
+    def halfway(p):
+        if p.unit == "bytes" and p.done > p.total // 2:
+            token.cancel()
+    with pytest.raises(Cancelled):
+        run(rebuild_task(root, cfg, token), halfway)
+    cut, _ = Checkpoint.load(root / "checkpoint")
+    assert (root / "abort").exists() and cut.logicsMsgTimestamp == 0 and cut.min_timestamp == 0
+    assert cut.physicMsgTimestamp == before.physicMsgTimestamp
+    with MessageStore.open(root, cfg) as s:
+        full = [f.header.endTimestamp for f in s.index.files if f.header.indexCount > 1]
+        assert cut.indexMsgTimestamp <= max(full, default=0)
+        assert s.recovery_plan.start_index == 0
+    out = run(rebuild_task(root, cfg))
+    assert out["abnormal"] and out["dispatched"] == 600
+    after, _ = Checkpoint.load(root / "checkpoint")
+    assert after.logicsMsgTimestamp >= before.logicsMsgTimestamp and after.indexMsgTimestamp > 0
+    assert not (root / "abort").exists()
+    out = run(rebuild_task(root, cfg))   # a clean store's rebuild keeps its logics timestamp
+    assert not out["abnormal"] and Checkpoint.load(root / "checkpoint")[0].logicsMsgTimestamp == \
+        after.logicsMsgTimestamp
+
+
 def test_plan_is_pure_and_torn_slots_reported(tmp_path):
     """plan() on a writable store changes no byte; the torn slots it reports are the ones
     apply points back."""

@@ -11,7 +11,9 @@ and say where each break is (file, offset, what was expected).
   could not be read, overlap or do not join; chains: out-of-range and forward links, every
   prevIndex cycle (engine.analysis.chains: a query walking into one loops to its step
   limit), entries in a chain whose key hash belongs to another slot, time order;
-- the checkpoint against the data, consumerOffset.json and topics.json against the queues.
+- the checkpoint against the data, consumerOffset.json and topics.json against the queues
+  (while crash recovery's re-dispatch is pending, a consumer offset inside what the commitlog
+  holds for its queue and an indexMsgTimestamp the re-indexed records reach are pending).
 
 `check_task` is the work as an engine task (yields Progress as records are read, polls a
 CancelToken, or anything with is_set, and stops with CheckCancelled); `check_store` runs it
@@ -28,7 +30,7 @@ from engine.store.batch_consume_queue import unit_problems
 from engine.errors import StoreError
 from engine.tasks import Cancelled, Progress, Task, run
 
-from engine.format.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE
+from engine.format.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE
 
 from . import check_records
 from .check_index import chain_findings, index_phase
@@ -129,8 +131,8 @@ def _check(store, max_problems: int, cancel, helper):
     n_entries = index_phase(store, rec, out, chains.result() if chains is not None else None, pending_from)
     _planned_cuts(store, out)
     yield Progress(2, 3, "index", "phases")
-    _checkpoint(store, last_ts, out)
-    _config_json(store, out)
+    _checkpoint(store, last_ts, out, rec, pending_from)
+    _config_json(store, out, rec, pending_from)
     yield Progress(3, 3, "checkpoint and config", "phases")
     return {"ok": not out.count, "messages": n_messages, "cqUnits": n_units, "indexEntries": n_entries,
             "crcRule": "body CRC and __CRC32# tails" if _verify_tails(store) else "body CRC (4.x: no __CRC32# tails)",
@@ -351,7 +353,8 @@ def _missing_units(store, rec: Records, seen: dict, ok: np.ndarray, batch, out: 
 
 
 # ---- checkpoint and config ------------------------------------------------------------------
-def _checkpoint(store, last_ts: int, out: Problems) -> None:
+def _checkpoint(store, last_ts: int, out: Problems, rec: Records | None = None,
+                pending_from: int | None = None) -> None:
     cp = store.checkpoint
     path = store.root / "checkpoint"
     if not store.checkpoint_exists:
@@ -371,8 +374,45 @@ def _checkpoint(store, last_ts: int, out: Problems) -> None:
                 out.note("checkpoint", what + " (records were cut after it was written; no reader sees it)", path, pos)
     ends = [f.header.endTimestamp for f in store.index.files if f.header.indexCount > 1]
     if ends and cp.indexMsgTimestamp > max(ends):
-        out.add("checkpoint", f"indexMsgTimestamp {cp.indexMsgTimestamp} is after the newest index entry "
-                f"({max(ends)}): index files are missing", path, 16)
+        what = f"indexMsgTimestamp {cp.indexMsgTimestamp} is after the newest index entry ({max(ends)})"
+        reindex = _reindexed(store, rec, pending_from)
+        if reindex is not None and reindex[1] >= cp.indexMsgTimestamp:
+            out.pending("checkpoint", what + ": the index is behind the commitlog", path, 16,
+                        f"crash recovery re-indexes the records from commitlog offset {reindex[0]} on, stored "
+                        f"up to {reindex[1]}: the index then reaches it")
+        else:
+            out.add("checkpoint", what + ": index files are missing", path, 16)
+
+
+def _reindexed(store, rec: Records | None, pending_from: int | None) -> tuple[int, int] | None:
+    """(commitlog offset, newest store time) of the records with keys crash recovery will
+    add to the index (the index's own resume point on: the builder skips what it holds), or
+    None when no recovery is pending or the index lacks none of them."""
+    if pending_from is None or rec is None or not rec.n or not store.cfg.messageIndexEnable:
+        return None
+    begin = max(pending_from, store.index.resume_offset(store.commitlog))
+    rows = rec.key_rec
+    rows = rows[(rec.off[rows] >= begin) & (rec.tran[rows] != TRANSACTION_ROLLBACK_TYPE)]
+    if not len(rows):
+        return None
+    return int(rec.off[rows[0]]), int(rec.ts[rows].max())
+
+
+def _regrown_ends(store, rec: Records | None, pending_from: int | None) -> dict[tuple[str, int], int]:
+    """(topic, queue id) -> the queue's end once crash recovery has re-dispatched the records
+    from `pending_from` on (the last one's queue offset + 1); empty when none is pending."""
+    if pending_from is None or rec is None or not rec.n:
+        return {}
+    rows = np.flatnonzero((rec.off >= pending_from) & ((rec.tran == TRANSACTION_NOT_TYPE)
+                                                       | (rec.tran == TRANSACTION_COMMIT_TYPE)))
+    if not len(rows):
+        return {}
+    group = (rec.topic[rows].astype(np.int64) << 32) | (rec.qid[rows].astype(np.int64) & 0xFFFFFFFF)
+    order = np.lexsort((rec.qoff[rows], group))
+    group, qoff = group[order], rec.qoff[rows][order]
+    last = np.flatnonzero(np.append(group[1:] != group[:-1], True))  # each queue's highest queue offset
+    qids = rec.qid[rows][order][last].tolist()
+    return {(rec.topics[g >> 32], qid): q + 1 for g, qid, q in zip(group[last].tolist(), qids, qoff[last].tolist())}
 
 
 def _planned_cuts(store, out: Problems) -> None:
@@ -399,19 +439,28 @@ def _planned_cuts(store, out: Problems) -> None:
                     "crash recovery deletes it and re-indexes its records from the commitlog")
 
 
-def _config_json(store, out: Problems) -> None:
+def _config_json(store, out: Problems, rec: Records | None = None, pending_from: int | None = None) -> None:
     cfg_dir = store.root / "config"
     try:
         offsets, table = store.consumer_offsets(), store.topic_config()
     except StoreError as e:  # a damaged config file is a problem to report, not a reason to stop
         out.add("config", e.message, e.path or cfg_dir, e.offset)
         return
+    regrown = None
     for (topic, group, qid), off in sorted(offsets.items()):
         cq = store.find_queue(topic, qid)
         mx = cq.max_offset if cq else 0
         if off > mx and cq is not None:
-            out.add("config", f"consumer group {group} is at offset {off} of {topic}/{qid}, past the queue's end "
-                    f"({mx})", cfg_dir / "consumerOffset.json", None)
+            what = f"consumer group {group} is at offset {off} of {topic}/{qid}, past the queue's end ({mx})"
+            if regrown is None:
+                regrown = _regrown_ends(store, rec, pending_from)
+            grows_to = regrown.get((topic, qid), mx) if not cq.lmq and topic not in store.batch_topics else mx
+            if off <= grows_to:  # the broker keeps consumer offsets; the queue grows back under them
+                out.pending("config", what, cfg_dir / "consumerOffset.json", None,
+                            f"crash recovery re-dispatches the queue's records from the commitlog: its end "
+                            f"grows back to {grows_to}")
+            else:
+                out.add("config", what, cfg_dir / "consumerOffset.json", None)
     for (topic, qid) in store.queues:
         tc = table.get(topic)
         if not isinstance(tc, dict):

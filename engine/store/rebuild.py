@@ -24,7 +24,13 @@ def rebuild_task(root: Path, cfg, cancel: CancelToken | None = None, overwrite_g
     at any point leaves every folder complete or absent, never a queue or an index with files
     missing from the middle; the next read-write open (or rebuild) dispatches what is missing.
     Cancel is honoured before anything is moved and then during the re-dispatch (which the
-    next open simply continues)."""
+    next open simply continues).
+
+    Before anything is moved the checkpoint stops vouching for what is deleted (§12.7):
+    logicsMsgTimestamp and indexMsgTimestamp become 0 (no consume-queue unit flushed, no
+    index file full), so a rebuild cut short leaves a checkpoint a broker could have written:
+    its crash recovery then starts at the first commitlog file and keeps no index file by an
+    old timestamp. A completed rebuild puts logicsMsgTimestamp back."""
     from engine.store.detect import refuse_foreign_files
     from engine.store.message_store import MessageStore
     from engine.store.store_lock import StoreLock
@@ -47,6 +53,7 @@ def rebuild_task(root: Path, cfg, cancel: CancelToken | None = None, overwrite_g
     lock = StoreLock(root)
     lock.acquire()  # never delete the queues of a store a broker or another writer is using
     try:
+        logics = _forget_dropped(root)
         trash = root / REBUILD_TRASH
         shutil.rmtree(trash, ignore_errors=True)
         trash.mkdir(exist_ok=True)
@@ -59,9 +66,25 @@ def rebuild_task(root: Path, cfg, cancel: CancelToken | None = None, overwrite_g
     s = yield from MessageStore.open_task(root, cfg, read_only=False, cancel=cancel)
     with s:
         r = s.recovery
+        if logics > s.checkpoint.logicsMsgTimestamp:  # every record is in its queue again
+            s.checkpoint.logicsMsgTimestamp = logics  # (the close stores it)
         return {"dispatched": r.dispatched, "unitsWritten": r.units_written, "indexEntries": r.index_entries_added,
                 "queues": len(s.queues), "indexFiles": len(s.index.files), "commitlogMaxOffset": s.max_offset,
                 "abnormal": r.abnormal}
+
+
+def _forget_dropped(root: Path) -> int:
+    """The checkpoint without the timestamps of the consume queues and the index about to be
+    deleted, stored before they go; returns the logicsMsgTimestamp it had."""
+    from engine.store.checkpoint import Checkpoint
+    path = root / "checkpoint"
+    cp, existed = Checkpoint.load(path)
+    if existed and (cp.logicsMsgTimestamp or cp.indexMsgTimestamp):
+        logics = cp.logicsMsgTimestamp
+        cp.logicsMsgTimestamp = cp.indexMsgTimestamp = 0
+        cp.store(path)
+        return logics
+    return cp.logicsMsgTimestamp
 
 
 def _without(cfg, names: set[str]):
