@@ -66,3 +66,22 @@ def test_compiled_and_reference_answers_are_equal_records(monkeypatch):
                        (b.status, b.nextBeginOffset, b.minOffset, b.maxOffset, b.bufferTotalSize, b.skipped)
         s.pages_compiled = False   # a queue store the loop does not read: the reference answers
         assert s.get_message(topic, qid, mn, 4).to_json() == PR.get_message_reference(s, topic, qid, mn, 4).to_json()
+
+
+def test_a_page_answers_its_states_list_with_either_twin():
+    """MessagePage's len, bool, [i] and iteration are its state's: the compiled functions
+    (engine/accel/_state.pyx, no Python frame) when built, else the page module's own."""
+    with MessageStore.open(unpack("small")) as s:
+        (topic, qid), cq = sorted(s.queues.items())[0]
+        page = s.get_message(topic, qid, cq.min_offset, 5).messages
+        empty = PG.MessagePage()
+        assert len(page) == 5
+        for twin in (PG._BY_STATE, (PG._state_len, PG._state_bool, PG._state_item, PG._state_iter)):
+            n, b, item, it = twin
+            assert (n(page), b(page), n(empty), b(empty)) == (5, True, 0, False)
+            assert [m.queueOffset for m in it(page)] == [item(page, i).queueOffset for i in range(5)]
+            assert item(page, -1).queueOffset == item(page, 4).queueOffset
+            with pytest.raises(IndexError):
+                item(page, 5)
+    built = accel.load("_state")
+    assert PG.MessagePage.__len__ is (built.state_len if built is not None else PG._state_len)

@@ -140,6 +140,27 @@ class PageState:
                        parse_properties(raw) if pl > 0 else {}, magic, phys, tcode)
 
 
+def _state_len(page) -> int:
+    return len(page.state)
+
+
+def _state_bool(page) -> bool:
+    return len(page.state) > 0
+
+
+def _state_item(page, i):
+    return page.state[i]
+
+
+def _state_iter(page):
+    return iter(page.state)
+
+
+_STATE = accel.load("_state")   # len, bool, [i] and iter of an owner by its state, compiled
+_BY_STATE = ((_state_len, _state_bool, _state_item, _state_iter) if _STATE is None
+             else (_STATE.state_len, _STATE.state_bool, _STATE.state_item, _STATE.state_iter))
+
+
 class MessagePage(Sequence):
     """A page of messages: len, [i] (negative too), [a:b] (a list), iteration, bool and == a
     list behave like the list of Message it stands for; a Message is built on first access.
@@ -165,18 +186,8 @@ class MessagePage(Sequence):
         st.froms = file_starts
         return cls(st)
 
-    # ---- the list ------------------------------------------------------------------------
-    def __len__(self) -> int:
-        return len(self.state)
-
-    def __bool__(self) -> bool:
-        return len(self.state) > 0
-
-    def __getitem__(self, i):
-        return self.state[i]
-
-    def __iter__(self):
-        return iter(self.state)
+    # ---- the list: its state's answers (compiled ones have no Python frame around them) -----
+    __len__, __bool__, __getitem__, __iter__ = _BY_STATE
 
     def __reversed__(self):
         get = self.state.get
