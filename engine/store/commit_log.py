@@ -54,6 +54,8 @@ class ScanResult:
 
 
 class CommitLog:
+    __slots__ = ("queue", "read_opts", "__dict__", "__weakref__")  # (read by the page loop and messages_at)
+
     def __init__(self, cfg: StoreConfig, writable: bool = False):
         self.cfg = cfg
         self.queue = MappedFileQueue(cfg.commitlog_dirs, cfg.mappedFileSizeCommitLog, writable,

@@ -47,6 +47,7 @@ def units_of(f: MappedFile) -> np.ndarray:
 class ConsumeQueue:
     """One queue's files. `max_physic_offset` lives in `state` (a QueueState), which the
     compiled put takes."""
+    __slots__ = ("lmq", "queue", "min_logic_offset", "state", "__dict__", "__weakref__")  # (read by the page loop)
     kind = "file"  # engine.store.consume_queue_interface.ConsumeQueueInterface
     max_physic_offset = state_property("max_physic_offset", "the end of the last unit's record (-1: none)")
 

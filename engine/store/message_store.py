@@ -65,6 +65,9 @@ class MessageStore:
     A facade over its collaborators: the log and the queue store (chosen at open), the index,
     engine.store.opener (opening, recovery, refresh), the writer, PageReader (getMessage's
     reference), QueryService (by key, id and time) and QueueKinds (LMQ, BatchCQ)."""
+    # what the compiled page loop and key query read of a store on every call are slots (a
+    # member read from C, where an instance-dict attribute costs a dict lookup more)
+    __slots__ = ("queues", "cfg", "commitlog", "index", "pages_compiled", "__dict__", "__weakref__")
     tier_store = None                            # (engine.store.view: no tier behind it)
     local_store = property(lambda self: self)    # its own files are the local ones
 
