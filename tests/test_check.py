@@ -243,26 +243,15 @@ def _cut_rebuild(root, monkeypatch):
     half-way through its re-dispatch, with every consumer group at its queue's old end: the
     queues and the index are behind the commitlog and `abort` stays."""
     sys.path.insert(0, os.path.join(os.path.dirname(__file__), "reliability"))
-    from relsupport import build_store, small_cfg
+    from relsupport import build_store, cut_rebuild, small_cfg
     from engine.format.config_json import store_config_json
-    from engine.store import recovery
-    from engine.store.rebuild import rebuild_task
-    from engine.tasks import CancelToken, Cancelled, run
-    monkeypatch.setattr(recovery, "DISPATCH_STEP", 16)
     build_store(root, n=600, seed=3)
     cfg = small_cfg()
     with MessageStore.open(root, cfg) as s:
         ends = {k: cq.max_offset for k, cq in s.queues.items() if cq.max_offset}
     store_config_json(root / "config", "consumerOffset.json",
                       {"offsetTable": {f"{t}@cg_all": {str(q): e} for (t, q), e in ends.items()}})
-    token = CancelToken()
-
-    def halfway(p):
-        if p.unit == "bytes" and p.done > p.total // 2:
-            token.cancel()
-    with pytest.raises(Cancelled):
-        run(rebuild_task(root, cfg, token), halfway)
-    assert (root / "abort").exists()
+    cut_rebuild(root, cfg, monkeypatch)
     return cfg, ends
 
 

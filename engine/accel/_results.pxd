@@ -4,11 +4,15 @@
 from libc.stdint cimport int64_t
 
 
-cdef class QueryResult:
+cdef class Record:
+    pass
+
+
+cdef class QueryResult(Record):
     cdef public object messages, truncated, offsets, false_hits, indexLastUpdateTimestamp, indexLastUpdatePhyoffset
 
 
-cdef class GetMessageResult:
+cdef class GetMessageResult(Record):
     cdef public object status, nextBeginOffset, minOffset, maxOffset, messages, bufferTotalSize, skipped
     cdef public object messageQueueOffset, messageCount, cqType, innerMessages, source, damaged
 

@@ -19,18 +19,53 @@ from engine.accel._message cimport msg_id_of
 from engine.accel._objects cimport rmq_new_as
 from engine.format.put_result import PutResult
 
-cdef object _twin = None
+cdef dict _twins = {}
 
 
-cdef object twin():
-    global _twin
-    if _twin is None:
-        import engine.format.query_result as m
-        _twin = m
-    return _twin
+cdef object twin(str module):
+    """The pure twin's module (engine.format.query_result / get_result), imported on first use:
+    it imports this one."""
+    m = _twins.get(module)
+    if m is None:
+        import importlib
+        m = _twins[module] = importlib.import_module(module)
+    return m
 
 
-cdef class QueryResult:
+cdef class Record:
+    """Equality, repr, pickling and JSON of a compiled result record, from its fields in its
+    twin's FIELD_NAMES order (`_fields`) and its twin's own to_json (`_twin`: the module and
+    the pure class)."""
+
+    def _fields(self):
+        raise NotImplementedError
+
+    def _twin(self):
+        raise NotImplementedError
+
+    def __eq__(self, other):
+        if type(other) is not type(self):
+            return NotImplemented
+        return self._fields() == other._fields()
+
+    def __ne__(self, other):
+        r = self.__eq__(other)
+        return r if r is NotImplemented else not r
+
+    __hash__ = None
+
+    def __repr__(self):
+        names = self._twin()[0].FIELD_NAMES
+        return f"{type(self).__qualname__}(" + ", ".join(f"{n}={v!r}" for n, v in zip(names, self._fields())) + ")"
+
+    def __reduce__(self):
+        return type(self), self._fields()
+
+    def to_json(self, with_body=True):
+        return self._twin()[1].to_json(self, with_body)
+
+
+cdef class QueryResult(Record):
     """What a key query answers: `messages`, `truncated`, `offsets` (index hits in walk order
     when raw, matched when exact), `false_hits`, and the index's last update."""
     index_lost = frozenset()   # (ExactQueryResult's: hits only an index file RocketMQ's restart deletes holds)
@@ -45,43 +80,15 @@ cdef class QueryResult:
         return (self.messages, self.truncated, self.offsets, self.false_hits, self.indexLastUpdateTimestamp,
                 self.indexLastUpdatePhyoffset)
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return self._fields() == other._fields()
-
-    def __ne__(self, other):
-        r = self.__eq__(other)
-        return r if r is NotImplemented else not r
-
-    __hash__ = None
-
-    def __repr__(self):
-        return f"{type(self).__qualname__}(" + ", ".join(
-            f"{n}={v!r}" for n, v in zip(twin().FIELD_NAMES, self._fields())) + ")"
-
-    def __reduce__(self):
-        return type(self), self._fields()
-
-    def to_json(self, with_body=True):
-        return twin().PyQueryResult.to_json(self, with_body)
-
-
-cdef object _gm_twin = None
-
-
-cdef object gm_twin():
-    global _gm_twin
-    if _gm_twin is None:
-        import engine.format.get_result as m
-        _gm_twin = m
-    return _gm_twin
+    def _twin(self):
+        m = twin("engine.format.query_result")
+        return m, m.PyQueryResult
 
 
 cdef object _SIMPLE_CQ = "SimpleCQ"
 
 
-cdef class GetMessageResult:
+cdef class GetMessageResult(Record):
     """What getMessage answers (engine/format/get_result.py's PyGetMessageResult is the twin and
     says what each field holds)."""
 
@@ -103,26 +110,9 @@ cdef class GetMessageResult:
                 self.bufferTotalSize, self.skipped, self.messageQueueOffset, self.messageCount, self.cqType,
                 self.innerMessages, self.source, self.damaged)
 
-    def __eq__(self, other):
-        if type(other) is not type(self):
-            return NotImplemented
-        return self._fields() == other._fields()
-
-    def __ne__(self, other):
-        r = self.__eq__(other)
-        return r if r is NotImplemented else not r
-
-    __hash__ = None
-
-    def __repr__(self):
-        return f"{type(self).__qualname__}(" + ", ".join(
-            f"{n}={v!r}" for n, v in zip(gm_twin().FIELD_NAMES, self._fields())) + ")"
-
-    def __reduce__(self):
-        return type(self), self._fields()
-
-    def to_json(self, with_body=True):
-        return gm_twin().PyGetMessageResult.to_json(self, with_body)
+    def _twin(self):
+        m = twin("engine.format.get_result")
+        return m, m.PyGetMessageResult
 
 
 # ---- what a put answers ----------------------------------------------------------------------

@@ -1,6 +1,6 @@
-"""getMessage's reference answer (its result type: engine.format.get_result). A collaborator of MessageStore: the
-compiled page loop (engine.store.page.KERNEL) answers the common case in one call and hands
-anything unusual here (BatchCQ and LMQ queues, queues kept in RocksDB, damage)."""
+"""getMessage's reference answer (its result type: engine.format.get_result). A collaborator
+of MessageStore: the compiled page loop (engine.store.page.KERNEL) answers the common case in
+one call and hands anything unusual here (BatchCQ and LMQ queues, queues kept in RocksDB, damage)."""
 from __future__ import annotations
 
 from engine.errors import CorruptDataError

@@ -259,6 +259,25 @@ def build_store(root: Path, n: int = 300, seed: int = 1, **cfg_extra) -> Path:
     return root
 
 
+def cut_rebuild(root: Path, cfg, monkeypatch) -> None:
+    """`rebuild` of the store at root cancelled half-way through its re-dispatch (dispatch steps
+    of 16 records, so there is a half-way): the queues and the index are behind the commitlog
+    and `abort` stays."""
+    import pytest
+    from engine.store import recovery
+    from engine.store.rebuild import rebuild_task
+    from engine.tasks import CancelToken, Cancelled, run
+    monkeypatch.setattr(recovery, "DISPATCH_STEP", 16)
+    token = CancelToken()
+
+    def halfway(p):
+        if p.unit == "bytes" and p.done > p.total // 2:
+            token.cancel()
+    with pytest.raises(Cancelled):
+        run(rebuild_task(root, cfg, token), halfway)
+    assert (root / "abort").exists()
+
+
 # ---- the browsing session ------------------------------------------------------------------
 def _plain(fn, *a, **k):
     return fn(*a, **k)
