@@ -353,3 +353,59 @@ def test_index_timestamp_ahead_without_abort_or_beyond_the_log_is_a_problem(tmp_
     bad = _index_ts_findings(report["problems"])
     assert len(bad) == 1 and "index files are missing" in bad[0]["detail"] and not report["ok"]
     assert not _index_ts_findings(report["recoveryPending"])
+
+
+# ---- damage a crash recovery does not mend (abort present) --------------------------------------
+def _crashed_copy(tmp_path):
+    import shutil
+    root = tmp_path / "s"
+    shutil.copytree(unpack("crashed"), root)
+    assert (root / "abort").exists() and len(list((root / "commitlog").iterdir())) > 2
+    return root
+
+
+def _check_json(root):
+    cp = subprocess.run([sys.executable, "-m", "engine", "check", str(root), "--json"], capture_output=True,
+                        text=True)
+    return cp.returncode, json.loads(cp.stdout)
+
+
+def test_whole_files_of_records_past_a_crashed_logs_end_are_a_problem(tmp_path):
+    """A zeroed first commitlog file in a crashed store: recovery finds the log's end at 0 and
+    would delete the later files with their records. Not a torn tail: a problem."""
+    root = _crashed_copy(tmp_path)
+    first = sorted((root / "commitlog").iterdir())[0]
+    first.write_bytes(bytes(first.stat().st_size))
+    rc, j = _check_json(root)
+    lost = [p for p in j["problems"] if p["kind"] == "commitlog-lost"]
+    assert rc == 1 and not j["ok"] and len(lost) == 1, j["problems"]
+    assert lost[0]["offset"] == int(sorted((root / "commitlog").iterdir())[1].name)
+
+
+def test_keys_of_a_lost_index_file_are_missing_even_with_recovery_pending(tmp_path):
+    """RocketMQ's re-dispatch indexes only records past the newest kept index file's end: the
+    keys the deleted oldest file held are never indexed again, so they are problems, and a
+    query after the recovery cannot find them."""
+    root = _crashed_copy(tmp_path)
+    sorted((root / "index").iterdir())[0].unlink()
+    rc, j = _check_json(root)
+    kinds = {p["kind"] for p in j["problems"]}
+    assert rc == 1 and "index-missing" in kinds, j["problems"]
+    with MessageStore.open(root, read_only=False) as s:   # the recovery: they stay lost
+        missing = [p for p in j["problems"] if p["kind"] == "index-missing"]
+        assert missing
+        for p in missing[:5]:
+            key = p["detail"].split("'")[1]
+            topic = s.commitlog.read_record(p["offset"]).message.topic
+            assert p["offset"] not in s.query_message(topic, key, max_num=64).offsets
+
+
+def test_a_missing_checkpoint_is_a_note(tmp_path):
+    """No answer a reader gets depends on the checkpoint: without one check says so in a note,
+    as it does for a zeroed one, and stays OK on a clean store."""
+    import shutil
+    root = tmp_path / "s"
+    shutil.copytree(unpack("small"), root)
+    (root / "checkpoint").unlink()
+    rc, j = _check_json(root)
+    assert rc == 0 and j["ok"] and any(n["kind"] == "checkpoint" for n in j["notes"]), j

@@ -105,6 +105,16 @@ def redispatch_from(store) -> int | None:
     return min(cl.files[p.start_index].file_from_offset, resume_offset(store, p.cq_max_physic_offset))
 
 
+def reindex_from(store, pending_from: int) -> int:
+    """Where crash recovery's re-dispatch adds index entries again: from `pending_from`, but
+    the index builder skips every record below the end of the newest index file the recovery
+    keeps (RocketMQ's buildIndex returns for an offset below the last file's endPhyOffset), so
+    keys an older, lost index file held are never indexed again."""
+    gone = set(store.recovery_plan.index_files_deleted)
+    kept = [f for f in store.index.files if f.name not in gone]
+    return max(pending_from, store.index.resume_offset(store.commitlog, kept))
+
+
 def _check(store, max_problems: int, cancel, helper):
     out = Problems(max_problems)
     pending_from = redispatch_from(store)
@@ -128,7 +138,8 @@ def _check(store, max_problems: int, cancel, helper):
     n_units = _consume_queues(store, rec, out, pending_from)
     yield Progress(1, 3, "consume queues", "phases")
     _poll(store, cancel)
-    n_entries = index_phase(store, rec, out, chains.result() if chains is not None else None, pending_from)
+    n_entries = index_phase(store, rec, out, chains.result() if chains is not None else None,
+                            None if pending_from is None else reindex_from(store, pending_from))
     _planned_cuts(store, out)
     yield Progress(2, 3, "index", "phases")
     _checkpoint(store, last_ts, out, rec, pending_from)
@@ -170,6 +181,7 @@ def _commitlog(store, out: Problems, cancel, helper=None):
             else:
                 out.add("commitlog-tail", what, f.path, rec.end_offset)
     if crashed:
+        _records_past_the_cut(store, rec, out)
         p = store.recovery_plan
         out.pending("abort", "abort file present: the store was not shut down cleanly", store.root / "abort", None,
                     f"abnormal recovery: the commitlog is scanned from file {p.scan.start_file} ({p.start_rule}) "
@@ -180,6 +192,24 @@ def _commitlog(store, out: Problems, cancel, helper=None):
     for why in store.refused_files:
         out.add("file", f"passed over: {why}", store.root, None)
     return (yield from walk_task(store, out, _verify_tails(store), lambda: _poll(store, cancel), helper))
+
+
+def _records_past_the_cut(store, rec, out: Problems) -> None:
+    """A crash tears the log only where it was being written. Whole files after the end
+    recovery finds that begin with a record are not a torn tail: the log is damaged before
+    them, and crash recovery (RocketMQ's and ours) would delete them with every record they
+    hold. A problem, not a pending step."""
+    from engine.store.commit_log import read_record_at
+    cl = store.commitlog
+
+    def begins_with_a_record(f) -> bool:   # (read past the valid end, which a reader stops at)
+        return read_record_at(f.buf, 0, f.file_size, f.file_from_offset, cl.read_opts).message is not None
+    lost = [c for c in store.recovery_plan.commitlog_cuts
+            if c.delete and (f := cl.queue.find(c.start)) is not None and begins_with_a_record(f)]
+    if lost:
+        out.add("commitlog-lost", f"{len(lost)} commitlog file(s) from {lost[0].file} begin with whole records past "
+                f"the end crash recovery finds ({rec.end_offset}: {rec.stop_reason}): recovery would delete them "
+                "with their records", cl.queue.find(lost[0].start).path, lost[0].start)
 
 
 # ---- consume queues -------------------------------------------------------------------------
@@ -357,9 +387,10 @@ def _checkpoint(store, last_ts: int, out: Problems, rec: Records | None = None,
                 pending_from: int | None = None) -> None:
     cp = store.checkpoint
     path = store.root / "checkpoint"
-    if not store.checkpoint_exists:
+    if not store.checkpoint_exists:   # no reader's answer depends on it: as for a zeroed one, a note
         if store.commitlog.files:
-            out.add("checkpoint", "no checkpoint file beside a commitlog", path, None)
+            out.note("checkpoint", "no checkpoint file beside a commitlog (a broker's start writes one of zeros; "
+                     "a crash recovery then scans from the first commitlog file)", path, None)
         return
     # a checkpoint ahead of the data changes no answer a reader gets: after a crash recovery
     # rewrites it; after RocketMQ's own recovery physicMsgTimestamp stays where it was
@@ -390,7 +421,7 @@ def _reindexed(store, rec: Records | None, pending_from: int | None) -> tuple[in
     None when no recovery is pending or the index lacks none of them."""
     if pending_from is None or rec is None or not rec.n or not store.cfg.messageIndexEnable:
         return None
-    begin = max(pending_from, store.index.resume_offset(store.commitlog))
+    begin = reindex_from(store, pending_from)
     rows = rec.key_rec
     rows = rows[(rec.off[rows] >= begin) & (rec.tran[rows] != TRANSACTION_ROLLBACK_TYPE)]
     if not len(rows):

@@ -355,8 +355,8 @@ def _completeness(store, rec, key_found: np.ndarray, out, redispatch_from: int |
     record from the first message onwards has its entry, whatever index files remain: RocketMQ
     deletes an index file only once its endPhyOffset is below the commitlog's min offset
     (IndexService.deleteExpiredFile), so a record still in the log has its file unless that
-    file was lost. Keys of records crash recovery will re-dispatch (from `redispatch_from`)
-    are pending recovery, not missing."""
+    file was lost. Keys of records crash recovery will index again (from `redispatch_from`:
+    check.reindex_from) are pending recovery, not missing."""
     if not store.cfg.messageIndexEnable or not len(rec.key_rec) or not rec.n:
         return
     lo = int(rec.off[0])

@@ -247,15 +247,17 @@ class IndexService:
                 f.put_key(key, msg.physicalOffsetField, msg.storeTimestamp)
             self.entries_added += 1
 
-    def resume_offset(self, commitlog) -> int:
+    def resume_offset(self, commitlog, files: list | None = None) -> int:
         """The commitlog offset from which records still need indexing: after the last
         indexed record if all its keys are in, at it if a crash cut its keys short (they are
-        then added again: duplicates, as RocketMQ's re-dispatch makes), 0 with no index file."""
-        if not self.files:
+        then added again: duplicates, as RocketMQ's re-dispatch makes), 0 with no index file.
+        `files`: those of this index a recovery keeps (default: all)."""
+        files = self.files if files is None else files
+        if not files:
             return 0
-        last = self.files[-1]
+        last = files[-1]
         end = last.header.endPhyOffset
-        if end <= 0 and last.entry_count == 0 and len(self.files) == 1:
+        if end <= 0 and last.entry_count == 0 and len(files) == 1:
             return 0
         msg = commitlog.get_message(end)
         if msg is None or msg.physicalOffsetField != end:
@@ -264,7 +266,7 @@ class IndexService:
             return end + msg.storeSize
         want = (1 if msg.uniqKey else 0) + len(split_keys(msg.keys))
         have = 0
-        for f in reversed(self.files):  # a record's keys can straddle a full file and the next
+        for f in reversed(files):  # a record's keys can straddle a full file and the next
             e = f.entries[1:f.header.indexCount]["commitLogOffset"][::-1]
             run = int((e == end).cumprod().sum()) if len(e) else 0
             have += run
