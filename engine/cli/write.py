@@ -259,17 +259,17 @@ def rebuild(root: Path, cfg, overwrite_geometry: bool = False) -> dict:
     from engine.tasks import Cancelled, CancelToken, run
     cancel = CancelToken()
     shown = _progress_printer("rebuild")
-    phases = []
+    moved = [False]   # past the plan: the old queues and index are gone
 
     def on_progress(p) -> None:
-        phases.append(p.phase)
+        moved[0] = moved[0] or p.phase != "plan"
         if shown is not None:
             shown(p)
     try:
         with cancel_on_sigint(cancel):
             return run(rebuild_task(root, cfg, cancel, overwrite_geometry=overwrite_geometry), on_progress)
     except Cancelled:
-        if any(ph != "plan" for ph in phases):   # the old queues and index are gone
+        if moved[0]:
             raise Cancelled("the ConsumeQueues and the index are rebuilt in part; the next read-write open "
                             "(or rebuild) re-dispatches the rest from the commitlog") from None
         raise Cancelled("nothing was changed") from None
