@@ -1,8 +1,7 @@
 # included by engine/accel/_page.pyx: the page loop and getMessage
 
 # ---- the page loop (engine.store.page.read_page; its pure twin _read_page_py is the reference) ----------
-# The page and result classes and the check_record callback are the caller's: engine.store.page and
-# MessageStore pass them with every call (this module imports nothing above engine.format).
+# The page class and check_record's callback are the caller's (arguments, or MessageStore._page_kit).
 from engine.errors import CorruptDataError
 from engine.format.cq_unit import WHY_EXPIRED, WHY_FILLER, WHY_INVALID
 
@@ -122,8 +121,7 @@ cdef struct Found:
 
 
 cdef inline object span_of(f, Found* o):
-    """o.start, o.wrote: f's offset and write position, from its state's C fields (MappedFile.state,
-    a FileState, returned) when they are integers there, else the attributes (None returned)."""
+    """o.start, o.wrote: f's offset and write position from its FileState (returned), else the attributes."""
     st = getattr(f, "state", None)
     if type(st) is FileState and not (<FileState>st).start_py and not (<FileState>st).wrote_py:
         o.start, o.wrote = (<FileState>st).start, (<FileState>st).wrote
@@ -143,9 +141,8 @@ cdef inline object queue_files(q, int64_t* size):
 
 
 cdef object find_file(q, int64_t offset, Found* o):
-    """MappedFileQueue.find(offset), its span, the queue's file size and first start in *o:
-    straight to the index, files being `file_size` apart (else the bisect). Each state is read
-    once: two attribute reads when the offset is in the queue's first file, three otherwise."""
+    """MappedFileQueue.find(offset), its span, the queue's file size and first start in *o: straight
+    to the index, files being `file_size` apart (else the bisect); each file's state read once."""
     cdef int64_t size
     cdef Py_ssize_t i, n
     files = queue_files(q, &size)
@@ -169,6 +166,13 @@ cdef object find_file(q, int64_t offset, Found* o):
     return f
 
 
+cdef int64_t roll_next(cl, int64_t phy, bint* past) except? -1:
+    """cl.roll_next_file(phy); *past when it lies beyond int64 (no record can: every unit is below it)."""
+    n = cl.roll_next_file(phy)
+    past[0] = n > 0x7FFFFFFFFFFFFFFF
+    return 0x7FFFFFFFFFFFFFFF if past[0] else n
+
+
 cdef const uint8_t* take_units(cqmm, Py_buffer* qv, Py_ssize_t* u_end) except NULL:
     """Export a CQ file's map into *qv (the caller releases it); *u_end clamped to its units."""
     PyObject_GetBuffer(cqmm, qv, PyBUF_SIMPLE)
@@ -186,8 +190,7 @@ cdef Py_ssize_t grow_rows(bytearray rows, Py_buffer* rv) except -1:
 
 
 cdef Py_ssize_t take_file(g, list files, list views, Py_buffer* cv) except -1:
-    """Commitlog file g's index in the page's files (added, with the view the page keeps, when
-    new); its map exported into *cv last (the caller releases it)."""
+    """Commitlog file g's index in the page's files (added with its view when new); its map exported into *cv."""
     cdef Py_ssize_t k, fi = -1
     for k in range(len(files)):
         if files[k] is g:
@@ -214,7 +217,7 @@ cpdef tuple read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
     cdef int64_t f_from = 0, f_size = 0, f_wrote = 0
     cdef int32_t size
     cdef int stop
-    cdef bint removing = False, took, have_nfs = False, ok
+    cdef bint removing = False, took, have_nfs = False, ok, nfs_past = False
     cdef Py_buffer cv, qv, rv
     cdef Found fo, go
     cdef bint has_cv = False, has_qv = False, has_rv = False
@@ -308,7 +311,7 @@ cpdef tuple read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
                         removing = True
                         skipped.append((q, WHY_INVALID))
                         if broker:  # commitLog.getMessage was null: rollNextFile
-                            nfs = cl.roll_next_file(be64(cqp + u * CQ_UNIT_SIZE))
+                            nfs = roll_next(cl, be64(cqp + u * CQ_UNIT_SIZE), &nfs_past)
                             have_nfs = True
                     u += 1
                     q += 1
@@ -321,13 +324,13 @@ cpdef tuple read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
             unit = u
             u += 1
             q += 1
-            if have_nfs and phy < nfs:
+            if have_nfs and (phy < nfs or nfs_past):
                 continue
             if phy == 0 and size == FILLER_SIZE:
                 skipped.append((q - 1, WHY_FILLER))
                 if broker:  # commitLog.getMessage(0, Integer.MAX_VALUE) is null (engine/store/page.py)
                     removing = True
-                    nfs = cl.roll_next_file(0)
+                    nfs = roll_next(cl, 0, &nfs_past)
                     have_nfs = True
                 continue
             took = False
@@ -360,7 +363,7 @@ cpdef tuple read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
                 removing = True
                 skipped.append((q - 1, WHY_EXPIRED if phy < cl_min else WHY_INVALID))
                 if phy < cl_min or broker:  # the broker rolls past any null (DefaultMessageStore.getMessage)
-                    nfs = cl.roll_next_file(phy)
+                    nfs = roll_next(cl, phy, &nfs_past)
                     have_nfs = True
                 continue
             have_nfs = False

@@ -150,3 +150,18 @@ def test_cli_get_broker_on_a_damaged_record_exits_0_and_names_it(tmp_path):
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and "damaged" in p.stdout and f"commitlog offset {units[3][0]}" in p.stdout, p.stderr
     assert log.read_bytes() == before
+
+
+def test_a_unit_near_the_end_of_int64_rolls_past_every_offset(tmp_path, kernel):
+    """A unit whose commitlog offset lies in the last file int64 can name: the broker's
+    rollNextFile goes past 2**63 - 1 (Java's long wraps there); every later unit lies below it,
+    so the rest of the page is passed over -- both loops, no OverflowError (a fuzz seed found
+    the compiled loop converting it to int64)."""
+    root = tmp_path / "s"
+    units, cq = store_of(root)
+    data = bytearray(cq.read_bytes())
+    struct.pack_into(">q", data, 0, 9_223_372_036_854_710_272)   # unit 0
+    cq.write_bytes(bytes(data))
+    r, got = read(root, broker=True)
+    assert (r.status, r.nextBeginOffset, got, r.bufferTotalSize) == ("MESSAGE_WAS_REMOVING", 10, [], 0)
+    assert [q for q, _ in r.skipped] == [0]
