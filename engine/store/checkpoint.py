@@ -5,6 +5,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+import threading
 from dataclasses import asdict, dataclass
 from pathlib import Path
 
@@ -12,6 +13,7 @@ from engine.config import CHECKPOINT_SIZE
 from engine.format.checkpoint_layout import CHECKPOINT_FIELDS as _FIELDS
 from engine.errors import CorruptDataError, StoreError, StoreFullError
 
+_STORE_LOCK = threading.Lock()
 
 
 @dataclass
@@ -52,7 +54,13 @@ class Checkpoint:
         return cls(*_FIELDS.unpack(data)), True
 
     def store(self, path: Path) -> None:
-        """Rewrite the 4096-byte page in place and fsync (Java flushes its mapped page)."""
+        """Rewrite the 4096-byte page in place and fsync (Java flushes its mapped page). One
+        store at a time, each packing the fields as they are when it writes: the flusher and an
+        index roll (on the put's thread) both store, and an older page must not land last."""
+        with _STORE_LOCK:
+            self._store(path)
+
+    def _store(self, path: Path) -> None:
         data = _FIELDS.pack(self.physicMsgTimestamp, self.logicsMsgTimestamp, self.indexMsgTimestamp,
                             self.masterFlushedOffset, self.confirmPhyOffset)
         try:
