@@ -128,6 +128,18 @@ def _page_rate(s) -> float:
     return round(n / best) if n else 0.0
 
 
+def _page_rates_interleaved(lo: Path, hi: Path, rounds: int = 5) -> tuple[list, list]:
+    """The page walk on both stores in turns, both open in this process: this VM's memory
+    speed drifts from minute to minute, so one store measured after the other compares two
+    moments, not two sizes (the row read 0.51 with each side's figure taken a minute apart)."""
+    with MessageStore.open(lo) as a, MessageStore.open(hi) as b:
+        out_a, out_b = [], []
+        for _ in range(rounds):
+            out_a.append(_page_rate(a))
+            out_b.append(_page_rate(b))
+    return out_a, out_b
+
+
 def run(ctx) -> list[Row]:
     n = 3_000_000 if ctx.quick else big_store.BIG
     label = f"{n // 1_000_000}M"
@@ -193,9 +205,10 @@ def run(ctx) -> list[Row]:
                         target=f"ratio <= {TARGET_SCAN_RATIO}", error=str(e)))
 
     log("big-store: scaling (open, key query) at 1M, 3M, 10M")
-    curve = []
+    curve, roots = [], []
     for m in ([1_000_000, 3_000_000] if ctx.quick else [1_000_000, 3_000_000, big_store.BIG]):
         r, d = big_store.ensure(m)
+        roots.append(r)
         point = {"messages": d["messages"], "commitlogBytes": d["commitlogBytes"],
                  **_open_and_query(r, d["messages"] // big_store.BATCH)}
         curve.append(point)
@@ -209,11 +222,13 @@ def run(ctx) -> list[Row]:
                     better="lower", target=f"ratio < files ratio ({files(hi) / files(lo):.2g}), far below "
                     f"the messages ratio ({grow:g})", met=hi["openSeconds"] / lo["openSeconds"] < max(
                         1.5, files(hi) / files(lo)), filesLow=files(lo), filesHigh=files(hi)))
+    p_lo, p_hi = _page_rates_interleaved(roots[0], roots[-1])
     rows.append(row(f"get-page scaling {hi['messages'] // 1_000_000}M vs {lo['messages'] // 1_000_000}M",
-                    hi["pageMessagesPerSecond"], "msg/s", f"the same walk on {lo['messages'] // 1_000_000}M messages",
-                    lo["pageMessagesPerSecond"], better="higher",
+                    max(p_hi), "msg/s", f"the same walk on {lo['messages'] // 1_000_000}M messages",
+                    max(p_lo), better="higher",
                     target="ratio >= 0.8 (pages as fast on the big store; java-side get-page: ahead of RocketMQ)",
-                    met=hi["pageMessagesPerSecond"] >= 0.8 * lo["pageMessagesPerSecond"], walked=PAGE_WALK))
+                    met=max(p_hi) >= 0.8 * max(p_lo), walked=PAGE_WALK, statistic="best of 5 interleaved rounds",
+                    lowRounds=p_lo, highRounds=p_hi))
     ratio_files = hi["indexFiles"] / lo["indexFiles"]
     rows.append(row(f"key query scaling {hi['messages'] // 1_000_000}M vs {lo['messages'] // 1_000_000}M",
                     hi["usPerOffsetQuery"], "us", f"query_offset on {lo['messages'] // 1_000_000}M messages",

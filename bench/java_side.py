@@ -442,38 +442,7 @@ def _run(ctx) -> list[Row]:
     base = ctx.tmp / "java-side"
     base.mkdir(parents=True, exist_ok=True)
 
-    for label, batch in (("one message per call", 1), ("batches of 32", BATCH)):
-        def ours(s, batch=batch):
-            log(f"java side: append {label}, set {s + 1}/{sets}, rmqstore")
-            root = base / f"append-{batch}-ours-{s}"
-            try:
-                return ours_append(root, batch, z["min_append"], secs, warm, z["roll"], z["pass_messages"])
-            finally:
-                shutil.rmtree(root, ignore_errors=True)
-
-        def java(s, batch=batch):
-            log(f"java side: append {label}, set {s + 1}/{sets}, java")
-            root = base / f"append-{batch}-java-{s}"
-            try:
-                return run_java(cmd, "append", root, batch, z["min_append"], secs, warm,
-                                1 if z["roll"] else 0)["append"]
-            finally:
-                shutil.rmtree(root, ignore_errors=True)
-
-        o, j, load = _interleave(sets, ours, java)
-        extra = {}
-        if batch > 1:   # Java's batches encoded before the clock, as the old ruler timed them
-            pre = [m["preEncodedMessages"] / m["preEncodedSeconds"] for m in j]
-            extra = {"javaPreEncodedMsgPerSecond": round(statistics.median(pre)),
-                     "javaPreEncodedRange": [round(min(pre)), round(max(pre))],
-                     "ratioToPreEncoded": round(statistics.median(rate(m) for m in o) / statistics.median(pre), 3)}
-        rows.append(pair_row(f"java-side append 1KiB, {label}", o, j, "msg/s", "n/a", "n/a", load,
-                             bytesPerMessage=round(o[0]["bytes"] / o[0]["messages"], 1),
-                             javaBytesPerMessage=round(j[0]["bytes"] / j[0]["messages"], 1),
-                             storeBytesBeforeWindow=min(m["storeBytesBefore"] for m in o + j),
-                             timedUntil="ConsumeQueue and index dispatched, every pass",
-                             builtInClock="messages" + (" and batch encoding" if batch > 1 else ""), **extra))
-
+    rows += append_rows(cmd, z, base)
     rows += walk_rows(cmd, z)
 
     for load_factor in z["loads"]:
@@ -515,6 +484,45 @@ def _run(ctx) -> list[Row]:
     return rows
 
 
+def append_rows(cmd: list[str], z: dict, base: Path) -> list[Row]:
+    """The two append rows: single puts and batches of 32, in interleaved sets of fresh stores
+    under `base` (each side warmed on a scratch store, then until steady and rolled)."""
+    sets, secs, warm = z["sets"], z["min_secs"], z["warm_secs"]
+    rows: list[Row] = []
+    for label, batch in (("one message per call", 1), ("batches of 32", BATCH)):
+        def ours(s, batch=batch):
+            log(f"java side: append {label}, set {s + 1}/{sets}, rmqstore")
+            root = base / f"append-{batch}-ours-{s}"
+            try:
+                return ours_append(root, batch, z["min_append"], secs, warm, z["roll"], z["pass_messages"])
+            finally:
+                shutil.rmtree(root, ignore_errors=True)
+
+        def java(s, batch=batch):
+            log(f"java side: append {label}, set {s + 1}/{sets}, java")
+            root = base / f"append-{batch}-java-{s}"
+            try:
+                return run_java(cmd, "append", root, batch, z["min_append"], secs, warm,
+                                1 if z["roll"] else 0)["append"]
+            finally:
+                shutil.rmtree(root, ignore_errors=True)
+
+        o, j, load = _interleave(sets, ours, java)
+        extra = {}
+        if batch > 1:   # Java's batches encoded before the clock, as the old ruler timed them
+            pre = [m["preEncodedMessages"] / m["preEncodedSeconds"] for m in j]
+            extra = {"javaPreEncodedMsgPerSecond": round(statistics.median(pre)),
+                     "javaPreEncodedRange": [round(min(pre)), round(max(pre))],
+                     "ratioToPreEncoded": round(statistics.median(rate(m) for m in o) / statistics.median(pre), 3)}
+        rows.append(pair_row(f"java-side append 1KiB, {label}", o, j, "msg/s", "n/a", "n/a", load,
+                             bytesPerMessage=round(o[0]["bytes"] / o[0]["messages"], 1),
+                             javaBytesPerMessage=round(j[0]["bytes"] / j[0]["messages"], 1),
+                             storeBytesBeforeWindow=min(m["storeBytesBefore"] for m in o + j),
+                             timedUntil="ConsumeQueue and index dispatched, every pass",
+                             builtInClock="messages" + (" and batch encoding" if batch > 1 else ""), **extra))
+    return rows
+
+
 def walk_rows(cmd: list[str], z: dict) -> list[Row]:
     """The get-page and decode rows: a store RocketMQ wrote (a key and a UNIQ_KEY per message),
     walked in 32-message pages by both sides in interleaved sets."""
@@ -550,27 +558,34 @@ def batch_fields(batch: list[dict], java: list[dict]) -> dict:
 
 
 def main(argv=None) -> int:
-    """python -m bench.java_side --java-lib DIR [--out FILE]: the walk rows alone (get-page and
-    the decodes, the full sizes and rules), merged by name into FILE (a java-side results JSON
-    whose other rows are kept)."""
+    """python -m bench.java_side --java-lib DIR [--rows walk|append] [--out FILE]: one group of
+    rows alone (the walk: get-page and the decodes; or the appends), at the full sizes and
+    rules, merged by name into FILE (a java-side results JSON whose other rows are kept)."""
     import argparse
+    import tempfile
     ap = argparse.ArgumentParser(prog="python -m bench.java_side")
     ap.add_argument("--java-lib", required=True)
+    ap.add_argument("--rows", choices=("walk", "append"), default="walk")
     ap.add_argument("--out", default=str(HERE / "results" / "java-side.json"))
     a = ap.parse_args(argv)
     lib = Path(a.java_lib)
     cmd = java_command(lib, compile_driver(lib))
     z = sizes(type("Ctx", (), {"java_sizes": None})())
-    new = {r.name: r.to_json() for r in walk_rows(cmd, z)}
+    if a.rows == "walk":
+        made = walk_rows(cmd, z)
+    else:
+        with tempfile.TemporaryDirectory(prefix="rmqstore-java-append-") as tmp:
+            made = append_rows(cmd, z, Path(tmp))
+    new = {r.name: r.to_json() for r in made}
     out = Path(a.out)
     doc = json.loads(out.read_text()) if out.exists() else {"sections": ["java"], "results": []}
-    walk_names = list(new)
+    names = list(new)
     doc["results"] = [new.pop(r["name"], r) for r in doc["results"]] + list(new.values())
-    doc.setdefault("merged", []).append({"rows": walk_names, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                                         "by": "python -m bench.java_side (the walk rows alone)"})
+    doc.setdefault("merged", []).append({"rows": names, "at": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+                                         "by": f"python -m bench.java_side --rows {a.rows}"})
     out.write_text(json.dumps(doc, indent=2) + "\n")
     for r in doc["results"]:
-        if "get-page" in r["name"] or "decode" in r["name"]:
+        if r["name"] in names:
             print(f"{r['name']}: ours {r['value']:,.0f}  java {r['baselineValue']:,.0f}  ratio {r['ratio']:.3f}")
     return 0
 

@@ -80,3 +80,29 @@ def test_sync_flush_still_syncs_the_rolled_file_in_the_put(tmp_path):
         assert last.flushed_position == last.wrote_position
     finally:
         s.close()
+
+
+def test_a_background_round_syncs_the_index_header_and_close_syncs_it_all(tmp_path, monkeypatch):
+    """The header (its endTimestamp decides crash recovery's deletion) every round; the whole
+    file, slots and entries, at an explicit flush and at close."""
+    s = _store(tmp_path, maxHashSlotNum=2000, maxIndexNum=4000)
+    synced = []
+    real = mapped_file.sync_range
+
+    def watch(mm, start, length):
+        synced.append((mm, start, length))
+        real(mm, start, length)
+    monkeypatch.setattr(mapped_file, "sync_range", watch)
+    try:
+        for i in range(50):
+            s.put_message("T", b"w" * 100, i & 3, keys=f"k{i}")
+        idx = s.index.files[-1].file
+        s.writer.flush(index=False)   # what the flusher thread runs
+        on_index = [(a, n) for mm, a, n in synced if mm is idx.mm]
+        assert on_index == [(0, 40)]
+        synced.clear()
+        s.flush()
+        on_index = [(a, n) for mm, a, n in synced if mm is idx.mm]
+        assert on_index == [(0, idx.file_size)]
+    finally:
+        s.close()

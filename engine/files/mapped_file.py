@@ -454,6 +454,12 @@ class MappedFile:
                 finally:
                     self.flushed_position = keep
 
+    def sync_head(self, length: int) -> None:
+        """msync the pages of [0, length) only (an index file's header)."""
+        if self.writable:
+            with self._flush_lock:
+                self._msync(0, length)
+
     def _msync(self, start: int, end: int) -> None:
         if self.mm.closed:
             return   # closed under a flusher that chose the file before (nothing left to sync)

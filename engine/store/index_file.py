@@ -300,6 +300,12 @@ class IndexFile:
         self.file.wrote_position = self.file.file_size
         self.file.sync()
 
+    def flush_header(self) -> None:
+        """msync the header's page only. Its endTimestamp on disk, once past the checkpoint's
+        indexMsgTimestamp, is what makes crash recovery delete the file (§12.6) whatever its
+        other pages hold after a power cut; the slots and entries are synced when it is full."""
+        self.file.sync_head(INDEX_HEADER_SIZE)
+
     def close(self) -> None:
         del self.header_view, self.slots, self.entries
         self.file.close()

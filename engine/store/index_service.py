@@ -350,9 +350,11 @@ class IndexService:
             self._inherit_into_empty_last()
         return gone
 
-    def flush(self) -> None:
+    def flush(self, header_only: bool = False) -> None:
+        """The file being written: all of it, or (the background rounds) its header only."""
         if self.files:
-            self.files[-1].flush()
+            f = self.files[-1]
+            f.flush_header() if header_only else f.flush()
 
     def close(self) -> None:
         self._kidx = None

@@ -338,8 +338,7 @@ class StoreWriter:
                 f.flush(end)
             for cq in queues:
                 cq.flush()
-            if index:
-                self.store.index.flush()
+            self.store.index.flush(header_only=not index)
             cp = self.store.checkpoint
             if physic:
                 cp.physicMsgTimestamp = max(cp.physicMsgTimestamp, physic)
@@ -360,11 +359,12 @@ class StoreWriter:
 
     def start_flush_service(self) -> None:
         """Background flushing: the commitlog under ASYNC_FLUSH, and in every mode the CQs and
-        the checkpoint (sync flush only covers the commitlog, like RocketMQ). Not the index:
-        like RocketMQ's, an index file is synced when it is full (its checkpoint time then
-        vouches for it) and at close; crash recovery deletes the file being written whatever
-        its bytes (§12.6), so syncing its randomly written slots twice a second (~20 MB each
-        time, every slot page written again after it) bought nothing."""
+        the checkpoint (sync flush only covers the commitlog, like RocketMQ). Of the index only
+        the header of the file being written: like RocketMQ's, an index file is synced whole
+        when it is full (its checkpoint time then vouches for it) and at close; crash recovery
+        deletes the file being written whatever its other bytes (§12.6), once its header on disk
+        says it is newer than the checkpoint. Syncing its randomly written slots twice a second
+        (~20 MB each time, every slot page faulted again after it) bought nothing."""
         if self._flusher is not None:
             return
         interval = max(0.05, self.cfg.flushIntervalCommitLog / 1000)
