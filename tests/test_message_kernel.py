@@ -108,3 +108,35 @@ def test_a_single_read_is_a_snapshot_and_a_page_reads_the_map(tmp_path):
         assert page[0].body in (b"ALTERED  body", b"original body")  # compiled: the map; pure: decoded at once
         assert store.commitlog.get_message(r.commitLogOffset) is None or \
             store.commitlog.get_message(r.commitLogOffset).body == b"ALTERED  body"
+
+
+def test_hosts_and_topics_that_change_from_message_to_message(tmp_path):
+    """The decoder keeps the last host and topic text it made and hands it out again when the
+    next record's bytes are the same: records whose born host, port, topic or store host change
+    from one to the next must each read as their own bytes say (IPv4, another port, IPv6)."""
+    from engine import StoreConfig
+    hosts = ["10.0.0.1:4000", "10.0.0.1:4001", "10.0.0.2:4000", "[2001:db8::7]:4242", "10.0.0.1:4000"]
+    topics = ["TopicA", "TopicB", "TopicA", "TopicAB", "TopicA"]
+    root = tmp_path / "s"
+    with MessageStore.create(root, StoreConfig()) as s:
+        for i in range(40):
+            s.put_message(topics[i % 5], b"body%d" % i, 0, tags="t", born_host=hosts[(i // 2) % 5])
+    for broker_ip in ("10.1.1.1", "10.1.1.2"):   # a second store host: the same file, another broker
+        cfg = StoreConfig.from_mapping({"brokerIP1": broker_ip})
+        with MessageStore.open(root, cfg, read_only=False) as s:
+            for i in range(10):
+                s.put_message(topics[i % 5], b"late%d" % i, 0, born_host=hosts[i % 5])
+    with MessageStore.open(root) as store:
+        seen = set()
+        order = []
+        for topic in sorted({t for t, _ in store.queues}):
+            res = store.get_message(topic, 0, 0, 64, broker=True)
+            order += list(res.messages)
+        order.sort(key=lambda m: m.commitLogOffset)
+        for m in order:   # in log order: every neighbour differs in something
+            ref = reference(store, m)
+            got = (m.bornHost, m.storeHost, m.topic, m.msgId)
+            assert got == (ref.bornHost, ref.storeHost, ref.topic, ref.msgId), m.commitLogOffset
+            seen.add(got[:3])
+        assert len({b for b, _, _ in seen}) == 4 and len({s for _, s, _ in seen}) == 3
+        assert len({t for _, _, t in seen}) == 3
