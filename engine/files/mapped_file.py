@@ -47,43 +47,33 @@ def populate_pages(mm, start: int, length: int) -> None:
         pass
 
 
-@functools.lru_cache(maxsize=1)
-def _libc_madvise():
-    """libc's madvise through ctypes, which lets go of the GIL for the call (mmap.madvise
-    keeps it); None where there is none to call (not Linux)."""
+@functools.lru_cache(maxsize=None)
+def _libc_range_call(name: str):
+    """libc's `name` (madvise, msync: an address, a length, flags) through ctypes, which lets
+    go of the GIL for the call -- mmap.madvise and mmap.flush keep it, and mmap.flush keeps it
+    through the whole write-back (a background flush of 500 ms of appends stopped every thread
+    of the process for the ~0.3 s the disk took). None where there is none to call (not Linux)."""
     if not sys.platform.startswith("linux"):
         return None
     try:
-        f = ctypes.CDLL(None, use_errno=True).madvise
+        f = getattr(ctypes.CDLL(None, use_errno=True), name)
     except (OSError, AttributeError):
         return None
     f.argtypes, f.restype = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int), ctypes.c_int
     return f
+
+
+def _libc_madvise():
+    return _libc_range_call("madvise")
 
 
 MS_SYNC = 4   # Linux's msync flag (the mmap module does not export it)
 
 
-@functools.lru_cache(maxsize=1)
-def _libc_msync():
-    """libc's msync through ctypes, which lets go of the GIL for the call. mmap.flush keeps
-    the GIL through the whole write-back: a background flush of 500 ms of appends stopped
-    every thread of the process for the ~0.3 s the disk took (RocketMQ's flush thread runs
-    beside its appends). None where there is none to call (not Linux)."""
-    if not sys.platform.startswith("linux"):
-        return None
-    try:
-        f = ctypes.CDLL(None, use_errno=True).msync
-    except (OSError, AttributeError):
-        return None
-    f.argtypes, f.restype = (ctypes.c_void_p, ctypes.c_size_t, ctypes.c_int), ctypes.c_int
-    return f
-
-
 def sync_range(mm, start: int, length: int) -> None:
     """msync [start, start + length) of a writable map (start page-aligned), the GIL let go
     where libc is at hand; the range is held by a buffer export for the call."""
-    f = _libc_msync()
+    f = _libc_range_call("msync")
     if f is None:
         mm.flush(start, length)
         return
