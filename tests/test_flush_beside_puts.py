@@ -12,7 +12,10 @@ SMALL = dict(mappedFileSizeCommitLog=65536, mappedFileSizeConsumeQueue=1000, max
 
 
 def _store(tmp_path, **kw):
-    return MessageStore.create(tmp_path / "s", StoreConfig.from_mapping({**SMALL, **kw}))
+    """A store whose background flusher never wakes on its own (each test flushes when it means
+    to, so a round in between cannot change what it checks)."""
+    return MessageStore.create(tmp_path / "s", StoreConfig.from_mapping({
+        **SMALL, "flushIntervalCommitLog": 3_600_000, **kw}))
 
 
 def test_a_put_goes_on_while_the_flush_waits_for_the_disk(tmp_path, monkeypatch):
@@ -57,7 +60,7 @@ def test_the_flush_syncs_a_file_that_rolled_since_the_last_round(tmp_path):
             s.put_message("T", b"y" * 1000, n & 3, keys=f"k{n}")
             n += 1
         files = s.commitlog.queue.files
-        assert any(f.flushed_position < f.wrote_position for f in files)
+        assert files[0].wrote_position == files[0].file_size > files[0].flushed_position  # not in the put
         s.flush()
         assert all(f.flushed_position >= f.wrote_position for f in files)
         last_store_ts = s.writer.last_store_ts
@@ -104,5 +107,45 @@ def test_a_background_round_syncs_the_index_header_and_close_syncs_it_all(tmp_pa
         s.flush()
         on_index = [(a, n) for mm, a, n in synced if mm is idx.mm]
         assert on_index == [(0, idx.file_size)]
+    finally:
+        s.close()
+
+
+def test_a_new_index_file_not_yet_past_the_checkpoint_is_synced_whole(tmp_path, monkeypatch):
+    """Until its endTimestamp is past the checkpoint's indexMsgTimestamp (its first entries in
+    the full file's last millisecond), crash recovery would keep the file: a round syncs all of it."""
+    s = _store(tmp_path, maxHashSlotNum=2000, maxIndexNum=4000)
+    synced = []
+    real = mapped_file.sync_range
+
+    def watch(mm, start, length):
+        synced.append((mm, start, length))
+        real(mm, start, length)
+    monkeypatch.setattr(mapped_file, "sync_range", watch)
+    try:
+        for i in range(5):
+            s.put_message("T", b"v", i & 3, keys=f"k{i}")
+        idx = s.index.files[-1]
+        s.checkpoint.indexMsgTimestamp = idx.header.endTimestamp   # as right after a roll
+        s.writer.flush(index=False)
+        assert [(a, n) for mm, a, n in synced if mm is idx.file.mm] == [(0, idx.file.file_size)]
+    finally:
+        s.close()
+
+
+def test_an_index_roll_syncs_every_commitlog_file_it_vouches_for(tmp_path):
+    """index_file_full writes the checkpoint time of the full index file: the commitlog files
+    that rolled since the flusher's last round are synced first, not only the last one."""
+    from engine.store.opener import index_file_full
+    s = _store(tmp_path)
+    try:
+        n = 0
+        while len(s.commitlog.queue.files) < 3:
+            s.put_message("T", b"u" * 1000, n & 3)
+            n += 1
+        files = s.commitlog.queue.files
+        assert files[0].flushed_position < files[0].wrote_position
+        index_file_full(s, s.writer.last_store_ts)
+        assert all(f.flushed_position >= f.wrote_position for f in files)
     finally:
         s.close()

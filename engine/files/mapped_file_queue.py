@@ -120,6 +120,23 @@ class MappedFileQueue:
         files = self.state.files
         return files[-1] if files else None
 
+    def unsynced(self) -> list:
+        """(file, written end) of the files with bytes not yet synced, oldest first: the last
+        file, and those before it that rolled since the last flush (files are synced in order,
+        so the walk stops at the first older file that is synced)."""
+        files = self.state.files
+        out = [(f, f.wrote_position) for f in files[-1:]]
+        for f in reversed(files[:-1]):
+            if f.flushed_position >= f.wrote_position:
+                break
+            out.append((f, f.wrote_position))
+        return out[::-1]
+
+    def sync_written(self) -> None:
+        """Sync every file's written bytes (unsynced()), oldest first."""
+        for f, end in self.unsynced():
+            f.flush(end)
+
     @property
     def min_offset(self) -> int:
         files = self.state.files

@@ -350,11 +350,18 @@ class IndexService:
             self._inherit_into_empty_last()
         return gone
 
-    def flush(self, header_only: bool = False) -> None:
-        """The file being written: all of it, or (the background rounds) its header only."""
+    def flush(self, header_only: bool = False, checkpoint=None) -> None:
+        """The file being written: all of it, or (the background rounds) its header only once
+        its endTimestamp is past the checkpoint's indexMsgTimestamp: from then on a crash
+        recovery deletes the file whatever its other pages hold (§12.6); until then (its first
+        entries in the full file's last millisecond) it would be kept, so all of it. (The file
+        is chosen first: a roll moves the checkpoint's time before it appends the new file.)"""
         if self.files:
             f = self.files[-1]
-            f.flush_header() if header_only else f.flush()
+            if header_only and checkpoint is not None and f.header.endTimestamp > checkpoint.indexMsgTimestamp:
+                f.flush_header()
+            else:
+                f.flush()
 
     def close(self) -> None:
         self._kidx = None

@@ -133,10 +133,9 @@ def sync_recovery(store) -> None:
 
 def index_file_full(store, end_timestamp: int) -> None:
     """The checkpoint then vouches for the full file: the records it indexes must be on
-    disk first (the roll happens inside a put, before that put's msync)."""
-    last = store.commitlog.queue.last
-    if last is not None:
-        last.flush()
+    disk first (the roll happens inside a put, before that put's msync): every commitlog file
+    with unsynced bytes, a file that rolled since the flusher's last round too."""
+    store.commitlog.queue.sync_written()
     store.checkpoint.indexMsgTimestamp = end_timestamp
     store.checkpoint.store(store.root / "checkpoint")
 

@@ -332,30 +332,19 @@ class StoreWriter:
             with self.lock:
                 logics, physic = self.last_dispatched_ts, self.last_store_ts
                 self._dirty = False   # a put from here on is flushed by the next round
-                commitlog = self._unflushed_commitlog()
+                commitlog = self.store.commitlog.queue.unsynced()
                 queues = list(self.store.queues.values())
             for f, end in commitlog:
                 f.flush(end)
             for cq in queues:
                 cq.flush()
-            self.store.index.flush(header_only=not index)
             cp = self.store.checkpoint
+            self.store.index.flush(header_only=not index, checkpoint=cp)
             if physic:
                 cp.physicMsgTimestamp = max(cp.physicMsgTimestamp, physic)
             if logics:
                 cp.logicsMsgTimestamp = max(cp.logicsMsgTimestamp, logics)
             cp.store(self.store.root / "checkpoint")
-
-    def _unflushed_commitlog(self) -> list:
-        """(file, written end) of the commitlog files with bytes not yet synced, oldest first:
-        the last file, and those before it that rolled since the last flush."""
-        files = self.store.commitlog.queue.files
-        out = [(f, f.wrote_position) for f in files[-1:]]
-        for f in reversed(files[:-1]):
-            if f.flushed_position >= f.wrote_position:
-                break   # the flusher syncs in file order: every older file is synced too
-            out.append((f, f.wrote_position))
-        return out[::-1]
 
     def start_flush_service(self) -> None:
         """Background flushing: the commitlog under ASYNC_FLUSH, and in every mode the CQs and
