@@ -4,6 +4,8 @@ round, and the index's random slot writes are synced when the file is full and a
 import threading
 import time
 
+import pytest
+
 from engine import MessageStore, StoreConfig
 from engine.files import mapped_file
 from engine.store.checkpoint import Checkpoint
@@ -85,17 +87,23 @@ def test_sync_flush_still_syncs_the_rolled_file_in_the_put(tmp_path):
         s.close()
 
 
-def test_a_background_round_syncs_the_index_header_and_close_syncs_it_all(tmp_path, monkeypatch):
-    """The header (its endTimestamp decides crash recovery's deletion) every round; the whole
-    file, slots and entries, at an explicit flush and at close."""
-    s = _store(tmp_path, maxHashSlotNum=2000, maxIndexNum=4000)
-    synced = []
+@pytest.fixture
+def synced(monkeypatch):
+    """Every msync the engine asks for, as (map, start, length), while still doing it."""
+    out = []
     real = mapped_file.sync_range
 
     def watch(mm, start, length):
-        synced.append((mm, start, length))
+        out.append((mm, start, length))
         real(mm, start, length)
     monkeypatch.setattr(mapped_file, "sync_range", watch)
+    return out
+
+
+def test_a_background_round_syncs_the_index_header_and_close_syncs_it_all(tmp_path, synced):
+    """The header (its endTimestamp decides crash recovery's deletion) every round; the whole
+    file, slots and entries, at an explicit flush and at close."""
+    s = _store(tmp_path, maxHashSlotNum=2000, maxIndexNum=4000)
     try:
         for i in range(50):
             s.put_message("T", b"w" * 100, i & 3, keys=f"k{i}")
@@ -111,17 +119,10 @@ def test_a_background_round_syncs_the_index_header_and_close_syncs_it_all(tmp_pa
         s.close()
 
 
-def test_a_new_index_file_not_yet_past_the_checkpoint_is_synced_whole(tmp_path, monkeypatch):
+def test_a_new_index_file_not_yet_past_the_checkpoint_is_synced_whole(tmp_path, synced):
     """Until its endTimestamp is past the checkpoint's indexMsgTimestamp (its first entries in
     the full file's last millisecond), crash recovery would keep the file: a round syncs all of it."""
     s = _store(tmp_path, maxHashSlotNum=2000, maxIndexNum=4000)
-    synced = []
-    real = mapped_file.sync_range
-
-    def watch(mm, start, length):
-        synced.append((mm, start, length))
-        real(mm, start, length)
-    monkeypatch.setattr(mapped_file, "sync_range", watch)
     try:
         for i in range(5):
             s.put_message("T", b"v", i & 3, keys=f"k{i}")
