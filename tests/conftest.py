@@ -354,3 +354,14 @@ def stop_spark() -> None:
 
 def pytest_addoption(parser):
     parser.addoption("--soak", action="store_true", default=False, help="run the long soak/fuzz suite")
+
+
+def as_typed_at_a_terminal() -> None:
+    """preexec_fn for a command a Ctrl-C test starts: SIGINT at its default and not blocked, as
+    in a shell. A child inherits an ignored or blocked SIGINT from the process that starts it
+    (a test worker whose SIGINT some library or earlier test left ignored or masked), and the
+    commands rightly leave an inherited ignored SIGINT ignored (a background job): the test
+    would then see the command run to its end (seen in CI, in different tests run to run)."""
+    import signal
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})

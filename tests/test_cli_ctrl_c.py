@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from conftest import as_typed_at_a_terminal
 from engine import MessageStore
 from engine.cli.output import EXIT_CANCELLED, cancel_on_sigint
 from engine.store.demo import demo_task
@@ -109,7 +110,8 @@ def big_store(tmp_path_factory) -> Path:
 def test_ctrl_c_cancels_check(big_store):
     before = _files(big_store)
     proc = subprocess.Popen([sys.executable, "-m", "engine", "check", str(big_store), "--progress"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=as_typed_at_a_terminal)
     try:
         first = proc.stderr.readline()   # its first progress line: the commitlog walk has begun
         assert first.startswith("check: commitlog"), first
@@ -131,6 +133,7 @@ def _run_on_a_terminal_until(args: list, shown: str) -> tuple[int, str]:
     a terminal); SIGINT once `shown` is on it; (exit code, what the terminal got)."""
     master, slave = pty.openpty()
     proc = subprocess.Popen([sys.executable, "-m", "engine", *map(str, args)], stdin=subprocess.DEVNULL,
+                            preexec_fn=as_typed_at_a_terminal,
                             stdout=subprocess.PIPE, stderr=slave)
     os.close(slave)
     got, sent = b"", False

@@ -9,6 +9,7 @@ import json
 
 import pytest
 
+from conftest import as_typed_at_a_terminal
 from engine import MessageStore
 from engine.format import properties as P
 from engine.format.message import SCHEDULE_TOPIC
@@ -225,7 +226,8 @@ def test_ctrl_c_in_the_cli_leaves_no_half_store(tmp_path):
     import sys
     target = tmp_path / "d"
     proc = subprocess.Popen([sys.executable, "-m", "engine", "demo", str(target), "--messages", "5000000", "--progress"],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            preexec_fn=as_typed_at_a_terminal)
     try:
         lines = [proc.stderr.readline(), proc.stderr.readline()]   # the start, then a count: writing
         assert lines[0].startswith("writing the demo store in") and lines[1].startswith("demo: ")
