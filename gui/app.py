@@ -151,6 +151,8 @@ def main(argv: list[str] | None = None) -> int:
     app.setApplicationName("rmqstore-browser")
     app.setOrganizationName("rmqstore")
     app.setDesktopFileName("rmqstore-browser")
+    from . import gc_guard
+    gc_guard.install(app)  # cycles collected on the UI thread only: Qt objects die where they live
     import resources
     app.setWindowIcon(resources.app_icon())
     from . import spark_warmup

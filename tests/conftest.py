@@ -365,3 +365,17 @@ def as_typed_at_a_terminal() -> None:
     import signal
     signal.signal(signal.SIGINT, signal.SIG_DFL)
     signal.pthread_sigmask(signal.SIG_UNBLOCK, {signal.SIGINT})
+
+
+@pytest.fixture(autouse=True)
+def _gc_on_the_ui_thread(request):
+    """As the app does (gui.gc_guard): once a test brings Qt up, the cyclic collector runs only
+    on the main thread, from the event loop while a test waits and after each test; on a pool
+    thread it could finalize a Qt object of the UI thread (a CI run segfaulted so)."""
+    if "qtbot" in request.fixturenames or "qapp" in request.fixturenames:
+        from gui import gc_guard
+        gc_guard.install(request.getfixturevalue("qapp"))
+    yield
+    guard = sys.modules.get("gui.gc_guard")
+    if guard is not None:
+        guard.collect_due()

@@ -1,0 +1,48 @@
+"""Python's cyclic garbage collector runs only on the UI thread while Qt is up.
+
+The collector starts in whichever thread happens to allocate past its threshold; on a pool
+thread it can finalize a Qt wrapper (a signal holder, a widget's Python side) whose C++ object
+belongs to the UI thread, and Qt crashes. CI saw exactly that: a segfault "Garbage-collecting"
+on a worker thread opening a store. So once Qt is up, automatic collection is off and the UI
+thread collects on a timer, generation by generation, with the thresholds Python would use.
+Reference counting still frees everything without cycles at once, on any thread."""
+from __future__ import annotations
+
+import gc
+import threading
+
+from PySide6.QtCore import QObject, QTimer
+
+__all__ = ["collect_due", "install"]
+
+_THRESHOLDS = gc.get_threshold()
+_guard: list[QObject] = []
+
+
+def collect_due() -> int:
+    """Collect the generations whose counts passed their thresholds, as the automatic collector
+    would; nothing on any thread but the main one. Returns what was found unreachable."""
+    if threading.current_thread() is not threading.main_thread():
+        return 0
+    t0, t1, t2 = _THRESHOLDS
+    c0, c1, c2 = gc.get_count()
+    if c0 <= t0:
+        return 0
+    if c1 < t1:
+        return gc.collect(0)
+    if c2 < t2:
+        return gc.collect(1)
+    return gc.collect(2)
+
+
+def install(parent: QObject, interval_ms: int = 500) -> None:
+    """Turn automatic collection off and collect from the UI thread's event loop (idempotent;
+    call it on the UI thread with the application as `parent`)."""
+    gc.disable()
+    if _guard:
+        return
+    timer = QTimer(parent)
+    timer.setObjectName("rmqstore-gc-guard")
+    timer.timeout.connect(collect_due)
+    timer.start(interval_ms)
+    _guard.append(timer)
