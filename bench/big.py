@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import random
 import re
+import statistics
 import subprocess
 import sys
 import time
@@ -223,12 +224,14 @@ def run(ctx) -> list[Row]:
                     f"the messages ratio ({grow:g})", met=hi["openSeconds"] / lo["openSeconds"] < max(
                         1.5, files(hi) / files(lo)), filesLow=files(lo), filesHigh=files(hi)))
     p_lo, p_hi = _page_rates_interleaved(roots[0], roots[-1])
+    m_lo, m_hi = statistics.median(p_lo), statistics.median(p_hi)
     rows.append(row(f"get-page scaling {hi['messages'] // 1_000_000}M vs {lo['messages'] // 1_000_000}M",
-                    max(p_hi), "msg/s", f"the same walk on {lo['messages'] // 1_000_000}M messages",
-                    max(p_lo), better="higher",
+                    m_hi, "msg/s", f"the same walk on {lo['messages'] // 1_000_000}M messages",
+                    m_lo, better="higher",
                     target="ratio >= 0.8 (pages as fast on the big store; java-side get-page: ahead of RocketMQ)",
-                    met=max(p_hi) >= 0.8 * max(p_lo), walked=PAGE_WALK, statistic="best of 5 interleaved rounds",
-                    lowRounds=p_lo, highRounds=p_hi))
+                    met=m_hi >= 0.8 * m_lo, walked=PAGE_WALK, statistic="median of 5 interleaved rounds",
+                    lowRounds=p_lo, highRounds=p_hi, lowRange=[min(p_lo), max(p_lo)],
+                    highRange=[min(p_hi), max(p_hi)]))
     ratio_files = hi["indexFiles"] / lo["indexFiles"]
     rows.append(row(f"key query scaling {hi['messages'] // 1_000_000}M vs {lo['messages'] // 1_000_000}M",
                     hi["usPerOffsetQuery"], "us", f"query_offset on {lo['messages'] // 1_000_000}M messages",
