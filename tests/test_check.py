@@ -176,6 +176,24 @@ def test_cq_unit_past_the_log(fixture_copy):
                for p in report["problems"])
 
 
+def test_oldest_commitlog_file_gone_is_expiry_and_check_says_so(fixture_copy):
+    """The broker's cleanup deletes the oldest commitlog files: no damage, but `check` names it
+    (a user who deleted one by hand must not read a bare OK) and counts the expired units."""
+    store = fixture_copy("small")
+    first, second = sorted((store / "commitlog").iterdir())[:2]
+    start = int(second.name)
+    with MessageStore.open(store) as s:
+        units_before = {k: (cq.min_offset, cq.max_offset) for k, cq in s.queues.items()}
+    first.unlink()
+    report = check(store)
+    assert report["ok"] and not report["problems"]
+    notes = [n for n in report["notes"] if n["kind"] == "expired"]
+    assert len(notes) == 1 and notes[0]["offset"] == start and f"begins at offset {start}," in notes[0]["detail"]
+    with MessageStore.open(store) as s:
+        skipped = sum(cq.min_offset - units_before[k][0] for k, cq in s.queues.items())
+    assert skipped > 0 and f"the queues' {skipped} unit(s)" in notes[0]["detail"]
+
+
 def test_consumer_offset_past_the_queue(fixture_copy):
     from engine.format.config_json import load_config_json, store_config_json
     store = fixture_copy("small")

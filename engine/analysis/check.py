@@ -265,8 +265,11 @@ def _consume_queues(store, rec: Records, out: Problems, pending_from: int | None
     n_units = 0
     seen: dict[tuple[int, int], list] = {}   # (topic id, queue id) -> queue offsets with a unit
     ok = np.zeros(rec.n, dtype=np.uint8)     # records a unit of their own queue offset reached
+    expired = 0                              # units the queues' min offsets skip (below the commitlog's start)
     for (topic, qid), cq in store.queues.items():
         tid = rec.topic_ids.get(topic, -1)
+        if cq.queue.files:
+            expired += max(0, cq.min_offset - cq.queue.files[0].file_from_offset // CQ_UNIT_SIZE)
         for first, units, path in _unit_runs(cq):
             n = len(units)
             n_units += n
@@ -299,6 +302,11 @@ def _consume_queues(store, rec: Records, out: Problems, pending_from: int | None
                 + (f" (expected {p['expected']}, found {p['actual']})" if p.get("expected") else ""),
                 store.root / p["file"], p["fileOffset"])
     _missing_units(store, rec, seen, ok, batch, out, pending_from)
+    if cl.min_offset > 0 and cl.files:
+        out.note("expired", f"the commitlog begins at offset {cl.min_offset}, not 0: the files before it are gone, "
+                 "as after the broker's cleanup (commitlog files older than fileReservedTime, 72 h by default, are "
+                 f"deleted); the queues' {expired} unit(s) that point below it are expired: a reader skips them",
+                 cl.files[0].path, cl.min_offset)
     return n_units
 
 
