@@ -238,3 +238,61 @@ def test_send_says_which_recovery_it_ran_and_what_it_cut(fixture_copy):
     assert rc == 0 and err == ""          # a clean start that changed nothing says nothing
     rc, out, err, _ = run("check", root)
     assert rc == 0 and out.startswith("OK: ")
+
+
+# ---- a broker's own messageDelayLevel (lineage: 1s x 18, then 1h; README_LINEAGE.md) ------------
+def _delay_unit(root, qid: int, unit: int):
+    return root / "consumequeue" / "SCHEDULE_TOPIC_XXXX" / str(qid) / "00000000000000000000", unit * 20 + 12
+
+
+def test_a_brokers_own_delay_levels_are_a_note_not_damage():
+    rc, report = check_json(unpack("lineage"))
+    assert rc == 0 and report["ok"], report["problems"][:3]
+    notes = [n for n in report["notes"] if n["kind"] == "delay-level"]
+    assert len(notes) == 1
+    assert "messageDelayLevel='" + " ".join(["1s"] * 18 + ["1h"]) + "' reproduces them" in notes[0]["detail"]
+    rc, given = check_json(unpack("lineage"), "--set", "messageDelayLevel=" + " ".join(["1s"] * 18 + ["1h"]))
+    assert rc == 0 and not [n for n in given["notes"] if n["kind"] == "delay-level"]
+
+
+def _tags_code(path, pos) -> int:
+    with open(path, "rb") as fh:
+        fh.seek(pos)
+        return struct.unpack(">q", fh.read(8))[0]
+
+
+def _put_tags_code(path, pos, value: int) -> None:
+    with open(path, "r+b") as fh:
+        fh.seek(pos)
+        fh.write(struct.pack(">q", value))
+
+
+def test_one_delivery_time_off_among_agreeing_units_is_damage(fixture_copy):
+    """Level 2's units agree once the broker's table is given: one moved by a whole 7 s is
+    damage, not another table (the others still agree)."""
+    root = fixture_copy("lineage")
+    path, pos = _delay_unit(root, 1, 0)
+    _put_tags_code(path, pos, _tags_code(path, pos) + 7000)
+    rc, report = check_json(root, "--set", "messageDelayLevel=" + " ".join(["1s"] * 18 + ["1h"]))
+    assert rc == 1 and any(p["kind"] == "cq-tags" and "SCHEDULE_TOPIC_XXXX/1 unit 0" in p["detail"]
+                           for p in report["problems"])
+
+
+def test_delivery_times_that_no_table_gives_are_damage(fixture_copy):
+    """Every unit of a level moved by the same 1234 ms: no messageDelayLevel gives that (whole
+    seconds), so it is damage, unit by unit, even though they agree with each other."""
+    root = fixture_copy("lineage")
+    path, _ = _delay_unit(root, 2, 0)
+    units = path.stat().st_size // 20
+    moved = 0
+    for u in range(units):
+        p = _delay_unit(root, 2, u)[1]
+        t = _tags_code(path, p)
+        if t == 0:
+            break
+        _put_tags_code(path, p, t + 1234)
+        moved += 1
+    assert moved > 1
+    rc, report = check_json(root)
+    assert rc == 1
+    assert sum(p["kind"] == "cq-tags" and "SCHEDULE_TOPIC_XXXX/2 " in p["detail"] for p in report["problems"]) == moved
