@@ -296,3 +296,23 @@ def test_delivery_times_that_no_table_gives_are_damage(fixture_copy):
     rc, report = check_json(root)
     assert rc == 1
     assert sum(p["kind"] == "cq-tags" and "SCHEDULE_TOPIC_XXXX/2 " in p["detail"] for p in report["problems"]) == moved
+
+
+# ---- LMQ queues: no record names their units, their files must show a loss -------------------
+@pytest.mark.parametrize("damage", ["delete", "zero"])
+def test_an_lmq_queues_first_file_lost_is_damage(fixture_copy, damage):
+    root = fixture_copy("v5_lmq")
+    rc, clean = check_json(root)
+    assert rc == 0 and clean["ok"]
+    queue = next(p for p in sorted((root / "consumequeue").iterdir()) if p.name.startswith("%LMQ%")) / "0"
+    files = sorted(queue.iterdir())
+    assert len(files) > 1   # (the fixture's LMQ queues span two files)
+    if damage == "delete":
+        files[0].unlink()
+    else:
+        size = files[0].stat().st_size
+        with open(files[0], "r+b") as fh:
+            fh.write(bytes(size))
+    rc, report = check_json(root)
+    assert rc == 1 and [p["kind"] for p in report["problems"]] == ["cq-missing"]
+    assert report["problems"][0]["detail"].startswith(f"{queue.parent.name}/0")

@@ -34,6 +34,7 @@ from engine.format.message import SCHEDULE_TOPIC, TRANSACTION_COMMIT_TYPE, TRANS
 
 from . import check_records
 from .check_index import chain_findings, index_phase
+from .check_queues import DelayLevel, delay_note, lmq_files
 from .check_records import Records, walk_task
 from .dledger_check import framing_checks
 
@@ -271,7 +272,9 @@ def _consume_queues(store, rec: Records, out: Problems, pending_from: int | None
         tid = rec.topic_ids.get(topic, -1)
         if cq.queue.files:
             expired += max(0, cq.min_offset - cq.queue.files[0].file_from_offset // CQ_UNIT_SIZE)
-        delays = _DelayLevel(qid) if topic == SCHEDULE_TOPIC else None
+            if cq.lmq:
+                lmq_files(cq, cl, out)
+        delays = DelayLevel(qid, _TAGS) if topic == SCHEDULE_TOPIC else None
         for first, units, path in _unit_runs(cq):
             n = len(units)
             n_units += n
@@ -318,63 +321,6 @@ def _consume_queues(store, rec: Records, out: Problems, pending_from: int | None
                  f"deleted); the queues' {expired} unit(s) that point below it are expired: a reader skips them",
                  cl.files[0].path, cl.min_offset)
     return n_units
-
-
-class _DelayLevel:
-    """A delay queue's tagsCodes are delivery times: storeTimestamp plus the level's delay in the
-    messageDelayLevel of the broker that wrote them, a setting the store does not keep. Units that
-    disagree with the configured table by one and the same delay, a whole number of seconds
-    (parseDelayLevel's unit), while none agrees, are that broker's table (found: one note for
-    all levels, `delay_note`); otherwise they are damage."""
-
-    def __init__(self, qid: int):
-        self.level = qid + 1
-        self.held: list = []
-        self.delays: set[int] = set()
-        self.agree = 0
-
-    def count(self, found, code) -> None:
-        self.agree += int(np.count_nonzero(found & (code == 0)))
-
-    def hold(self, bad, code, tags, r, rec, word):
-        """The bad units that are not tagsCode mismatches; those are held until the queue is read."""
-        is_tags = code[bad] == _TAGS
-        held = bad[is_tags]
-        if len(held):
-            self.held.append((held, word))
-            self.delays.update(int(d) for d in np.unique(np.asarray(tags[held], np.int64) - rec.ts[r[held]]))
-        return bad[~is_tags]
-
-    def settle(self, out: Problems, found: dict[int, int]) -> None:
-        if not self.held:
-            return
-        if len(self.delays) == 1 and min(self.delays) >= 0 and min(self.delays) % 1000 == 0 and not self.agree:
-            found[self.level] = min(self.delays)
-            return
-        for held, word in self.held:
-            out.add_each(held, word)
-
-
-def _delay_token(ms: int) -> str:
-    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
-        if ms and ms % size == 0:
-            return f"{ms // size}{unit}"
-    return f"{ms} ms"
-
-
-def delay_note(store, found: dict[int, int], out: Problems) -> None:
-    """One note for the levels whose delivery times show another messageDelayLevel, with the
-    setting that would reproduce them when every level up to the highest is known."""
-    if not found:
-        return
-    table = store.cfg.delay_level_millis
-    levels = [found.get(lv, table[lv - 1] if lv <= len(table) else None) for lv in range(1, max(found) + 1)]
-    setting = "" if None in levels else f"; messageDelayLevel={' '.join(_delay_token(d) for d in levels)!r} " \
-        "reproduces them"
-    out.note("delay-level", f"{SCHEDULE_TOPIC}'s delivery times show the broker that wrote this store had its own "
-             "messageDelayLevel: " + ", ".join(f"level {lv} {_delay_token(d)}" for lv, d in sorted(found.items()))
-             + f" (configured: {store.cfg.messageDelayLevel!r}){setting}; set it to rebuild or recover this store "
-             "as that broker would", store.root / "consumequeue" / SCHEDULE_TOPIC, None)
 
 
 def _unit_word(rec, cl, cq, topic, qid, first, phy, size, tags, times, code, r, path):
