@@ -26,6 +26,17 @@ SIZE_SETTINGS = ("mappedFileSizeCommitLog", "mappedFileSizeConsumeQueue", "maxHa
 DEFAULT_DELAY_LEVELS = "1s 5s 10s 30s 1m 2m 3m 4m 5m 6m 7m 8m 9m 10m 20m 30m 1h 2h"
 
 
+DELAY_UNITS_MS = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}   # messageDelayLevel's units
+
+
+def delay_level_token(ms: int) -> str:
+    """One messageDelayLevel token for a delay (the largest unit that divides it; whole seconds)."""
+    for unit in ("d", "h", "m"):
+        if ms and ms % DELAY_UNITS_MS[unit] == 0:
+            return f"{ms // DELAY_UNITS_MS[unit]}{unit}"
+    return f"{ms // 1000}s"
+
+
 @dataclass(slots=True)  # slots: the compiled key query reads maxMsgsNumBatch in place
 class StoreConfig:
     storePathRootDir: str = ""
@@ -100,11 +111,10 @@ class StoreConfig:
     @property
     def delay_level_millis(self) -> list[int]:
         """delay_level_millis[level-1] in ms, parsed like ScheduleMessageService.parseDelayLevel."""
-        units = {"s": 1000, "m": 60_000, "h": 3_600_000, "d": 86_400_000}
         out = []
         for token in self.messageDelayLevel.split(" "):
             if token:
-                out.append(int(token[:-1]) * units[token[-1]])
+                out.append(int(token[:-1]) * DELAY_UNITS_MS[token[-1]])
         return out
 
     @property

@@ -13,26 +13,27 @@ import threading
 
 from PySide6.QtCore import QObject, QTimer
 
-__all__ = ["collect_due", "install"]
+__all__ = ["collect_due", "install", "installed"]
 
 _THRESHOLDS = gc.get_threshold()
 _guard: list[QObject] = []
 
 
 def collect_due() -> int:
-    """Collect the generations whose counts passed their thresholds, as the automatic collector
-    would; nothing on any thread but the main one. Returns what was found unreachable."""
+    """Collect the oldest generation whose count is past its threshold, as CPython's collector
+    picks one (without its rule that puts off full collections of a large heap); nothing on
+    any thread but the main one. Returns what was found unreachable."""
     if threading.current_thread() is not threading.main_thread():
         return 0
-    t0, t1, t2 = _THRESHOLDS
-    c0, c1, c2 = gc.get_count()
-    if c0 <= t0:
-        return 0
-    if c1 < t1:
-        return gc.collect(0)
-    if c2 < t2:
-        return gc.collect(1)
-    return gc.collect(2)
+    counts = gc.get_count()
+    for gen in (2, 1, 0):
+        if counts[gen] > _THRESHOLDS[gen]:
+            return gc.collect(gen)
+    return 0
+
+
+def installed() -> bool:
+    return bool(_guard)
 
 
 def install(parent: QObject, interval_ms: int = 500) -> None:

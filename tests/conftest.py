@@ -369,13 +369,27 @@ def as_typed_at_a_terminal() -> None:
 
 @pytest.fixture(autouse=True)
 def _gc_on_the_ui_thread(request):
-    """As the app does (gui.gc_guard): once a test brings Qt up, the cyclic collector runs only
-    on the main thread, from the event loop while a test waits and after each test; on a pool
-    thread it could finalize a Qt object of the UI thread (a CI run segfaulted so)."""
-    if "qtbot" in request.fixturenames or "qapp" in request.fixturenames:
+    """As the app does (gui.gc_guard): while a test has Qt up, the cyclic collector runs only on
+    the main thread, from the event loop while the test waits and after it; on a pool thread it
+    could finalize a Qt object of the UI thread (a CI run segfaulted so). A test without Qt gets
+    the automatic collector back once no Qt pool thread is left running."""
+    qt = "qtbot" in request.fixturenames or "qapp" in request.fixturenames
+    if qt:
         from gui import gc_guard
         gc_guard.install(request.getfixturevalue("qapp"))
+    elif "gui.gc_guard" in sys.modules and not gc.isenabled() and _qt_pools_idle():
+        sys.modules["gui.gc_guard"].collect_due()
+        gc.enable()
     yield
     guard = sys.modules.get("gui.gc_guard")
-    if guard is not None:
+    if guard is not None and not gc.isenabled():
         guard.collect_due()
+
+
+def _qt_pools_idle() -> bool:
+    """No runnable left in Qt's global pool nor the internals views' (a test's own TaskRunner
+    pools die with their widgets, and QThreadPool's destructor waits for its threads)."""
+    from PySide6.QtCore import QThreadPool
+    workers = sys.modules.get("gui.workers")
+    pools = [QThreadPool.globalInstance()] + ([workers._POOL] if workers is not None and workers._POOL else [])
+    return all(p.waitForDone(5000) for p in pools)

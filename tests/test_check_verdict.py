@@ -316,3 +316,27 @@ def test_an_lmq_queues_first_file_lost_is_damage(fixture_copy, damage):
     rc, report = check_json(root)
     assert rc == 1 and [p["kind"] for p in report["problems"]] == ["cq-missing"]
     assert report["problems"][0]["detail"].startswith(f"{queue.parent.name}/0")
+
+
+def test_a_queue_made_late_begins_with_fillers_and_is_no_loss(fixture_copy):
+    """RocketMQ makes a queue's first file where its first unit falls and fills the units before
+    it with blanks (fillPreBlank): an LMQ queue whose first file is not at 0 but begins with
+    fillers lost nothing."""
+    root = fixture_copy("v5_lmq")
+    queue = next(p for p in sorted((root / "consumequeue").iterdir()) if p.name.startswith("%LMQ%")) / "0"
+    first, second = sorted(queue.iterdir())[:2]
+    first.unlink()
+    with open(second, "r+b") as fh:
+        fh.write(struct.pack(">qiq", 0, 0x7FFFFFFF, 0))
+    rc, report = check_json(root)
+    assert not [p for p in report["problems"] if "begins at unit" in p["detail"]]
+
+
+def test_the_suggested_delay_levels_cover_every_level():
+    """Only level 2 differs from the given table: the suggested setting still lists all 19."""
+    given = ["1s", "5s"] + ["1s"] * 16 + ["1h"]
+    rc, report = check_json(unpack("lineage"), "--set", "messageDelayLevel=" + " ".join(given))
+    assert rc == 0
+    (note,) = [n for n in report["notes"] if n["kind"] == "delay-level"]
+    assert "level 2 1s (" in note["detail"]
+    assert "messageDelayLevel='" + " ".join(["1s"] * 18 + ["1h"]) + "' reproduces them" in note["detail"]

@@ -34,7 +34,7 @@ from engine.format.message import SCHEDULE_TOPIC, TRANSACTION_COMMIT_TYPE, TRANS
 
 from . import check_records
 from .check_index import chain_findings, index_phase
-from .check_queues import DelayLevel, delay_note, lmq_files
+from .check_queues import DelayLevel, delay_note, expired_units, lmq_files
 from .check_records import Records, walk_task
 from .dledger_check import framing_checks
 
@@ -266,14 +266,14 @@ def _consume_queues(store, rec: Records, out: Problems, pending_from: int | None
     n_units = 0
     seen: dict[tuple[int, int], list] = {}   # (topic id, queue id) -> queue offsets with a unit
     ok = np.zeros(rec.n, dtype=np.uint8)     # records a unit of their own queue offset reached
-    expired = 0                              # units the queues' min offsets skip (below the commitlog's start)
+    expired = None                           # units the queues' min offsets skip (below the commitlog's start)
     delay_levels: dict[int, int] = {}        # level -> the delay its units show, where not the configured one
     for (topic, qid), cq in store.queues.items():
         tid = rec.topic_ids.get(topic, -1)
-        if cq.queue.files:
-            expired += max(0, cq.min_offset - cq.queue.files[0].file_from_offset // CQ_UNIT_SIZE)
-            if cq.lmq:
-                lmq_files(cq, cl, out)
+        if cl.min_offset > 0 and (n := expired_units(cq)) is not None:
+            expired = (expired or 0) + n
+        if cq.lmq and cq.queue.files:
+            lmq_files(cq, cl, out)
         delays = DelayLevel(qid, _TAGS) if topic == SCHEDULE_TOPIC else None
         for first, units, path in _unit_runs(cq):
             n = len(units)
@@ -318,7 +318,8 @@ def _consume_queues(store, rec: Records, out: Problems, pending_from: int | None
     if cl.min_offset > 0 and cl.files:
         out.note("expired", f"the commitlog begins at offset {cl.min_offset}, not 0: the files before it are gone, "
                  "as after the broker's cleanup (commitlog files older than fileReservedTime, 72 h by default, are "
-                 f"deleted); the queues' {expired} unit(s) that point below it are expired: a reader skips them",
+                 "deleted)" + ("" if expired is None else
+                               f"; the queues' {expired} unit(s) that point below it are expired: a reader skips them"),
                  cl.files[0].path, cl.min_offset)
     return n_units
 

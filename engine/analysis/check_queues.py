@@ -5,8 +5,23 @@ from __future__ import annotations
 
 import numpy as np
 
-from engine.config import CQ_UNIT_SIZE
+from engine.config import CQ_UNIT_SIZE, delay_level_token
+from engine.format.cq_unit import is_filler
+from engine.store.consume_queue import units_of
 from engine.format.message import SCHEDULE_TOPIC
+
+
+def expired_units(cq) -> int | None:
+    """The units below the queue's min offset that are not fillers (the units a reader skips
+    because the commitlog's start passed them); None for a queue without files (RocksDB)."""
+    n = 0
+    for f in cq.queue.files:
+        first = f.file_from_offset // CQ_UNIT_SIZE
+        if first >= cq.min_offset:
+            break
+        u = units_of(f)[:min(cq.min_offset - first, f.wrote_position // CQ_UNIT_SIZE)]
+        n += int(np.count_nonzero(~is_filler(u["commitLogOffset"], u["size"])))
+    return n if cq.queue.files else None
 
 
 def lmq_files(cq, cl, out) -> None:
@@ -16,7 +31,10 @@ def lmq_files(cq, cl, out) -> None:
     fills a file before it makes the next."""
     files = cq.queue.files
     name = f"{cq.topic}/{cq.queue_id}"
-    if files[0].file_from_offset > 0 and cl.min_offset == 0:
+    first = units_of(files[0])[:1]
+    if files[0].file_from_offset > 0 and cl.min_offset == 0 and files[0].wrote_position > 0 and \
+            not is_filler(int(first["commitLogOffset"][0]), int(first["size"][0])):
+        # (a queue made late begins inside its first file, after fillers: RocketMQ's fillPreBlank)
         out.add("cq-missing", f"{name} begins at unit {files[0].file_from_offset // CQ_UNIT_SIZE}, but the commitlog "
                 "still begins at 0: the ConsumeQueue file(s) before it are gone", files[0].path, 0)
     for a, b in zip(files, files[1:]):
@@ -65,23 +83,17 @@ class DelayLevel:
             out.add_each(held, word)
 
 
-def _delay_token(ms: int) -> str:
-    for unit, size in (("d", 86_400_000), ("h", 3_600_000), ("m", 60_000), ("s", 1000)):
-        if ms and ms % size == 0:
-            return f"{ms // size}{unit}"
-    return f"{ms} ms"
-
-
 def delay_note(store, found: dict[int, int], out) -> None:
     """One note for the levels whose delivery times show another messageDelayLevel, with the
     setting that would reproduce them when every level up to the highest is known."""
     if not found:
         return
     table = store.cfg.delay_level_millis
-    levels = [found.get(lv, table[lv - 1] if lv <= len(table) else None) for lv in range(1, max(found) + 1)]
-    setting = "" if None in levels else f"; messageDelayLevel={' '.join(_delay_token(d) for d in levels)!r} " \
+    top = max(max(found), len(table), *(q + 1 for t, q in store.queues if t == SCHEDULE_TOPIC))
+    levels = [found.get(lv, table[lv - 1] if lv <= len(table) else None) for lv in range(1, top + 1)]
+    setting = "" if None in levels else f"; messageDelayLevel={' '.join(delay_level_token(d) for d in levels)!r} " \
         "reproduces them"
     out.note("delay-level", f"{SCHEDULE_TOPIC}'s delivery times show the broker that wrote this store had its own "
-             "messageDelayLevel: " + ", ".join(f"level {lv} {_delay_token(d)}" for lv, d in sorted(found.items()))
+             "messageDelayLevel: " + ", ".join(f"level {lv} {delay_level_token(d)}" for lv, d in sorted(found.items()))
              + f" (configured: {store.cfg.messageDelayLevel!r}){setting}; set it to rebuild or recover this store "
              "as that broker would", store.root / "consumequeue" / SCHEDULE_TOPIC, None)
