@@ -23,11 +23,10 @@ import time
 from pathlib import Path
 
 from .common import Row, log, row
+from .java_driver import (BUILD, HERE, JavaSideError, compile_driver, disk_room, java_command, java_major,  # noqa: F401
+                          parse_lines, run_java)
 from .steady import steady
 
-HERE = Path(__file__).resolve().parent
-SOURCE = HERE / "java" / "StoreBench.java"
-BUILD = HERE.parent / "build" / "javabench"
 TOPIC, TAG, QUEUES, BODY, BATCH = "BenchTopic", "TagA", 4, 1024, 32
 SETS = 5                        # interleaved sets per row; the row reports their median
 MIN_SECS = 5.0                  # every timed window, each side
@@ -43,70 +42,6 @@ WALK_MESSAGES = 262_144         # the store the get-page and decode rows walk (R
 SLOTS, INDEX_NUM = 5_000_000, 20_000_000   # default index file
 STORES = Path(os.environ.get("RMQSTORE_BENCH_JAVA_STORES", "/tmp/rmqstore-java-stores"))
 BASELINE = "RocketMQ DefaultMessageStore"
-
-
-class JavaSideError(RuntimeError):
-    """The Java side could not be built or run (the message says why)."""
-
-
-# ---- the Java process -----------------------------------------------------------------
-
-def java_major(java: str = "java") -> int:
-    out = subprocess.run([java, "-version"], capture_output=True, text=True).stderr
-    m = re.search(r'version "(\d+)(?:\.(\d+))?', out)
-    if not m:
-        raise JavaSideError(f"cannot read the Java version from: {out.strip()[:200]}")
-    major = int(m.group(1))
-    return int(m.group(2)) if major == 1 else major   # "1.8.0_x" is Java 8
-
-
-def compile_driver(lib: Path, out: Path = BUILD) -> Path:
-    """javac StoreBench.java against lib/* into `out`; returns `out`."""
-    lib = Path(lib)
-    if not lib.is_dir() or not list(lib.glob("rocketmq*.jar")):
-        raise JavaSideError(f"JAVA_LIB={lib}: no rocketmq*.jar there (use the lib/ folder of a RocketMQ "
-                            "4.9.7 binary distribution, see bench/README.md)")
-    if shutil.which("javac") is None or shutil.which("java") is None:
-        raise JavaSideError("the Java side needs a JDK (javac and java on PATH)")
-    out.mkdir(parents=True, exist_ok=True)
-    r = subprocess.run(["javac", "-nowarn", "-encoding", "UTF-8", "-cp", f"{lib}{os.sep}*", "-d", str(out),
-                        str(SOURCE)], capture_output=True, text=True)
-    if r.returncode != 0:
-        raise JavaSideError(f"javac StoreBench.java against {lib} failed:\n{r.stderr.strip()[-2000:]}")
-    return out
-
-
-def java_command(lib: Path, classes: Path = BUILD) -> list[str]:
-    cmd = ["java", "-Xms1g", "-Xmx2g"]
-    if java_major() >= 9:  # RocketMQ 4.9 maps files through sun.nio.ch and unmaps by reflection
-        cmd += ["--add-exports", "java.base/sun.nio.ch=ALL-UNNAMED", "--add-opens", "java.base/sun.nio.ch=ALL-UNNAMED",
-                "--add-opens", "java.base/java.nio=ALL-UNNAMED", "--add-opens", "java.base/jdk.internal.ref=ALL-UNNAMED"]
-    return cmd + ["-cp", f"{classes}{os.pathsep}{Path(lib)}{os.sep}*", "StoreBench"]
-
-
-def parse_lines(text: str) -> list[dict]:
-    """The driver's JSON objects, one a line; anything else on stdout (a logger) is skipped."""
-    out = []
-    for line in text.splitlines():
-        line = line.strip()
-        if line.startswith("{") and line.endswith("}"):
-            try:
-                d = json.loads(line)
-            except ValueError:
-                continue
-            if isinstance(d, dict) and "workload" in d:
-                out.append(d)
-    return out
-
-
-def run_java(cmd: list[str], *args, timeout: float = 1200) -> dict[str, dict]:
-    """Run one driver workload; its JSON lines by workload name."""
-    r = subprocess.run(cmd + [str(a) for a in args], capture_output=True, text=True, timeout=timeout)
-    lines = parse_lines(r.stdout)
-    if r.returncode != 0 or not lines:
-        raise JavaSideError(f"StoreBench {' '.join(map(str, args))} exited {r.returncode}:\n"
-                            f"{(r.stderr or r.stdout).strip()[-2000:]}")
-    return {d["workload"]: d for d in lines}
 
 
 # ---- ratios -----------------------------------------------------------------------------
@@ -441,6 +376,7 @@ def _run(ctx) -> list[Row]:
     rows: list[Row] = []
     base = ctx.tmp / "java-side"
     base.mkdir(parents=True, exist_ok=True)
+    disk_room(base)
 
     rows += append_rows(cmd, z, base)
     rows += walk_rows(cmd, z)

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import threading
+import time
 
 from PySide6.QtCore import QObject, QTimer
 
@@ -19,15 +20,25 @@ _THRESHOLDS = gc.get_threshold()
 _guard: list[QObject] = []
 
 
+FULL_EVERY = 5.0   # seconds at least between full collections (CPython puts them off on a large heap)
+_last_full = [0.0]
+
+
 def collect_due() -> int:
     """Collect the oldest generation whose count is past its threshold, as CPython's collector
-    picks one (without its rule that puts off full collections of a large heap); nothing on
-    any thread but the main one. Returns what was found unreachable."""
+    picks one, full collections at most every FULL_EVERY seconds (CPython's own rule, a
+    quarter of the heap new since the last, cannot be read from Python); nothing on any
+    thread but the main one. Returns what was found unreachable."""
     if threading.current_thread() is not threading.main_thread():
         return 0
     counts = gc.get_count()
     for gen in (2, 1, 0):
         if counts[gen] > _THRESHOLDS[gen]:
+            if gen == 2:
+                now = time.monotonic()
+                if now - _last_full[0] < FULL_EVERY:
+                    continue
+                _last_full[0] = now
             return gc.collect(gen)
     return 0
 

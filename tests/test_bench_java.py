@@ -27,6 +27,17 @@ RocketMQLog:WARN No appenders could be found for logger (RocketmqCommon).
 """
 
 
+def test_a_disk_rocketmq_would_call_full_is_refused_before_the_section(tmp_path, monkeypatch):
+    """RocketMQ answers every put SERVICE_NOT_AVAILABLE once its disk is over 90% used (a full
+    run lost its java rows so): the section says so before it starts, with the room to free."""
+    from bench import java_driver
+    st = os.statvfs(tmp_path)
+    whole = ((st.f_blocks - st.f_bfree) + st.f_bavail) * st.f_frsize
+    monkeypatch.setattr(java_driver, "JAVA_HEADROOM", whole)
+    with pytest.raises(java_side.JavaSideError, match=r"RocketMQ refuses puts above 90%.*free [\d.]+ GiB more"):
+        java_side.disk_room(tmp_path)
+
+
 def test_parse_lines_keeps_only_the_drivers_json_objects():
     lines = java_side.parse_lines(CANNED)
     assert [d["workload"] for d in lines] == ["append", "query-offsets"]
