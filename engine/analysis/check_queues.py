@@ -83,6 +83,17 @@ class DelayLevel:
             out.add_each(held, word)
 
 
+def _level_runs(found: dict[int, int]) -> str:
+    """"levels 2-18 1s, level 19 1h": consecutive levels that show one delay, together."""
+    runs: list[list[int]] = []   # [first, last, delay]
+    for lv, d in sorted(found.items()):
+        if runs and runs[-1][1] == lv - 1 and runs[-1][2] == d:
+            runs[-1][1] = lv
+        else:
+            runs.append([lv, lv, d])
+    return ", ".join((f"level {a}" if a == b else f"levels {a}-{b}") + f" {delay_level_token(d)}" for a, b, d in runs)
+
+
 def delay_note(store, found: dict[int, int], out) -> None:
     """One note for the levels whose delivery times show another messageDelayLevel, with the
     setting that would reproduce them when every level up to the highest is known."""
@@ -94,6 +105,6 @@ def delay_note(store, found: dict[int, int], out) -> None:
     setting = "" if None in levels else f"; messageDelayLevel={' '.join(delay_level_token(d) for d in levels)!r} " \
         "reproduces them"
     out.note("delay-level", f"{SCHEDULE_TOPIC}'s delivery times show the broker that wrote this store had its own "
-             "messageDelayLevel: " + ", ".join(f"level {lv} {delay_level_token(d)}" for lv, d in sorted(found.items()))
+             "messageDelayLevel: " + _level_runs(found)
              + f" (configured: {store.cfg.messageDelayLevel!r}){setting}; set it to rebuild or recover this store "
              "as that broker would", store.root / "consumequeue" / SCHEDULE_TOPIC, None)

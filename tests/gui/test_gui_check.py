@@ -88,3 +88,19 @@ def test_check_dialog_lists_a_crash_leftovers_apart_from_damage(qtbot, window, f
     screenshot(dlg, "store-check-recovery-pending.png")
     dlg.close()
     assert tree_hashes(root) == before
+
+
+def test_check_dialog_says_ok_with_the_brokers_own_delay_levels(qtbot, window, dialogs):
+    """RocketMQ's lineage store (its broker's messageDelayLevel: 1s x 18, then 1h): OK, and the
+    note that says which setting reproduces its delivery times, readable in the summary."""
+    open_and_wait(qtbot, window, unpack("lineage"))
+    window.act_check.trigger()
+    dlg = window.check_dlg
+    qtbot.waitUntil(lambda: dlg.result is not None, timeout=30000)
+    qtbot.waitUntil(lambda: dlg.check_button.isEnabled(), timeout=5000)
+    assert dlg.result["ok"] and dlg.problems.rowCount() == 0
+    text = dlg.summary.text()
+    assert text.startswith("OK") and "messageDelayLevel='" + " ".join(["1s"] * 18 + ["1h"]) in text
+    assert dlg.summary.wordWrap()
+    screenshot(dlg, "store-check-notes.png")
+    dlg.close()
