@@ -14,7 +14,7 @@ import time
 
 from PySide6.QtCore import QObject, QTimer
 
-__all__ = ["collect_due", "install", "installed"]
+__all__ = ["collect_due", "install"]
 
 _THRESHOLDS = gc.get_threshold()
 _guard: list[QObject] = []
@@ -41,10 +41,6 @@ def collect_due() -> int:
                 _last_full[0] = now
             return gc.collect(gen)
     return 0
-
-
-def installed() -> bool:
-    return bool(_guard)
 
 
 def install(parent: QObject, interval_ms: int = 500) -> None:
