@@ -100,7 +100,14 @@ def main(argv=None) -> int:
         return 2
     if "get-page" in sections and "append" not in sections:
         sections = ["append"] + sections  # get-page walks the append-batch stores
-    tmp = Path(tempfile.mkdtemp(prefix="rmqstore-bench-", dir=args.dir))
+    try:
+        if args.dir:
+            Path(args.dir).mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix="rmqstore-bench-", dir=args.dir))
+    except OSError as e:
+        print(f"bench: cannot make a folder for the stores in {args.dir or tempfile.gettempdir()}: {e}",
+              file=sys.stderr)
+        return 2
     ctx = Context(tmp, args.quick)
     ctx.java_lib = args.java_lib
     started = time.time()

@@ -252,3 +252,12 @@ def test_java_section_end_to_end(tmp_path, monkeypatch):
     assert rows[5].extra["accel"] == "in-place" and rows[7].extra["accel"] == "chain-copy"
     assert rows[7].extra["buildSeconds"] >= 0 and rows[7].extra["bytes"] > 0
     assert rows[9].extra["copyUsedOnActiveFile"] is False
+
+
+def test_bench_stores_folder_made_or_refused(tmp_path, capsys):
+    """--dir: a missing folder is made; one that cannot be (a file in its path) is a clear refusal."""
+    (tmp_path / "f").write_bytes(b"")
+    assert bench_main(["--only", "open", "--dir", str(tmp_path / "f" / "x"), "--out", str(tmp_path / "r.json")]) == 2
+    err = capsys.readouterr().err
+    assert "cannot make a folder for the stores" in err and "Traceback" not in err
+    assert not (tmp_path / "r.json").exists()
