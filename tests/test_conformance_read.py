@@ -103,8 +103,9 @@ def test_key_query_cases(name):
             assert offs == c["queryOffset_phyOffsets"], c["label"]
             assert (ts, off) == (c["queryOffset_indexLastUpdateTimestamp"], c["queryOffset_indexLastUpdatePhyoffset"])
             raw = store.query_message(c["topic"], c["key"], c["begin"], c["end"], c["maxNum"], raw=True)
-            assert sorted(raw.offsets) == c["queryMessage_phyOffsets"] or \
-                sorted(set(raw.offsets)) == c["queryMessage_phyOffsets"], c["label"]
+            # queryMessage's messages in its order: the hits sorted ascending, duplicates kept
+            assert [x.commitLogOffset for x in raw.messages] == c["queryMessage_phyOffsets"], c["label"]
+            assert raw.offsets == c["queryMessage_phyOffsets"], c["label"]
 
 
 @pytest.mark.parametrize("name", CLEAN)

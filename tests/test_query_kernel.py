@@ -190,6 +190,7 @@ def reference_query(store, topic, key, begin=0, end=LONG_MAX, max_num=64, raw=Fa
     if not raw:
         return store._query_exact(topic, key, begin, end, max_num, cap)
     offs, lts, loff = store.index._query_offset_py(topic, key, max_num, begin, end, cap, accel=False)
+    offs = sorted(offs)   # queryMessage sorts the hits (queryOffset walks newest first)
     return QueryResult(store.commitlog._messages_at_py(offs), False, offs, [], lts, loff)
 
 
@@ -213,6 +214,10 @@ def test_compiled_query_message_equals_the_reference(tmp_path):
         got = store.query_message(topic="T1", key="shared1", raw=True)
         assert got.messages and got == ref_fn(store, "T1", "shared1", raw=True)
         assert {m.commitLogOffset for m in got.messages} <= set(got.offsets)
+        # RocketMQ's order: queryOffset newest first, queryMessage's messages ascending
+        walk = store.index.query_offset("T1", "shared1", 64)[0]
+        assert len(walk) > 1 and walk == sorted(walk, reverse=True)
+        assert got.offsets == sorted(walk) == [m.commitLogOffset for m in got.messages]
 
 
 @pytest.mark.parametrize("name", CLEAN + CRASHED)

@@ -155,10 +155,9 @@ cdef object _log_type = None  # the last commitlog class found to answer with _M
 
 
 def query_message(store, topic, key, begin=0, end=0x7FFFFFFFFFFFFFFF, max_num=64, raw=False, cap=None):
-    """Queries.query_message compiled (engine/store/queries.py's _query_message_py is the
-    reference and says what it answers): the raw answer in one call -- IndexService.query_offset
-    (its compiled front in the common case), then lookMessageByOffset for every hit, in a
-    QueryResult made here; the default (exact) answer is its QueryService's _query_exact."""
+    """Queries.query_message compiled (queries.py's _query_message_py is the reference and says
+    what it answers): the raw answer in one call -- IndexService.query_offset (its compiled front
+    in the common case), the hits sorted, lookMessageByOffset for each; the exact one is _query_exact."""
     global _log_type
     if not raw:
         return store.queries._query_exact(topic, key, begin, end, max_num, cap)
@@ -168,6 +167,7 @@ def query_message(store, topic, key, begin=0, end=0x7FFFFFFFFFFFFFFF, max_num=64
     if type(st) is IndexState and type(topic) is str and type(key) is str and type(max_num) is int:
         r = query_fast(<IndexState>st, topic, key, max_num, begin, end, cap)
     offs, lts, loff = r if r is not None else idx.query_offset(topic, key, max_num, begin, end, cap)
+    offs = sorted(offs)
     cdef QueryResult q = QueryResult.__new__(QueryResult)
     if type(cl) is not _log_type and type(cl).messages_at is _MESSAGES_AT:
         _log_type = type(cl)

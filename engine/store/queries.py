@@ -15,13 +15,15 @@ KEYS_PER_BATCH = 10_000   # keys per batched index walk (query_messages)
 
 def _query_message_py(self, topic: str, key: str, begin: int = 0, end: int = LONG_MAX,
                       max_num: int = 64, raw: bool = False, cap: int | None = None) -> QueryResult:
-    """Messages by key. raw=True: IndexService's answer as is (hash and time only, walk
-    order, duplicates kept, capped by maxMsgsNumBatch unless `cap` says otherwise (0 = none);
+    """Messages by key. raw=True: DefaultMessageStore.queryMessage's answer (the index hits,
+    hash and time only, sorted ascending as it sorts them, duplicates kept, each loaded by
+    lookMessageByOffset; capped by maxMsgsNumBatch unless `cap` says otherwise (0 = none);
     max_num 0 answers nothing, as RocketMQ does). Default: each candidate checked
     against the message's real topic, KEYS tokens and UNIQ_KEY and its store time,
     de-duplicated, newest first, `max_num` (0 = no cap) with a truncated flag."""
     if raw:
         offs, lts, loff = self.index.query_offset(topic, key, max_num, begin, end, cap)
+        offs = sorted(offs)   # queryMessage: Collections.sort of the hits (queryOffset walks newest first)
         return QueryResult(self.commitlog.messages_at(offs), False, offs, [], lts, loff)
     return self.queries._query_exact(topic, key, begin, end, max_num, cap)
 

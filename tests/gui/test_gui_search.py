@@ -54,7 +54,7 @@ def test_raw_hash_match_marks_false_hits(qtbot, window):
     window.tabs.setCurrentWidget(p)
     case = _case("equal String.hashCode family", "TopicTest", "Aa")
     raw = _search(qtbot, p, "TopicTest", "Aa", raw=True)
-    assert raw == case["queryOffset_phyOffsets"]          # RocketMQ's own answer, walk order
+    assert raw == case["queryMessage_phyOffsets"]         # RocketMQ's own answer, in queryMessage's order
     hits = p.results.hits
     false = [h for h in hits if h.false_hit]
     assert false and all("Aa" not in h.message.key_list for h in false)
