@@ -1,6 +1,6 @@
 """A crashed DLedger store as the restarted broker serves it (RocketMQ 4.9.7 + DLedger 0.3.1.2):
 the reput that resumes at the consume queues' end and the index files IndexService.load(false)
-deletes, built in memory on a read-only open (engine/store/dledger_reput.py).
+deletes, built in memory on a read-only open (engine/store/dledger_reput.py, engine/store/memory_files.py).
 
 The `dledger` fixture, which RocketMQ shut down cleanly, is made into crashes a kill leaves:
 - the consume-queue units of the last messages not yet written (reput had not reached them);
@@ -23,7 +23,7 @@ import pytest
 from conftest import manifest, unpack
 from engine import MessageStore
 from engine.analysis.check import check_store
-from engine.store.dledger_reput import MemoryFile
+from engine.store.memory_files import MemoryFile
 from engine.store.index_file import LONG_MAX
 
 NAME = "dledger"
