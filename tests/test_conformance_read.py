@@ -105,7 +105,7 @@ def test_key_query_cases(name):
             raw = store.query_message(c["topic"], c["key"], c["begin"], c["end"], c["maxNum"], raw=True)
             # queryMessage's messages in its order: the hits sorted ascending, duplicates kept
             assert [x.commitLogOffset for x in raw.messages] == c["queryMessage_phyOffsets"], c["label"]
-            assert raw.offsets == c["queryMessage_phyOffsets"], c["label"]
+            assert raw.offsets == c["queryOffset_phyOffsets"], c["label"]
 
 
 @pytest.mark.parametrize("name", CLEAN)

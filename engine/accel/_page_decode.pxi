@@ -167,11 +167,11 @@ def query_message(store, topic, key, begin=0, end=0x7FFFFFFFFFFFFFFF, max_num=64
     if type(st) is IndexState and type(topic) is str and type(key) is str and type(max_num) is int:
         r = query_fast(<IndexState>st, topic, key, max_num, begin, end, cap)
     offs, lts, loff = r if r is not None else idx.query_offset(topic, key, max_num, begin, end, cap)
-    offs = sorted(offs)
     cdef QueryResult q = QueryResult.__new__(QueryResult)
     if type(cl) is not _log_type and type(cl).messages_at is _MESSAGES_AT:
         _log_type = type(cl)
-    q.messages = messages_at(cl, offs) if type(cl) is _log_type else cl.messages_at(offs)
+    srt = sorted(offs)
+    q.messages = messages_at(cl, srt) if type(cl) is _log_type else cl.messages_at(srt)
     q.truncated, q.offsets, q.false_hits = False, offs, []
     q.indexLastUpdateTimestamp, q.indexLastUpdatePhyoffset = lts, loff
     return q

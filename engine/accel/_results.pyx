@@ -66,8 +66,8 @@ cdef class Record:
 
 
 cdef class QueryResult(Record):
-    """What a key query answers: `messages`, `truncated`, `offsets` (index hits sorted
-    ascending when raw, as queryMessage sorts them; matched when exact), `false_hits`, and the index's last update."""
+    """What a key query answers: `messages`, `truncated`, `offsets` (index hits in walk
+    order when raw, its messages sorted as queryMessage's; matched when exact), `false_hits`, and the index's last update."""
     index_lost = frozenset()   # (ExactQueryResult's: hits only an index file RocketMQ's restart deletes holds)
 
     def __init__(self, messages, truncated, offsets, false_hits=None, indexLastUpdateTimestamp=0,

@@ -28,6 +28,7 @@ from engine.config import CQ_UNIT_SIZE
 from engine.store.consume_queue import FILLER_SIZE
 from engine.store.batch_consume_queue import unit_problems
 from engine.errors import StoreError
+from engine.store.crash_view import disk_index
 from engine.tasks import Cancelled, Progress, Task, run
 
 from engine.format.message import SCHEDULE_TOPIC, TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, TRANSACTION_ROLLBACK_TYPE
@@ -87,11 +88,24 @@ def check_store(store, max_problems: int = 1000, progress=None, cancel=None) -> 
 def check_task(store, max_problems: int = 1000, cancel=None) -> Task[dict]:
     """The whole check; Progress in commitlog bytes, then one per later phase."""
     helper = ThreadPoolExecutor(1) if check_records.cores() > 1 else None   # the second core
+    disk = disk_index(store)   # a crashed store's index files, not what its read-only open serves
     try:
-        return (yield from _check(store, max_problems, cancel, helper))
+        return (yield from _check(store if disk is store.index else _OnDisk(store, disk), max_problems, cancel,
+                                  helper))
     finally:
         if helper is not None:
             helper.shutdown(wait=True, cancel_futures=True)
+
+
+class _OnDisk:
+    """The store with its index as the files are: check judges the files, not what a read-only
+    open serves after a crash (the served index is in memory; its deleted files are findings)."""
+
+    def __init__(self, store, index):
+        self._store, self.index = store, index
+
+    def __getattr__(self, name):
+        return getattr(self._store, name)
 
 
 def redispatch_from(store) -> int | None:

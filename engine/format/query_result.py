@@ -17,7 +17,7 @@ FIELD_NAMES = ("messages", "truncated", "offsets", "false_hits", "indexLastUpdat
 class PyQueryResult:
     messages: list
     truncated: bool
-    offsets: list[int]                 # index hits sorted ascending (raw, as queryMessage) / matched (exact)
+    offsets: list[int]                 # index hits in walk order (raw; messages sorted) / matched (exact)
     false_hits: list[int] = field(default_factory=list)  # hash-only matches exact mode refused
     indexLastUpdateTimestamp: int = 0
     indexLastUpdatePhyoffset: int = 0

@@ -20,6 +20,7 @@ import numpy as np
 
 from engine.format.cq_unit import CQ_UNIT_SIZE
 from engine.format.index_layout import INDEX_ENTRY_SIZE, entry_pos, slots_of
+from engine.store.crash_view import disk_index
 
 ROW_KEYS = ["structure", "problem", "file", "fileOffset", "topic", "queueId", "queueOffset", "key",
             "commitLogOffset", "expected", "actual"]
@@ -104,7 +105,7 @@ def index_chain_problems(store, min_offset: int) -> list[dict]:
     """Per index file: entries no slot chain reaches, and entries chained from a slot their
     keyHash does not map to. Vectorised: all chains are walked in step."""
     rows = []
-    for f in store.index.files:
+    for f in disk_index(store).files:
         rows += file_chain_problems(f, min_offset)
     return rows
 
@@ -159,7 +160,7 @@ def file_chain_problems(f, min_offset: int) -> list[dict]:
 
 def index_file_ranges(store) -> list[tuple[str, int, int]]:
     return [(os.path.join("index", f.name), f.header.beginPhyOffset, f.header.endPhyOffset)
-            for f in store.index.files]
+            for f in disk_index(store).files]
 
 
 def merge_rows(rows: list[dict], chain_rows: list[dict]) -> list[dict]:

@@ -24,6 +24,7 @@ import numpy as np
 
 from engine.config import CQ_UNIT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from engine.store.consume_queue import FILLER_SIZE
+from engine.store.crash_view import disk_index
 from engine.store.rocksdb_cq import RocksDBConsumeQueue
 from engine.format.message import MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2
 from engine.format.record import OFF_PHYSICALOFFSET
@@ -291,7 +292,7 @@ def plan_index(store) -> list[IndexSlice]:
     """Entries [1, indexCount) of every index file, in pieces of `index_step(store)` entries."""
     out = []
     step = index_step(store)
-    for f in store.index.files:
+    for f in disk_index(store).files:
         count = f.header.indexCount
         last = min(max(count, 1), f.index_num)
         for a in range(1, last, step):

@@ -35,6 +35,7 @@ from engine.scan import consistency_5x as c5
 from engine.scan import spark_lineage
 from engine.format.body_decode import decoded_json
 from engine.format.lmq import LMQ_PREFIX
+from engine.store.crash_view import disk_index
 from engine.tasks import Cancelled, CancelToken, Progress, ProgressFn, StageProgress
 
 
@@ -409,7 +410,7 @@ def _chain_problems(store, ld: Loader, run: SparkRunner, cl_min: int) -> list[di
 def _(store: RemoteStore, ld: Loader, run: SparkRunner, cl_min: int) -> list[dict]:
     """A store on a filesystem: each index file's slot table and entries are read by a task (a
     Python UDF per file), not by the driver."""
-    files = store.index.files
+    files = disk_index(store).files
     if not files:
         return []
     from pyspark.sql.types import ArrayType, StringType

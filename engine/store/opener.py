@@ -13,7 +13,7 @@ from engine.errors import NotAStoreError, StoreError
 from engine.files.mapped_file import durable_touch, refuse_full_tmpfs
 from engine.format.config_json import store_config_json
 from engine.store import batch_consume_queue as _bcq, dledger_commit_log as _dledger, generation as _generation
-from engine.store import queue_store as _queue_store, recovery
+from engine.store import crash_view, queue_store as _queue_store, recovery
 from engine.store.checkpoint import Checkpoint
 from engine.store.commit_log import CommitLog
 from engine.store.detect import detect_config, refuse_escaping_paths, refuse_foreign_files
@@ -111,6 +111,7 @@ def load_task(store, cancel: CancelToken | None = None) -> Task[None]:
         store.warnings.append(str(e))
     store.recovery = yield from recovery.apply(store.recovery_plan, store, cancel)
     store.commitlog.after_recovery(store)  # what a restarted broker adds in memory (DLedger: its reput)
+    crash_view.serve_index(store)  # a crashed classic store's index as its recovery rebuilds it (read-only)
     store.queue_store.after_recovery()
     if writable:
         from engine.store.writer import StoreWriter

@@ -16,15 +16,16 @@ KEYS_PER_BATCH = 10_000   # keys per batched index walk (query_messages)
 def _query_message_py(self, topic: str, key: str, begin: int = 0, end: int = LONG_MAX,
                       max_num: int = 64, raw: bool = False, cap: int | None = None) -> QueryResult:
     """Messages by key. raw=True: DefaultMessageStore.queryMessage's answer (the index hits,
-    hash and time only, sorted ascending as it sorts them, duplicates kept, each loaded by
-    lookMessageByOffset; capped by maxMsgsNumBatch unless `cap` says otherwise (0 = none);
+    hash and time only, duplicates kept, each loaded by lookMessageByOffset in ascending
+    offset order as it sorts them; `offsets`: the hits in IndexService's walk order; capped by
+    maxMsgsNumBatch unless `cap` says otherwise (0 = none);
     max_num 0 answers nothing, as RocketMQ does). Default: each candidate checked
     against the message's real topic, KEYS tokens and UNIQ_KEY and its store time,
     de-duplicated, newest first, `max_num` (0 = no cap) with a truncated flag."""
     if raw:
         offs, lts, loff = self.index.query_offset(topic, key, max_num, begin, end, cap)
-        offs = sorted(offs)   # queryMessage: Collections.sort of the hits (queryOffset walks newest first)
-        return QueryResult(self.commitlog.messages_at(offs), False, offs, [], lts, loff)
+        # queryMessage loads the hits sorted (Collections.sort); `offsets` stays queryOffset's walk order
+        return QueryResult(self.commitlog.messages_at(sorted(offs)), False, offs, [], lts, loff)
     return self.queries._query_exact(topic, key, begin, end, max_num, cap)
 
 

@@ -328,9 +328,9 @@ def apply(p: RecoveryPlan, store, cancel: CancelToken | None = None) -> Task[Rec
             # index files newer than indexMsgTimestamp (§12.6): unless messageIndexSafe, RocketMQ
             # then loses the keys in between, and with consume queues behind the start file (a
             # rebuild killed half-way) it never dispatches the records before it. Those first.
-            yield from _dispatch(store, resume_offset(store, p.cq_max_physic_offset), start, counts, cancel)
+            yield from redispatch(store, resume_offset(store, p.cq_max_physic_offset), start, counts, cancel)
             last = [0]
-            yield from _dispatch(store, start, end, counts, cancel, last)
+            yield from redispatch(store, start, end, counts, cancel, last)
             if last[0]:
                 # RocketMQ's re-dispatch sets logicsMsgTimestamp at every record it hands the
                 # queues, present or not: its clean shutdown then writes the last one's time
@@ -350,7 +350,7 @@ def apply(p: RecoveryPlan, store, cancel: CancelToken | None = None) -> Task[Rec
     if writable:  # reput: catch up from where the least advanced builder stopped (idempotent)
         store.index.clamp_end(end)
         cq_end = max((cq.max_physic_offset for cq in store.queues.values()), default=-1)
-        yield from _dispatch(store, min(resume_offset(store, cq_end), end), end, counts, cancel)
+        yield from redispatch(store, min(resume_offset(store, cq_end), end), end, counts, cancel)
         report.dispatched, report.units_written = counts
         report.index_entries_added = store.index.entries_added - entries_before
     yield Progress(1, 1, "index")
@@ -391,7 +391,7 @@ def _messages(cl, begin: int, end: int):
             pos += r.size
 
 
-def _dispatch(store, begin: int, end: int, counts: list[int], cancel: CancelToken, last: list | None = None
+def redispatch(store, begin: int, end: int, counts: list[int], cancel: CancelToken, last: list | None = None
               ) -> Task[None]:
     """Re-dispatch the records in [begin, end) (RocketMQ's reput), with progress in bytes;
     `last` gets the store time of the last record the queues take (not prepared, not rolled back)."""

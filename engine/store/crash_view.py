@@ -1,0 +1,133 @@
+"""The index a classic store's broker serves after its crash recovery, made in memory on a
+read-only open (the files are untouched), so that a key query on a crashed store answers as
+RocketMQ does once restarted.
+
+What RocketMQ's restart does to the index (STORE_FORMAT.md §12.6, and what engine.store.recovery
+does on a writable open): `IndexService.load(false)` deletes the index files whose endTimestamp
+is past the checkpoint's indexMsgTimestamp -- always the unfinished last one -- and the crash
+recovery re-dispatches every record from its start file on. buildIndex skips a record below
+the last kept file's endPhyOffset but not one at it, so the record where the deleted file began
+is indexed a second time (the conformance fixtures' `122722`); keys of records between that
+offset and the recovery's start file are never indexed again.
+
+Here the same re-dispatch runs into copies that live only in this process (engine.store.
+memory_files), for the index alone: the consume queues are as recovery keeps them. The deleted
+files stay readable as `lost_files`, where the exact key answer finds and marks what only they
+hold. `check` and the scans read the index as it is on disk (`disk_index`). A re-dispatch longer
+than LIMIT records or LIMIT_BYTES is not made (Python indexes ~40,000 records a second): the
+view then stays the files as they are, and a warning says so."""
+from __future__ import annotations
+
+from engine.store.index_file import IndexFile
+from engine.store.index_service import IndexService
+from engine.store.memory_files import MemoryFile, ServedIndexService, copy_of
+from engine.store.recovery import redispatch
+from engine.tasks import run
+
+LIMIT = 100_000           # records the view re-indexes at most (~25 us each in Python)
+LIMIT_BYTES = 64 << 20    # and commitlog bytes: a longer re-dispatch is not even begun
+
+
+def disk_index(store):
+    """The store's index as its files are: `store.index` itself, except on a crashed store
+    opened read-only, where that is what the restarted broker serves (check and the scans
+    judge the files)."""
+    return getattr(store.index, "disk", store.index)
+
+
+class CrashIndexService(ServedIndexService):
+    """ServedIndexService over a classic store's index, keeping the disk service whole for
+    `check` (its files are shared, so a kept file that gains entries is copied, not closed)."""
+
+    def __init__(self, disk: IndexService, lost: list[IndexFile]):
+        super().__init__(disk, lost)
+        self.disk = disk
+
+    def last_file_for_write(self) -> IndexFile:
+        last = self.files[-1] if self.files else None
+        if last is not None and not last.is_write_full and not isinstance(last.file, MemoryFile):
+            self.files[-1] = IndexFile(last.path, last.slot_num, last.index_num, file=copy_of(last.file))
+            self._kidx = None
+        return IndexService.last_file_for_write(self)
+
+    def close_memory(self) -> None:
+        """Close what lives in memory only (the disk service's files are its own)."""
+        self._kidx = None
+        for f in self.files:
+            if isinstance(f.file, MemoryFile):
+                f.close()
+
+    def close(self) -> None:
+        self.close_memory()
+        self.disk.close()
+
+
+class _IndexOnly:
+    """What dispatch sees: the store's settings and the served index, no queue to write."""
+    batch_topics = frozenset()
+
+    def __init__(self, store, index: CrashIndexService):
+        self.cfg, self.commitlog, self.index = store.cfg, store.commitlog, index
+
+    def queue_for_write(self, topic: str, queue_id: int):
+        return None
+
+
+class _TooLong(Exception):
+    pass
+
+
+def serve_index(store) -> None:
+    """Make `store.index` the served index of a crashed classic store opened read-only (the
+    opener calls it after recovery). Nothing for a clean shutdown, a writable open, a
+    live broker's store (its files are what it serves) or an index turned off."""
+    p, cl, disk = store.recovery_plan, store.commitlog, store.index
+    if not (store.read_only and store.served_view and store.abort_present and store.cfg.messageIndexEnable
+            and cl.redispatches_after_crash and cl.files and p is not None and p.abnormal) \
+            or store.broker_holding_lock() is not None:
+        return
+    lost = disk.files_after(store.checkpoint.indexMsgTimestamp)
+    served = CrashIndexService(disk, lost)
+    view = _IndexOnly(store, served)
+    start, end = cl.files[p.start_index].file_from_offset, p.end_offset
+    kept_end = served.files[-1].header.endPhyOffset if served.files else -1
+    counts = [0, 0]
+    budget = _Budget(counts)
+    try:
+        if end - start > LIMIT_BYTES:
+            raise _TooLong()
+        # RocketMQ's order: recoverAbnormally dispatches from its start file to the end, then
+        # reput resumes at the consume queues' largest maxPhysicOffset. (rmqstore's own recovery
+        # also indexes the records between the kept files' end and the start file, whose keys
+        # RocketMQ loses; the broker's answer is what is served here.)
+        run(redispatch(view, start, end, counts, budget))
+        if store.queues:   # (queues kept elsewhere, RocksDB's, end where the recovery ends)
+            cq_end = max(cq.max_physic_offset for cq in store.queues.values())
+            run(redispatch(view, max(cq_end, cl.min_offset), end, counts, budget))
+        budget.raise_if_cancelled()   # (redispatch polls it every DISPATCH_STEP records)
+    except _TooLong:
+        served.close_memory()
+        store.warnings.append(
+            f"crash recovery would re-index {end - start:,} bytes of commitlog (more than this view makes: {LIMIT:,} "
+            f"records, {LIMIT_BYTES >> 20} MiB): key queries read the index files as they are on disk "
+            "(`rmqstore recover` on a copy gives what the restarted broker serves)")
+        return
+    store.index = served
+    offs = [f.entries[1:f.header.indexCount]["commitLogOffset"] for f in lost if f.header.indexCount > 1]
+    never = sum(int(((o > kept_end) & (o < start)).sum()) for o in offs)   # neither kept nor re-indexed
+    store.warnings.append(
+        f"index as RocketMQ serves it after its crash recovery (in memory, no file changed): "
+        f"{', '.join(f.name for f in lost) or 'no file'} deleted, {served.entries_added:,} entries of "
+        f"{counts[0]:,} records re-indexed" + (f", {never:,} entries of the deleted files never indexed again "
+                                                  "(exact key answers mark them INDEX LOST BY ROCKETMQ)" if never else ""))
+
+
+class _Budget:
+    """A CancelToken for _dispatch that stops the view past LIMIT records."""
+
+    def __init__(self, counts: list[int]):
+        self.counts = counts
+
+    def raise_if_cancelled(self) -> None:
+        if self.counts[0] > LIMIT:
+            raise _TooLong()
