@@ -191,3 +191,29 @@ def test_summary_line_says_refused_and_over_budget_files():
                              "2 files walked in place (not in the writer's shape)")
     r = {"built": ["0"], "refused": [], "bytes": 91_232, "seconds": 0.0034}
     assert summary(r, 1) == "Key queries: chain copies of 1 index file (91 KB) in 3 ms"
+
+
+def test_a_crashed_store_serves_the_rebuilt_index_in_the_browser(qtbot, window, dialogs):
+    """A crashed store opened read-only: the window's index is what the restarted broker
+    serves (engine/store/crash_view.py): chain copies over it, the raw search in RocketMQ's
+    order after its recovery, the slot map and the chain view over the in-memory file, and
+    not one byte of the store changed."""
+    from engine.store.crash_view import CrashIndexService
+    from gui.internals.collision_chain import CollisionChainView
+    from gui.internals.slot_heatmap import SlotHeatmapView
+    root = unpack("crashed")
+    before = tree_hashes(root)
+    store = open_and_wait(qtbot, window, root)
+    _wait_copies(qtbot, window)
+    assert isinstance(store.index, CrashIndexService) and dialogs.calls == []
+    case = next(c for c in manifest("crashed")["key_queries"]["cases"] if c["queryOffset_phyOffsets"].count(122722) > 1)
+    raw = search_panel(qtbot, window.search, case["topic"], case["key"], cap=case["maxNum"], raw=True)
+    assert raw == case["queryMessage_phyOffsets"]
+    for view in (SlotHeatmapView(), CollisionChainView()):
+        qtbot.addWidget(view)
+        view.set_store(store)
+        view.resize(900, 600)
+        view.show()
+        qtbot.wait(50)
+    window.close_store()
+    assert tree_hashes(root) == before
