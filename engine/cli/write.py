@@ -138,7 +138,7 @@ def prepare_send(args, cfg) -> None:
     if args.count < 1:
         raise StoreError(f"--count must be at least 1, got {args.count}")
     props = _props(args.prop)
-    with MessageStore.open(root, cfg, read_only=True) as probe:
+    with MessageStore.open(root, cfg, read_only=True, served_view=False) as probe:   # the files as they are
         from engine.store.generation import write_defaults
         pcfg = write_defaults(probe.cfg, probe.generation())  # the form a read-write open will write
     levels = len(pcfg.delay_level_millis)
@@ -208,7 +208,7 @@ def recover(root: Path, cfg, dry_run: bool) -> dict:
     from engine.store.message_store import MessageStore
     from engine.store.recovery import records_reach
     from engine.tasks import CancelToken, run
-    with MessageStore.open(root, cfg, read_only=True) as probe:
+    with MessageStore.open(root, cfg, read_only=True, served_view=False) as probe:   # the files as they are
         cfg = probe.cfg
         before = records_reach(probe.commitlog)
         index_before = {f.name for f in probe.index.files}

@@ -85,7 +85,7 @@ class MessageStore:
         self.root = root
         self.cfg = cfg
         self.read_only = read_only
-        self.served_view = True  # False: a DLedger store as its files are (DLedgerCommitLog.after_recovery)
+        self.served_view = True  # False: a DLedger or crashed store as its files are (after_recovery, crash_view)
         self.lock: StoreLock | None = None
         self.untouched: Untouched | None = None  # lock and abort as found, until the open's first write
         self.commitlog: CommitLog | None = None
@@ -110,8 +110,9 @@ class MessageStore:
              config_file: str | None = None, tolerant: bool = False, served_view: bool = True) -> "MessageStore":
         """tolerant (read-only, for check): files that do not fit the sizes are passed over and
         listed in `refused_files` instead of refusing the store; mixed sizes take the majority.
-        served_view=False: a DLedger store as its files are, without what a restarted broker
-        would add in memory (engine.store.dledger_reput), as the scans read it."""
+        served_view=False: a DLedger or crashed store as its files are, without what a
+        restarted broker would add in memory (engine.store.dledger_reput, crash_view), as the
+        scans and the probes before a write read it."""
         return run(cls.open_task(root, config, read_only, config_file, tolerant, served_view=served_view))
 
     @classmethod

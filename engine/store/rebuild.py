@@ -39,7 +39,8 @@ def rebuild_task(root: Path, cfg, cancel: CancelToken | None = None, overwrite_g
     yield Progress(0, 1, "plan", message="checking the store")
     asked = cfg
     replaced = REBUILT & cfg.explicit if cfg is not None else set()
-    with MessageStore.open(root, _without(cfg, replaced), read_only=True) as probe:  # validates the store first
+    # validates the store first (the files as they are)
+    with MessageStore.open(root, _without(cfg, replaced), read_only=True, served_view=False) as probe:
         cfg = probe.cfg
         refusal = probe.rebuild_refusal()  # (a DLedger log; queues in a RocksDB database, never deleted)
         if refusal is not None:

@@ -176,8 +176,8 @@ def arm(fault: str, nth: int) -> None:
         IF = index_file.IndexFile
         orig = IF.__init__
 
-        def init(self, path, slot_num, index_num, writable=False, create=False):
-            orig(self, path, slot_num, index_num, writable, create)
+        def init(self, path, slot_num, index_num, writable=False, create=False, **kw):
+            orig(self, path, slot_num, index_num, writable, create, **kw)
             if create and hit():
                 die()
         IF.__init__ = init
