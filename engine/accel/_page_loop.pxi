@@ -3,7 +3,7 @@
 # ---- the page loop (engine.store.page.read_page; its pure twin _read_page_py is the reference) ----------
 # The page class and check_record's callback are the caller's (arguments, or MessageStore._page_kit).
 from engine.errors import CorruptDataError
-from engine.format.cq_unit import WHY_EXPIRED, WHY_FILLER, WHY_INVALID
+from engine.format.cq_unit import WHY_EXPIRED, WHY_FILLER, WHY_INVALID, roll_next_file
 
 
 cdef inline Py_ssize_t unit_cap(Py_ssize_t max_count) noexcept:
@@ -228,7 +228,7 @@ cpdef tuple read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
     clq = cl.queue
     fq = find_file(cqq, offset * CQ_UNIT_SIZE, &fo)
     if fq is None:
-        return (None if broker else "NO_MATCHED_MESSAGE"), offset, new_page(page_cls, 0, bytearray(), (), None), 0, []
+        return None, offset, new_page(page_cls, 0, bytearray(), (), None), 0, []
     first = fo.start // CQ_UNIT_SIZE
     u = offset - first
     u_end = fo.wrote // CQ_UNIT_SIZE
@@ -237,7 +237,7 @@ cpdef tuple read(cl, cqq, int64_t offset, int64_t mx, Py_ssize_t max_count, bint
     if broker and u_end - u > unit_cap(max_count):  # maxFilterMessageSize
         u_end = u + unit_cap(max_count)
     if u >= u_end:
-        return (None if broker else "NO_MATCHED_MESSAGE"), offset, new_page(page_cls, 0, bytearray(), (), None), 0, []
+        return None, offset, new_page(page_cls, 0, bytearray(), (), None), 0, []
     nrows = u_end - u
     if nrows > cap:
         nrows = cap
@@ -456,5 +456,5 @@ def get_message(store, topic, queue_id, offset, max_count=32, broker=False):
     status, nxt, page, total, skipped = read(store.commitlog, cqq, off, mx, n, brk, limit_count, limit_bytes,
                                               page_cls, confirm)
     if status is None:
-        return _result("OFFSET_FOUND_NULL", off, mn, mx, [], 0, [])
+        return _result("OFFSET_FOUND_NULL", roll_next_file(off, cq.file_size), mn, mx, [], 0, [])
     return _result(status, nxt, mn, mx, page, total, skipped)

@@ -365,6 +365,20 @@ def _unit_word(rec, cl, cq, topic, qid, first, phy, size, tags, times, code, r, 
     return word
 
 
+def _at_queue_tail(store, rec: Records, rows: np.ndarray) -> np.ndarray:
+    """Which of `rows` a re-dispatch gives a unit: those at or past their queue's end. One
+    below it (a CQ file missing in the middle) is skipped as "build consume queue repeatedly"
+    (putMessagePositionInfo compares with the last file's end), so its gap stays."""
+    if not len(rows):
+        return np.zeros(0, dtype=bool)
+    keys = (rec.topic[rows].astype(np.int64) << 32) | (rec.qid[rows].astype(np.int64) & 0xFFFFFFFF)
+    uniq, inv = np.unique(keys, return_inverse=True)
+    names = {v: k for k, v in rec.topic_ids.items()}
+    ends = np.array([getattr(store.find_queue(names.get(int(k) >> 32), int(k) & 0xFFFFFFFF), "max_offset", 0)
+                     for k in uniq], dtype=np.int64)
+    return rec.qoff[rows] >= ends[inv]
+
+
 def _missing_units(store, rec: Records, seen: dict, ok: np.ndarray, batch, out: Problems,
                    pending_from: int | None = None) -> None:
     """Every dispatchable record has its unit: a record is covered when a unit of its queue at
@@ -396,6 +410,7 @@ def _missing_units(store, rec: Records, seen: dict, ok: np.ndarray, batch, out: 
     cl = store.commitlog
     if pending_from is not None:  # crash recovery re-dispatches these
         later = need & (rec.off >= pending_from)
+        later[later] = _at_queue_tail(store, rec, np.flatnonzero(later))
         if later.any():
             i = int(np.flatnonzero(later)[0])
             out.pending("cq-behind", f"{int(later.sum())} records from commitlog offset {int(rec.off[i])} on have no "

@@ -36,6 +36,14 @@ WHY_EXPIRED = "record expired"
 WHY_INVALID = "no valid record of that size there"
 
 
+def roll_next_file(offset: int, file_size: int, unit_size: int = CQ_UNIT_SIZE) -> int:
+    """ConsumeQueue.rollNextFile: the first queue offset of the file after the one `offset`
+    falls in (getMessage's nextBeginOffset where no CQ file holds `offset`); `offset` itself
+    for a queue without files (RocksDB's)."""
+    per = file_size // unit_size
+    return offset + per - offset % per if per > 0 else offset
+
+
 def broker_unit_cap(max_count: int, unit_size: int = CQ_UNIT_SIZE) -> int:
     """How many units one broker getMessage examines at most."""
     return max(MAX_FILTER_MESSAGE_SIZE, max_count * unit_size) // unit_size

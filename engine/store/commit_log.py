@@ -229,6 +229,7 @@ class CommitLog:
 
     # ---- where log kinds differ (DLedgerCommitLog overrides): callers ask these, never the kind
     redispatches_after_crash = True  # abnormal recovery re-dispatches the records it scans
+    first_file_for_zero = True       # offset 0 read where no file holds it: the first file's start
 
     def entry_header(self, f) -> int:
         """Bytes of framing before each record of file `f` (0: records back to back)."""

@@ -174,6 +174,7 @@ _BLANK = RecordResult(RecordStatus.END_OF_FILE, 0, None, "DLedger blank (-1): th
 
 
 class DLedgerCommitLog(CommitLog):
+    first_file_for_zero = False      # (position 0 of a data file is an entry header, no record)
     redispatches_after_crash = False  # DLedgerMmapFileStore: the reput resumes at the queues' end
 
     def entry_header(self, f) -> int:

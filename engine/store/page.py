@@ -289,7 +289,7 @@ def read_page(cl, cq, offset: int, mx: int, max_count: int, broker: bool, limit_
               limit_bytes: int | None, kernel: bool = True):
     """getMessage's loop from queue offset `offset` (min <= offset < mx = the queue's max):
     (status, nextBeginOffset, page, bufferTotalSize, skipped); status None means
-    OFFSET_FOUND_NULL (broker mode, no units there). kernel=False: the reference loop."""
+    OFFSET_FOUND_NULL (no CQ file holds `offset`). kernel=False: the reference loop."""
     k = KERNEL
     if k is not None and kernel and max_count >= 1:
         return k.read(cl, cq.queue, offset, mx, max_count, broker, limit_count, limit_bytes or 0, MessagePage, confirm)
@@ -322,6 +322,10 @@ def _read_page_py(cl, cq, offset: int, mx: int, max_count: int, broker: bool, li
     _read_broker_py)."""
     if broker:
         return _read_broker_py(cl, cq, offset, max_count, limit_count, limit_bytes)
+    f = cq.queue.find(offset * CQ_UNIT_SIZE) if getattr(cq, "file_size", 0) > 0 else None   # (RocksDB's: no file)
+    if f is not None and offset * CQ_UNIT_SIZE >= f.file_from_offset + f.wrote_position or \
+            f is None and cq.queue.files:
+        return None, offset, MessagePage(), 0, []   # no CQ file holds it: OFFSET_FOUND_NULL, as the broker
     units = cq.units(offset, offset + max(max_count, 1) * 2 + 64)
     status = "NO_MATCHED_MESSAGE"
     messages: list = []

@@ -4,7 +4,7 @@ one call and hands anything unusual here (BatchCQ and LMQ queues, queues kept in
 from __future__ import annotations
 
 from engine.errors import CorruptDataError
-from engine.format.cq_unit import WHY_INVALID
+from engine.format.cq_unit import WHY_INVALID, roll_next_file
 from engine.format.get_result import GetMessageResult, replaced
 from engine.store import batch_page as _batch_page, lmq as _lmq
 from engine.store import page as _page
@@ -60,8 +60,8 @@ class PageReader:
             limit_count, limit_bytes = (max_count if max_count > 1 else 1), 0
         status, nxt, page, total, skipped = _page.read_page(self.store.commitlog, cq, offset, mx, max_count, broker,
                                                             limit_count, limit_bytes, kernel=False)
-        if status is None:
-            return GetMessageResult("OFFSET_FOUND_NULL", offset, mn, mx)
+        if status is None:  # no CQ file holds offset: on to the next file (a deleted file is not a dead end)
+            return GetMessageResult("OFFSET_FOUND_NULL", roll_next_file(offset, cq.file_size), mn, mx)
         r = GetMessageResult(status, nxt, mn, mx, page, total, skipped)
         if cq.lmq:  # the stored queueOffset is the real topic's: the LMQ positions are the units'
             r.messageQueueOffset = _lmq.unit_offsets_of(cq, offset, nxt, [m.commitLogOffset for m in page])

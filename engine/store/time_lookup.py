@@ -56,8 +56,15 @@ def _search(view, cl, low: int, high: int, timestamp: int):
     return target, left, right, left_v, right_v
 
 
+def _files(cq) -> list:
+    """The queue's files as the broker has them after its recovery: a read-only open keeps the
+    files past a cut end (their write positions at 0), which truncateDirtyLogicFiles deletes."""
+    files, end = cq.queue.files, cq.queue.max_offset
+    return [f for f in files if f.file_from_offset < end] or files[:1]
+
+
 def offset_by_time_49(store, cq, timestamp: int) -> int:
-    files = cq.queue.files
+    files = _files(cq)
     if not files:
         return 0
     f = next((f for f in files if _mtime_ms(f.path) >= timestamp), files[-1])
@@ -80,7 +87,7 @@ def offset_by_time_49(store, cq, timestamp: int) -> int:
 
 
 def _pick_file_5x(cq, cl, timestamp: int, lower: bool):
-    files = cq.queue.files
+    files = _files(cq)
     n = len(files)
     starts, stops = [], []
     for i, f in enumerate(files):

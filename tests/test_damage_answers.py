@@ -1,0 +1,81 @@
+"""Answers on damaged stores, as RocketMQ 4.9.7 gives them once it has opened the store (a
+differential run against the real DefaultMessageStore found each of these; its figures are in
+docs/reliability.md): a ConsumeQueue file missing in the middle of a queue, a time lookup after
+a recovery cut the log, check on a queue gap with an abort file, and offset 0 with the first
+commitlog file deleted.
+Every read-only open here leaves the store's bytes as they were."""
+from __future__ import annotations
+
+import pytest
+
+from conftest import manifest, unpack
+from engine import MessageStore
+from engine.analysis import check_store
+from engine.format.cq_unit import CQ_UNIT_SIZE, roll_next_file
+from engine.store.index_file import LONG_MAX
+from reliability.relsupport import tree_digest
+
+CQ_FILE = 1000   # the `small` fixture's mappedFileSizeConsumeQueue: 50 units a file
+
+
+def _queue_with_files(store, n: int):
+    return next((k, cq) for k, cq in sorted(store.queues.items()) if len(cq.queue.files) >= n)
+
+
+@pytest.mark.parametrize("broker", [True, False])
+def test_a_missing_middle_cq_file_is_passed_over_to_the_next(fixture_copy, broker):
+    """getMessage where no CQ file holds the offset: OFFSET_FOUND_NULL and nextBeginOffset at the
+    next file's first unit (ConsumeQueue.rollNextFile), so a consumer moves past the gap."""
+    root = fixture_copy("small")
+    with MessageStore.open(root) as s:
+        (topic, qid), cq = _queue_with_files(s, 3)
+        gone = cq.queue.files[1]
+    gone.path.unlink()
+    before = tree_digest(root)
+    with MessageStore.open(root) as s:
+        first = gone.file_from_offset // CQ_UNIT_SIZE
+        for off in (first, first + 7):
+            r = s.get_message(topic, qid, off, 32, broker=broker)
+            assert (r.status, r.nextBeginOffset) == ("OFFSET_FOUND_NULL", first + CQ_FILE // CQ_UNIT_SIZE)
+            assert r.nextBeginOffset == roll_next_file(off, CQ_FILE)
+        r = s.get_message(topic, qid, first + CQ_FILE // CQ_UNIT_SIZE, 32, broker=broker)
+        assert r.status == "FOUND" and r.messages
+    assert tree_digest(root) == before
+
+
+def test_check_calls_a_queue_gap_a_problem_even_after_a_crash(fixture_copy):
+    """Crash recovery gives a record a unit only at its queue's end ("build consume queue
+    repeatedly" below it): the units of a deleted middle file never come back, abort or not."""
+    root = fixture_copy("small")
+    with MessageStore.open(root) as s:
+        (topic, qid), cq = _queue_with_files(s, 3)
+        gone = cq.queue.files[1]
+    gone.path.unlink()
+    (root / "abort").write_bytes(b"")
+    with MessageStore.open(root) as s:
+        rep = check_store(s)
+    assert not rep["ok"]
+    assert any(p["kind"] == "cq-missing" for p in rep["problems"])
+    assert not any(p["kind"] == "cq-behind" for p in rep["recoveryPending"])
+
+
+def test_offset_zero_with_the_first_commitlog_file_deleted(fixture_copy):
+    """lookMessageByOffset(0): CommitLog.getMessage asks findMappedFileByOffset(0, true), which
+    returns the first file when none holds 0, and reads at 0 % mappedFileSize."""
+    root = fixture_copy("small")
+    (root / "commitlog" / ("0" * 20)).unlink()
+    with MessageStore.open(root) as s:
+        m = s.look_message_by_offset(0)
+        assert m is not None and m.commitLogOffset == s.commitlog.files[0].file_from_offset == 65536
+        assert s.look_message_by_offset(7) is None
+
+
+def test_time_lookups_stay_inside_queues_a_crash_recovery_cut():
+    """crashed_badcrc: recovery drops the damaged record and the ten after it; a time lookup
+    (4.9: the file by modification time, then the nearest unit) never answers past the end."""
+    with MessageStore.open(unpack("crashed_badcrc")) as s:
+        assert s.max_offset == manifest("crashed_badcrc")["recovery_result"]["recovered_commitlog_max_offset"]
+        for (topic, qid), cq in s.queues.items():
+            if cq.max_offset > cq.min_offset:
+                for t in (0, LONG_MAX):
+                    assert cq.min_offset <= s.get_offset_in_queue_by_time(topic, qid, t) < cq.max_offset
