@@ -156,6 +156,7 @@ def _check(store, max_problems: int, cancel, helper):
     n_entries = index_phase(store, rec, out, chains.result() if chains is not None else None,
                             None if pending_from is None else reindex_from(store, pending_from))
     _planned_cuts(store, out)
+    _restart_cut(store, out)
     yield Progress(2, 3, "index", "phases")
     _checkpoint(store, last_ts, out, rec, pending_from)
     _config_json(store, out, rec, pending_from)
@@ -164,6 +165,23 @@ def _check(store, max_problems: int, cancel, helper):
             "crcRule": "body CRC and __CRC32# tails" if _verify_tails(store) else "body CRC (4.x: no __CRC32# tails)",
             "problemCount": out.count, "problems": out.items, "recoveryPending": out.pending_items,
             "notes": out.notes, **extra}
+
+
+def _restart_cut(store, out: Problems) -> None:
+    """After a clean shutdown RocketMQ's normal recovery CRC-checks the last three commitlog
+    files (checkCRCOnRecover) and ends the log at the first record that fails; a read-only
+    open does not read them (engine.store.recovery ends it after the last record the queues
+    reference). Say where the broker's next start cuts."""
+    p, cl = store.recovery_plan, store.commitlog
+    if p is None or p.abnormal or not cl.files or not cl.recover_opts.check_crc or not cl.redispatches_after_crash:
+        return
+    first = cl.files[max(0, len(cl.files) - 3)].file_from_offset
+    bad = [i["offset"] for i in out.items if i["kind"] == "commitlog-crc" and (i["offset"] or -1) >= first]
+    if bad:
+        off = min(bad)
+        out.note("restart-cut", f"RocketMQ's next start ends the commitlog at {off} (normal recovery checks the CRCs "
+                 f"of the last three files): the {cl.max_offset - off:,} bytes after it and their queue units are "
+                 "dropped; a read-only open still serves them", cl.queue.find(off).path, off)
 
 
 def _verify_tails(store) -> bool:
