@@ -1,8 +1,8 @@
 """Answers on damaged stores, as RocketMQ 4.9.7 gives them once it has opened the store (a
 differential run against the real DefaultMessageStore found each of these; its figures are in
 docs/reliability.md): a ConsumeQueue file missing in the middle of a queue, a time lookup after
-a recovery cut the log, check on a queue gap with an abort file, and offset 0 with the first
-commitlog file deleted.
+a recovery cut the log, check on a queue gap with an abort file, offset 0 with the first
+commitlog file deleted, and a body CRC damaged in the last three files after a clean shutdown.
 Every read-only open here leaves the store's bytes as they were."""
 from __future__ import annotations
 
@@ -12,6 +12,7 @@ from conftest import manifest, unpack
 from engine import MessageStore
 from engine.analysis import check_store
 from engine.format.cq_unit import CQ_UNIT_SIZE, roll_next_file
+from engine.store import recovery
 from engine.store.index_file import LONG_MAX
 from reliability.relsupport import tree_digest
 
@@ -81,22 +82,51 @@ def test_time_lookups_stay_inside_queues_a_crash_recovery_cut():
                     assert cq.min_offset <= s.get_offset_in_queue_by_time(topic, qid, t) < cq.max_offset
 
 
-def test_check_says_where_the_next_start_cuts_a_clean_store(fixture_copy):
-    """A body CRC damaged in the last three files after a clean shutdown: RocketMQ's normal
-    recovery ends the log there at its next start (checkCRCOnRecover); the read-only view does
-    not read those files, so check says it. A damaged record in an older file: no such note."""
+def _flip_bodies(root, *msgs) -> None:
+    for m in msgs:
+        with MessageStore.open(root, served_view=False) as s:
+            f = s.commitlog.queue.find(m.commitLogOffset)
+        data = bytearray(f.path.read_bytes())
+        data[data.index(m.body, m.commitLogOffset - f.file_from_offset)] ^= 0x5A   # its body CRC fails
+        f.path.write_bytes(bytes(data))
+
+
+def test_a_body_crc_damaged_near_the_end_is_where_the_restart_cuts(fixture_copy):
+    """After a clean shutdown RocketMQ's normal recovery CRC-checks the last three files
+    (checkCRCOnRecover) and ends the log at the first record that fails: a read-only open of a
+    log that small (recovery.VERIFY_SPAN) does the same; the queues end there too, and time
+    lookups stay inside them."""
+    root = fixture_copy("small")
+    with MessageStore.open(root) as s:
+        files = s.commitlog.files
+        victim = next(m for m in s.iter_messages(files[len(files) - 3].file_from_offset + 1, None) if m.body)
+        end_before = s.max_offset
+    _flip_bodies(root, victim)
+    before = tree_digest(root)
+    with MessageStore.open(root) as s:
+        assert s.max_offset == victim.commitLogOffset < end_before
+        for (topic, qid), cq in s.queues.items():
+            if cq.max_offset > cq.min_offset:
+                last = s.get_message(topic, qid, cq.max_offset - 1, 1)
+                assert last.messages and last.messages[0].commitLogOffset < victim.commitLogOffset
+                for t in (0, victim.storeTimestamp, LONG_MAX):
+                    assert cq.min_offset <= s.get_offset_in_queue_by_time(topic, qid, t) < cq.max_offset
+    assert tree_digest(root) == before
+
+
+def test_check_says_where_the_next_start_cuts_a_big_clean_store(fixture_copy, monkeypatch):
+    """Past VERIFY_SPAN the read-only open does not read the last three files, so it serves the
+    records after a damaged one: check says where the broker's next start ends the log. A
+    damaged record in an older file: no such note."""
+    monkeypatch.setattr(recovery, "VERIFY_SPAN", -1)
     root = fixture_copy("small")
     with MessageStore.open(root) as s:
         files = s.commitlog.files
         victim = next(m for m in s.iter_messages(files[len(files) - 3].file_from_offset + 1, None) if m.body)
         older = next(m for m in s.iter_messages(files[1].file_from_offset + 1, None) if m.body)
-    for m in (victim, older):
-        with MessageStore.open(root, served_view=False) as s:
-            f = s.commitlog.queue.find(m.commitLogOffset)
-        data = bytearray(f.path.read_bytes())
-        data[data.index(m.body, m.commitLogOffset - f.file_from_offset)] ^= 0x5A
-        f.path.write_bytes(bytes(data))
+    _flip_bodies(root, victim, older)
     with MessageStore.open(root) as s:
+        assert s.max_offset > victim.commitLogOffset
         rep = check_store(s)
     crc = sorted(p["offset"] for p in rep["problems"] if p["kind"] == "commitlog-crc")
     assert crc == [older.commitLogOffset, victim.commitLogOffset]

@@ -23,6 +23,7 @@ from engine.store.commit_log import ScanResult
 from engine.store.dispatcher import dispatch
 from engine.tasks import NEVER, CancelToken, Progress, Task
 
+VERIFY_SPAN = 256 << 20   # read-only normal opens CRC-check this much of the last three files
 DISPATCH_STEP = 4096  # records re-dispatched between two progress reports / cancel polls
 
 
@@ -219,10 +220,12 @@ def _scan_start(store, ends, cq_max, max_physic) -> tuple[int, int, str]:
     rule = "normal: third-last file" if start == third else "normal: the file holding the consume queues' end"
     if store.read_only and cl.files:
         # read-only after a clean shutdown: the records the consume queues reference were
-        # valid when dispatched, so the scan for the end starts after the last of them
-        # (checked here) instead of CRC-checking the last three files: open costs O(files)
+        # valid when dispatched, so on a big log the scan for the end starts after the last of
+        # them (checked here) instead of CRC-checking the last three files: open costs
+        # O(files). Up to VERIFY_SPAN bytes are checked as RocketMQ's restart does, which cuts
+        # the log at a record whose body CRC no longer matches (checkCRCOnRecover)
         vouched = _vouched_end(store, ends, max_physic)
-        if vouched is not None and vouched >= cl.files[start].file_from_offset:
+        if vouched is not None and vouched - cl.files[start].file_from_offset > VERIFY_SPAN:
             f = cl.queue.find(vouched)
             return cl.queue.index_of(f), vouched - f.file_from_offset, \
                 "normal, read-only: after the last record the consume queues reference (checked)"
