@@ -80,9 +80,11 @@ class _TooLong(Exception):
 def serve_index(store) -> None:
     """Make `store.index` the served index of a crashed classic store opened read-only (the
     opener calls it after recovery). Nothing for a clean shutdown, a writable open, a
-    live broker's store (its files are what it serves) or an index turned off."""
+    live broker's store (its files are what it serves), an index turned off, or `check`'s
+    tolerant open (it judges the files: the re-dispatch would be work thrown away)."""
     p, cl, disk = store.recovery_plan, store.commitlog, store.index
-    if not (store.read_only and store.served_view and store.abort_present and store.cfg.messageIndexEnable
+    if not (store.read_only and store.served_view and not store.cfg.tolerant and store.abort_present
+            and store.cfg.messageIndexEnable
             and cl.redispatches_after_crash and cl.files and p is not None and p.abnormal) \
             or store.broker_holding_lock() is not None:
         return

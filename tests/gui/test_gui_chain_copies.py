@@ -209,6 +209,8 @@ def test_a_crashed_store_serves_the_rebuilt_index_in_the_browser(qtbot, window, 
     case = next(c for c in manifest("crashed")["key_queries"]["cases"] if c["queryOffset_phyOffsets"].count(122722) > 1)
     raw = search_panel(qtbot, window.search, case["topic"], case["key"], cap=case["maxNum"], raw=True)
     assert raw == case["queryMessage_phyOffsets"]
+    window.resize(1440, 900)
+    screenshot(window, "crashed-store-raw-search.png")
     for view in (SlotHeatmapView(), CollisionChainView()):
         qtbot.addWidget(view)
         view.set_store(store)
