@@ -2,13 +2,20 @@
 differential run against the real DefaultMessageStore found each of these; its figures are in
 docs/reliability.md): a ConsumeQueue file missing in the middle of a queue, a time lookup after
 a recovery cut the log, check on a queue gap with an abort file, offset 0 with the first
-commitlog file deleted, and a body CRC damaged in the last three files after a clean shutdown.
-Every read-only open here leaves the store's bytes as they were."""
+commitlog file deleted, a body CRC damaged in the last three files after a clean shutdown, and
+the last index file cut short by a crash. Every read-only open here leaves the store's bytes as
+they were."""
 from __future__ import annotations
+
+import json
+import os
+import struct
+import subprocess
+import sys
 
 import pytest
 
-from conftest import manifest, unpack
+from conftest import CRASHED, manifest, unpack
 from engine import MessageStore
 from engine.analysis import check_store
 from engine.format.cq_unit import CQ_UNIT_SIZE, roll_next_file
@@ -132,3 +139,83 @@ def test_check_says_where_the_next_start_cuts_a_big_clean_store(fixture_copy, mo
     assert crc == [older.commitLogOffset, victim.commitLogOffset]
     cuts = [n for n in rep["notes"] if n["kind"] == "restart-cut"]
     assert [n["offset"] for n in cuts] == [victim.commitLogOffset] and "dropped" in cuts[0]["detail"]
+
+
+def _cut_last_index_file(root):
+    f = sorted((root / "index").iterdir())[-1]
+    os.truncate(f, f.stat().st_size // 2)   # its 40-byte header stays
+    return f
+
+
+def _check(root) -> dict:
+    with MessageStore.open(root, tolerant=True) as s:   # the CLI's open for check (engine/cli/app.py)
+        return check_store(s)
+
+
+def _key_answers(name, root) -> list:
+    """Every key case and pair of the fixture's manifest, as the read-only view answers it:
+    queryOffset, the raw queryMessage and the exact answer with its lost marks."""
+    m, out = manifest(name), []
+    with MessageStore.open(root) as s:
+        for c in m["key_queries"]["cases"]:
+            args = c["topic"], c["key"], c["begin"], c["end"], c["maxNum"]
+            exact = s.query_message(*args)
+            out.append((s.index.query_offset(c["topic"], c["key"], c["maxNum"], c["begin"], c["end"])[0],
+                        [x.commitLogOffset for x in s.query_message(*args, raw=True).messages],
+                        [x.commitLogOffset for x in exact.messages], sorted(exact.index_lost)))
+        out += [s.index.query_offset(topic, key, 64, 0, LONG_MAX)[0]
+                for topic, key, _src, _ in m["key_queries"]["all_pairs"]]
+    return out
+
+
+@pytest.mark.parametrize("name", CRASHED)
+def test_the_last_index_file_cut_short_by_a_crash_is_recovery_pending(fixture_copy, name):
+    """RocketMQ's IndexService.load(false) maps a short index file (the map gives it its full
+    size), then deletes it as its endTimestamp is past the checkpoint's indexMsgTimestamp, and
+    crash recovery re-indexes its records: recovery pending, not an index-file problem, and
+    the read-only view answers every key as for the store before the cut."""
+    whole = _check(unpack(name))
+    root = fixture_copy(name)
+    cut = _cut_last_index_file(root)
+    before = tree_digest(root)
+    rep = _check(root)
+    assert rep["ok"] and rep["problemCount"] == whole["problemCount"] == 0 and whole["ok"]
+    assert not [p for p in rep["problems"] if p["kind"] == "index-file"]
+    said = [p for p in rep["recoveryPending"] if p["file"] == str(cut)]
+    assert [p["kind"] for p in said] == ["index-after-checkpoint"], rep["recoveryPending"]
+    assert cut.name in said[0]["detail"] and "deletes it and re-indexes" in said[0]["recovery"]
+    kinds = {p["kind"] for p in rep["recoveryPending"]}
+    assert {p["kind"] for p in whole["recoveryPending"]} - {"index-past-end"} <= kinds   # (entries of the cut file)
+    if name == "crashed":   # and the CLI says the same
+        cli = subprocess.run([sys.executable, "-m", "engine", "check", str(root), "--json"], capture_output=True,
+                             text=True, timeout=120, stdin=subprocess.DEVNULL)
+        assert cli.returncode == 0, cli.stderr
+        report = json.loads(cli.stdout)
+        assert (report["ok"], report["problems"], report["recoveryPending"]) == (True, [], rep["recoveryPending"])
+    assert _key_answers(name, root) == _key_answers(name, unpack(name))
+    assert tree_digest(root) == before, "check or a read-only open changed the store"
+
+
+@pytest.mark.parametrize("how", ["no abort", "checkpoint at its end", "no whole header"])
+def test_a_cut_index_file_the_broker_keeps_is_a_problem(fixture_copy, how):
+    """Without abort (a clean shutdown keeps every index file), with a checkpoint whose
+    indexMsgTimestamp reaches the file's endTimestamp (kept after a crash too), or with no whole
+    header left: RocketMQ keeps the file with a zero tail, so its entries are lost."""
+    root = fixture_copy("crashed")
+    cut = _cut_last_index_file(root)
+    if how == "no abort":
+        (root / "abort").unlink()
+    elif how == "checkpoint at its end":
+        with MessageStore.open(unpack("crashed"), served_view=False) as s:
+            end = s.index.files[-1].header.endTimestamp
+        with open(root / "checkpoint", "r+b") as fh:
+            fh.seek(16)   # indexMsgTimestamp
+            fh.write(struct.pack(">q", end))
+    else:
+        os.truncate(cut, 20)
+    before = tree_digest(root)
+    rep = _check(root)
+    assert not rep["ok"]
+    assert [p for p in rep["problems"] if p["kind"] == "index-file" and cut.name in p["detail"]]
+    assert not [p for p in rep["recoveryPending"] if p["file"] == str(cut)]
+    assert tree_digest(root) == before

@@ -8,6 +8,7 @@ import numpy as np
 from engine.config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from engine.format.index_layout import NO_SLOT, slot_of as _slot_of, slots_of
 from engine.format.message import TRANSACTION_ROLLBACK_TYPE
+from engine.store.index_file import IndexHeader
 
 from engine import accel
 
@@ -69,8 +70,7 @@ def index_phase(store, rec, out, chains: dict | None = None, redispatch_from: in
         np.cumsum(np.bincount(rec.key_rec, minlength=rec.n), out=key_start[1:])
     key_found = np.zeros(len(rec.key_rec), dtype=np.uint8)   # keys with an entry (hash and offset)
     keys = None if _K is not None else np.sort(_pairs(rec.key_rec, rec.key_hash))
-    for w in store.index.warnings:
-        out.add("index-file", w, store.index.directory, None)
+    _refused_files(store, out, redispatch_from is not None)
     for a, b in zip(files, files[1:]):
         ha, hb = a.header, b.header
         # (a begin of 0 is a header whose begin was never written: nothing reads it)
@@ -311,6 +311,38 @@ def _header_against_entries(f, count: int, first_phy: int, last_phy: int, rows, 
         if known and getattr(h, name) != expected:
             out.add("index-header", f"{name} {getattr(h, name)}, expected {expected} from the file's "
                     f"{'first' if name.startswith('begin') else 'last'} entry", f.path, pos)
+
+
+def _refused_files(store, out, crashed: bool) -> None:
+    """The index files the load passed over (a wrong size: IndexService.refused). After a crash
+    RocketMQ's IndexService.load(false) maps each one anyway (the map gives a short file its
+    full size) and deletes it when its header's endTimestamp is past the checkpoint's
+    indexMsgTimestamp; the crash recovery then re-indexes its records: recovery pending. Any
+    other (an older file, which the broker keeps with a zero tail; no whole header; a clean
+    shutdown) has lost its entries: a problem."""
+    index = store.index
+    ts = store.checkpoint.indexMsgTimestamp
+    for path, why in index.refused:
+        h = _header_of(path) if crashed else None
+        if h is None or h.endTimestamp <= ts:
+            out.add("index-file", f"skipped index file: {why}", index.directory, None)
+            continue
+        out.pending("index-after-checkpoint", f"index file {path.name} is newer than the checkpoint's "
+                    f"indexMsgTimestamp {ts} (its header's endTimestamp is {h.endTimestamp}); its entries are not "
+                    f"read: {why}", path, 8,
+                    "RocketMQ's crash recovery deletes it and re-indexes its records from the commitlog "
+                    "(rmqstore's read-write open refuses an index file of the wrong size)")
+
+
+def _header_of(path) -> IndexHeader | None:
+    """The header of an index file the load passed over, as it is on disk; None when fewer
+    than its 40 bytes remain or the file cannot be read."""
+    try:
+        with open(path, "rb") as fh:
+            raw = fh.read(INDEX_HEADER_SIZE)
+    except OSError:
+        return None
+    return IndexHeader.read(raw, as_found=True) if len(raw) == INDEX_HEADER_SIZE else None
 
 
 def _past_the_end(store, f, e, out, crashed: bool) -> None:

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 from engine import accel
 from engine.config import StoreConfig
@@ -53,6 +54,7 @@ class IndexService:
         self.files: list[IndexFile] = []
         self.skipped: list[str] = []
         self.warnings: list[str] = []
+        self.refused: list[tuple[Path, str]] = []  # files a read-only load passed over, and why (check judges them)
         self.on_file_full = None  # callback(endTimestamp) -> checkpoint.indexMsgTimestamp
         self.entries_added = 0  # by build_index (recovery's report)
         self.empty_files: list[str] = []  # zero-length files a writable load found (recovery deletes them)
@@ -78,6 +80,7 @@ class IndexService:
             except ConfigError as e:
                 if self.writable:
                     raise
+                self.refused.append((p, str(e)))  # which file and why (check judges it: analysis.check_index)
                 self.warnings.append(f"skipped index file: {e}")  # a reader carries on without it
         return self
 
