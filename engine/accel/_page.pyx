@@ -40,7 +40,7 @@ from engine.accel._record cimport (F_CRC, F_FORCE, F_V2, S_EOF, S_INVALID, S_MES
 from engine.accel._objects cimport rmq_new
 from engine.accel._query cimport IndexState, query_fast
 from engine.accel._results cimport GetMessageResult, QueryResult
-from engine.accel._seek cimport find_sep, rmq_prefetch
+from engine.accel._seek cimport find_sep, prefetch_lines, rmq_prefetch
 from engine.accel._record import (ACCEPT_V2, CHECK_CRC, END_OF_FILE, FORCE_PROP_CRC, INVALID, MESSAGE,  # noqa: F401 (for Python)
                                   NEEDS_PY, SIZE_MISMATCH, classify, crc32_of)
 
@@ -66,19 +66,10 @@ cdef inline void prefetch_record(const uint8_t* b, Py_ssize_t L, int64_t pos, in
     last 256 bytes (topic and properties follow the body). Checking one record takes a few
     hundred instructions, so the core never reaches the next record's loads on its own:
     without this every record waits for memory."""
-    cdef int64_t k, end, tail
-    if pos < 0 or pos >= L or size <= 0:
-        return
-    end = pos + size
-    if end > L:
-        end = L
-    tail = end - 256
-    k = pos & ~63
-    while k < end:
-        rmq_prefetch(b + k)
-        k += 64
-        if k >= pos + 128 and k < tail:
-            k = tail & ~63
+    if 0 <= pos < L and size > 0:
+        prefetch_lines(b, L, pos, min(size, 128))
+        if size > 128:
+            prefetch_lines(b, L, max(pos + 128, pos + size - 256), min(size - 128, 256))
 
 
 cdef int run(const uint8_t* b, Py_ssize_t L, Py_ssize_t limit, int64_t file_from, int64_t file_size,

@@ -76,27 +76,6 @@ def decode(buf, Py_ssize_t pos, Py_ssize_t limit, int64_t offset, opts):
         PyBuffer_Release(&v)
 
 
-cdef inline void prefetch_whole(const uint8_t* b, Py_ssize_t L, Py_ssize_t pos) noexcept nogil:
-    """Ask for every line of the record at pos (its size from its first field) before check
-    reads it: check jumps from the head past the body to the topic and properties, and the
-    copy that follows reads the rest; requested together, the misses overlap. At most the
-    first 16 KiB (a damaged size field must not cost a sweep of the file)."""
-    cdef int32_t size
-    cdef Py_ssize_t k, end
-    if pos < 0 or pos + 4 > L:
-        return
-    size = be32(b + pos)
-    if size <= 0:
-        return
-    end = pos + (size if size < 16384 else 16384)
-    if end > L:
-        end = L
-    k = (pos & ~63) + 64
-    while k < end:
-        rmq_prefetch(b + k)
-        k += 64
-
-
 cpdef list messages_at(cl, offsets):
     """CommitLog.messages_at: lookMessageByOffset for each offset of a key query's answer, in one
     call: the records the compiled check decides become Messages here, any other answer is
@@ -137,7 +116,8 @@ cpdef list messages_at(cl, offsets):
             continue
         PyObject_GetBuffer(buf, &v, PyBUF_SIMPLE)
         try:
-            prefetch_whole(<const uint8_t*>v.buf, v.len, o - fo.start)
+            if o - fo.start + 4 <= v.len:   # (check jumps from the head past the body to the topic)
+                prefetch_lines(<const uint8_t*>v.buf, v.len, o - fo.start, be32(<const uint8_t*>v.buf + o - fo.start))
             k = check(<const uint8_t*>v.buf, v.len, o - fo.start, min(fo.wrote, v.len), flags, &r, &size)
             if k == S_MESSAGE:
                 out.append(lazy_message(<const uint8_t*>v.buf, o - fo.start, &r, o, None))

@@ -56,17 +56,33 @@ cdef class PageState:
     cpdef object get(self, Py_ssize_t i):
         cdef list c = self.cache
         cdef Row* r = <Row*>(<char*>self.rows + i * sizeof(Row))
+        cdef Py_ssize_t k
         if c is None:
             c = self.cache = [None] * self.n
         m = c[i]
         if m is None:
             if r.magicCode == UNCHECKED:
+                if i == 0:
+                    for k in range(PREFETCH_AHEAD):
+                        self.prefetch_ahead(k)
+                self.prefetch_ahead(i + PREFETCH_AHEAD)
                 self.check_row(r, i)
                 m = c[i]
                 if m is not None:  # check_record's own answer
                     return m
             m = c[i] = page_message(self.anchor(r.file), r)
         return m
+
+    cdef void prefetch_ahead(self, Py_ssize_t i):
+        """Row i's record (the unit's size: no load of the record) asked for a few rows before
+        its check reads the head and the tail and a reader copies the body."""
+        cdef Row* r
+        cdef Anchor a
+        if i < self.n:
+            r = <Row*>(<char*>self.rows + i * sizeof(Row))
+            if r.magicCode == UNCHECKED:
+                a = self.anchor(r.file)
+                prefetch_lines(<const uint8_t*>a.v.buf, a.v.len, r.bodyPos, r.storeSize)
 
     cdef int check_row(self, Row* r, Py_ssize_t i) except -1:
         """Read a broker page's row i when first asked for (the broker hands out the unit's

@@ -1,6 +1,6 @@
 # The byte search and the cache hint every kernel shares, written once: find_sep (the property
-# separator 0x02, eight bytes a step) and rmq_prefetch. Inline only: cimporting them imports
-# nothing at run time.
+# separator 0x02, eight bytes a step), rmq_prefetch and prefetch_lines. Inline only: cimporting them imports
+# nothing at run time. prefetch_lines: a record's lines asked for ahead of their reader.
 from libc.stdint cimport uint8_t, uint64_t
 from libc.string cimport memcpy
 
@@ -54,3 +54,18 @@ cdef inline Py_ssize_t find_sep(const uint8_t* b, Py_ssize_t q, Py_ssize_t stop)
     while q < stop and b[q] != 2:
         q += 1
     return q
+
+
+cdef inline void prefetch_lines(const uint8_t* b, Py_ssize_t L, Py_ssize_t pos, Py_ssize_t n) noexcept nogil:
+    """Ask for every line of b[pos:pos + n] (at most its first 16 KiB, and not past L): a
+    record's lines requested before it is read, so their misses overlap the work before."""
+    cdef Py_ssize_t k, end
+    if pos < 0 or n <= 0:
+        return
+    end = pos + (n if n < 16384 else 16384)
+    if end > L:
+        end = L
+    k = pos & ~63
+    while k < end:
+        rmq_prefetch(b + k)
+        k += 64
