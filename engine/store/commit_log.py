@@ -98,6 +98,15 @@ class CommitLog:
             return None
         return r.message
 
+    def look_message(self, offset: int) -> Message | None:
+        """lookMessageByOffset's read: get_message, except that offset 0 where no file holds it
+        (the first file deleted) reads the first file's first record, as CommitLog.getMessage's
+        findMappedFileByOffset(offset, offset == 0) returns the first file, read at 0 % size."""
+        m = self.get_message(offset)
+        if m is None and offset == 0 and self.files and self.files[0].file_from_offset > 0:
+            m = self.get_message(self.files[0].file_from_offset)
+        return m
+
     def _messages_at_py(self, offsets) -> list[Message]:
         """get_message for each offset (a key query's answer), the misses left out."""
         return [m for m in map(self.get_message, offsets) if m is not None]
@@ -229,7 +238,6 @@ class CommitLog:
 
     # ---- where log kinds differ (DLedgerCommitLog overrides): callers ask these, never the kind
     redispatches_after_crash = True  # abnormal recovery re-dispatches the records it scans
-    first_file_for_zero = True       # offset 0 read where no file holds it: the first file's start
 
     def entry_header(self, f) -> int:
         """Bytes of framing before each record of file `f` (0: records back to back)."""

@@ -19,7 +19,7 @@ from engine.config import StoreConfig
 from engine.errors import ConfigError, NotAStoreError, ReadOnlyStoreError
 from engine.files.mapped_file_queue import MappedFileQueue
 from engine.format import dledger_layout as L
-from engine.format.message import DecodeOptions, RecordResult, RecordStatus, check_record
+from engine.format.message import DecodeOptions, Message, RecordResult, RecordStatus, check_record
 from engine.store.commit_log import CommitLog, ScanResult
 
 TEXT_LIMIT = 1 << 16  # checkpoint / currterm are a few dozen bytes
@@ -174,8 +174,11 @@ _BLANK = RecordResult(RecordStatus.END_OF_FILE, 0, None, "DLedger blank (-1): th
 
 
 class DLedgerCommitLog(CommitLog):
-    first_file_for_zero = False      # (position 0 of a data file is an entry header, no record)
     redispatches_after_crash = False  # DLedgerMmapFileStore: the reput resumes at the queues' end
+
+    def look_message(self, offset: int) -> Message | None:
+        """get_message alone: position 0 of a data file is an entry header, never a record."""
+        return self.get_message(offset)
 
     def entry_header(self, f) -> int:
         """Records sit in entries from the first data file on (below `divided`: the old commitlog's)."""

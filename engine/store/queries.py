@@ -102,13 +102,7 @@ class QueryService:
                                 frozenset(o for o in found if o not in served))
 
     def look_message_by_offset(self, offset: int) -> Message | None:
-        cl = self.store.commitlog
-        m = cl.get_message(offset)
-        if m is None and offset == 0 and cl.first_file_for_zero and cl.files and cl.files[0].file_from_offset > 0:
-            # CommitLog.getMessage(0, ...): findMappedFileByOffset(offset, offset == 0) returns the
-            # first file when none holds 0 (the first one deleted), read at 0 % mappedFileSize
-            m = cl.get_message(cl.files[0].file_from_offset)
-        return m
+        return self.store.commitlog.look_message(offset)
 
     def lookup_id(self, msg_id: str, topic: str | None = None) -> tuple[str, list[Message]]:
         """An id that is either an offset msgId or a UNIQ_KEY: ('offset'|'uniq'|'unknown', messages)."""
