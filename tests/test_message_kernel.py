@@ -56,6 +56,32 @@ def test_page_messages_equal_the_reference_decode_field_by_field(name):
         assert seen > 50
 
 
+READ_NAMES = FIELD_NAMES + ("bornHost", "storeHost", "msgId", "uniqKey", "tags", "keys", "transactionType",
+                             "end_offset", "is_v2", "key_list")
+
+
+@pytest.mark.parametrize("name", ["default", "dledger"])
+def test_every_read_answers_the_same_by_the_name_code_uses_and_by_any_equal_str(name):
+    """The compiled Message answers its fields by the interned name objects code uses (a table
+    in its getattro); a str equal to a name but another object takes the descriptors: both
+    must give the same value, first read or later, and unknown names still raise."""
+    with MessageStore.open(unpack(name)) as store:
+        for i, m in enumerate(queue_messages(store)):
+            if i >= 150:
+                break
+            twin = reference(store, m)
+            for n in (READ_NAMES if i % 2 else reversed(READ_NAMES)):   # lazy parts made in either order
+                other = "".join(list(n))
+                assert other is not n
+                assert getattr(m, n) == getattr(m, other) == getattr(twin, n), (m.commitLogOffset, n)
+            with pytest.raises(AttributeError):
+                m.noSuchField
+            with pytest.raises(AttributeError):
+                getattr(m, "".join(list("noSuchField")))
+        m.topic, m.body = "Changed", b"changed"
+        assert (m.topic, m.body) == (getattr(m, "".join(list("topic"))), b"changed") == ("Changed", b"changed")
+
+
 def test_messages_outlive_the_store_and_pickle():
     with MessageStore.open(unpack("default")) as store:
         msgs = list(queue_messages(store))[:200]

@@ -24,6 +24,12 @@ cdef class Message:
     cdef object props(self)
     cdef bytes born(self)
     cdef bytes stored(self)
+    cdef object get_topic(self)
+    cdef object get_body(self)
+    cdef object get_raw(self)
+    cdef str born_text(self)
+    cdef str store_text(self)
+    cdef str msg_id(self)
 
 
 cdef str utf8(const uint8_t* b, Py_ssize_t n)

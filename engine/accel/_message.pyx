@@ -303,36 +303,45 @@ cdef class Message:
         self.magicCode, self.physicalOffsetField, self.tagsCode = magicCode, physicalOffsetField, tagsCode
 
     # ---- the lazy parts ------------------------------------------------------------------------
-    @property
-    def topic(self):
+    cdef object get_topic(self):
         if not self._have & HAVE_TOPIC:
             self._topic = topic_cached(self._b + self._tp, self._tl)
             self._have |= HAVE_TOPIC
         return self._topic
+
+    @property
+    def topic(self):
+        return self.get_topic()
 
     @topic.setter
     def topic(self, v):
         self._topic = v
         self._have |= HAVE_TOPIC
 
-    @property
-    def body(self):
+    cdef object get_body(self):
         if not self._have & HAVE_BODY:
             self._body = PyBytes_FromStringAndSize(<const char*>self._b + self._bp, self._bl) if self._bl > 0 else b""
             self._have |= HAVE_BODY
         return self._body
+
+    @property
+    def body(self):
+        return self.get_body()
 
     @body.setter
     def body(self, v):
         self._body = v
         self._have |= HAVE_BODY
 
-    @property
-    def propertiesRaw(self):
+    cdef object get_raw(self):
         if not self._have & HAVE_RAW:
             self._raw = utf8(self._b + self._pp, self._pl) if self._pl > 0 else ""
             self._have |= HAVE_RAW
         return self._raw
+
+    @property
+    def propertiesRaw(self):
+        return self.get_raw()
 
     @propertiesRaw.setter
     def propertiesRaw(self, v):
@@ -385,26 +394,35 @@ cdef class Message:
         self._have |= HAVE_STORE
 
     # ---- what a reader asks of every message ----------------------------------------------------
-    @property
-    def bornHost(self):
+    cdef str born_text(self):
         if self._have & HAVE_BORN:
             return host_text(self._born)
         return host_cached(self._b + self._hp, self._hl, 0)
 
-    @property
-    def storeHost(self):
+    cdef str store_text(self):
         if self._have & HAVE_STORE:
             return host_text(self._store)
         return host_cached(self._b + self._sp, self._sl, 1)
 
-    @property
-    def msgId(self):
-        """Offset message id: store host address, port, stored physical offset, upper hex."""
+    cdef str msg_id(self):
         cdef bytes h
         if self._have & HAVE_STORE:
             h = self._store
             return msg_id_of(<const uint8_t*>PyBytes_AS_STRING(h), PyBytes_GET_SIZE(h), self.physicalOffsetField)
         return msg_id_of(self._b + self._sp, self._sl, self.physicalOffsetField)
+
+    @property
+    def bornHost(self):
+        return self.born_text()
+
+    @property
+    def storeHost(self):
+        return self.store_text()
+
+    @property
+    def msgId(self):
+        """Offset message id: store host address, port, stored physical offset, upper hex."""
+        return self.msg_id()
 
     @property
     def uniqKey(self):
@@ -464,3 +482,85 @@ cdef class Message:
 
     def __reduce__(self):
         return type(self), self._fields()
+
+
+# ---- attribute reads without the descriptor walk --------------------------------------------------
+# CPython does not specialize reads of a getset descriptor: each read of a field above walks
+# the type's dict, the descriptor and a wrapper (~25 ns). The type's getattro answers the
+# names below from a table keyed by the name object (the interned str every code object
+# uses), calling the same C code as the properties; any other name, or a str that is not the
+# interned one, takes the generic path.
+from cpython.object cimport PyObject
+from sys import intern
+cdef extern from *:
+    """
+    #define RMQ_SET_GETATTRO(t, f) (((PyTypeObject*)(t))->tp_getattro = (getattrofunc)(f))
+    """
+    void RMQ_SET_GETATTRO(object t, void* f)
+    object PyObject_GenericGetAttr(object o, object name)
+
+cdef tuple _ATTRS = tuple(intern(n) for n in ("queueOffset", "commitLogOffset", "bornTimestamp", "storeTimestamp", "preparedTransactionOffset",
+                     "physicalOffsetField", "tagsCode", "queueId", "storeSize", "bodyCRC", "flag", "sysFlag",
+                     "reconsumeTimes", "magicCode", "topic", "body", "propertiesRaw", "properties", "bornHostBytes",
+                     "storeHostBytes", "bornHost", "storeHost", "msgId", "uniqKey", "tags", "keys"))
+cdef enum:
+    ATTR_SLOTS = 128   # a power of two, over twice the names
+cdef PyObject* _attr_key[ATTR_SLOTS]
+cdef int _attr_id[ATTR_SLOTS]
+
+
+cdef object _field(Message m, int i):
+    if i < 14:
+        if i == 0: return m.queueOffset
+        if i == 1: return m.commitLogOffset
+        if i == 2: return m.bornTimestamp
+        if i == 3: return m.storeTimestamp
+        if i == 4: return m.preparedTransactionOffset
+        if i == 5: return m.physicalOffsetField
+        if i == 6: return m.tagsCode
+        if i == 7: return m.queueId
+        if i == 8: return m.storeSize
+        if i == 9: return m.bodyCRC
+        if i == 10: return m.flag
+        if i == 11: return m.sysFlag
+        if i == 12: return m.reconsumeTimes
+        return m.magicCode
+    if i == 14: return m.get_topic()
+    if i == 15: return m.get_body()
+    if i == 16: return m.get_raw()
+    if i == 17: return m.props()
+    if i == 18: return m.born()
+    if i == 19: return m.stored()
+    if i == 20: return m.born_text()
+    if i == 21: return m.store_text()
+    if i == 22: return m.msg_id()
+    if i == 23: return m.props().get(_UNIQ)
+    if i == 24: return m.props().get(_TAGS)
+    return m.props().get(_KEYS)
+
+
+cdef object _getattro(object self, object name):
+    cdef size_t h = (<size_t><PyObject*>name >> 4) & (ATTR_SLOTS - 1)
+    cdef PyObject* k
+    while True:
+        k = _attr_key[h]
+        if k == <PyObject*>name:
+            return _field(<Message>self, _attr_id[h])
+        if k == NULL:
+            return PyObject_GenericGetAttr(self, name)
+        h = (h + 1) & (ATTR_SLOTS - 1)
+
+
+cdef void _install_getattro() except *:
+    cdef size_t h
+    cdef int i
+    for i in range(len(_ATTRS)):
+        name = _ATTRS[i]
+        h = (<size_t><PyObject*>name >> 4) & (ATTR_SLOTS - 1)
+        while _attr_key[h] != NULL:
+            h = (h + 1) & (ATTR_SLOTS - 1)
+        _attr_key[h], _attr_id[h] = <PyObject*>name, i
+    RMQ_SET_GETATTRO(Message, <void*>_getattro)
+
+
+_install_getattro()
