@@ -9,6 +9,7 @@ from engine.config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from engine.format.index_layout import NO_SLOT, slot_of as _slot_of, slots_of
 from engine.format.message import TRANSACTION_ROLLBACK_TYPE
 from engine.store.index_file import IndexHeader
+from engine.store.index_service import short_files
 
 from engine import accel
 
@@ -322,16 +323,20 @@ def _refused_files(store, out, crashed: bool) -> None:
     shutdown) has lost its entries: a problem."""
     index = store.index
     ts = store.checkpoint.indexMsgTimestamp
+    extended = {p.name for p, _, why in short_files(index.directory, store.cfg) if not why} if index.refused else set()
     for path, why in index.refused:
         h = _header_of(path) if crashed else None
         if h is None or h.endTimestamp <= ts:
-            out.add("index-file", f"skipped index file: {why}", index.directory, None)
+            fate = ("; a read-write open extends it with zeros and keeps it, as RocketMQ does: the entries past its "
+                    "end stay lost") if path.name in extended else ""
+            out.add("index-file", f"skipped index file: {why}{fate}", index.directory, None)
             continue
         out.pending("index-after-checkpoint", f"index file {path.name} is newer than the checkpoint's "
                     f"indexMsgTimestamp {ts} (its header's endTimestamp is {h.endTimestamp}); its entries are not "
                     f"read: {why}", path, 8,
-                    "RocketMQ's crash recovery deletes it and re-indexes its records from the commitlog "
-                    "(rmqstore's read-write open refuses an index file of the wrong size)")
+                    "RocketMQ's crash recovery deletes it and re-indexes its records from the commitlog " +
+                    ("(rmqstore's read-write open too, once it has extended the file to its size)"
+                     if path.name in extended else "(rmqstore's read-write open refuses an index file of this size)"))
 
 
 def _header_of(path) -> IndexHeader | None:

@@ -211,12 +211,12 @@ def recover(root: Path, cfg, dry_run: bool) -> dict:
     with MessageStore.open(root, cfg, read_only=True, served_view=False) as probe:   # the files as they are
         cfg = probe.cfg
         before = records_reach(probe.commitlog)
-        index_before = {f.name for f in probe.index.files}
+        index_before = {f.name for f in probe.index.files} | {path.name for path, _ in probe.index.refused}
         plan = probe.recovery_plan
         end = probe.max_offset
     if dry_run:
         abnormal, deleted, queues = plan.abnormal, plan.files_deleted, [c.name for c in plan.queue_cuts]
-        index_rebuilt = plan.index_files_deleted
+        index_rebuilt = sorted(set(plan.index_files_deleted) | {e.file for e in plan.index_files_extended if e.deleted})
     else:
         cancel = CancelToken()   # Ctrl-C: the open closes what it opened; the next open recovers again
         try:
@@ -232,6 +232,7 @@ def recover(root: Path, cfg, dry_run: bool) -> dict:
     return {"abnormal": abnormal, "dryRun": dry_run, "commitlogMaxOffsetBefore": before,
             "commitlogMaxOffset": end, "truncatedBytes": max(0, before - end) if before else 0,
             "filesDeleted": deleted, "queuesTruncated": queues, "indexFilesRebuilt": index_rebuilt,
+            "indexFilesExtended": [e.file for e in plan.index_files_extended],
             "startFile": plan.scan.start_file, "stopReason": plan.scan.stop_reason, "plan": plan.to_json(),
             "planText": plan.lines()}
 

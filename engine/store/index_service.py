@@ -6,9 +6,10 @@ import time
 from pathlib import Path
 
 from engine import accel
-from engine.config import StoreConfig
+from engine.config import INDEX_HEADER_SIZE, StoreConfig
 from engine.errors import ConfigError, StoreError
 from engine.files.mapped_file import fsync_dir
+from engine.store import index_geometry
 from engine.tasks import CancelToken, Task, run, steps
 from engine.store.index_accel import build_accel, file_accel_bytes
 from engine.store.index_file import LONG_MAX, IndexFile
@@ -38,6 +39,47 @@ def _int64(t: int) -> int:
     return min(max(t, -(1 << 63)), (1 << 63) - 1)
 
 
+def short_files(directory: Path, cfg: StoreConfig) -> list[tuple[Path, int, str]]:
+    """The non-empty index files shorter than cfg.index_file_size, by name: (path, size, why a
+    writable load does not extend it; "" when it does).
+
+    RocketMQ 4.9.7 maps every index file READ_WRITE from 0 for the configured size
+    (MappedFile.init: `fileChannel.map(MapMode.READ_WRITE, 0, fileSize)`), which extends a
+    shorter file with zeros; IndexService.load then reads its header and applies the crash
+    rule. A writable load does the same (IndexService._extend) for a file that holds its whole
+    40-byte header, beside another index file of the configured size (which vouches for the
+    settings), whose own entries decide no other maxHashSlotNum (index_geometry; the same slot
+    count with fewer entries is a cut in the zero tail, or a smaller maxIndexNum: the layout
+    is the same). Refused otherwise (settings_fit, before anything is written): under 40
+    bytes the broker would read a header whose missing fields are zeros (a field cut in two
+    keeps only its high bytes); with no file of the configured size, or another slot table,
+    the files were more likely written with other settings. A file longer than configured is
+    refused too: RocketMQ maps only its first fileSize bytes, which for a file no crash makes
+    (nothing grows an index file) means settings other than the writer's."""
+    size = cfg.index_file_size
+    try:
+        found = sorted((e.name, Path(e.path), e.stat().st_size) for e in os.scandir(directory)
+                       if e.name.isdigit() and e.is_file())
+    except OSError:
+        return []
+    vouched = any(n == size for _, _, n in found)
+    out = []
+    for _, p, n in found:
+        if not 0 < n < size:
+            continue
+        why = ""
+        if n < INDEX_HEADER_SIZE:
+            why = f"fewer bytes than its {INDEX_HEADER_SIZE}-byte header"
+        elif not vouched:
+            why = f"and no index file of {size} bytes vouches for those settings"
+        else:
+            g = index_geometry.read_file(p).geometry
+            if g is not None and g.slots != cfg.maxHashSlotNum:
+                why = f"and its entries say maxHashSlotNum={g.slots}"
+        out.append((p, n, why))
+    return out
+
+
 class IndexService:
     """With the compiled module, query_offset is engine.accel._query.query_offset, which answers
     the common case in C from `state` (an IndexState: files, cfg, _kidx); _query_offset_py is
@@ -58,15 +100,22 @@ class IndexService:
         self.on_file_full = None  # callback(endTimestamp) -> checkpoint.indexMsgTimestamp
         self.entries_added = 0  # by build_index (recovery's report)
         self.empty_files: list[str] = []  # zero-length files a writable load found (recovery deletes them)
+        self.extended_files: list[tuple[str, int]] = []  # files a writable load extended, and their old size
         self._kidx = None  # the compiled key walker over `files` (_key_index)
 
     def load(self) -> "IndexService":
+        """Map the index files, oldest first. Read-only, a file of the wrong size is passed over
+        (`refused`, with why; check judges it). Writable, a zero-length one is left to recovery
+        (`empty_files`) and a shorter one extended to the configured size first, as RocketMQ's
+        map does (`short_files`, `extended_files`); any other size raises ConfigError (the
+        settings check refused such a store before the lock)."""
         try:
             names = sorted(os.listdir(self.directory))
         except FileNotFoundError:
             return self
         except OSError as e:
             raise StoreError(f"cannot list directory: {e.strerror}", path=str(self.directory)) from None
+        short = {p.name: n for p, n, why in short_files(self.directory, self.cfg) if not why} if self.writable else {}
         for name in names:
             p = self.directory / name
             if not name.isdigit() or not p.is_file():
@@ -75,6 +124,8 @@ class IndexService:
             if self.writable and p.stat().st_size == 0:
                 self.empty_files.append(name)  # a creation cut short by a crash: recovery deletes it
                 continue
+            if name in short:
+                self._extend(p, short[name])
             try:
                 self.files.append(IndexFile(p, self.cfg.maxHashSlotNum, self.cfg.maxIndexNum, writable=self.writable))
             except ConfigError as e:
@@ -83,6 +134,25 @@ class IndexService:
                 self.refused.append((p, str(e)))  # which file and why (check judges it: analysis.check_index)
                 self.warnings.append(f"skipped index file: {e}")  # a reader carries on without it
         return self
+
+    def _extend(self, p: Path, size: int) -> None:
+        """The file extended to the configured size with zeros (sparse) and the new size made
+        durable (fsync of the file and of the folder) before anything is mapped, planned or
+        written: a kill before the fsync leaves the old size or the new one, and the next load
+        does this again (a file of the configured size is loaded as it is). The bytes it had
+        are not touched."""
+        try:
+            fd = os.open(p, os.O_RDWR | getattr(os, "O_CLOEXEC", 0))
+            try:
+                os.ftruncate(fd, self.cfg.index_file_size)
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as e:
+            raise StoreError(f"cannot extend the index file to {self.cfg.index_file_size} bytes: {e.strerror}",
+                             path=str(p)) from None
+        fsync_dir(self.directory)
+        self.extended_files.append((p.name, size))
 
     def repair_after_crash(self, torn: bool = True) -> int:
         """Recovery's first writes to the index (writable only): the empty files deleted, the

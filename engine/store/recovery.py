@@ -4,8 +4,10 @@ crash or a clean shutdown.
 `plan(store)` reads the freshly loaded store and decides everything, writing nothing: the
 kind of shutdown (the `abort` file), where the commitlog's valid data ends and which rule
 found it, the bytes and files past that end, the consume-queue units past it (dirty units),
-the index files crash recovery drops (the checkpoint's indexMsgTimestamp) and the torn
-slots of the last index file. It is the only walk over the commitlog an open makes.
+the index files crash recovery drops (the checkpoint's indexMsgTimestamp), the torn slots of
+the last index file and the short index files (a writable load has extended them already, as
+RocketMQ's map does: IndexService.short_files; a read-only one lists what it would do). It is
+the only walk over the commitlog an open makes.
 
 `apply(plan, store)` (a task: yields Progress, returns a RecoveryReport) performs it. On a
 writable store it writes (files cut and zeroed, untrusted index files deleted, records
@@ -17,10 +19,12 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from engine.config import CQ_UNIT_SIZE
+from engine.config import CQ_UNIT_SIZE, INDEX_HEADER_SIZE
 from engine.format.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, RecordStatus, check_record
 from engine.store.commit_log import ScanResult
 from engine.store.dispatcher import dispatch
+from engine.store.index_file import IndexHeader
+from engine.store.index_service import short_files
 from engine.tasks import NEVER, CancelToken, Progress, Task
 
 VERIFY_SPAN = 256 << 20   # read-only normal opens CRC-check this much of the last three files
@@ -95,6 +99,21 @@ class QueueCut:
 
 
 @dataclass
+class IndexExtension:
+    """An index file shorter than configured: a writable load extends it with zeros, as
+    RocketMQ's map does (IndexService.short_files); then the crash rule may delete it."""
+    file: str
+    size: int                # bytes it had
+    extended_to: int         # the configured size
+    end_timestamp: int       # its header's endTimestamp (the crash rule's)
+    deleted: bool = False    # crash recovery then deletes it (and re-indexes its records)
+
+    def to_json(self) -> dict:
+        return {"file": self.file, "size": self.size, "extendedTo": self.extended_to,
+                "endTimestamp": self.end_timestamp, "deleted": self.deleted}
+
+
+@dataclass
 class RecoveryPlan:
     """Everything recovery will do, decided before any of it is done. The topic queue table
     (RocketMQ's recoverTopicQueueTable: each queue's next offset) is the queues' max offsets
@@ -112,6 +131,7 @@ class RecoveryPlan:
     commitlog_cuts: list[FileCut] = field(default_factory=list)
     queue_cuts: list[QueueCut] = field(default_factory=list)
     index_files_deleted: list[str] = field(default_factory=list)  # crash recovery rebuilds them
+    index_files_extended: list[IndexExtension] = field(default_factory=list)  # short: extended first
     empty_index_files: list[str] = field(default_factory=list)    # zero-length: deleted
     torn_slots: dict[str, int] = field(default_factory=dict)      # last index file: slots to point back
     index_end_clamp: tuple[str, int, int] | None = None           # (file, endPhyOffset, lowered to)
@@ -133,6 +153,7 @@ class RecoveryPlan:
                 "commitlogCuts": [c.to_json() for c in self.commitlog_cuts],
                 "queueCuts": [c.to_json() for c in self.queue_cuts],
                 "indexFilesDeleted": self.index_files_deleted, "emptyIndexFiles": self.empty_index_files,
+                "indexFilesExtended": [e.to_json() for e in self.index_files_extended],
                 "tornSlots": self.torn_slots,
                 "indexEndClamp": None if self.index_end_clamp is None else
                 dict(zip(("file", "endPhyOffset", "loweredTo"), self.index_end_clamp)),
@@ -149,7 +170,14 @@ class RecoveryPlan:
         for q in self.queue_cuts:
             out.append(f"  consume queue {q.name}: drop {q.units_dropped} units, max offset "
                        f"{q.max_offset_before} -> {q.max_offset}")
-        for name in self.index_files_deleted:
+        ts = self.checkpoint.get("indexMsgTimestamp")
+        for e in self.index_files_extended:
+            out.append(f"  index {e.file}: {e.size} bytes, extend to {e.extended_to} with zeros (as RocketMQ's map "
+                       "does), then " + (f"delete (the crash rule: endTimestamp {e.end_timestamp}, "
+                                         f"indexMsgTimestamp {ts}), rebuilt from the commitlog" if e.deleted else
+                                         f"keep it (its entries past byte {e.size} are lost)"))
+        extended = {e.file for e in self.index_files_extended}
+        for name in (n for n in self.index_files_deleted if n not in extended):
             out.append(f"  index {name}: delete (newer than indexMsgTimestamp "
                        f"{self.checkpoint.get('indexMsgTimestamp')}), rebuilt from the commitlog")
         for name in self.empty_index_files:
@@ -269,9 +297,18 @@ def _units_end(cq, end: int | None) -> int:
 
 
 def _plan_index(store, p: RecoveryPlan) -> None:
-    index = store.index
+    index, ts = store.index, store.checkpoint.indexMsgTimestamp
+    p.index_files_extended = _extensions(store, p.writable)
     if p.abnormal:
-        p.index_files_deleted = [f.name for f in index.files_after(store.checkpoint.indexMsgTimestamp)]
+        p.index_files_deleted = [f.name for f in index.files_after(ts)]
+        # a read-only load passed the short files over: the rule (from the first file that
+        # goes, every later one) as the writable load, which maps them, applies it
+        newer = [e.file for e in p.index_files_extended if e.end_timestamp > ts]
+        first = min(p.index_files_deleted[:1] + newer, default=None)
+        if first is not None:
+            p.index_files_deleted = [f.name for f in index.files if f.name >= first]
+            for e in p.index_files_extended:
+                e.deleted = e.file >= first
     if not p.writable:
         return
     p.empty_index_files = list(index.empty_files)
@@ -288,6 +325,27 @@ def _plan_index(store, p: RecoveryPlan) -> None:
         below = e[e < p.end_offset]
         now = int(below.max()) if len(below) else min(h.beginPhyOffset, p.end_offset)
         p.index_end_clamp = (f.name, h.endPhyOffset, now)
+
+
+def _extensions(store, writable: bool) -> list[IndexExtension]:
+    """The short index files: those the writable load extended, or (read-only: nothing is
+    written) those it would, with the header the extension leaves (their first 40 bytes)."""
+    index, full = store.index, store.cfg.index_file_size
+    if writable:
+        headers = {f.name: f.header for f in index.files}
+        return [IndexExtension(name, size, full, headers[name].endTimestamp) for name, size in index.extended_files]
+    out = []
+    for path, size, why in short_files(index.directory, store.cfg) if index.refused else ():
+        if why:
+            continue   # a writable open refuses it
+        try:
+            with open(path, "rb") as fh:
+                raw = fh.read(INDEX_HEADER_SIZE)
+        except OSError:
+            continue
+        if len(raw) == INDEX_HEADER_SIZE:
+            out.append(IndexExtension(path.name, size, full, IndexHeader.read(raw).endTimestamp))
+    return out
 
 
 def records_reach(cl) -> int:

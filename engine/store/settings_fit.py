@@ -4,8 +4,9 @@
 The rules are the loaders' (MappedFileQueue, IndexService): every commitlog and consume-queue
 data file is exactly its configured size (a zero-length last file is a creation a crash cut
 short) and named at a multiple of it; every non-empty index file is 40 + 4 x maxHashSlotNum
-+ 20 x maxIndexNum bytes, and when those two were given, the geometry its own entries decide
-(engine.store.index_geometry) must be the one given."""
++ 20 x maxIndexNum bytes, or shorter where the writable load extends it as RocketMQ's map does
+(IndexService.short_files says when), and when those two were given, the geometry its own
+entries decide (engine.store.index_geometry) must be the one given."""
 from __future__ import annotations
 
 import os
@@ -16,6 +17,7 @@ from engine.config import StoreConfig
 from engine.errors import ConfigError
 from engine.store import index_geometry
 from engine.store.detect import _subdirs
+from engine.store.index_service import short_files
 
 COMMITLOG, CONSUME_QUEUE, INDEX = "commitlog", "consume queue", "index"
 
@@ -78,12 +80,14 @@ def _index_misfits(d: Path, cfg: StoreConfig) -> list[Misfit]:
     size = cfg.index_file_size
     geometry = f"maxHashSlotNum={cfg.maxHashSlotNum} maxIndexNum={cfg.maxIndexNum}"
     out, fitting = [], []
+    short = {p.name: why for p, _, why in short_files(d, cfg)}
     for _, p, actual in _data_files(d):
-        if actual == 0:
-            continue  # a creation cut short: recovery deletes it
+        if actual == 0 or short.get(p.name) == "":
+            continue  # a creation cut short (recovery deletes it), a file cut short (the load extends it)
         if actual != size:
+            why = f", {short[p.name]}" if short.get(p.name) else ""
             out.append(Misfit(INDEX, str(p), f"is {actual} bytes but {geometry} makes files of {size} bytes "
-                                             f"(40 + 4 x maxHashSlotNum + 20 x maxIndexNum)"))
+                                             f"(40 + 4 x maxHashSlotNum + 20 x maxIndexNum){why}"))
         else:
             fitting.append(p)
     if {"maxHashSlotNum", "maxIndexNum"} & cfg.explicit:  # same size, other split? the newest file that
