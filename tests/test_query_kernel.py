@@ -272,38 +272,3 @@ def test_topic_or_key_not_a_str_answers_as_the_reference(tmp_path):
                 key_hash(None, "k")
             with pytest.raises(TypeError):
                 s.index.query_offsets("T", ["k", None], 64)
-
-
-def test_the_compiled_query_reads_what_the_objects_answer_after_their_classes_change(tmp_path, monkeypatch):
-    """The kernels read the engine objects' slots directly (_objects.pxd: rmq_slot) once they
-    have seen the type: a class changed afterwards (a slot replaced by a property, a config
-    that is another class) must be read as Python reads it, at once."""
-    from engine.store.index_service import IndexService
-    from engine.store.message_store import MessageStore as MS
-    with MessageStore.create(tmp_path / "s", StoreConfig(**SMALL)) as store:
-        _write(store, 60)
-        want = store.query_message("T1", "shared1", raw=True)
-        for _ in range(3):   # the sites learn the types
-            assert store.query_message("T1", "shared1", raw=True) == want and want.messages
-            assert store.index.query_offset("T1", "shared1", 64)[0] == want.offsets
-        empty = IndexService(store.cfg)   # an index with no file: no answer
-        monkeypatch.setattr(MS, "index", property(lambda s: empty))
-        got = store.query_message("T1", "shared1", raw=True)
-        assert got.offsets == [] and got.messages == []
-        monkeypatch.undo()
-        assert store.query_message("T1", "shared1", raw=True) == want
-
-        class Capped(type(store.cfg)):   # another config class, whose maxMsgsNumBatch is 1
-            __slots__ = ()
-            maxMsgsNumBatch = property(lambda s: 1)
-        state, cfg = store.index.state, store.index.cfg
-        capped = Capped.__new__(Capped)
-        for name in type(cfg).__slots__:
-            if name != "maxMsgsNumBatch":
-                object.__setattr__(capped, name, getattr(cfg, name))
-        state.cfg = capped
-        try:
-            assert len(store.index.query_offset("T1", "shared1", 64)[0]) == 1
-        finally:
-            state.cfg = cfg
-        assert store.index.query_offset("T1", "shared1", 64)[0] == want.offsets

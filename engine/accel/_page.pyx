@@ -37,16 +37,7 @@ from engine.accel._bytes cimport be16, be32, be64
 from engine.accel._javahash cimport index_key_hash, jhash_bytes_or
 from engine.accel._record cimport (F_CRC, F_FORCE, F_V2, S_EOF, S_INVALID, S_MESSAGE, S_MISMATCH, S_PY, KeySpans, Row,
                                    check, check_keys, crc32, crc_tail_at, verify_prop_crc)
-from engine.accel._objects cimport rmq_new, rmq_slot, rmq_slot_init, rmq_slot_or_none, rmq_slot_site
-# the engine objects' slots these kernels read at each call (engine/accel/_objects.pxd: rmq_slot)
-cdef rmq_slot_site _S_STATE_F, _S_STATE_Q, _S_STATE_I, _S_QUEUE, _S_READ_OPTS, _S_INDEX, _S_COMMITLOG
-rmq_slot_init(&_S_STATE_F, "state")
-rmq_slot_init(&_S_STATE_Q, "state")
-rmq_slot_init(&_S_STATE_I, "state")
-rmq_slot_init(&_S_QUEUE, "queue")
-rmq_slot_init(&_S_READ_OPTS, "read_opts")
-rmq_slot_init(&_S_INDEX, "index")
-rmq_slot_init(&_S_COMMITLOG, "commitlog")
+from engine.accel._objects cimport rmq_new
 from engine.accel._query cimport IndexState, query_fast
 from engine.accel._results cimport GetMessageResult, QueryResult
 from engine.accel._seek cimport find_sep, prefetch_lines, rmq_prefetch

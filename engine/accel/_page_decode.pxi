@@ -80,7 +80,7 @@ cpdef list messages_at(cl, offsets):
     """CommitLog.messages_at: lookMessageByOffset for each offset of a key query's answer, in one
     call: the records the compiled check decides become Messages here, any other answer is
     cl.get_message's; offsets with no message are left out. The file list is read once a call."""
-    q, opts = rmq_slot(cl, &_S_QUEUE), rmq_slot(cl, &_S_READ_OPTS)
+    q, opts = cl.queue, cl.read_opts
     cdef Row r
     cdef int32_t size
     cdef int k, flags
@@ -141,9 +141,9 @@ def query_message(store, topic, key, begin=0, end=0x7FFFFFFFFFFFFFFF, max_num=64
     global _log_type
     if not raw:
         return store.queries._query_exact(topic, key, begin, end, max_num, cap)
-    idx, cl = rmq_slot(store, &_S_INDEX), rmq_slot(store, &_S_COMMITLOG)
+    idx, cl = store.index, store.commitlog
     r = None
-    st = rmq_slot_or_none(idx, &_S_STATE_I)   # IndexService.state: its files, cfg and walker
+    st = getattr(idx, "state", None)   # IndexService.state: its files, cfg and walker
     if type(st) is IndexState and type(topic) is str and type(key) is str and type(max_num) is int:
         r = query_fast(<IndexState>st, topic, key, max_num, begin, end, cap)
     offs, lts, loff = r if r is not None else idx.query_offset(topic, key, max_num, begin, end, cap)

@@ -138,7 +138,7 @@ cdef struct Found:
 
 cdef inline object span_of(f, Found* o):
     """o.start, o.wrote: f's offset and write position from its FileState (returned), else the attributes."""
-    st = rmq_slot_or_none(f, &_S_STATE_F)
+    st = getattr(f, "state", None)
     if type(st) is FileState and not (<FileState>st).start_py and not (<FileState>st).wrote_py:
         o.start, o.wrote = (<FileState>st).start, (<FileState>st).wrote
         return st
@@ -148,7 +148,7 @@ cdef inline object span_of(f, Found* o):
 
 cdef inline object queue_files(q, int64_t* size):
     """q.files, and q.file_size in *size: its state's C fields (MappedFileQueue.state, a FilesState)."""
-    st = rmq_slot_or_none(q, &_S_STATE_Q)
+    st = getattr(q, "state", None)
     if type(st) is FilesState:
         size[0] = (<FilesState>st).file_size
         return (<FilesState>st).files

@@ -18,7 +18,6 @@ from libc.string cimport memcpy
 from libc.stdint cimport uint8_t
 from cpython.long cimport PyLong_AsLongLongAndOverflow
 from cpython.object cimport PyObject
-from engine.accel._objects cimport rmq_slot, rmq_slot_init, rmq_slot_site
 
 from engine.format.layout cimport (ACCEL_DIR_LINE, ACCEL_DIR_SLOTS, ACCEL_RECORD_SIZE, INDEX_ENTRY_SIZE,
                                    INDEX_HEADER_SIZE, INDEX_SLOT_SIZE, OFF_ACCEL_HASH, OFF_ACCEL_LINE_LENGTHS,
@@ -442,9 +441,6 @@ cdef class KeyIndex:
 
 
 cdef int64_t LONG_MAX = 0x7FFFFFFFFFFFFFFF
-cdef rmq_slot_site _S_STATE, _S_MAX_BATCH   # IndexService.state, StoreConfig.maxMsgsNumBatch (_objects.pxd)
-rmq_slot_init(&_S_STATE, "state")
-rmq_slot_init(&_S_MAX_BATCH, "maxMsgsNumBatch")
 
 
 cdef class IndexState:
@@ -482,7 +478,7 @@ cdef object query_fast(IndexState st, str topic, str key, Py_ssize_t max_num, be
         e = PyLong_AsLongLongAndOverflow(end, &ovf)
     if ovf != 0:  # beyond int64: the reference clamps
         return None
-    c = rmq_slot(st.cfg, &_S_MAX_BATCH) if cap is None else cap
+    c = st.cfg.maxMsgsNumBatch if cap is None else cap
     if c != 0 and c < max_num:
         max_num = c
     out = ki._query(h, max_num, b, e)
@@ -496,7 +492,7 @@ def query_offset(idx, topic, key, Py_ssize_t max_num, begin=0, end=LONG_MAX, cap
     the module is built (its _query_offset_py is the reference and says what it answers). The
     common case is query_fast's, without a Python frame; any other the reference's."""
     if accel and type(topic) is str and type(key) is str:
-        st = rmq_slot(idx, &_S_STATE)
+        st = idx.state
         if type(st) is IndexState:
             r = query_fast(<IndexState>st, <str>topic, <str>key, max_num, begin, end, cap)
             if r is not None:
