@@ -448,6 +448,9 @@ cdef class Message:
     def is_v2(self):
         return self.magicCode == MESSAGE_MAGIC_V2
 
+    def __getattribute__(self, name):
+        return _getattro(self, name)   # (the table below; any other name: the generic lookup)
+
     # ---- the rest: the pure twin's code ----------------------------------------------------------
     @property
     def key_list(self):
@@ -486,17 +489,14 @@ cdef class Message:
 
 # ---- attribute reads without the descriptor walk --------------------------------------------------
 # CPython does not specialize reads of a getset descriptor: each read of a field above walks
-# the type's dict, the descriptor and a wrapper (~25 ns). The type's getattro answers the
-# names below from a table keyed by the name object (the interned str every code object
-# uses), calling the same C code as the properties; any other name, or a str that is not the
-# interned one, takes the generic path.
+# the type's dict, the descriptor and a wrapper (~25 ns). Message.__getattribute__ (Cython
+# makes it the type's getattro slot) answers the names below from a table keyed by the name
+# object (the interned str every code object uses), calling the same C code as the
+# properties; any other name, or a str that is not the interned one, takes
+# PyObject_GenericGetAttr.
 from cpython.object cimport PyObject
 from sys import intern
-cdef extern from *:
-    """
-    #define RMQ_SET_GETATTRO(t, f) (((PyTypeObject*)(t))->tp_getattro = (getattrofunc)(f))
-    """
-    void RMQ_SET_GETATTRO(object t, void* f)
+cdef extern from "Python.h":
     object PyObject_GenericGetAttr(object o, object name)
 
 cdef tuple _ATTRS = tuple(intern(n) for n in ("queueOffset", "commitLogOffset", "bornTimestamp", "storeTimestamp", "preparedTransactionOffset",
@@ -551,7 +551,7 @@ cdef object _getattro(object self, object name):
         h = (h + 1) & (ATTR_SLOTS - 1)
 
 
-cdef void _install_getattro() except *:
+cdef void _fill_table() except *:
     cdef size_t h
     cdef int i
     for i in range(len(_ATTRS)):
@@ -560,7 +560,6 @@ cdef void _install_getattro() except *:
         while _attr_key[h] != NULL:
             h = (h + 1) & (ATTR_SLOTS - 1)
         _attr_key[h], _attr_id[h] = <PyObject*>name, i
-    RMQ_SET_GETATTRO(Message, <void*>_getattro)
 
 
-_install_getattro()
+_fill_table()
