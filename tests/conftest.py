@@ -93,6 +93,32 @@ def manifest(name: str) -> dict:
     return read_manifest(name)
 
 
+def tolerant_check(root) -> dict:
+    """check's report as the CLI makes it (its tolerant open: engine/cli/app.py)."""
+    from engine import MessageStore
+    from engine.analysis import check_store
+    with MessageStore.open(root, tolerant=True) as s:
+        return check_store(s)
+
+
+def key_answers(name: str, root) -> list:
+    """Every key case and pair of fixture `name`'s manifest as a read-only open of `root`
+    answers it: queryOffset, the raw queryMessage and the exact answer with its lost marks."""
+    from engine import MessageStore
+    from engine.store.index_file import LONG_MAX
+    m, out = manifest(name), []
+    with MessageStore.open(root) as s:
+        for c in m["key_queries"]["cases"]:
+            args = c["topic"], c["key"], c["begin"], c["end"], c["maxNum"]
+            exact = s.query_message(*args)
+            out.append((s.index.query_offset(c["topic"], c["key"], c["maxNum"], c["begin"], c["end"])[0],
+                        [x.commitLogOffset for x in s.query_message(*args, raw=True).messages],
+                        [x.commitLogOffset for x in exact.messages], sorted(exact.index_lost)))
+        out += [s.index.query_offset(topic, key, 64, 0, LONG_MAX)[0]
+                for topic, key, _src, _ in m["key_queries"]["all_pairs"]]
+    return out
+
+
 def data_ranges(path) -> list[tuple[int, int]]:
     """A file's data extents (SEEK_DATA/SEEK_HOLE; dirty mapped pages count as data), widened to
     whole 4 KiB blocks. Everything else is a hole and reads as zeros."""

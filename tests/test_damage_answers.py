@@ -15,7 +15,7 @@ import sys
 
 import pytest
 
-from conftest import CRASHED, manifest, unpack
+from conftest import CRASHED, key_answers, manifest, tolerant_check, unpack
 from engine import MessageStore
 from engine.analysis import check_store
 from engine.format.cq_unit import CQ_UNIT_SIZE, roll_next_file
@@ -147,38 +147,17 @@ def _cut_last_index_file(root):
     return f
 
 
-def _check(root) -> dict:
-    with MessageStore.open(root, tolerant=True) as s:   # the CLI's open for check (engine/cli/app.py)
-        return check_store(s)
-
-
-def _key_answers(name, root) -> list:
-    """Every key case and pair of the fixture's manifest, as the read-only view answers it:
-    queryOffset, the raw queryMessage and the exact answer with its lost marks."""
-    m, out = manifest(name), []
-    with MessageStore.open(root) as s:
-        for c in m["key_queries"]["cases"]:
-            args = c["topic"], c["key"], c["begin"], c["end"], c["maxNum"]
-            exact = s.query_message(*args)
-            out.append((s.index.query_offset(c["topic"], c["key"], c["maxNum"], c["begin"], c["end"])[0],
-                        [x.commitLogOffset for x in s.query_message(*args, raw=True).messages],
-                        [x.commitLogOffset for x in exact.messages], sorted(exact.index_lost)))
-        out += [s.index.query_offset(topic, key, 64, 0, LONG_MAX)[0]
-                for topic, key, _src, _ in m["key_queries"]["all_pairs"]]
-    return out
-
-
 @pytest.mark.parametrize("name", CRASHED)
 def test_the_last_index_file_cut_short_by_a_crash_is_recovery_pending(fixture_copy, name):
     """RocketMQ's IndexService.load(false) maps a short index file (the map gives it its full
     size), then deletes it as its endTimestamp is past the checkpoint's indexMsgTimestamp, and
     crash recovery re-indexes its records: recovery pending, not an index-file problem, and
     the read-only view answers every key as for the store before the cut."""
-    whole = _check(unpack(name))
+    whole = tolerant_check(unpack(name))
     root = fixture_copy(name)
     cut = _cut_last_index_file(root)
     before = tree_digest(root)
-    rep = _check(root)
+    rep = tolerant_check(root)
     assert rep["ok"] and rep["problemCount"] == whole["problemCount"] == 0 and whole["ok"]
     assert not [p for p in rep["problems"] if p["kind"] == "index-file"]
     said = [p for p in rep["recoveryPending"] if p["file"] == str(cut)]
@@ -192,7 +171,7 @@ def test_the_last_index_file_cut_short_by_a_crash_is_recovery_pending(fixture_co
         assert cli.returncode == 0, cli.stderr
         report = json.loads(cli.stdout)
         assert (report["ok"], report["problems"], report["recoveryPending"]) == (True, [], rep["recoveryPending"])
-    assert _key_answers(name, root) == _key_answers(name, unpack(name))
+    assert key_answers(name, root) == key_answers(name, unpack(name))
     assert tree_digest(root) == before, "check or a read-only open changed the store"
 
 
@@ -214,7 +193,7 @@ def test_a_cut_index_file_the_broker_keeps_is_a_problem(fixture_copy, how):
     else:
         os.truncate(cut, 20)
     before = tree_digest(root)
-    rep = _check(root)
+    rep = tolerant_check(root)
     assert not rep["ok"]
     assert [p for p in rep["problems"] if p["kind"] == "index-file" and cut.name in p["detail"]]
     assert not [p for p in rep["recoveryPending"] if p["file"] == str(cut)]

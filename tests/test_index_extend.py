@@ -12,11 +12,9 @@ import subprocess
 
 import pytest
 
-from conftest import manifest, unpack
+from conftest import key_answers, tolerant_check, unpack
 from engine import MessageStore
-from engine.analysis import check_store
 from engine.cli.app import main
-from engine.store.index_file import LONG_MAX
 from engine.store.index_service import IndexService
 from engine.tasks import run
 from reliability.relsupport import tree_digest
@@ -39,26 +37,6 @@ def _cli(capsys, *args) -> tuple[int, dict | str]:
     code = main(list(args))
     out, err = capsys.readouterr()
     return code, (json.loads(out) if code == 0 and "--json" in args else err)
-
-
-def _check(root) -> dict:
-    with MessageStore.open(root, tolerant=True) as s:   # check's open (engine/cli/app.py)
-        return check_store(s)
-
-
-def _key_answers(name, root) -> list:
-    """Every key case and pair of the fixture's manifest as a read-only open answers it."""
-    m, out = manifest(name), []
-    with MessageStore.open(root) as s:
-        for c in m["key_queries"]["cases"]:
-            args = c["topic"], c["key"], c["begin"], c["end"], c["maxNum"]
-            exact = s.query_message(*args)
-            out.append((s.index.query_offset(c["topic"], c["key"], c["maxNum"], c["begin"], c["end"])[0],
-                        [x.commitLogOffset for x in s.query_message(*args, raw=True).messages],
-                        [x.commitLogOffset for x in exact.messages], sorted(exact.index_lost)))
-        out += [s.index.query_offset(topic, key, 64, 0, LONG_MAX)[0]
-                for topic, key, _src, _ in m["key_queries"]["all_pairs"]]
-    return out
 
 
 @pytest.fixture
@@ -89,9 +67,9 @@ def test_a_crashed_store_with_its_last_index_file_cut_recovers_as_if_whole(tmp_p
     assert done["indexFilesExtended"] == [cut.name] and cut.name in done["indexFilesRebuilt"]
     assert done["plan"]["indexFilesExtended"] == dry["plan"]["indexFilesExtended"]
     assert not (root / "index" / cut.name).exists()   # deleted by the crash rule, its records re-indexed
-    rep = _check(root)
+    rep = tolerant_check(root)
     assert rep["ok"] and rep["problemCount"] == 0 and not rep["recoveryPending"], rep["problems"][:3]
-    assert _key_answers(name, root) == _key_answers(name, recovered(name))
+    assert key_answers(name, root) == key_answers(name, recovered(name))
 
 
 def test_a_cut_index_file_after_a_clean_shutdown_is_extended_and_kept(tmp_path, capsys):
@@ -99,7 +77,7 @@ def test_a_cut_index_file_after_a_clean_shutdown_is_extended_and_kept(tmp_path, 
     the cut are lost, and check says so after the recovery as before it."""
     root = _copy("small", tmp_path / "small")
     cut = _cut_last_index_file(root)
-    rep = _check(root)
+    rep = tolerant_check(root)
     assert not rep["ok"]
     said = [p["detail"] for p in rep["problems"] if p["kind"] == "index-file" and cut.name in p["detail"]]
     assert said and "extends it with zeros and keeps it" in said[0]
@@ -112,7 +90,7 @@ def test_a_cut_index_file_after_a_clean_shutdown_is_extended_and_kept(tmp_path, 
     assert cut.stat().st_size == 5416
     with MessageStore.open(root) as s:
         assert s.index.files[-1].name == cut.name and not s.index.refused
-    after = _check(root)
+    after = tolerant_check(root)
     assert not after["ok"], "entries the cut took are lost: check must not call the store OK"
     assert all(cut.name in p["file"] for p in after["problems"] if p["kind"] == "index-chain")
     missing = [p for p in after["problems"] if p["kind"] == "index-missing"]
@@ -127,7 +105,7 @@ def test_a_cut_index_file_after_a_clean_shutdown_is_extended_and_kept(tmp_path, 
     _cut_last_index_file(twin)
     _open_killed_at(twin, -1)
     assert _cli(capsys, "recover", str(twin))[0] == 0
-    assert _key_answers("small", twin) == _key_answers("small", root)
+    assert key_answers("small", twin) == key_answers("small", root)
 
 
 def _progress_points(root) -> int:
@@ -171,7 +149,7 @@ def test_a_recovery_killed_at_any_point_then_run_again_loses_nothing(tmp_path, c
     """The extension comes first (fsynced before the plan), and a second load finds a file of
     the configured size: whatever point a kill stops the recovery at, the next one ends where
     a recovery of the uncut store ends."""
-    want = _key_answers("crashed", recovered("crashed"))
+    want = key_answers("crashed", recovered("crashed"))
     points = _progress_points(_copy("crashed", tmp_path / "count"))
     assert points > 3
     for k in range(-1, points):
@@ -183,9 +161,9 @@ def test_a_recovery_killed_at_any_point_then_run_again_loses_nothing(tmp_path, c
         code, done = _cli(capsys, "recover", str(root), "--json")
         assert code == 0, done
         assert done["indexFilesExtended"] == [], k   # done once, by the killed open
-        rep = _check(root)
+        rep = tolerant_check(root)
         assert rep["ok"] and rep["problemCount"] == 0, (k, rep["problems"][:3])
-        assert _key_answers("crashed", root) == want, k
+        assert key_answers("crashed", root) == want, k
 
 
 @pytest.mark.parametrize("how", ["longer", "no whole header"])
