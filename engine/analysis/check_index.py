@@ -325,7 +325,7 @@ def _refused_files(store, out, crashed: bool) -> None:
     ts = store.checkpoint.indexMsgTimestamp
     extended = {p.name for p, _, why in short_files(index.directory, store.cfg) if not why} if index.refused else set()
     for path, why in index.refused:
-        h = _header_of(path) if crashed else None
+        h = IndexHeader.read_path(path, as_found=True) if crashed else None
         if h is None or h.endTimestamp <= ts:
             fate = ("; a read-write open extends it with zeros and keeps it, as RocketMQ does: the entries past its "
                     "end stay lost") if path.name in extended else ""
@@ -337,17 +337,6 @@ def _refused_files(store, out, crashed: bool) -> None:
                     "RocketMQ's crash recovery deletes it and re-indexes its records from the commitlog " +
                     ("(rmqstore's read-write open too, once it has extended the file to its size)"
                      if path.name in extended else "(rmqstore's read-write open refuses an index file of this size)"))
-
-
-def _header_of(path) -> IndexHeader | None:
-    """The header of an index file the load passed over, as it is on disk; None when fewer
-    than its 40 bytes remain or the file cannot be read."""
-    try:
-        with open(path, "rb") as fh:
-            raw = fh.read(INDEX_HEADER_SIZE)
-    except OSError:
-        return None
-    return IndexHeader.read(raw, as_found=True) if len(raw) == INDEX_HEADER_SIZE else None
 
 
 def _past_the_end(store, f, e, out, crashed: bool) -> None:

@@ -54,6 +54,17 @@ class IndexHeader:
             out.indexCount = 1
         return out
 
+    @classmethod
+    def read_path(cls, path, as_found: bool = False) -> "IndexHeader | None":
+        """The header of the index file at `path` read by range (a file no load mapped: one of
+        the wrong size); None when fewer than its 40 bytes remain or it cannot be read."""
+        try:
+            with open(path, "rb") as fh:
+                raw = fh.read(INDEX_HEADER_SIZE)
+        except OSError:
+            return None
+        return cls.read(raw, as_found) if len(raw) == INDEX_HEADER_SIZE else None
+
     def to_json(self) -> dict:
         return dict(zip(_HEADER_FIELDS, self.values))
 

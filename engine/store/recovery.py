@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass, field
 
-from engine.config import CQ_UNIT_SIZE, INDEX_HEADER_SIZE
+from engine.config import CQ_UNIT_SIZE
 from engine.format.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, RecordStatus, check_record
 from engine.store.commit_log import ScanResult
 from engine.store.dispatcher import dispatch
@@ -338,13 +338,9 @@ def _extensions(store, writable: bool) -> list[IndexExtension]:
     for path, size, why in short_files(index.directory, store.cfg) if index.refused else ():
         if why:
             continue   # a writable open refuses it
-        try:
-            with open(path, "rb") as fh:
-                raw = fh.read(INDEX_HEADER_SIZE)
-        except OSError:
-            continue
-        if len(raw) == INDEX_HEADER_SIZE:
-            out.append(IndexExtension(path.name, size, full, IndexHeader.read(raw).endTimestamp))
+        h = IndexHeader.read_path(path)
+        if h is not None:
+            out.append(IndexExtension(path.name, size, full, h.endTimestamp))
     return out
 
 
