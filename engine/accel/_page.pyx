@@ -40,7 +40,7 @@ from engine.accel._record cimport (F_CRC, F_FORCE, F_V2, S_EOF, S_INVALID, S_MES
 from engine.accel._objects cimport rmq_new
 from engine.accel._query cimport IndexState, query_fast
 from engine.accel._results cimport GetMessageResult, QueryResult
-from engine.accel._seek cimport find_sep, prefetch_lines, rmq_prefetch
+from engine.accel._seek cimport find_sep, prefetch_lines, prefetch_record, rmq_prefetch, rmq_sink, touch_record
 from engine.accel._record import (ACCEPT_V2, CHECK_CRC, END_OF_FILE, FORCE_PROP_CRC, INVALID, MESSAGE,  # noqa: F401 (for Python)
                                   NEEDS_PY, SIZE_MISMATCH, classify, crc32_of)
 
@@ -59,17 +59,7 @@ API = 9  # what engine.store.page expects of this module (9: get_message is Mess
 # ---- a run of CQ units -----------------------------------------------------------------------
 cdef enum:
     PREFETCH_AHEAD = 4  # records whose lines are requested before their turn
-
-
-cdef inline void prefetch_record(const uint8_t* b, Py_ssize_t L, int64_t pos, int32_t size) noexcept nogil:
-    """Ask for the lines check reads of the record at pos: its head (the fixed fields) and its
-    last 256 bytes (topic and properties follow the body). Checking one record takes a few
-    hundred instructions, so the core never reaches the next record's loads on its own:
-    without this every record waits for memory."""
-    if 0 <= pos < L and size > 0:
-        prefetch_lines(b, L, pos, min(size, 128))
-        if size > 128:
-            prefetch_lines(b, L, max(pos + 128, pos + size - 256), min(size - 128, 256))
+    TOUCH_SPAN = 65536  # a page whose records spread wider is touched first (touch_record)
 
 
 cdef int run(const uint8_t* b, Py_ssize_t L, Py_ssize_t limit, int64_t file_from, int64_t file_size,
@@ -86,16 +76,21 @@ cdef int run(const uint8_t* b, Py_ssize_t L, Py_ssize_t limit, int64_t file_from
     cdef int64_t nbytes = pnbytes[0], phy
     cdef int32_t usize, size
     cdef int st, stop
-    if limit > L:
-        limit = L
+    cdef uint32_t acc = 0
+    global rmq_sink
+    limit = min(limit, L)
+    pf_end = min(u_end, u + max(cap - j, 1))
+    if not lazy and pf_end > u and be64(cq + (pf_end - 1) * CQ_UNIT_SIZE) - be64(cq + u * CQ_UNIT_SIZE) > TOUCH_SPAN:
+        while pf < pf_end:   # the page's records far apart: touched first (touch_record)
+            acc += touch_record(b, limit, <int64_t>(<uint64_t>be64(cq + pf * CQ_UNIT_SIZE) - <uint64_t>file_from),
+                                be32(cq + pf * CQ_UNIT_SIZE + OFF_UNIT_SIZE))
+            pf += 1
+        rmq_sink = acc
     while True:
         if u >= u_end:
             stop = 0
             break
-        pf_end = u + PREFETCH_AHEAD
-        if pf_end > u_end:
-            pf_end = u_end
-        while pf < pf_end and not lazy:
+        while pf < u + PREFETCH_AHEAD and pf < u_end and not lazy:   # close together: asked for ahead
             prefetch_record(b, L, <int64_t>(<uint64_t>be64(cq + pf * CQ_UNIT_SIZE) - <uint64_t>file_from),
                             be32(cq + pf * CQ_UNIT_SIZE + OFF_UNIT_SIZE))
             pf += 1

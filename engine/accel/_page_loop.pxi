@@ -63,8 +63,7 @@ cdef class PageState:
         if m is None:
             if r.magicCode == UNCHECKED:
                 if i == 0:
-                    for k in range(PREFETCH_AHEAD):
-                        self.prefetch_ahead(k)
+                    self.touch_rows()
                 self.prefetch_ahead(i + PREFETCH_AHEAD)
                 self.check_row(r, i)
                 m = c[i]
@@ -72,6 +71,25 @@ cdef class PageState:
                     return m
             m = c[i] = page_message(self.anchor(r.file), r)
         return m
+
+    cdef void touch_rows(self):
+        """At the first message: records far apart (TOUCH_SPAN) loaded in one loop (touch_record)
+        for the checks after it; records close together asked for PREFETCH_AHEAD rows ahead."""
+        global rmq_sink
+        cdef Py_ssize_t i, f = -1
+        cdef Row* r = <Row*><char*>self.rows
+        cdef Anchor a = None
+        cdef uint32_t acc = 0
+        if self.n == 0 or (r + self.n - 1).commitLogOffset - r.commitLogOffset <= TOUCH_SPAN:
+            for i in range(PREFETCH_AHEAD):
+                self.prefetch_ahead(i)
+            return
+        for i in range(self.n):
+            if r[i].magicCode == UNCHECKED:
+                if r[i].file != f:
+                    f, a = r[i].file, self.anchor(r[i].file)
+                acc += touch_record(<const uint8_t*>a.v.buf, a.v.len, r[i].bodyPos, r[i].storeSize)
+        rmq_sink = acc
 
     cdef void prefetch_ahead(self, Py_ssize_t i):
         """Row i's record (the unit's size: no load of the record) asked for a few rows before

@@ -1,7 +1,8 @@
-# The byte search and the cache hint every kernel shares, written once: find_sep (the property
-# separator 0x02, eight bytes a step), rmq_prefetch and prefetch_lines. Inline only: cimporting them imports
-# nothing at run time. prefetch_lines: a record's lines asked for ahead of their reader.
-from libc.stdint cimport uint8_t, uint64_t
+# The byte search and the cache hints every kernel shares, written once: find_sep (the property
+# separator 0x02, eight bytes a step), rmq_prefetch, prefetch_lines and prefetch_record (a
+# record's lines asked for ahead of their reader), touch_record (loaded ahead of it). Inline
+# only: cimporting them imports nothing at run time.
+from libc.stdint cimport int32_t, int64_t, uint8_t, uint32_t, uint64_t
 from libc.string cimport memcpy
 
 cdef extern from *:
@@ -25,6 +26,7 @@ cdef extern from *:
     #else
     #define rmq_prefetch(p) ((void)(p))
     #endif
+    static volatile uint32_t rmq_sink;   /* where touch_record's loads end, so they are made */
     #if defined(__GNUC__)
     #define rmq_prefetch_write(p) __builtin_prefetch((p), 1, 1)
     #else
@@ -35,6 +37,7 @@ cdef extern from *:
     int RMQ_LITTLE_ENDIAN
     void rmq_prefetch(const void* p) noexcept nogil
     void rmq_prefetch_write(const void* p) noexcept nogil
+    uint32_t rmq_sink
 
 
 cdef inline Py_ssize_t find_sep(const uint8_t* b, Py_ssize_t q, Py_ssize_t stop) noexcept nogil:
@@ -69,3 +72,28 @@ cdef inline void prefetch_lines(const uint8_t* b, Py_ssize_t L, Py_ssize_t pos, 
     while k < end:
         rmq_prefetch(b + k)
         k += 64
+
+
+cdef inline uint32_t touch_record(const uint8_t* b, Py_ssize_t limit, int64_t pos, int32_t size) noexcept nogil:
+    """Load the lines a check reads of the record at pos (the head's two, the tail's two: topic
+    and properties follow the body) when it lies below `limit`; the caller stores the sum in
+    rmq_sink. Records far apart are touched in one tight loop before they are checked:
+    independent loads the core runs side by side, a page walk and a line each, where one check
+    of a few hundred instructions at a time takes the misses one by one (and a prefetch that
+    misses the TLB may be dropped: on a VM, measured to hide little of a random read)."""
+    if pos < 0 or size <= 0 or pos + size > limit:
+        return 0
+    if size <= 128:
+        return b[pos] + b[pos + size - 1]
+    return b[pos] + b[pos + 64] + b[pos + size - 65] + b[pos + size - 1]
+
+
+cdef inline void prefetch_record(const uint8_t* b, Py_ssize_t L, int64_t pos, int32_t size) noexcept nogil:
+    """Ask for the lines check reads of the record at pos: its head (the fixed fields) and its
+    last 256 bytes (topic and properties follow the body). Checking one record takes a few
+    hundred instructions, so the core never reaches the next record's loads on its own:
+    without this every record waits for memory."""
+    if 0 <= pos < L and size > 0:
+        prefetch_lines(b, L, pos, min(size, 128))
+        if size > 128:
+            prefetch_lines(b, L, max(pos + 128, pos + size - 256), min(size - 128, 256))

@@ -306,6 +306,36 @@ def test_damaged_fixture(fixture_copy):
             pass
 
 
+
+def wide_store(root):
+    """Records far apart in their queue: bodies of 1-6 KiB over four queues in 1 MiB commitlog
+    files, so a page of 32 spans more than 64 KiB (the page loop's TOUCH_SPAN) and its records
+    are loaded in one loop before they are checked (touch_record), on both page kinds."""
+    cfg = dict(SMALL, mappedFileSizeCommitLog=1 << 20, mappedFileSizeConsumeQueue=20 * 64)
+    s = MessageStore.create(root, StoreConfig.from_mapping(cfg))
+    rnd = random.Random(5)
+    for i in range(400):
+        s.put_message("W", rnd.randbytes(rnd.choice((1000, 3000, 6000))), i % 4, tags="TagW", keys=f"w{i}")
+    s.close()
+    with MessageStore.open(root) as s:
+        phy = s.find_queue("W", 0).units(0, 100)["commitLogOffset"]
+    assert int((phy[31:] - phy[:-31]).min()) > 65536
+    return root
+
+
+@needs_kernel
+@pytest.mark.parametrize("seed", [None, 1, 2])
+def test_wide_pages_touched_first_answer_as_the_reference(tmp_path, seed):
+    root = wide_store(tmp_path / "wide")
+    if seed is not None:
+        _damage(root, seed, n=30)
+    with MessageStore.open(root) as s:
+        snaps = [snap for _, snap in compared(lambda: read_all(s, counts=(1, 32), step=3)) if len(snap) > 6]
+        assert sum(len(snap[6]) for snap in snaps) > (1000 if seed is None else 30)
+        if seed is None:
+            for qid in range(4):
+                check_page_parts(s.get_message("W", qid, 0, 64).messages)
+
 @needs_kernel
 def test_v2_refused_when_not_accepted():
     with MessageStore.open(unpack("v5")) as s:
