@@ -127,3 +127,34 @@ def test_cli_needs_no_set(tmp_path, capsys):
     assert cli.main(["query-key", str(root), "TopicA", "k7", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert len(out["messages"]) == 1 and out["messages"][0]["keys"] == "k7 g0"
+
+
+@pytest.mark.parametrize("at", [0, 1, 4095, 4096, 4097, 12287, 12288, 70000, 299_999])
+def test_last_nonzero_word_anywhere_in_a_big_zero_tail(tmp_path, at):
+    """The backward scan (doubling chunks, then 4096 words at a time inside the chunk that holds
+    data) finds the last non-zero word wherever it lies, in a dense file and a sparse one."""
+    import os
+    import numpy as np
+    from engine.files.mapped_file import map_for_reading
+    n = 300_000
+    for sparse in (False, True):
+        p = tmp_path / f"f{at}-{sparse}"
+        data = np.zeros(n, dtype=">i4")
+        data[at] = -7
+        data[at // 3] = 1
+        if sparse:
+            with open(p, "wb") as fh:
+                fh.truncate(40 + 4 * n)
+                fh.seek(40 + 4 * (at // 3))
+                fh.write(data[at // 3:at + 1].tobytes())
+        else:
+            p.write_bytes(bytes(40) + data.tobytes())
+        fd = os.open(p, os.O_RDONLY)
+        try:
+            mm = map_for_reading(fd, 40 + 4 * n)
+            words = np.frombuffer(mm, dtype=">i4", offset=40, count=n)
+            assert index_geometry._last_nonzero_word(fd, words) == at
+            del words
+            mm.close()
+        finally:
+            os.close(fd)

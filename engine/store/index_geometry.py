@@ -169,11 +169,14 @@ def _last_nonzero_word(fd: int, words: np.ndarray) -> int | None:
     while end > 0:
         start = max(0, end - chunk)
         if not seek or _data_before(fd, INDEX_HEADER_SIZE + 4 * start, INDEX_HEADER_SIZE + 4 * end):
-            raw = words[start:end].view(np.uint32)   # zero is zero in either byte order: no swap
-            if raw.any():
-                nz = np.flatnonzero(np.array(raw))  # a copy: a live writer may be adding entries
-                if len(nz):
-                    return start + int(nz[-1])
+            if words[start:end].view(np.uint32).any():   # zero is zero in either byte order: no swap
+                hi = end
+                while hi > start:   # the chunk's last data, 4096 words at a time from its end
+                    lo = max(start, hi - 4096)
+                    nz = np.flatnonzero(np.array(words[lo:hi].view(np.uint32)))  # a copy: a live writer
+                    if len(nz):                                                 # may be adding entries
+                        return lo + int(nz[-1])
+                    hi = lo
         end = start
         chunk = min(chunk * 2, _CHUNK_WORDS)
     return None
