@@ -79,7 +79,7 @@ cdef int run(const uint8_t* b, Py_ssize_t L, Py_ssize_t limit, int64_t file_from
     cdef uint32_t acc = 0
     global rmq_sink
     limit = min(limit, L)
-    pf_end = min(u_end, u + max(cap - j, 1))
+    pf_end = min(u_end, u + min(max(cap - j, 1), 64))   # (a bigger page: the rest as below)
     if not lazy and pf_end > u and be64(cq + (pf_end - 1) * CQ_UNIT_SIZE) - be64(cq + u * CQ_UNIT_SIZE) > TOUCH_SPAN:
         while pf < pf_end:   # the page's records far apart: touched first (touch_record)
             acc += touch_record(b, limit, <int64_t>(<uint64_t>be64(cq + pf * CQ_UNIT_SIZE) - <uint64_t>file_from),
