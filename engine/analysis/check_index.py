@@ -9,7 +9,6 @@ from engine.config import INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, INDEX_SLOT_SIZE
 from engine.format.index_layout import NO_SLOT, slot_of as _slot_of, slots_of
 from engine.format.message import TRANSACTION_ROLLBACK_TYPE
 from engine.store.index_file import IndexHeader
-from engine.store.index_service import short_files
 
 from engine import accel
 
@@ -323,7 +322,7 @@ def _refused_files(store, out, crashed: bool) -> None:
     shutdown) has lost its entries: a problem."""
     index = store.index
     ts = store.checkpoint.indexMsgTimestamp
-    extended = {p.name for p, _, why in short_files(index.directory, store.cfg) if not why} if index.refused else set()
+    extended = {p.name for p, _, why in index.short() if not why} if index.refused else set()
     for path, why in index.refused:
         h = IndexHeader.read_path(path, as_found=True) if crashed else None
         if h is None or h.endTimestamp <= ts:

@@ -102,6 +102,7 @@ class IndexService:
         self.empty_files: list[str] = []  # zero-length files a writable load found (recovery deletes them)
         self.extended_files: list[tuple[str, int]] = []  # files a writable load extended, and their old size
         self._kidx = None  # the compiled key walker over `files` (_key_index)
+        self._short: list | None = None  # short_files as the load found them (`short`)
 
     def load(self) -> "IndexService":
         """Map the index files, oldest first. Read-only, a file of the wrong size is passed over
@@ -115,7 +116,7 @@ class IndexService:
             return self
         except OSError as e:
             raise StoreError(f"cannot list directory: {e.strerror}", path=str(self.directory)) from None
-        short = {p.name: n for p, n, why in short_files(self.directory, self.cfg) if not why} if self.writable else {}
+        short = {p.name: n for p, n, why in self.short() if not why} if self.writable else {}
         for name in names:
             p = self.directory / name
             if not name.isdigit() or not p.is_file():
@@ -134,6 +135,13 @@ class IndexService:
                 self.refused.append((p, str(e)))  # which file and why (check judges it: analysis.check_index)
                 self.warnings.append(f"skipped index file: {e}")  # a reader carries on without it
         return self
+
+    def short(self) -> list[tuple[Path, int, str]]:
+        """short_files of this service's folder, read once (the writable load, recovery's plan
+        and check all ask; each asks index_geometry about every short file)."""
+        if self._short is None:
+            self._short = short_files(self.directory, self.cfg)
+        return self._short
 
     def _extend(self, p: Path, size: int) -> None:
         """The file extended to the configured size with zeros (sparse) and the new size made

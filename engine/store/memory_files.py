@@ -109,7 +109,7 @@ class ServedIndexService(IndexService):
         self.files = [f for f in disk.files if id(f) not in gone]
         self.lost_files = list(lost)
         self.skipped, self.warnings, self.empty_files = disk.skipped, disk.warnings, disk.empty_files
-        self.refused = disk.refused
+        self.refused, self._short = disk.refused, disk._short
         self.created: list[str] = []   # index files reput made (in memory)
 
     def last_file_for_write(self) -> IndexFile:

@@ -24,7 +24,6 @@ from engine.format.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE,
 from engine.store.commit_log import ScanResult
 from engine.store.dispatcher import dispatch
 from engine.store.index_file import IndexHeader
-from engine.store.index_service import short_files
 from engine.tasks import NEVER, CancelToken, Progress, Task
 
 VERIFY_SPAN = 256 << 20   # read-only normal opens CRC-check this much of the last three files
@@ -335,7 +334,7 @@ def _extensions(store, writable: bool) -> list[IndexExtension]:
         headers = {f.name: f.header for f in index.files}
         return [IndexExtension(name, size, full, headers[name].endTimestamp) for name, size in index.extended_files]
     out = []
-    for path, size, why in short_files(index.directory, store.cfg) if index.refused else ():
+    for path, size, why in index.short() if index.refused else ():
         if why:
             continue   # a writable open refuses it
         h = IndexHeader.read_path(path)
