@@ -20,6 +20,7 @@ from gui.internals.collision_chain import CollisionChainView  # noqa: E402
 from gui.internals.cq_units import CqUnitsView  # noqa: E402
 from gui.internals.panel import InternalsPanel  # noqa: E402
 from gui.internals.segment_fill import SegmentFillView  # noqa: E402
+from gui.internals import heatmap as H  # noqa: E402
 from PySide6.QtCore import Qt  # noqa: E402
 from gui.internals.slot_heatmap import SlotHeatmapView  # noqa: E402
 from gui.workers import Background  # noqa: E402
@@ -225,6 +226,17 @@ def test_slot_heatmap_numbers_histogram_and_screenshot(qtbot, opened):
         for s, ch in o["chains"].items():
             expected[s // heat.slots_per_bin] = max(expected[s // heat.slots_per_bin], len(ch))
         assert np.array_equal(flat, expected)
+        # the painted image: each bin the colour map's colour of its index, past the last bin clear
+        v.image.render()
+        q, idx = v.image.qimage, H.heat_indices(heat)
+        lut = v.cmap.getLookupTable(0.0, 1.0, 255, alpha=True)
+        for b in {0, b_max := int(np.argmax(flat)), heat.bins - 1}:
+            r, c = divmod(b, heat.image.shape[1])
+            px = q.pixelColor(c, r)
+            assert (px.red(), px.green(), px.blue(), px.alpha()) == tuple(int(x) for x in lut[idx[r, c]]), b
+        assert idx.ravel()[b_max] == 254
+        if heat.bins < idx.size:
+            assert q.pixelColor(heat.image.shape[1] - 1, heat.image.shape[0] - 1).alpha() == 0
         # clicking the pixel of the longest chain activates that slot
         b = longest_slot // heat.slots_per_bin
         with qtbot.waitSignal(v.slotActivated) as sig:
