@@ -18,9 +18,9 @@ cdef int read_flags(opts) except -1:
 
 cdef object lazy_message(const uint8_t* b, Py_ssize_t start, const Row* r, int64_t offset, Anchor src):
     """Message for the record at b[start:] whose check wrote `r` (positions in r count from b).
-    With `src` (an Anchor on b's map) the lazy parts are read from the map (a page's messages:
-    the bulk path); without, from a copy of the record made here, so the message is a snapshot
-    (single reads and key queries: what check, recovery and tools compare against later)."""
+    With `src` (an Anchor on b's map) the lazy parts are read from the map (pages and key
+    queries); without, from a copy of the record made here, so the message is a
+    snapshot (single reads: what check, recovery and tools compare against later)."""
     cdef Message m = Message.__new__(Message)
     cdef Py_ssize_t bh = HOST_V6 if r.sysFlag & BORNHOST_V6_FLAG else HOST_V4
     cdef Py_ssize_t sh = HOST_V6 if r.sysFlag & STOREHOST_V6_FLAG else HOST_V4
@@ -78,7 +78,8 @@ def decode(buf, Py_ssize_t pos, Py_ssize_t limit, int64_t offset, opts):
 
 cpdef list messages_at(cl, offsets):
     """CommitLog.messages_at: lookMessageByOffset for each offset of a key query's answer, in one
-    call: the records the compiled check decides become Messages here, any other answer is
+    call: the records the compiled check decides become Messages here, on the map like a page's
+    (the broker answers slices too; no copy of a record nobody may read), any other answer is
     cl.get_message's; offsets with no message are left out. The file list is read once a call."""
     q, opts = cl.queue, cl.read_opts
     cdef Row r
@@ -87,10 +88,9 @@ cpdef list messages_at(cl, offsets):
     cdef int64_t o, base = 0, fsize = 0
     cdef Found fo
     cdef Py_ssize_t n, i
-    cdef Py_buffer v
-    cdef list out = []
-    cdef list files
-    files = queue_files(q, &fsize)
+    cdef Anchor a = None
+    cdef list out = [], files = queue_files(q, &fsize)
+    held = None
     flags = read_flags(opts)
     n = len(files)
     if n:
@@ -114,16 +114,14 @@ cpdef list messages_at(cl, offsets):
         buf = (<FileState>st).buf if st is not None else f.buf
         if o - fo.start >= fo.wrote or o < fo.start:
             continue
-        PyObject_GetBuffer(buf, &v, PyBUF_SIMPLE)
-        try:
-            if o - fo.start + 4 <= v.len:   # (check jumps from the head past the body to the topic)
-                prefetch_lines(<const uint8_t*>v.buf, v.len, o - fo.start, be32(<const uint8_t*>v.buf + o - fo.start))
-            k = check(<const uint8_t*>v.buf, v.len, o - fo.start, min(fo.wrote, v.len), flags, &r, &size)
-            if k == S_MESSAGE:
-                out.append(lazy_message(<const uint8_t*>v.buf, o - fo.start, &r, o, None))
-        finally:
-            PyBuffer_Release(&v)
-        if k != S_MESSAGE:
+        if buf is not held:   # one export a file, held by its messages as a page's are
+            a, held = new_anchor(buf), buf
+        if o - fo.start + 4 <= a.v.len:   # (check jumps from the head past the body to the topic)
+            prefetch_lines(<const uint8_t*>a.v.buf, a.v.len, o - fo.start, be32(<const uint8_t*>a.v.buf + o - fo.start))
+        k = check(<const uint8_t*>a.v.buf, a.v.len, o - fo.start, min(fo.wrote, a.v.len), flags, &r, &size)
+        if k == S_MESSAGE:
+            out.append(lazy_message(<const uint8_t*>a.v.buf, o - fo.start, &r, o, a))
+        else:
             m = cl.get_message(o)
             if m is not None:
                 out.append(m)
