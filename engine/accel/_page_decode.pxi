@@ -81,6 +81,8 @@ cpdef list messages_at(cl, offsets):
     call: the records the compiled check decides become Messages here, on the map like a page's
     (the broker answers slices too; no copy of a record nobody may read), any other answer is
     cl.get_message's; offsets with no message are left out. The file list is read once a call."""
+    if not offsets:   # (a key with no hit: nothing of the log read)
+        return []
     q, opts = cl.queue, cl.read_opts
     cdef Row r
     cdef int32_t size
@@ -148,7 +150,7 @@ def query_message(store, topic, key, begin=0, end=0x7FFFFFFFFFFFFFFF, max_num=64
     cdef QueryResult q = QueryResult.__new__(QueryResult)
     if type(cl) is not _log_type and type(cl).messages_at is _MESSAGES_AT:
         _log_type = type(cl)
-    srt = sorted(offs)
+    srt = offs if len(offs) < 2 else sorted(offs)   # (not copied: messages_at only reads it)
     q.messages = messages_at(cl, srt) if type(cl) is _log_type else cl.messages_at(srt)
     q.truncated, q.offsets, q.false_hits = False, offs, []
     q.indexLastUpdateTimestamp, q.indexLastUpdatePhyoffset = lts, loff
