@@ -40,7 +40,8 @@ from engine.accel._record cimport (F_CRC, F_FORCE, F_V2, S_EOF, S_INVALID, S_MES
 from engine.accel._objects cimport rmq_new
 from engine.accel._query cimport IndexState, query_fast
 from engine.accel._results cimport GetMessageResult, QueryResult
-from engine.accel._seek cimport find_sep, prefetch_lines, prefetch_record, rmq_prefetch, rmq_sink, touch_record
+from engine.accel._seek cimport (far_apart, find_sep, prefetch_lines, prefetch_record, rmq_prefetch, rmq_sink,
+                                 touch_record)
 from engine.accel._record import (ACCEPT_V2, CHECK_CRC, END_OF_FILE, FORCE_PROP_CRC, INVALID, MESSAGE,  # noqa: F401 (for Python)
                                   NEEDS_PY, SIZE_MISMATCH, classify, crc32_of)
 
@@ -59,7 +60,6 @@ API = 9  # what engine.store.page expects of this module (9: get_message is Mess
 # ---- a run of CQ units -----------------------------------------------------------------------
 cdef enum:
     PREFETCH_AHEAD = 4  # records whose lines are requested before their turn
-    TOUCH_SPAN = 65536  # a page whose records spread wider is touched first (touch_record)
 
 
 cdef int run(const uint8_t* b, Py_ssize_t L, Py_ssize_t limit, int64_t file_from, int64_t file_size,
@@ -80,7 +80,7 @@ cdef int run(const uint8_t* b, Py_ssize_t L, Py_ssize_t limit, int64_t file_from
     global rmq_sink
     limit = min(limit, L)
     pf_end = min(u_end, u + min(max(cap - j, 1), 64))   # (a bigger page: the rest as below)
-    if not lazy and pf_end > u and be64(cq + (pf_end - 1) * CQ_UNIT_SIZE) - be64(cq + u * CQ_UNIT_SIZE) > TOUCH_SPAN:
+    if not lazy and pf_end > u and far_apart(be64(cq + u * CQ_UNIT_SIZE), be64(cq + (pf_end - 1) * CQ_UNIT_SIZE)):
         while pf < pf_end:   # the page's records far apart: touched first (touch_record)
             acc += touch_record(b, limit, <int64_t>(<uint64_t>be64(cq + pf * CQ_UNIT_SIZE) - <uint64_t>file_from),
                                 be32(cq + pf * CQ_UNIT_SIZE + OFF_UNIT_SIZE))

@@ -73,14 +73,14 @@ cdef class PageState:
         return m
 
     cdef void touch_rows(self):
-        """At the first message: records far apart (TOUCH_SPAN) loaded in one loop (touch_record)
+        """At the first message: records far apart (far_apart) loaded in one loop (touch_record)
         for the checks after it; records close together asked for PREFETCH_AHEAD rows ahead."""
         global rmq_sink
         cdef Py_ssize_t i, f = -1
         cdef Row* r = <Row*><char*>self.rows
         cdef Anchor a = None
         cdef uint32_t acc = 0
-        if self.n == 0 or (r + self.n - 1).commitLogOffset - r.commitLogOffset <= TOUCH_SPAN:
+        if self.n == 0 or not far_apart(r.commitLogOffset, (r + self.n - 1).commitLogOffset):
             for i in range(PREFETCH_AHEAD):
                 self.prefetch_ahead(i)
             return

@@ -74,6 +74,17 @@ cdef inline void prefetch_lines(const uint8_t* b, Py_ssize_t L, Py_ssize_t pos, 
         k += 64
 
 
+cdef enum:
+    TOUCH_SPAN = 65536   # records spread wider than this are touched (touch_record), not prefetched
+
+
+cdef inline bint far_apart(int64_t first, int64_t last) noexcept nogil:
+    """Whether a page's records from commitlog offset `first` to `last` are touched first
+    (touch_record) rather than asked for a few ahead (prefetch_record): the rule both page
+    loops follow."""
+    return last - first > TOUCH_SPAN
+
+
 cdef inline uint32_t touch_record(const uint8_t* b, Py_ssize_t limit, int64_t pos, int32_t size) noexcept nogil:
     """Load the lines a check reads of the record at pos (the head's two, the tail's two: topic
     and properties follow the body) when it lies below `limit`; the caller stores the sum in
