@@ -93,6 +93,42 @@ def test_broker_answers_no_message_in_queue_for_an_absent_queue(fixture_copy, to
     assert tree(root) == before                                   # read-only: no queue created on disk
 
 
+
+@pytest.mark.parametrize("fixture,topic,queue", [("v5_lmq", "NoSuchTopic", 0), ("small", "TopicTest", 9)])
+def test_time_broker_answers_zero_for_an_absent_queue(fixture_copy, fixture, topic, queue):
+    """getOffsetInQueueByTime: findConsumeQueue creates the queue empty, and an empty queue's
+    lookup answers 0 (ConsumeQueue.getOffsetInQueueByTime finds no file)."""
+    root = fixture_copy(fixture)
+    before = tree(root)
+    rc, out, err = run_cli("time", root, topic, queue, 1795310730000, "--broker", "--json")
+    assert rc == 0, err
+    assert json.loads(out)["offset"] == 0
+    rc, out, err = run_cli("time", root, topic, queue, 1795310730000)   # the reader says it is absent
+    assert rc == 2 and ("no topic" in err or "has no queue" in err) and "Traceback" not in err
+    assert tree(root) == before
+
+
+def test_a_topic_that_begins_with_a_dash_is_an_operand(tmp_path):
+    """RocketMQ topics match [%|a-zA-Z0-9_-]+, so '-Orders' is a topic; the CLI reads it (and a
+    key like it) as an operand, with or without '--', while a mistyped --option is still refused."""
+    root = tmp_path / "s"
+    with MessageStore.create(root, StoreConfig()) as s:
+        s.put_message("-Orders", b"x" * 10, 0, "t", ["-k1"])
+        s.put_message("-Orders", b"y" * 10, 0, "t", ["k2"])
+    for args in (("get", root, "-Orders", 0, 0, "--json"), ("get", "--json", "--", root, "-Orders", 0, 0)):
+        rc, out, err = run_cli(*args)
+        assert rc == 0, err
+        assert [m["queueOffset"] for m in json.loads(out)["messages"]] == [0, 1]
+    rc, out, err = run_cli("query-key", "--json", root, "-Orders", "-k1")
+    assert rc == 0, err
+    assert [m["queueOffset"] for m in json.loads(out)["messages"]] == [0]
+    rc, out, err = run_cli("time", "--json", root, "-Orders", 0, 0)
+    assert rc == 0 and json.loads(out)["offset"] == 0, err
+    rc, out, err = run_cli("get", "--jsn", root, "-Orders", 0, 0)
+    assert rc == 2 and "unrecognized arguments: --jsn" in err and "Traceback" not in err
+    rc, out, err = run_cli("get", root, "-Orders", "-1", 0)       # a negative number stays a number
+    assert rc == 2 and "must not be negative" in err
+
 # ---- an LMQ whose first dispatch was skipped ----------------------------------------------------------
 def test_lmq_with_a_skipped_first_unit_answers_as_rocketmq(fixture_copy):
     root = fixture_copy("v5_lmq")

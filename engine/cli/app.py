@@ -265,8 +265,11 @@ def cmd_uniq(store: MessageStore, args) -> int:
 
 
 def cmd_time(store: MessageStore, args) -> int:
+    """--broker answers getOffsetInQueueByTime also for a queue the store never created (its
+    findConsumeQueue creates it empty: 0); without it such a queue is an error, as for get."""
     ts = parse_time(args.time)
-    require_queue(store, args.topic, args.queue)
+    if not args.broker:
+        require_queue(store, args.topic, args.queue)
     try:
         off, rule, why = store.offset_by_time(args.topic, args.queue, ts, args.rule, args.boundary)
     except ValueError as e:
@@ -336,6 +339,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="5.x rule: first message at or after T (lower) / last at or before T (upper)")
     sp.add_argument("--rule", choices=["4.9", "5.x"], default=None,
                     help="time-lookup rule (default: the store's generation; 4.9 for 4.x and unknown stores)")
+    sp.add_argument("--broker", action="store_true",
+                    help="answer as the broker also for a queue the store never created (0)")
     _add_optional_commands(sub, add)
     return p
 

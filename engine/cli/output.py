@@ -89,6 +89,18 @@ class OneLineParser(argparse.ArgumentParser):
     def error(self, message: str):
         self.exit(EXIT_ERROR, f"{self.prog}: error: {message} (usage: {self.prog} -h)\n")
 
+    def _parse_optional(self, arg_string):
+        """A word like `-GfnRNojt` that names no option of the command is an operand: RocketMQ
+        topics and keys may begin with '-' ([%|a-zA-Z0-9_-]+), and argparse would take it for an
+        unknown option and then miss an argument. `--...` words stay options (a mistyped
+        `--jsn` is still refused by name); '--' before the operands works as well."""
+        r = super()._parse_optional(arg_string)
+        first = r[0] if isinstance(r, list) and r else r   # (action, ...): one tuple, or a list (3.12.7+)
+        if (isinstance(first, tuple) and first[0] is None and len(arg_string) > 1
+                and arg_string[0] == "-" and arg_string[1] != "-"):
+            return None
+        return r
+
 
 # ---- formatting ------------------------------------------------------------------------
 def fmt_time(ms: int) -> str:
