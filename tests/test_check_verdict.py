@@ -10,7 +10,7 @@ import zlib
 
 import pytest
 
-from conftest import unpack
+from conftest import manifest, unpack
 from engine.analysis.check import check_store
 from engine.cli.app import main
 from engine.config import StoreConfig
@@ -182,13 +182,23 @@ def test_compressed_bodies_that_decompress_pass_and_truncated_ones_fail(tmp_path
 # ---- a crash's leftovers: their own verdict -----------------------------------------------
 @pytest.mark.parametrize("name", ["crashed", "crashed_torn", "crashed_badcrc", "crashed_live", "v5_crashed"])
 def test_crashed_stores_are_ok_with_recovery_pending(fixture_copy, name):
+    """A killed writer's leftovers are recovery pending; a byte flipped inside the last file
+    (crashed_badcrc, v5_crashed) is damage: the cut drops the whole records after it too."""
     root = fixture_copy(name)
     before = tree_digest(root)
+    flipped = name in ("crashed_badcrc", "v5_crashed")
     rc, out, err, _ = run("check", root)
-    assert rc == 0, out
-    assert out.startswith("OK (recovery pending: ")
+    assert rc == (1 if flipped else 0), out
+    assert out.startswith("PROBLEMS (recovery pending: " if flipped else "OK (recovery pending: ")
     rc, r = check_json(root)
-    assert rc == 0 and r["ok"] and not r["problems"]
+    if flipped:
+        (lost,) = r["problems"]
+        assert lost["kind"] == "commitlog-records-lost" and rc == 1 and not r["ok"]
+        c = manifest(name)["corruption"]   # what the real store's recovery dropped
+        assert lost["offset"] == c["damagedMessagePhyOffset"] and lost["file"].endswith(c["file"])
+        assert f"{c['validMessagesAfterDamagedOneInFile']} whole record(s) follow it" in lost["detail"]
+    else:
+        assert rc == 0 and r["ok"] and not r["problems"]
     pend = {p["kind"]: p for p in r["recoveryPending"]}
     assert "abort" in pend
     assert all(p["recovery"] and p["file"] for p in r["recoveryPending"])

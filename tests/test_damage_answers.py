@@ -158,7 +158,9 @@ def test_the_last_index_file_cut_short_by_a_crash_is_recovery_pending(fixture_co
     cut = _cut_last_index_file(root)
     before = tree_digest(root)
     rep = tolerant_check(root)
-    assert rep["ok"] and rep["problemCount"] == whole["problemCount"] == 0 and whole["ok"]
+    # (a flipped byte's loss is the stores' own problem, crashed_badcrc's and v5_crashed's: the same before and after the cut)
+    assert [p["kind"] for p in rep["problems"]] == [p["kind"] for p in whole["problems"]]
+    assert {p["kind"] for p in rep["problems"]} <= {"commitlog-records-lost"}
     assert not [p for p in rep["problems"] if p["kind"] == "index-file"]
     said = [p for p in rep["recoveryPending"] if p["file"] == str(cut)]
     assert [p["kind"] for p in said] == ["index-after-checkpoint"], rep["recoveryPending"]

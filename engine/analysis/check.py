@@ -36,6 +36,7 @@ from engine.format.message import SCHEDULE_TOPIC, TRANSACTION_COMMIT_TYPE, TRANS
 from . import check_records
 from .check_index import chain_findings, index_phase
 from .check_queues import DelayLevel, delay_note, expired_units, lmq_files
+from .check_cut import records_past_the_cut, whole_records_after
 from .check_records import Records, walk_task
 from .dledger_check import framing_checks
 
@@ -207,14 +208,20 @@ def _commitlog(store, out: Problems, cancel, helper=None):
         pos = rec.end_offset - f.file_from_offset
         if pos < f.file_size and any(f.buf[pos:min(f.file_size, pos + 4096)]):
             what = f"data after the end of the valid log ({rec.stop_reason})"
-            if crashed:  # a killed writer's torn tail
+            n, last_whole = whole_records_after(cl, f, rec.end_offset) if crashed else (0, None)
+            if n:  # damage inside the log, not a torn tail: the cut drops good records with it
+                out.add("commitlog-records-lost", f"the record at the end of the valid log is damaged "
+                        f"({rec.stop_reason}) and {n:,} whole record(s) follow it in this file (the last at "
+                        f"{last_whole}): crash recovery cuts the log at {rec.end_offset} and drops them with it",
+                        f.path, rec.end_offset)
+            elif crashed:  # a killed writer's torn tail
                 cut = ", ".join(f"{c.file} {'deleted' if c.delete else f'zeroed [{c.start}, {c.end})'}"
                                 for c in store.recovery_plan.commitlog_cuts) or "the log ends there"
                 out.pending("commitlog-tail", what, f.path, rec.end_offset, f"recovery cuts the log there: {cut}")
             else:
                 out.add("commitlog-tail", what, f.path, rec.end_offset)
     if crashed:
-        _records_past_the_cut(store, rec, out)
+        records_past_the_cut(store, rec, out)
         p = store.recovery_plan
         out.pending("abort", "abort file present: the store was not shut down cleanly", store.root / "abort", None,
                     f"abnormal recovery: the commitlog is scanned from file {p.scan.start_file} ({p.start_rule}) "
@@ -225,24 +232,6 @@ def _commitlog(store, out: Problems, cancel, helper=None):
     for why in store.refused_files:
         out.add("file", f"passed over: {why}", store.root, None)
     return (yield from walk_task(store, out, _verify_tails(store), lambda: _poll(store, cancel), helper))
-
-
-def _records_past_the_cut(store, rec, out: Problems) -> None:
-    """A crash tears the log only where it was being written. Whole files after the end
-    recovery finds that begin with a record are not a torn tail: the log is damaged before
-    them, and crash recovery (RocketMQ's and ours) would delete them with every record they
-    hold. A problem, not a pending step."""
-    from engine.store.commit_log import read_record_at
-    cl = store.commitlog
-
-    def begins_with_a_record(f) -> bool:   # (read past the valid end, which a reader stops at)
-        return read_record_at(f.buf, 0, f.file_size, f.file_from_offset, cl.read_opts).message is not None
-    lost = [c for c in store.recovery_plan.commitlog_cuts
-            if c.delete and (f := cl.queue.find(c.start)) is not None and begins_with_a_record(f)]
-    if lost:
-        out.add("commitlog-lost", f"{len(lost)} commitlog file(s) from {lost[0].file} begin with whole records past "
-                f"the end crash recovery finds ({rec.end_offset}: {rec.stop_reason}): recovery would delete them "
-                "with their records", cl.queue.find(lost[0].start).path, lost[0].start)
 
 
 # ---- consume queues -------------------------------------------------------------------------
