@@ -103,3 +103,47 @@ def test_a_long_commitlog_span_is_not_even_begun(monkeypatch):
     with MessageStore.open(unpack("crashed")) as store:
         assert not isinstance(store.index, crash_view.CrashIndexService)
         assert any("bytes of commitlog" in w for w in store.warnings)
+
+
+def _zero_last_units(root, start: int) -> int:
+    """Zero each consume queue's last unit when it names a record the crash recovery re-dispatches
+    (at or past `start`): the queues behind the log, the index not. Returns how many."""
+    n = 0
+    for qdir in sorted(p for p in (root / "consumequeue").glob("*/*") if p.is_dir()):
+        files = sorted(f for f in qdir.iterdir() if f.stat().st_size)
+        data = bytearray(files[-1].read_bytes()) if files else b""
+        used = [i for i in range(0, len(data) - 19, 20) if any(data[i:i + 20])]
+        if used and struct.unpack_from(">q", data, used[-1])[0] >= start:
+            data[used[-1]:used[-1] + 20] = bytes(20)
+            files[-1].write_bytes(bytes(data))
+            n += 1
+    return n
+
+
+def test_queues_behind_the_log_get_the_units_its_recovery_writes(fixture_copy, monkeypatch):
+    """recoverAbnormally dispatches every record from its start file on, so a queue that lacks
+    units of those records has them again after RocketMQ's restart: the read-only view adds
+    them in memory (and the index is not given the last records twice: reput then resumes at
+    the queues' end, which is the log's)."""
+    m = manifest("crashed")
+    root = fixture_copy("crashed")
+    with MessageStore.open(root, served_view=False) as s:
+        start = s.commitlog.files[s.recovery_plan.start_index].file_from_offset
+    assert _zero_last_units(root, start) >= 5
+    expected = {(q["topic"], q["queueId"]): q["maxOffset"] for q in m["recovery_result"]["consume_queue_max_offsets"]
+                if q["maxOffset"]}   # (the schedule queues RocketMQ's ScheduleMessageService names, empty)
+    before = tree_digest(root)
+    with MessageStore.open(root) as store:
+        assert {k: cq.max_offset for k, cq in store.queues.items() if k in expected} == expected
+        for c in m["key_queries"]["cases"]:
+            offs = store.index.query_offset(c["topic"], c["key"], c["maxNum"], c["begin"], c["end"])[0]
+            assert offs == c["queryOffset_phyOffsets"], c["label"]
+        for g in m["get_message"][:20]:
+            r = store.get_message(g["topic"], g["queueId"], g["offset"], g["maxMsgNums"], broker=True)
+            assert (r.status, r.nextBeginOffset, r.maxOffset) == (g["status"], g["nextBeginOffset"], g["maxOffset"]), g
+    assert tree_digest(root) == before, "a read-only open changed the store"
+    monkeypatch.setattr(crash_view, "LIMIT", 10)   # a view given up: the queues as their files are
+    with MessageStore.open(root) as store:
+        behind = {k: cq.max_offset for k, cq in store.queues.items() if k in expected}
+        assert behind != expected and all(behind[k] <= expected[k] for k in behind)
+        assert not any(type(cq.queue).__name__ == "MemoryFileQueue" for cq in store.queues.values())

@@ -11,7 +11,9 @@ is indexed a second time (the conformance fixtures' `122722`); keys of records b
 offset and the recovery's start file are never indexed again.
 
 Here the same re-dispatch runs into copies that live only in this process (engine.store.
-memory_files), for the index alone: the consume queues are as recovery keeps them. The deleted
+memory_files): the index, and the consume queues that lack units of records the re-dispatch
+reaches (a queue behind the log gets them as RocketMQ's recoverAbnormally writes them; a unit
+already there is left as it is). The deleted
 files stay readable as `lost_files`, where the exact key answer finds and marks what only they
 hold. `check` and the scans read the index as it is on disk (`disk_index`). A re-dispatch longer
 than LIMIT records or LIMIT_BYTES is not made (Python indexes ~40,000 records a second): the
@@ -20,7 +22,7 @@ from __future__ import annotations
 
 from engine.store.index_file import IndexFile
 from engine.store.index_service import IndexService
-from engine.store.memory_files import MemoryFile, ServedIndexService, copy_of
+from engine.store.memory_files import MemoryFile, MemoryFileQueue, ServedIndexService, copy_of
 from engine.store.recovery import redispatch
 from engine.tasks import run
 
@@ -62,15 +64,43 @@ class CrashIndexService(ServedIndexService):
         self.disk.close()
 
 
-class _IndexOnly:
-    """What dispatch sees: the store's settings and the served index, no queue to write."""
-    batch_topics = frozenset()
+class _Redispatch:
+    """What dispatch sees: the store's settings, the served index, and its consume queues moved
+    into memory (MemoryFileQueue: the last file a private copy) before a unit is added."""
 
     def __init__(self, store, index: CrashIndexService):
-        self.cfg, self.commitlog, self.index = store.cfg, store.commitlog, index
+        self.store, self.cfg, self.commitlog, self.index = store, store.cfg, store.commitlog, index
+        self.batch_topics = store.batch_topics
+        self.warnings = store.warnings
+        self.moved: dict[tuple[str, int], object] = {}   # queue key -> its files as on disk (None: made here)
 
     def queue_for_write(self, topic: str, queue_id: int):
-        return None
+        key = (topic, queue_id)
+        if key not in self.moved:
+            self.moved[key] = q = self.store.queues[key].queue if key in self.store.queues else None
+            cq = self.store.queue_for_write(topic, queue_id)   # a new queue is read-only, without files
+            if cq is None:
+                return None
+            cq._views.pop(q.last.file_from_offset if q is not None and q.last else None, None)
+            cq.queue = MemoryFileQueue.of(cq.queue)
+        return self.store.queues.get(key)
+
+    def settle(self) -> None:
+        """The view is kept: the replaced last files are let go (their private copies serve)."""
+        for q in self.moved.values():
+            if q is not None and q.last is not None:
+                q.last.close()
+        self.moved.clear()
+
+    def restore(self) -> None:
+        """The queues as their files are (a view given up half-way)."""
+        for key, q in self.moved.items():
+            cq = self.store.queues.get(key)
+            if q is None:
+                self.store.queues.pop(key, None)
+            elif cq is not None:
+                cq._views.clear()
+                cq.queue = q
 
 
 class _TooLong(Exception):
@@ -90,7 +120,7 @@ def serve_index(store) -> None:
         return
     lost = disk.files_after(store.checkpoint.indexMsgTimestamp)
     served = CrashIndexService(disk, lost)
-    view = _IndexOnly(store, served)
+    view = _Redispatch(store, served)
     start, end = cl.files[p.start_index].file_from_offset, p.end_offset
     kept_end = served.files[-1].header.endPhyOffset if served.files else -1
     counts = [0, 0]
@@ -109,11 +139,13 @@ def serve_index(store) -> None:
         budget.raise_if_cancelled()   # (redispatch polls it every DISPATCH_STEP records)
     except _TooLong:
         served.close_memory()
+        view.restore()
         store.warnings.append(
             f"crash recovery would re-index {end - start:,} bytes of commitlog (more than this view makes: {LIMIT:,} "
             f"records, {LIMIT_BYTES >> 20} MiB): key queries read the index files as they are on disk "
             "(`rmqstore recover` on a copy gives what the restarted broker serves)")
         return
+    view.settle()
     store.index = served
     offs = [f.entries[1:f.header.indexCount]["commitLogOffset"] for f in lost if f.header.indexCount > 1]
     never = sum(int(((o > kept_end) & (o < start)).sum()) for o in offs)   # neither kept nor re-indexed
