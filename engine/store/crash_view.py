@@ -72,12 +72,14 @@ class _Redispatch:
         self.store, self.cfg, self.commitlog, self.index = store, store.cfg, store.commitlog, index
         self.batch_topics = store.batch_topics
         self.warnings = store.warnings
-        self.moved: dict[tuple[str, int], object] = {}   # queue key -> its files as on disk (None: made here)
+        self.moved: dict[tuple[str, int], tuple | None] = {}   # queue key -> (files, ends) as on disk; None: made here
 
     def queue_for_write(self, topic: str, queue_id: int):
         key = (topic, queue_id)
         if key not in self.moved:
-            self.moved[key] = q = self.store.queues[key].queue if key in self.store.queues else None
+            old = self.store.queues.get(key)
+            self.moved[key] = (old.queue, old.max_physic_offset, old.min_logic_offset) if old is not None else None
+            q = old.queue if old is not None else None
             cq = self.store.queue_for_write(topic, queue_id)   # a new queue is read-only, without files
             if cq is None:
                 return None
@@ -87,20 +89,20 @@ class _Redispatch:
 
     def settle(self) -> None:
         """The view is kept: the replaced last files are let go (their private copies serve)."""
-        for q in self.moved.values():
-            if q is not None and q.last is not None:
-                q.last.close()
+        for was in self.moved.values():
+            if was is not None and was[0].last is not None:
+                was[0].last.close()
         self.moved.clear()
 
     def restore(self) -> None:
         """The queues as their files are (a view given up half-way)."""
-        for key, q in self.moved.items():
+        for key, was in self.moved.items():
             cq = self.store.queues.get(key)
-            if q is None:
+            if was is None:
                 self.store.queues.pop(key, None)
             elif cq is not None:
                 cq._views.clear()
-                cq.queue = q
+                cq.queue, cq.max_physic_offset, cq.min_logic_offset = was
 
 
 class _TooLong(Exception):
