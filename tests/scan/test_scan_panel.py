@@ -34,7 +34,8 @@ def test_cancel_stops_a_slow_local_scan(qtbot, panel):
     scanning = [t for t in threading.enumerate() if t.name.startswith("rmqstore-scan-")]
     assert scanning and panel.cancel_button.isEnabled()
     qtbot.mouseClick(panel.cancel_button, Qt.LeftButton)
-    qtbot.waitUntil(lambda: panel.status_label.text() == "Cancelled", timeout=10_000)
+    # (the task's end reaches the lane a signal after its "Cancelled": both are waited for)
+    qtbot.waitUntil(lambda: panel.status_label.text() == "Cancelled" and not panel.lane.busy, timeout=10_000)
     assert not any(t.is_alive() for t in scanning)    # the job's own thread has stopped
     assert panel.run_button.isEnabled() and panel.last_result is None and not panel.lane.busy
 
