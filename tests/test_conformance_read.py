@@ -171,7 +171,7 @@ def answers_49_within_the_second(store, cq, t, ts, monkeypatch) -> set[int]:
     out = set()
     for combo in itertools.product(*choices):
         table = {str(f.path): m for f, m in zip(files, combo)}
-        monkeypatch.setattr(tl, "_mtime_ms", lambda p, table=table: table[str(p)])
+        monkeypatch.setattr(tl, "_mtime_ms", lambda f, table=table: table[str(f.path)])
         out.add(store.get_offset_in_queue_by_time(t, cq.queue_id, ts, None))
     monkeypatch.undo()
     return out

@@ -149,3 +149,16 @@ def test_queues_behind_the_log_get_the_units_its_recovery_writes(fixture_copy, m
         assert {k: (cq.max_offset, cq.max_physic_offset, cq.min_offset) for k, cq in store.queues.items()} == as_files
         assert {k: v[0] for k, v in as_files.items() if k in expected} != expected
         assert not any(type(cq.queue).__name__ == "MemoryFileQueue" for cq in store.queues.values())
+
+
+def test_a_queue_file_the_view_makes_answers_time_lookups(fixture_copy):
+    """A crashed store whose queue lost its only file: the view makes the file in memory (the
+    restarted broker makes it anew), and a 4.9 time lookup reads its time as the time it was
+    made instead of stat-ing a file that is not there (an untyped FileNotFoundError once)."""
+    root = fixture_copy("crashed_torn")
+    (root / "consumequeue" / "TopicTx" / "0" / f"{0:020d}").unlink()
+    with MessageStore.open(root) as store:
+        cq = store.queues[("TopicTx", 0)]
+        assert cq.max_offset > 0 and type(cq.queue.files[0]).__name__ == "MemoryFile"
+        for t in (0, 2 ** 62):
+            assert 0 <= store.get_offset_in_queue_by_time("TopicTx", 0, t) <= cq.max_offset

@@ -92,7 +92,7 @@ cdef inline uint32_t touch_record(const uint8_t* b, Py_ssize_t limit, int64_t po
     independent loads the core runs side by side, a page walk and a line each, where one check
     of a few hundred instructions at a time takes the misses one by one (and a prefetch that
     misses the TLB may be dropped: on a VM, measured to hide little of a random read)."""
-    if pos < 0 or size <= 0 or pos + size > limit:
+    if pos < 0 or size <= 0 or pos > limit - size:   # (not pos + size: a unit's offset near 2**63 overflows it)
         return 0
     if size <= 128:
         return b[pos] + b[pos + size - 1]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import mmap
 import os
+import time
 from pathlib import Path
 
 from engine.files.mapped_file import FileState, MappedFile
@@ -44,6 +45,7 @@ class MemoryFile(MappedFile):
                 os.close(fd)
         else:
             self.mm = mmap.mmap(-1, file_size, flags=mmap.MAP_PRIVATE | getattr(mmap, "MAP_ANONYMOUS", 0x20))
+        self.made_ms = time.time_ns() // 1_000_000   # a file the broker makes is last modified about now
         self.buf = memoryview(self.mm)
 
     def ensure_room(self, end: int) -> None:

@@ -17,10 +17,17 @@ def _jdiv(a: int, b: int) -> int:
     return q if (a >= 0) == (b >= 0) else -q
 
 
-def _mtime_ms(path) -> int:
+def _mtime_ms(f) -> int:
     """File modification time in ms as it is on disk (Java's File.lastModified): RocketMQ
-    uses it as it is, even where a copy lost the sub-second part."""
-    return os.stat(path).st_mtime_ns // 1_000_000
+    uses it as it is, even where a copy lost the sub-second part. A file only this process
+    holds (a restarted broker's new CQ file, engine.store.memory_files) has the time it was made."""
+    try:
+        return os.stat(f.path).st_mtime_ns // 1_000_000
+    except FileNotFoundError:
+        made = getattr(f, "made_ms", None)
+        if made is None:
+            raise
+        return made
 
 
 def _unit(view, pos):
@@ -67,7 +74,7 @@ def offset_by_time_49(store, cq, timestamp: int) -> int:
     files = _files(cq)
     if not files:
         return 0
-    f = next((f for f in files if _mtime_ms(f.path) >= timestamp), files[-1])
+    f = next((f for f in files if _mtime_ms(f) >= timestamp), files[-1])
     view = cq.view(f)
     cl = store.commitlog
     low = cq.min_logic_offset - f.file_from_offset if cq.min_logic_offset > f.file_from_offset else 0

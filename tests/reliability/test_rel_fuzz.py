@@ -161,3 +161,11 @@ def test_check_gap_reproducer(cls, tmp_path):
     assert not r["false_ok"], f"check called {cls} OK: damage {r['damage']}, changed {r['changed']}"
     shutil.rmtree(root, ignore_errors=True)
 
+
+
+def test_fuzz_cq_seed_that_overflowed_the_touch_bound():
+    """A fixed seed of the cq target: a unit at offset 2**63 - 1 (size > 128) made the page's
+    touch of records far apart compute `pos + size` past INT64_MAX, pass its bound and read
+    outside the map (SIGSEGV; engine/accel/_seek.pxd touch_record now tests pos > limit - size)."""
+    p = _run(["cq", "--examples", 50, "--seed", 3542202490, "--timeout", 2.0, "--mem-mb", 1024], timeout=300)
+    assert p.returncode == 0, (p.returncode, p.stdout[-2000:], p.stderr[-4000:])
