@@ -3,7 +3,7 @@ the record it was writing, so whole records after that end -- in the same file o
 files -- are damage recovery would drop with the cut, not a torn tail."""
 from __future__ import annotations
 
-from engine.format.record import MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2
+from engine.format.record import hop
 from engine.store.commit_log import read_record_at
 
 
@@ -14,13 +14,12 @@ def whole_records_after(cl, f, off: int) -> tuple[int, int | None]:
     byte) has, and crash recovery -- RocketMQ's and ours, which cut at the first bad record --
     drops them all."""
     pos = off - f.file_from_offset
-    if pos < 0 or pos + 8 > f.file_size:
+    if pos < 0:
         return 0, None
-    total, magic = int.from_bytes(f.buf[pos:pos + 4], "big", signed=True), \
-        int.from_bytes(f.buf[pos + 4:pos + 8], "big", signed=True)
-    if magic not in (MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2) or total <= 0:
+    step = hop(f.buf, pos, pos + 1, f.file_size, max_records=1)   # over it by its TOTALSIZE
+    if not len(step.starts):
         return 0, None
-    pos += total
+    pos = step.next_pos
     n, last = 0, None
     while pos < f.file_size:
         r = read_record_at(f.buf, pos, f.file_size, f.file_from_offset + pos, cl.read_opts)

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from engine.store.index_file import IndexFile
 from engine.store.index_service import IndexService
-from engine.store.memory_files import MemoryFile, MemoryFileQueue, ServedIndexService, copy_of
+from engine.store.memory_files import MemoryFile, ServedIndexService, copy_of, queue_into_memory
 from engine.store.recovery import redispatch
 from engine.tasks import run
 
@@ -79,12 +79,10 @@ class _Redispatch:
         if key not in self.moved:
             old = self.store.queues.get(key)
             self.moved[key] = (old.queue, old.max_physic_offset, old.min_logic_offset) if old is not None else None
-            q = old.queue if old is not None else None
             cq = self.store.queue_for_write(topic, queue_id)   # a new queue is read-only, without files
             if cq is None:
                 return None
-            cq._views.pop(q.last.file_from_offset if q is not None and q.last else None, None)
-            cq.queue = MemoryFileQueue.of(cq.queue)
+            queue_into_memory(cq)
         return self.store.queues.get(key)
 
     def settle(self) -> None:

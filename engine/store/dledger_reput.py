@@ -35,7 +35,7 @@ from engine.format import dledger_layout as L
 from engine.format.message import RecordStatus, check_record
 from engine.store.dispatcher import dispatch
 from engine.store.index_file import IndexFile
-from engine.store.memory_files import MemoryFileQueue, ServedIndexService
+from engine.store.memory_files import MemoryFileQueue, ServedIndexService, queue_into_memory
 
 
 @dataclass
@@ -85,9 +85,7 @@ class _Reput:
     def queue_for_write(self, topic: str, queue_id: int):
         cq = self.store.queue_for_write(topic, queue_id)  # a new queue is made read-only, without files
         if cq is not None and not isinstance(cq.queue, MemoryFileQueue):
-            cq._views.pop(cq.queue.last.file_from_offset if cq.queue.last else None, None)
-            old = cq.queue.last
-            cq.queue = MemoryFileQueue.of(cq.queue)
+            old = queue_into_memory(cq).last
             if old is not None:
                 old.close()
         return cq

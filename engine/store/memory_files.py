@@ -96,6 +96,16 @@ class MemoryFileQueue(MappedFileQueue):
         return []
 
 
+
+def queue_into_memory(cq) -> MappedFileQueue:
+    """Move a consume queue's files into memory before a restart view adds units to it (its
+    cached view of the last file dropped); returns the queue as its files are."""
+    q = cq.queue
+    if not isinstance(q, MemoryFileQueue):
+        cq._views.pop(q.last.file_from_offset if q.last else None, None)
+        cq.queue = MemoryFileQueue.of(q)
+    return q
+
 def _index_size(cfg) -> int:
     return INDEX_HEADER_SIZE + cfg.maxHashSlotNum * INDEX_SLOT_SIZE + cfg.maxIndexNum * INDEX_ENTRY_SIZE
 
