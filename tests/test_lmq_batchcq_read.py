@@ -239,9 +239,16 @@ def test_batch_queue_time_lookup_uses_the_units_store_times():
         for _, phy, size, tags, ts, base, n, _, _ in raw["units"]:
             assert store.store_time_at("BatchTopic", 1, base + n - 1) == ts
             got = store.get_offset_in_queue_by_time("BatchTopic", 1, ts, "lower")
-            assert got <= base and store.store_time_at("BatchTopic", 1, got) == ts
+            # 5.3.3: at or after the last unit's time, that unit's base; else the first unit stored at or after
+            first_at = next(u[5] for u in raw["units"] if u[4] >= ts)
+            assert got == (raw["units"][-1][5] if ts >= raw["units"][-1][4] else first_at)
+            assert store.store_time_at("BatchTopic", 1, got) == ts
         assert store.earliest_message_time("BatchTopic", 1) == raw["units"][0][4]
-        assert store.get_offset_in_queue_by_time("BatchTopic", 1, 1 << 62, "lower") == 102
+        # after every message: the base of the file's last unit (BatchConsumeQueue.getOffsetInQueueByTime
+        # returns a unit's base, never the queue's max as a plain ConsumeQueue does)
+        last = raw["units"][-1]
+        assert store.get_offset_in_queue_by_time("BatchTopic", 1, 1 << 62, "lower") == last[5] == 101
+        assert store.get_offset_in_queue_by_time("BatchTopic", 1, last[4], "upper") == last[5]
 
 
 def test_check_accepts_the_real_stores_and_finds_a_damaged_batch_unit(fixture_copy):

@@ -314,18 +314,59 @@ def dispatch(store, msg) -> bool:
 
 
 def offset_by_time(bcq: BatchConsumeQueue, timestamp: int, boundary: str | None) -> int:
-    """Queue offset for a store time, from the units' own store timestamps (no commitlog
-    read): 'upper' gives the last message of the last unit stored at or before it, otherwise
-    the base of the first unit stored at or after it (the queue's max when none is)."""
-    u = bcq.all_units()
-    if len(u) == 0:
+    """BatchConsumeQueue.getOffsetInQueueByTime (5.3.3), clamped to [min, max] as
+    ConsumeQueueStore does. The file: the last one when its first unit is stored at or before
+    the time, else the file whose first unit is the latest stored at or before it (its time
+    cache; the first file when there is none). In that file: the base of its last unit when
+    the time is at or after that unit's, else the unit binarySearchRight finds (LOWER: the
+    first unit stored at or after the time; UPPER: the last of those stored at it), else -1.
+    The answer is a unit's base, never the queue's max, so a time after every message gives
+    the last unit's base."""
+    counts = bcq._counts
+    if not counts:
         return 0
-    ts = u["storeTimestamp"]
-    if boundary == "upper":
-        i = int(np.searchsorted(ts, timestamp, side="right")) - 1
-        return bcq.min_offset if i < 0 else int(u["msgBaseOffset"][i]) + int(u["batchSize"][i]) - 1
-    i = int(np.searchsorted(ts, timestamp, side="left"))
-    return bcq.max_offset if i >= len(u) else max(int(u["msgBaseOffset"][i]), bcq.min_offset)
+    firsts = [int(bcq.file_units(i)[0]["storeTimestamp"]) if n else None for i, n in enumerate(counts)]
+    target = len(counts) - 1
+    if firsts[target] is None or firsts[target] > timestamp:
+        floor = None   # the time cache's floor entry (equal times: the later file)
+        for i, t in enumerate(firsts):
+            if t is not None and t <= timestamp and (floor is None or t >= firsts[floor]):
+                floor = i
+        target = 0 if floor is None else floor
+    u = bcq.file_units(target)
+    found = -1
+    if len(u):
+        times = u["storeTimestamp"]
+        if timestamp >= int(times[-1]):
+            found = int(u["msgBaseOffset"][-1])
+        else:
+            j = _search_right(times, timestamp, (boundary or "lower").lower() == "upper")
+            found = int(u["msgBaseOffset"][j]) if j >= 0 else -1
+    return min(max(found, bcq.min_offset), bcq.max_offset)
+
+
+def _search_right(times, target: int, upper: bool) -> int:
+    """BatchConsumeQueue.binarySearchRight over unit indices (its byte positions / 46)."""
+    left, right = 0, len(times) - 1
+    while left <= right:
+        mid = (left + right) // 2
+        v = int(times[mid])
+        if mid == right:
+            return mid if v >= target else -1
+        if mid == left:
+            if v >= target:
+                return mid
+            left = mid + 1
+        elif upper:
+            if v <= target:
+                left = mid
+            else:
+                right = mid - 1
+        elif v < target:
+            left = mid + 1
+        else:
+            right = mid
+    return -1
 
 
 def unit_problems(store, cl_min: int) -> list[dict]:
