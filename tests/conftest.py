@@ -55,12 +55,13 @@ def _require(path: Path) -> Path:
 _unpacked: dict[str, Path] = {}
 
 
-def unpack(name: str) -> Path:
+def unpack(name: str, folder: Path = FIXTURE_DIR) -> Path:
     """The pristine fixture folder (unpacked once per checkout, sparse). Never write to it:
-    tests that modify a store use `fixture_copy`."""
+    tests that modify a store use `fixture_copy`. `folder`: where NAME.tar.gz is (the
+    conformance fixtures, or tests/differential's stores)."""
     if name in _unpacked:
         return _unpacked[name]
-    archive = _require(archive_path(name))
+    archive = _require(folder / f"{name}.tar.gz")
     target = UNPACKED / name
     stamp = UNPACKED / f".{name}.stamp"
     key = hashlib.sha256(archive.read_bytes()).hexdigest()

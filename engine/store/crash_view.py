@@ -22,7 +22,7 @@ from __future__ import annotations
 
 from engine.store.index_file import IndexFile
 from engine.store.index_service import IndexService
-from engine.store.memory_files import MemoryFile, ServedIndexService, copy_of, queue_into_memory
+from engine.store.memory_files import MemoryFile, MemoryFileQueue, ServedIndexService, copy_of, queue_into_memory
 from engine.store.recovery import redispatch
 from engine.tasks import run
 
@@ -72,7 +72,9 @@ class _Redispatch:
         self.store, self.cfg, self.commitlog, self.index = store, store.cfg, store.commitlog, index
         self.batch_topics = store.batch_topics
         self.warnings = store.warnings
+        self.root, self.read_only = store.root, True
         self.moved: dict[tuple[str, int], tuple | None] = {}   # queue key -> (files, ends) as on disk; None: made here
+        self.batch_queues = _BatchQueuesInMemory(store.batch_queues)
 
     def queue_for_write(self, topic: str, queue_id: int):
         key = (topic, queue_id)
@@ -87,10 +89,11 @@ class _Redispatch:
 
     def settle(self) -> None:
         """The view is kept: the replaced last files are let go (their private copies serve)."""
-        for was in self.moved.values():
+        for was in list(self.moved.values()) + list(self.batch_queues.moved.values()):
             if was is not None and was[0].last is not None:
                 was[0].last.close()
         self.moved.clear()
+        self.batch_queues.moved.clear()
 
     def restore(self) -> None:
         """The queues as their files are (a view given up half-way)."""
@@ -101,6 +104,36 @@ class _Redispatch:
             elif cq is not None:
                 cq._views.clear()
                 cq.queue, cq.max_physic_offset, cq.min_logic_offset = was
+        self.batch_queues.restore()
+
+
+class _BatchQueuesInMemory:
+    """`store.batch_queues` as BatchCQ dispatch sees it in the view: a queue moves into memory
+    (MemoryFileQueue) before its first unit is added, and one dispatch makes lives there only."""
+
+    def __init__(self, queues: dict):
+        self.queues = queues
+        self.moved: dict[tuple[str, int], tuple | None] = {}   # key -> (files, max_physic_offset, counts); None: made here
+
+    def get(self, key):
+        bcq = self.queues.get(key)
+        if bcq is not None and key not in self.moved:
+            self.moved[key] = (bcq.queue, bcq.max_physic_offset, list(bcq._counts))
+            bcq.queue = MemoryFileQueue.of(bcq.queue)
+        return bcq
+
+    def __setitem__(self, key, bcq) -> None:
+        self.moved[key] = None
+        bcq.queue = MemoryFileQueue.of(bcq.queue)
+        self.queues[key] = bcq
+
+    def restore(self) -> None:
+        for key, was in self.moved.items():
+            if was is None:
+                self.queues.pop(key, None)
+            else:
+                bcq = self.queues[key]
+                bcq.queue, bcq.max_physic_offset, bcq._counts = was
 
 
 class _TooLong(Exception):

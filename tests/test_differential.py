@@ -1,0 +1,126 @@
+"""Stores RocketMQ 5.3.3 wrote with random geometries (tests/differential/README.md), each opened
+read-only with no settings and asked what RocketMQ was asked: every answer must be the one
+RocketMQ gave (recorded by tools/differential/GeoDiff5.java), and no byte may change.
+
+A crashed store's answers are those of RocketMQ after its own crash recovery: the read-only view
+serves what the restarted broker would, in memory."""
+from __future__ import annotations
+
+import hashlib
+import json
+import lzma
+import os
+from pathlib import Path
+
+import pytest
+
+from conftest import unpack
+
+HERE = Path(__file__).resolve().parent / "differential"
+STORES = sorted(p.name[:-len(".answers.json.xz")] for p in HERE.glob("*.answers.json.xz"))
+LONG_MAX = 2 ** 63 - 1
+CRASH_VIEW_WARNING = "index as RocketMQ serves it after its crash recovery"
+
+
+def answers(name: str) -> dict:
+    with lzma.open(HERE / f"{name}.answers.json.xz", "rt", encoding="utf-8") as fh:
+        return json.load(fh)
+
+
+def digest(root: Path) -> dict:
+    out = {}
+    for dp, _, fn in os.walk(root):
+        for f in fn:
+            p = Path(dp, f)
+            st = p.stat()
+            out[str(p.relative_to(root))] = (hashlib.sha1(p.read_bytes()).hexdigest(), st.st_size, st.st_mtime_ns)
+    return out
+
+
+def page_of(r) -> dict:
+    return {"status": r.status, "nextBeginOffset": r.nextBeginOffset, "minOffset": r.minOffset,
+            "maxOffset": r.maxOffset, "bufferTotalSize": r.bufferTotalSize,
+            "messageCount": r.messageCount if r.messageCount is not None else len(r.messages),
+            "phyOffsets": [m.commitLogOffset for m in r.messages], "queueOffsets": [m.queueOffset for m in r.messages]}
+
+
+def java_page(p: dict) -> dict:
+    return {"null": True} if p.get("null") else {k: p[k] for k in (
+        "status", "nextBeginOffset", "minOffset", "maxOffset", "bufferTotalSize", "messageCount", "phyOffsets",
+        "queueOffsets")}
+
+
+class Differ:
+    def __init__(self):
+        self.count, self.bad = 0, []
+
+    def eq(self, what, java, ours):
+        self.count += 1
+        if java != ours:
+            self.bad.append((what, java, ours))
+
+
+def compare(s, geo: dict, j: dict) -> Differ:
+    d = Differ()
+    for k in ("mappedFileSizeCommitLog", "maxHashSlotNum", "maxIndexNum"):
+        d.eq(("config", k), geo[k], getattr(s.cfg, k))
+    if geo["kind"] != "rocksdb":
+        d.eq(("config", "mappedFileSizeConsumeQueue"), geo["mappedFileSizeConsumeQueue"], s.cfg.mappedFileSizeConsumeQueue)
+    if geo["batchTopics"]:
+        d.eq(("config", "mapperFileSizeBatchConsumeQueue"), geo["mapperFileSizeBatchConsumeQueue"],
+             s.cfg.mapperFileSizeBatchConsumeQueue)
+    d.eq(("generation", "__CRC32# tails"), geo["enabledAppendPropCRC"], s.generation().prop_crc)
+    d.eq("minPhyOffset", j["minPhyOffset"], s.min_offset)
+    d.eq("maxPhyOffset", j["maxPhyOffset"], s.max_offset)
+    for q in j["queues"]:
+        t, qid = q["topic"], q["queueId"]
+        cq = s.find_queue(t, qid) or s.find_batch_queue(t, qid)
+        d.eq(("bounds", t, qid), [q["minOffset"], q["maxOffset"]], [cq.min_offset, cq.max_offset] if cq else [0, 0])
+        d.eq(("earliest", t, qid), q["earliestMsgTime"], s.earliest_message_time(t, qid))
+        for p in q["pages"]:
+            d.eq(("getMessage", t, qid, p["offset"]), java_page(p), page_of(s.get_message(t, qid, p["offset"], 32, broker=True)))
+        for pr in q["probes"]:
+            p = pr["page"]
+            d.eq(("getMessage", t, qid, p["offset"], pr["maxNum"]), java_page(p),
+                 page_of(s.get_message(t, qid, p["offset"], pr["maxNum"], broker=True)))
+        for ts, lower, upper in q["timeLookups"]:
+            d.eq(("time", t, qid, ts), lower, s.offset_by_time(t, qid, ts)[0])
+            d.eq(("time upper", t, qid, ts), upper, s.offset_by_time(t, qid, ts, boundary="upper")[0])
+        for qo, ts in q["storeTimeAt"]:
+            d.eq(("storeTimeAt", t, qid, qo), ts, s.store_time_at(t, qid, qo))
+    for k in j["keyQueries"]:
+        r = s.query_message(k["topic"], k["key"], 0, LONG_MAX, 64, raw=True)
+        ctx = ("queryMessage", k["topic"], k["key"])
+        d.eq(ctx, [k["phyOffsets"], k["queryOffset"], k["bufferTotalSize"]],
+             [[m.commitLogOffset for m in r.messages], list(r.offsets), sum(m.storeSize for m in r.messages)])
+        if k["phyOffsets"]:
+            d.eq(ctx + ("lastUpdate",), [k["indexLastUpdatePhyoffset"], k["indexLastUpdateTimestamp"]],
+                 [r.indexLastUpdatePhyoffset, r.indexLastUpdateTimestamp])
+    for look in j["looks"]:
+        m = s.look_message_by_offset(look["offset"])
+        ours = None if m is None else {
+            "offset": look["offset"], "storeSize": m.storeSize, "topic": m.topic, "queueId": m.queueId,
+            "queueOffset": m.queueOffset, "keys": m.keys, "tags": m.tags, "uniq": m.uniqKey, "bodyCRC": m.bodyCRC,
+            "storeTimestamp": m.storeTimestamp, "bornTimestamp": m.bornTimestamp, "sysFlag": m.sysFlag,
+            "bodyLen": len(m.body), "msgId": m.msgId}
+        d.eq(("lookMessageByOffset", look["offset"]), look if len(look) > 1 else None, ours)
+    return d
+
+
+def test_the_stores_are_here():
+    assert {"geo5_bcq_crash", "geo5_batchcq", "geo5_lmq", "geo5_rocksdb"} <= set(STORES)
+
+
+@pytest.mark.parametrize("name", STORES)
+def test_every_answer_is_rocketmqs(name):
+    from engine import MessageStore
+    root = unpack(name, HERE)
+    geo = json.loads((root / "geo.json").read_text(encoding="utf-8"))
+    before = digest(root)
+    with MessageStore.open(root) as s:
+        assert [w for w in s.warnings if not w.startswith(CRASH_VIEW_WARNING)] == []
+        assert bool(s.warnings) == geo["crash"]
+        d = compare(s, geo, answers(name))
+    assert d.count > 500
+    assert d.bad == [], f"{len(d.bad)} of {d.count} answers differ from RocketMQ's, first: {d.bad[:3]}"
+    assert digest(root) == before

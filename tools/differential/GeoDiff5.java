@@ -1,0 +1,567 @@
+import java.io.File;
+import java.lang.reflect.Field;
+import java.net.InetSocketAddress;
+import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
+import java.nio.file.Files;
+import java.nio.file.Paths;
+import java.util.*;
+
+import org.apache.rocketmq.common.BrokerConfig;
+import org.apache.rocketmq.common.message.Message;
+import org.apache.rocketmq.common.message.MessageAccessor;
+import org.apache.rocketmq.common.message.MessageDecoder;
+import org.apache.rocketmq.common.message.MessageExt;
+import org.apache.rocketmq.common.message.MessageExtBatch;
+import org.apache.rocketmq.common.message.MessageExtBrokerInner;
+import java.util.concurrent.ConcurrentHashMap;
+import java.util.concurrent.ConcurrentMap;
+import org.apache.rocketmq.common.TopicConfig;
+import org.apache.rocketmq.common.sysflag.MessageSysFlag;
+import org.apache.rocketmq.store.queue.RocksDBConsumeQueueStore;
+import org.apache.rocketmq.store.*;
+import org.apache.rocketmq.store.config.MessageStoreConfig;
+import org.apache.rocketmq.store.index.IndexService;
+import org.apache.rocketmq.store.index.QueryOffsetResult;
+import org.apache.rocketmq.store.stats.BrokerStatsManager;
+
+/**
+ * Differential harness: RocketMQ 5.3.3's DefaultMessageStore (RocksDBMessageStore for -Dkind=rocksdb) with
+ * random geometry; -Dkind=plain|batchcq|lmq|rocksdb (README.md). Overrides: -DclSize -DcqUnits -Dslots -DindexNum
+ * -DnMsgs -DbcqUnits -DmaxBody.
+ *   write DIR SEED CRASH     write a store (geometry from SEED); writes DIR/geo.json (config, topics, keys);
+ *                            CRASH=1: Runtime.halt(0) after dispatch (abort left); 2: the last puts not waited
+ *                            for (queues and index behind); 0: clean shutdown
+ *   record DIR OUT START     open (load; START=1 also start(), else only the shutdown flag is cleared so
+ *                            getMessage answers) with DIR/geo.json's config; record answers to OUT; then
+ *                            START=1: clean shutdown; START=0: halt (no byte written by the recorder)
+ */
+public class GeoDiff5 {
+    static final InetSocketAddress BORN = new InetSocketAddress("127.0.0.1", 0);
+    static final InetSocketAddress STORE_HOST = new InetSocketAddress("127.0.0.1", 10911);
+
+    public static void main(String[] a) throws Exception {
+        int status = 1;
+        try {
+            if (a[0].equals("write")) { crashFast = a[3].equals("2"); write(a[1], Long.parseLong(a[2]), !a[3].equals("0")); }
+            else if (a[0].equals("record")) record(a[1], a[2], a[3].equals("1"));
+            status = 0;
+        } catch (Throwable t) {
+            t.printStackTrace();
+        }
+        Runtime.getRuntime().halt(status);
+    }
+
+    // ---------------------------------------------------------------- geometry
+    static String kind = System.getProperty("kind", "plain");
+    static boolean crcTail;
+    static int bcqUnits;
+    static List<String> batchTopics = new ArrayList<>();
+    static List<String> lmqNames = new ArrayList<>();
+    static boolean crashFast;  // crash mode 2: the last puts are not waited for (CQ and index behind), halt at once
+    static long clSize; static int cqUnits, slots, indexNum, nMsgs;
+    static List<String> topics = new ArrayList<>();
+    static List<Integer> queues = new ArrayList<>();
+
+    static void geometry(Random r) {
+        int[] odd = {100000, 8192, 12345, 65536 + 13, 262144, 99991};
+        int pick = r.nextInt(3);
+        clSize = pick == 0 ? odd[r.nextInt(odd.length)] : pick == 1 ? 8192 + r.nextInt(32768) : 8192 + r.nextInt(256 * 1024 - 8192);
+        cqUnits = 5 + r.nextInt(396);
+        int[] primes = {3, 7, 31, 101, 997, 1999, 2000, 5};
+        slots = r.nextInt(2) == 0 ? primes[r.nextInt(primes.length)] : 3 + r.nextInt(1998);
+        nMsgs = 300 + r.nextInt(2700);
+        int entries = nMsgs * 3;
+        int lo = Math.max(10, entries / 40);
+        indexNum = Math.min(3000, lo + r.nextInt(Math.max(1, lo * 2)));
+        clSize = Long.getLong("clSize", clSize); cqUnits = Integer.getInteger("cqUnits", cqUnits);
+        slots = Integer.getInteger("slots", slots); indexNum = Integer.getInteger("indexNum", indexNum);
+        nMsgs = Integer.getInteger("nMsgs", nMsgs);
+        crcTail = r.nextInt(2) == 0;
+        bcqUnits = Integer.getInteger("bcqUnits", 3 + r.nextInt(120));
+        int nt = 2 + r.nextInt(3);
+        String chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789%|-_";
+        for (int t = 0; t < nt; t++) {
+            int len = t == 0 ? 100 + r.nextInt(28) : 1 + r.nextInt(20);
+            StringBuilder sb = new StringBuilder();
+            for (int i = 0; i < len; i++) sb.append(chars.charAt(r.nextInt(chars.length())));
+            topics.add(sb.toString());
+            queues.add(1 + r.nextInt(8));
+        }
+        if (kind.equals("batchcq")) { batchTopics.add(topics.get(1)); if (topics.size() > 2 && r.nextBoolean()) batchTopics.add(topics.get(2)); }
+        if (kind.equals("lmq")) { String[] nm = {"%LMQ%a", "%LMQ%b-" + r.nextInt(100), "%LMQ%房间", "%LMQ%c%d"}; for (String x : nm) if (r.nextInt(4) != 0) lmqNames.add(x); if (lmqNames.isEmpty()) lmqNames.add("%LMQ%a"); }
+    }
+
+    static MessageStoreConfig config(String dir) {
+        MessageStoreConfig cfg = new MessageStoreConfig();
+        cfg.setStorePathRootDir(dir);
+        cfg.setStorePathCommitLog(dir + File.separator + "commitlog");
+        cfg.setHaListenPort(0);
+        cfg.setMappedFileSizeCommitLog((int) clSize);
+        cfg.setMappedFileSizeConsumeQueue(20 * cqUnits);
+        cfg.setMaxHashSlotNum(slots);
+        cfg.setMaxIndexNum(indexNum);
+        cfg.setMessageIndexEnable(true);
+        cfg.setEnabledAppendPropCRC(crcTail);
+        cfg.setMapperFileSizeBatchConsumeQueue(46 * bcqUnits);
+        if (kind.equals("lmq")) { cfg.setEnableLmq(true); cfg.setEnableMultiDispatch(true); }
+        if (kind.equals("rocksdb")) cfg.setStoreType("defaultRocksDB");
+        if (System.getProperty("role") != null) cfg.setBrokerRole(org.apache.rocketmq.store.config.BrokerRole.valueOf(System.getProperty("role")));  // SLAVE: no schedule delivery
+        return cfg;
+    }
+
+    static DefaultMessageStore open(String dir, boolean start) throws Exception {
+        ConcurrentMap<String, TopicConfig> tct = new ConcurrentHashMap<>();
+        for (int t = 0; t < topics.size(); t++) {
+            TopicConfig tc = new TopicConfig(topics.get(t), queues.get(t), queues.get(t));
+            if (batchTopics.contains(topics.get(t))) { Map<String, String> at = new HashMap<>(); at.put("queue.type", "BatchCQ"); tc.setAttributes(at); }
+            tct.put(topics.get(t), tc);
+        }
+        DefaultMessageStore s = kind.equals("rocksdb")
+            ? new RocksDBMessageStore(config(dir), new BrokerStatsManager("DefaultCluster", true), null, new BrokerConfig(), tct)
+            : new DefaultMessageStore(config(dir), new BrokerStatsManager("DefaultCluster", true), null, new BrokerConfig(), tct);
+        if (!s.load()) throw new IllegalStateException("load failed: " + dir);
+        if (start) s.start();
+        else {
+            Field f = DefaultMessageStore.class.getDeclaredField("shutdown");
+            f.setAccessible(true);
+            f.setBoolean(s, false);
+        }
+        return s;
+    }
+
+    // ---------------------------------------------------------------- writing
+    static int seq;
+    static final char[] HEX = "0123456789ABCDEF".toCharArray();
+
+    static String uniqId() {
+        char[] c = new char[32];
+        hex(c, 0, 0x7F000001L, 8);
+        hex(c, 8, 0x1234, 4);
+        hex(c, 12, System.currentTimeMillis() / 1000, 8);
+        hex(c, 20, ++seq, 12);
+        return new String(c);
+    }
+
+    static void hex(char[] c, int at, long v, int digits) {
+        for (int i = digits - 1; i >= 0; i--, v >>>= 4) c[at + i] = HEX[(int) (v & 15)];
+    }
+
+    static final String[] SPECIAL = {"键-ü", "a.b:c/d", "x#y", "emoji😀k", "dup", "ĳ-Ω", "q?=&", "TAB\tX"};
+    static List<String> allKeys = new ArrayList<>();
+    static List<String> allUniq = new ArrayList<>();
+
+    static Map<String, String> props(Random r, int i) {
+        Map<String, String> p = new LinkedHashMap<>();
+        if (r.nextInt(5) != 0) p.put("TAGS", r.nextInt(4) == 0 ? "标签" + r.nextInt(3) : "Tag" + r.nextInt(5));
+        int nk = r.nextInt(4);
+        if (nk > 0) {
+            StringBuilder sb = new StringBuilder();
+            for (int k = 0; k < nk; k++) {
+                String key = r.nextInt(6) == 0 ? SPECIAL[r.nextInt(SPECIAL.length)] : "k" + r.nextInt(nMsgs);
+                if (k > 0) sb.append(' ');
+                sb.append(key);
+                allKeys.add(key);
+            }
+            p.put("KEYS", sb.toString());
+        }
+        if (r.nextInt(10) != 0) {
+            String u = uniqId();
+            p.put("UNIQ_KEY", u);
+            allUniq.add(u);
+        }
+        if (!lmqNames.isEmpty() && r.nextInt(6) != 0) {
+            StringBuilder sb = new StringBuilder();
+            for (String nm : lmqNames) if (r.nextBoolean()) { if (sb.length() > 0) sb.append(','); sb.append(nm); }
+            if (sb.length() == 0) sb.append(lmqNames.get(0));
+            p.put("INNER_MULTI_DISPATCH", sb.toString());
+        }
+        if (r.nextInt(3) == 0) p.put("color", "红" + r.nextInt(3));
+        if (r.nextInt(4) == 0) p.put("n", String.valueOf(r.nextInt(1000)));
+        return p;
+    }
+
+    static byte[] body(Random r) {
+        int max = (int) Math.min(Integer.getInteger("maxBody", 4000), clSize - 1200);
+        int len = r.nextInt(20) == 0 ? (int) Math.min(max, clSize / 2 + 1 + r.nextInt(200)) : 1 + r.nextInt(max);
+        if (len > max) len = max;
+        byte[] b = new byte[len];
+        r.nextBytes(b);
+        return b;
+    }
+
+    static MessageExtBrokerInner single(Random r, String topic, int queue, int i) {
+        MessageExtBrokerInner m = new MessageExtBrokerInner();
+        m.setTopic(topic);
+        m.setBody(body(r));
+        m.setQueueId(queue);
+        Map<String, String> p = props(r, i);
+        MessageAccessor.setProperties(m, p);
+        m.setPropertiesString(MessageDecoder.messageProperties2String(p));
+        m.setTagsCode(p.containsKey("TAGS") ? MessageExtBrokerInner.tagsString2tagsCode(p.get("TAGS")) : 0);
+        m.setBornTimestamp(System.currentTimeMillis());
+        m.setBornHost(BORN);
+        m.setStoreHost(STORE_HOST);
+        return m;
+    }
+
+    /** uniqEach: every inner message gets a UNIQ_KEY, as a producer's batch for a BatchCQ topic has. */
+    static MessageExtBatch batch(Random r, String topic, int queue, int size, int i, boolean uniqEach) {
+        List<Message> msgs = new ArrayList<>(size);
+        for (int j = 0; j < size; j++) {
+            Message m = new Message();
+            m.setTopic(topic);
+            m.setBody(body(r));
+            Map<String, String> p = props(r, i + j);
+            if (uniqEach && !p.containsKey("UNIQ_KEY")) { String u = uniqId(); p.put("UNIQ_KEY", u); allUniq.add(u); }
+            MessageAccessor.setProperties(m, p);
+            msgs.add(m);
+        }
+        MessageExtBatch x = new MessageExtBatch();
+        x.setTopic(topic);
+        x.setQueueId(queue);
+        x.setBody(MessageDecoder.encodeMessages(msgs));
+        x.setBornTimestamp(System.currentTimeMillis());
+        x.setBornHost(BORN);
+        x.setStoreHost(STORE_HOST);
+        return x;
+    }
+
+    static MessageExtBatch innerBatch(Random r, String topic, int queue, int size, int i) {
+        // as 5.3.3's SendMessageProcessor.sendBatchMessage builds one for a BatchCQ topic
+        MessageExtBatch x = batch(r, topic, queue, size, i, true);
+        Map<String, String> outer = new HashMap<>();
+        String bu = uniqId();
+        outer.put("UNIQ_KEY", bu);
+        allUniq.add(bu);
+        if (r.nextInt(3) == 0) { String k = "bk" + r.nextInt(nMsgs); outer.put("KEYS", k); allKeys.add(k); }
+        outer.put("CLUSTER", "DefaultCluster");
+        outer.put("INNER_NUM", String.valueOf(MessageDecoder.countInnerMsgNum(ByteBuffer.wrap(x.getBody()))));
+        MessageAccessor.setProperties(x, outer);
+        x.setSysFlag(x.getSysFlag() | MessageSysFlag.NEED_UNWRAP_FLAG | MessageSysFlag.INNER_BATCH_FLAG);
+        x.setInnerBatch(true);
+        x.setPropertiesString(MessageDecoder.messageProperties2String(x.getProperties()));
+        return x;
+    }
+
+    static void dispatched(DefaultMessageStore s) throws InterruptedException {
+        while (s.dispatchBehindBytes() > 0) Thread.sleep(0, 200_000);
+    }
+
+    static void write(String dir, long seed, boolean crash) throws Exception {
+        Random r = new Random(seed);
+        geometry(r);
+        new File(dir).mkdirs();
+        DefaultMessageStore s = open(dir, true);
+        int i = 0, puts = 0, batches = 0;
+        while (i < nMsgs) {
+            int t = r.nextInt(topics.size());
+            int q = r.nextInt(queues.get(t));
+            PutMessageResult res;
+            int nAdd;
+            if (batchTopics.contains(topics.get(t)) && r.nextInt(8) != 0) {
+                int size = 1 + r.nextInt(12);
+                MessageExtBatch b = innerBatch(r, topics.get(t), q, size, i);
+                if (b.getBody().length + 300 * size > clSize - 1000) continue;
+                res = s.putMessage(b);
+                nAdd = size; batches++;
+            } else if (!batchTopics.contains(topics.get(t)) && lmqNames.isEmpty() && r.nextInt(6) == 0) {
+                // a batch must fit maxMessageSize and the file: keep it small relative to file size
+                int size = 1 + r.nextInt(8);
+                MessageExtBatch b = batch(r, topics.get(t), q, size, i, false);
+                if (b.getBody().length + 200 * size > clSize - 1000) continue;
+                res = s.putMessages(b);
+                nAdd = size; batches++;
+            } else {
+                res = s.putMessage(single(r, topics.get(t), q, i));
+                nAdd = 1; puts++;
+            }
+            if (res == null || !res.isOk()) throw new IllegalStateException("put failed: " + res + " at " + i);
+            i += nAdd;
+            boolean fast = crashFast && i > nMsgs - 80;
+            if (!fast) dispatched(s);
+            if (!fast && r.nextInt(3) == 0) Thread.sleep(1 + r.nextInt(3));
+        }
+        long behind = s.dispatchBehindBytes();
+        if (!crashFast) {
+            dispatched(s);
+            Thread.sleep(50);
+            dispatched(s);
+        }
+        // geo.json: what the recorder needs to reopen and what to ask
+        StringBuilder sb = new StringBuilder("{");
+        kv(sb, "seed", seed).append(',');
+        kv(sb, "crash", crash).append(',');
+        kv(sb, "crashFast", crashFast).append(',');
+        kv(sb, "dispatchBehindAtHalt", behind).append(',');
+        kv(sb, "mappedFileSizeCommitLog", clSize).append(',');
+        kv(sb, "mappedFileSizeConsumeQueue", 20 * cqUnits).append(',');
+        kv(sb, "maxHashSlotNum", slots).append(',');
+        kv(sb, "maxIndexNum", indexNum).append(',');
+        kv(sb, "messages", nMsgs).append(',');
+        kv(sb, "singlePuts", puts).append(',');
+        kv(sb, "batches", batches).append(',');
+        kv(sb, "maxPhyOffsetAtEnd", s.getMaxPhyOffset()).append(',');
+        kv(sb, "kind", kind).append(',');
+        kv(sb, "enabledAppendPropCRC", crcTail).append(',');
+        kv(sb, "mapperFileSizeBatchConsumeQueue", 46 * bcqUnits).append(',');
+        sb.append("\"batchTopics\":").append(jsonList(batchTopics)).append(',');
+        sb.append("\"lmqNames\":").append(jsonList(lmqNames)).append(',');
+        sb.append("\"topics\":").append(jsonList(topics)).append(',');
+        sb.append("\"queues\":").append(queues).append(',');
+        Set<String> ks = new LinkedHashSet<>(allKeys);
+        sb.append("\"keys\":").append(jsonList(new ArrayList<>(ks))).append(',');
+        sb.append("\"uniq\":").append(jsonList(allUniq)).append('}');
+        Files.write(Paths.get(dir, "geo.json"), sb.toString().getBytes(StandardCharsets.UTF_8));
+        if (crash) {
+            System.out.println("{\"halt\":true}");
+            System.out.flush();
+            Runtime.getRuntime().halt(0);
+        }
+        s.shutdown();
+    }
+
+    // ---------------------------------------------------------------- recording
+    static void record(String dir, String out, boolean start) throws Exception {
+        String geo = new String(Files.readAllBytes(Paths.get(dir, "geo.json")), StandardCharsets.UTF_8);
+        clSize = jlong(geo, "mappedFileSizeCommitLog");
+        cqUnits = (int) (jlong(geo, "mappedFileSizeConsumeQueue") / 20);
+        slots = (int) jlong(geo, "maxHashSlotNum");
+        indexNum = (int) jlong(geo, "maxIndexNum");
+        topics = jstrList(geo, "topics");
+        List<String> keys = jstrList(geo, "keys");
+        List<String> uniq = jstrList(geo, "uniq");
+        String qs = geo.substring(geo.indexOf("\"queues\":[") + 10);
+        qs = qs.substring(0, qs.indexOf(']'));
+        queues = new ArrayList<>();
+        for (String x : qs.split(",")) queues.add(Integer.parseInt(x.trim()));
+        long seed = jlong(geo, "seed");
+        bcqUnits = (int) (jlong(geo, "mapperFileSizeBatchConsumeQueue") / 46);
+        crcTail = geo.contains("\"enabledAppendPropCRC\":true");
+        batchTopics = jstrList(geo, "batchTopics");
+        lmqNames = jstrList(geo, "lmqNames");
+        int ki = geo.indexOf("\"kind\":\"") + 8;
+        kind = geo.substring(ki, geo.indexOf('"', ki));
+        int realTopics = topics.size();
+        Random r = new Random(seed * 31 + 7);
+
+        DefaultMessageStore s = open(dir, start);
+        if (start) dispatched(s);
+        for (String nm : lmqNames) { topics.add(nm); queues.add(1); }
+        Field f = DefaultMessageStore.class.getDeclaredField("indexService");
+        f.setAccessible(true);
+        IndexService idx = (IndexService) f.get(s);
+
+        StringBuilder sb = new StringBuilder("{");
+        kv(sb, "started", start).append(',');
+        kv(sb, "minPhyOffset", s.getMinPhyOffset()).append(',');
+        kv(sb, "maxPhyOffset", s.getMaxPhyOffset()).append(',');
+        // queues + getMessage pages
+        sb.append("\"queues\":[");
+        List<long[]> allPhy = new ArrayList<>();
+        boolean firstQ = true;
+        for (int t = 0; t < topics.size(); t++) {
+            for (int q = 0; q < queues.get(t); q++) {
+                String topic = topics.get(t);
+                if (!firstQ) sb.append(',');
+                firstQ = false;
+                long mn = s.getMinOffsetInQueue(topic, q), mx = s.getMaxOffsetInQueue(topic, q);
+                sb.append("{\"topic\":").append(js(topic)).append(",\"queueId\":").append(q);
+                sb.append(",\"minOffset\":").append(mn).append(",\"maxOffset\":").append(mx);
+                sb.append(",\"earliestMsgTime\":").append(s.getEarliestMessageTime(topic, q));
+                sb.append(",\"pages\":[");
+                long off = mn;
+                boolean fp = true;
+                List<Long> storeTimes = new ArrayList<>();
+                for (int guard = 0; guard < 100000; guard++) {
+                    GetMessageResult g = s.getMessage("g", topic, q, off, 32, null);
+                    if (!fp) sb.append(',');
+                    fp = false;
+                    page(sb, g, off, storeTimes, allPhy);
+                    boolean found = g != null && g.getStatus() == GetMessageStatus.FOUND;
+                    long nxt = g == null ? -1 : g.getNextBeginOffset();
+                    if (g != null) g.release();
+                    if (!found || nxt == off) break;
+                    off = nxt;
+                }
+                sb.append("],\"probes\":[");
+                // extra pages: boundaries of CQ files, out of range
+                List<Long> probes = new ArrayList<>(Arrays.asList(mx, mx + 5, mn - 1, -1L, 0L));
+                for (long b = cqUnits; b < mx; b += cqUnits) { probes.add(b - 1); probes.add(b); }
+                for (int k = 0; k < 3 && mx > 0; k++) probes.add((long) r.nextInt((int) mx));
+                boolean fpr = true;
+                for (long p : probes) {
+                    int mn2 = 1 + r.nextInt(40);
+                    GetMessageResult g = s.getMessage("g", topic, q, p, mn2, null);
+                    if (!fpr) sb.append(',');
+                    fpr = false;
+                    sb.append("{\"maxNum\":").append(mn2).append(",\"page\":");
+                    page(sb, g, p, null, null);
+                    sb.append('}');
+                    if (g != null) g.release();
+                }
+                sb.append("],\"timeLookups\":[");
+                List<Long> ts = new ArrayList<>();
+                if (!storeTimes.isEmpty()) {
+                    long t0 = storeTimes.get(0), tl = storeTimes.get(storeTimes.size() - 1);
+                    ts.addAll(Arrays.asList(0L, t0 - 1, t0, tl, tl + 1, tl + 3_600_000L, Long.MAX_VALUE / 2));
+                    for (int k = 0; k < 6; k++) {
+                        long x = storeTimes.get(r.nextInt(storeTimes.size()));
+                        ts.add(x); ts.add(x + 1);
+                    }
+                    for (int k = 0; k < 3; k++) ts.add(t0 + (long) (r.nextDouble() * (tl - t0 + 1)));
+                } else ts.add(System.currentTimeMillis());
+                boolean ft = true;
+                for (long x : ts) {
+                    if (!ft) sb.append(',');
+                    ft = false;
+                    sb.append('[').append(x).append(',').append(s.getOffsetInQueueByTime(topic, q, x)).append(',').append(s.getOffsetInQueueByTime(topic, q, x, org.apache.rocketmq.common.BoundaryType.UPPER)).append(']');
+                }
+                sb.append("],\"storeTimeAt\":[");
+                boolean fs = true;
+                for (long qo : new long[] {mn, (mn + mx) / 2, mx - 1, mx}) {
+                    if (!fs) sb.append(',');
+                    fs = false;
+                    sb.append('[').append(qo).append(',').append(s.getMessageStoreTimeStamp(topic, q, qo)).append(']');
+                }
+                sb.append("]}");
+            }
+        }
+        sb.append("],");
+        // key queries
+        List<String[]> qk = new ArrayList<>();
+        List<String> kl = new ArrayList<>(keys);
+        Collections.shuffle(kl, r);
+        for (String k : kl.subList(0, Math.min(70, kl.size()))) qk.add(new String[] {topics.get(r.nextInt(realTopics)), k});
+        for (String sp : SPECIAL) for (String t : topics) qk.add(new String[] {t, sp});
+        List<String> ul = new ArrayList<>(uniq);
+        Collections.shuffle(ul, r);
+        for (String u : ul.subList(0, Math.min(30, ul.size()))) for (String t : topics) qk.add(new String[] {t, u});
+        for (String k : new String[] {"nope", "k-1", "", " ", "K1"}) qk.add(new String[] {topics.get(0), k});
+        sb.append("\"keyQueries\":[");
+        boolean fk = true;
+        for (String[] tk : qk) {
+            if (!fk) sb.append(',');
+            fk = false;
+            QueryMessageResult qr = s.queryMessage(tk[0], tk[1], 64, 0, Long.MAX_VALUE);
+            List<Long> offs = new ArrayList<>();
+            for (ByteBuffer bb : qr.getMessageBufferList()) offs.add(MessageDecoder.decode(bb.slice(), true, false).getCommitLogOffset());
+            QueryOffsetResult qo = idx.queryOffset(tk[0], tk[1], 64, 0, Long.MAX_VALUE);
+            sb.append("{\"topic\":").append(js(tk[0])).append(",\"key\":").append(js(tk[1]));
+            sb.append(",\"phyOffsets\":").append(offs).append(",\"queryOffset\":").append(qo.getPhyOffsets());
+            sb.append(",\"bufferTotalSize\":").append(qr.getBufferTotalSize());
+            sb.append(",\"indexLastUpdatePhyoffset\":").append(qr.getIndexLastUpdatePhyoffset());
+            sb.append(",\"indexLastUpdateTimestamp\":").append(qr.getIndexLastUpdateTimestamp()).append('}');
+            qr.release();
+        }
+        sb.append("],");
+        // lookMessageByOffset
+        sb.append("\"looks\":[");
+        List<Long> lo = new ArrayList<>();
+        for (int k = 0; k < 50 && !allPhy.isEmpty(); k++) lo.add(allPhy.get(r.nextInt(allPhy.size()))[0]);
+        boolean fl = true;
+        for (long o : lo) {
+            if (!fl) sb.append(',');
+            fl = false;
+            MessageExt m = s.lookMessageByOffset(o);
+            sb.append("{\"offset\":").append(o);
+            if (m != null) {
+                sb.append(",\"storeSize\":").append(m.getStoreSize()).append(",\"topic\":").append(js(m.getTopic()));
+                sb.append(",\"queueId\":").append(m.getQueueId()).append(",\"queueOffset\":").append(m.getQueueOffset());
+                sb.append(",\"keys\":").append(js(m.getKeys())).append(",\"tags\":").append(js(m.getTags()));
+                sb.append(",\"uniq\":").append(js(m.getProperty("UNIQ_KEY")));
+                sb.append(",\"bodyCRC\":").append(m.getBodyCRC()).append(",\"storeTimestamp\":").append(m.getStoreTimestamp());
+                sb.append(",\"bornTimestamp\":").append(m.getBornTimestamp()).append(",\"sysFlag\":").append(m.getSysFlag());
+                sb.append(",\"bodyLen\":").append(m.getBody() == null ? -1 : m.getBody().length);
+                sb.append(",\"msgId\":").append(js(m.getMsgId()));
+            }
+            sb.append('}');
+        }
+        sb.append("]}");
+        Files.write(Paths.get(out), sb.toString().getBytes(StandardCharsets.UTF_8));
+        System.out.println("{\"recorded\":" + js(out) + "}");
+        System.out.flush();
+        if (start) s.shutdown();
+    }
+
+    static void page(StringBuilder sb, GetMessageResult g, long off, List<Long> storeTimes, List<long[]> allPhy) {
+        sb.append("{\"offset\":").append(off);
+        if (g == null) { sb.append(",\"null\":true}"); return; }
+        sb.append(",\"status\":\"").append(g.getStatus()).append('"');
+        sb.append(",\"nextBeginOffset\":").append(g.getNextBeginOffset());
+        sb.append(",\"minOffset\":").append(g.getMinOffset()).append(",\"maxOffset\":").append(g.getMaxOffset());
+        sb.append(",\"bufferTotalSize\":").append(g.getBufferTotalSize());
+        sb.append(",\"messageCount\":").append(g.getMessageCount());
+        sb.append(",\"phyOffsets\":[");
+        boolean f = true;
+        for (SelectMappedBufferResult m : g.getMessageMapedList()) {
+            if (!f) sb.append(',');
+            f = false;
+            sb.append(m.getStartOffset());
+            if (storeTimes != null) {
+                MessageExt x = MessageDecoder.decode(m.getByteBuffer().slice(), true, false);
+                storeTimes.add(x.getStoreTimestamp());
+                allPhy.add(new long[] {m.getStartOffset()});
+            }
+        }
+        sb.append("],\"queueOffsets\":[");
+        f = true;
+        for (ByteBuffer bb : g.getMessageBufferList()) {
+            if (!f) sb.append(',');
+            f = false;
+            sb.append(MessageDecoder.decode(bb.slice(), true, false).getQueueOffset());
+        }
+        sb.append("]}");
+    }
+
+    // ---------------------------------------------------------------- tiny JSON
+    static StringBuilder kv(StringBuilder sb, String k, Object v) {
+        return sb.append(js(k)).append(':').append(v instanceof String ? js((String) v) : String.valueOf(v));
+    }
+
+    static String js(String s) {
+        if (s == null) return "null";
+        StringBuilder b = new StringBuilder("\"");
+        for (char c : s.toCharArray()) {
+            if (c == '"' || c == '\\') b.append('\\').append(c);
+            else if (c < 0x20 || c > 0x7e) b.append(String.format("\\u%04x", (int) c));
+            else b.append(c);
+        }
+        return b.append('"').toString();
+    }
+
+    static String jsonList(List<String> l) {
+        StringBuilder b = new StringBuilder("[");
+        for (int i = 0; i < l.size(); i++) { if (i > 0) b.append(','); b.append(js(l.get(i))); }
+        return b.append(']').toString();
+    }
+
+    static long jlong(String j, String k) {
+        int i = j.indexOf("\"" + k + "\":") + k.length() + 3;
+        int e = i;
+        while (e < j.length() && (Character.isDigit(j.charAt(e)) || j.charAt(e) == '-')) e++;
+        return Long.parseLong(j.substring(i, e));
+    }
+
+    static List<String> jstrList(String j, String k) {
+        int i = j.indexOf("\"" + k + "\":[") + k.length() + 4;
+        List<String> out = new ArrayList<>();
+        while (j.charAt(i) != ']') {
+            if (j.charAt(i) == ',') { i++; continue; }
+            // j.charAt(i) == '"'
+            StringBuilder b = new StringBuilder();
+            i++;
+            while (j.charAt(i) != '"') {
+                char c = j.charAt(i);
+                if (c == '\\') {
+                    char n = j.charAt(i + 1);
+                    if (n == 'u') { b.append((char) Integer.parseInt(j.substring(i + 2, i + 6), 16)); i += 6; }
+                    else { b.append(n); i += 2; }
+                } else { b.append(c); i++; }
+            }
+            out.add(b.toString());
+            i++;
+        }
+        return out;
+    }
+}
