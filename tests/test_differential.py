@@ -19,7 +19,9 @@ from conftest import unpack
 HERE = Path(__file__).resolve().parent / "differential"
 STORES = sorted(p.name[:-len(".answers.json.xz")] for p in HERE.glob("*.answers.json.xz"))
 LONG_MAX = 2 ** 63 - 1
-CRASH_VIEW_WARNING = "index as RocketMQ serves it after its crash recovery"
+# what the read-only view of a crashed store says it serves (engine.store.crash_view)
+CRASH_VIEW_WARNING = ("index as RocketMQ serves it after its crash recovery",
+                      "RocksDB consume queues as RocketMQ serves them after its crash recovery")
 
 
 def answers(name: str) -> dict:
@@ -108,7 +110,7 @@ def compare(s, geo: dict, j: dict) -> Differ:
 
 
 def test_the_stores_are_here():
-    assert {"geo5_bcq_crash", "geo5_batchcq", "geo5_lmq", "geo5_rocksdb"} <= set(STORES)
+    assert {"geo5_bcq_crash", "geo5_batchcq", "geo5_lmq", "geo5_rocksdb", "geo5_rocksdb_crash"} <= set(STORES)
 
 
 @pytest.mark.parametrize("name", STORES)
@@ -124,3 +126,25 @@ def test_every_answer_is_rocketmqs(name):
     assert d.count > 500
     assert d.bad == [], f"{len(d.bad)} of {d.count} answers differ from RocketMQ's, first: {d.bad[:3]}"
     assert digest(root) == before
+
+
+@pytest.mark.parametrize("name", ["geo5_rocksdb_crash", "geo5_bcq_crash"])
+def test_a_view_given_up_leaves_the_queues_as_stored(name, monkeypatch):
+    """Past the crash view's LIMIT the re-dispatch is undone half-way: every RocksDB and BatchCQ
+    queue is again what the files hold (as a tolerant open, which makes no view, reads them)."""
+    from engine import MessageStore
+    from engine.store import crash_view
+    root = unpack(name, HERE)
+
+    def bounds(s):
+        return ({k: (q.min_offset, q.max_offset) for k, q in s.queues.items()},
+                {k: (q.min_offset, q.max_offset) for k, q in s.batch_queues.items()})
+
+    with MessageStore.open(root, tolerant=True) as s:
+        stored = bounds(s)
+    with MessageStore.open(root) as s:
+        served = bounds(s)
+    monkeypatch.setattr(crash_view, "LIMIT", 10)
+    with MessageStore.open(root) as s:
+        assert any("would re-index" in w for w in s.warnings)
+        assert bounds(s) == stored != served

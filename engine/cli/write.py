@@ -340,8 +340,10 @@ def cmd_check(store, args) -> int:
         for p in report["problems"]:
             print(f"  {p['kind']}: {p['detail']} ({_where(p)})")
         if pending:
-            print("  recovery pending (a killed writer's leftovers; `rmqstore recover` or the next read-write open "
-                  "does this):")
+            who = ("the broker's restart does this; rmqstore opens a store with RocksDB queues read-only"
+                   if not getattr(store.queue_store, "recovered_here", True)
+                   else "`rmqstore recover` or the next read-write open does this")
+            print(f"  recovery pending (a killed writer's leftovers; {who}):")
         for p in pending:
             print(f"    {p['kind']}: {p['detail']} ({_where(p)}) -> {p['recovery']}")
         for p in report.get("notes", []):

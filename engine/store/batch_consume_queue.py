@@ -174,6 +174,22 @@ class BatchConsumeQueue:
         parts = [self.file_units(i) for i in range(len(self._counts)) if self._counts[i]]
         return np.concatenate(parts) if len(parts) > 1 else (parts[0] if parts else _EMPTY)
 
+    # ---- a restart view (engine.store.crash_view): units added in this process only -------
+    def view_begin(self) -> tuple:
+        """The files into memory before the view adds units; returns what view_keep and
+        view_undo take."""
+        from engine.store.memory_files import MemoryFileQueue
+        was = (self.queue, self.max_physic_offset, list(self._counts))
+        self.queue = MemoryFileQueue.of(self.queue)
+        return was
+
+    def view_keep(self, was: tuple) -> None:
+        if was[0].last is not None:
+            was[0].last.close()
+
+    def view_undo(self, was: tuple) -> None:
+        self.queue, self.max_physic_offset, self._counts = was
+
     def close(self) -> None:
         self.queue.close()
 

@@ -212,13 +212,14 @@ class CommitLog:
         """§12.4: the newest file whose first message is no newer than the safe checkpoint time."""
         limit = (checkpoint.min_timestamp_index if self.cfg.messageIndexEnable and self.cfg.messageIndexSafe
                  else checkpoint.min_timestamp)
+        return self.newest_file_matched(lambda buf: 0 != peek_store_timestamp(buf, 0) <= limit)
+
+    def newest_file_matched(self, accept) -> int:
+        """isMappedFileMatchedRecover's walk: the newest file whose first record has a message's
+        magic and is accepted (`accept(buf)`); the first file when none is."""
         for i in range(len(self.files) - 1, -1, -1):
-            f = self.files[i]
-            magic = _I32.unpack_from(f.buf, 4)[0]
-            if magic not in (MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2):
-                continue
-            ts = peek_store_timestamp(f.buf, 0)
-            if ts != 0 and ts <= limit:
+            buf = self.files[i].buf
+            if _I32.unpack_from(buf, 4)[0] in (MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2) and accept(buf):
                 return i
         return 0
 

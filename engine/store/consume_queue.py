@@ -253,6 +253,25 @@ class ConsumeQueue:
         """What one broker getMessage reads (the RocksDB queue reads `max_count` units)."""
         return self.units_to_file_end(queue_offset)
 
+    # ---- a restart view (engine.store.crash_view): units added in this process only -------
+    def view_begin(self) -> tuple:
+        """The files into memory before the view adds units (the last one a private copy);
+        returns what view_keep and view_undo take."""
+        from engine.store.memory_files import queue_into_memory
+        was = (self.queue, self.max_physic_offset, self.min_logic_offset)
+        queue_into_memory(self)
+        return was
+
+    def view_keep(self, was: tuple) -> None:
+        """The view stays: the replaced last file is let go (its private copy serves)."""
+        if was[0].last is not None:
+            was[0].last.close()
+
+    def view_undo(self, was: tuple) -> None:
+        """The queue as its files are (a view given up half-way)."""
+        self._views.clear()
+        self.queue, self.max_physic_offset, self.min_logic_offset = was
+
     def close(self) -> None:
         self._views.clear()
         self.queue.close()

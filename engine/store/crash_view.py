@@ -13,7 +13,10 @@ offset and the recovery's start file are never indexed again.
 Here the same re-dispatch runs into copies that live only in this process (engine.store.
 memory_files): the index, and the consume queues that lack units of records the re-dispatch
 reaches (a queue behind the log gets them as RocketMQ's recoverAbnormally writes them; a unit
-already there is left as it is). The deleted
+already there is left as it is; BatchCQ queues alike). 5.x RocksDB queues are written without a
+WAL, so a crash loses every unit not yet flushed to an SST: recoverAbnormally starts at the file
+holding their committed max phy offset (RocksDBQueueStore.abnormal_start_index) and the units
+it adds are kept by each RocksDBConsumeQueue in memory. The deleted
 files stay readable as `lost_files`, where the exact key answer finds and marks what only they
 hold. `check` and the scans read the index as it is on disk (`disk_index`). A re-dispatch longer
 than LIMIT records or LIMIT_BYTES is not made (Python indexes ~40,000 records a second): the
@@ -22,7 +25,7 @@ from __future__ import annotations
 
 from engine.store.index_file import IndexFile
 from engine.store.index_service import IndexService
-from engine.store.memory_files import MemoryFile, MemoryFileQueue, ServedIndexService, copy_of, queue_into_memory
+from engine.store.memory_files import MemoryFile, ServedIndexService, copy_of
 from engine.store.recovery import redispatch
 from engine.tasks import run
 
@@ -73,67 +76,66 @@ class _Redispatch:
         self.batch_topics = store.batch_topics
         self.warnings = store.warnings
         self.root, self.read_only = store.root, True
-        self.moved: dict[tuple[str, int], tuple | None] = {}   # queue key -> (files, ends) as on disk; None: made here
+        self.moved: dict[tuple[str, int], tuple | None] = {}   # queue key -> (it was there, its view_begin); None: no queue
         self.batch_queues = _BatchQueuesInMemory(store.batch_queues)
 
     def queue_for_write(self, topic: str, queue_id: int):
         key = (topic, queue_id)
         if key not in self.moved:
-            old = self.store.queues.get(key)
-            self.moved[key] = (old.queue, old.max_physic_offset, old.min_logic_offset) if old is not None else None
+            existed = key in self.store.queues
             cq = self.store.queue_for_write(topic, queue_id)   # a new queue is read-only, without files
-            if cq is None:
-                return None
-            queue_into_memory(cq)
+            self.moved[key] = (existed, cq.view_begin()) if cq is not None else None
         return self.store.queues.get(key)
 
     def settle(self) -> None:
         """The view is kept: the replaced last files are let go (their private copies serve)."""
-        for was in list(self.moved.values()) + list(self.batch_queues.moved.values()):
-            if was is not None and was[0].last is not None:
-                was[0].last.close()
+        for key, moved in self.moved.items():
+            if moved is not None:
+                self.store.queues[key].view_keep(moved[1])
         self.moved.clear()
-        self.batch_queues.moved.clear()
+        self.batch_queues.keep()
 
     def restore(self) -> None:
         """The queues as their files are (a view given up half-way)."""
-        for key, was in self.moved.items():
-            cq = self.store.queues.get(key)
-            if was is None:
+        for key, moved in self.moved.items():
+            if moved is not None and moved[0]:
+                self.store.queues[key].view_undo(moved[1])
+            elif moved is not None:
                 self.store.queues.pop(key, None)
-            elif cq is not None:
-                cq._views.clear()
-                cq.queue, cq.max_physic_offset, cq.min_logic_offset = was
         self.batch_queues.restore()
 
 
 class _BatchQueuesInMemory:
     """`store.batch_queues` as BatchCQ dispatch sees it in the view: a queue moves into memory
-    (MemoryFileQueue) before its first unit is added, and one dispatch makes lives there only."""
+    (view_begin) before its first unit is added, and one dispatch makes lives there only."""
 
     def __init__(self, queues: dict):
         self.queues = queues
-        self.moved: dict[tuple[str, int], tuple | None] = {}   # key -> (files, max_physic_offset, counts); None: made here
+        self.moved: dict[tuple[str, int], tuple | None] = {}   # key -> its view_begin; None: made here
 
     def get(self, key):
         bcq = self.queues.get(key)
         if bcq is not None and key not in self.moved:
-            self.moved[key] = (bcq.queue, bcq.max_physic_offset, list(bcq._counts))
-            bcq.queue = MemoryFileQueue.of(bcq.queue)
+            self.moved[key] = bcq.view_begin()
         return bcq
 
     def __setitem__(self, key, bcq) -> None:
+        bcq.view_begin()
         self.moved[key] = None
-        bcq.queue = MemoryFileQueue.of(bcq.queue)
         self.queues[key] = bcq
+
+    def keep(self) -> None:
+        for key, was in self.moved.items():
+            if was is not None:
+                self.queues[key].view_keep(was)
+        self.moved.clear()
 
     def restore(self) -> None:
         for key, was in self.moved.items():
             if was is None:
                 self.queues.pop(key, None)
             else:
-                bcq = self.queues[key]
-                bcq.queue, bcq.max_physic_offset, bcq._counts = was
+                self.queues[key].view_undo(was)
 
 
 class _TooLong(Exception):
@@ -146,8 +148,10 @@ def serve_index(store) -> None:
     live broker's store (its files are what it serves), an index turned off, or `check`'s
     tolerant open (it judges the files: the re-dispatch would be work thrown away)."""
     p, cl, disk = store.recovery_plan, store.commitlog, store.index
+    indexed = store.cfg.messageIndexEnable
+    rocks = getattr(store.queue_store, "loses_units_in_crash", False)   # RocksDB queues: written without a WAL
     if not (store.read_only and store.served_view and not store.cfg.tolerant and store.abort_present
-            and store.cfg.messageIndexEnable
+            and (indexed or rocks)
             and cl.redispatches_after_crash and cl.files and p is not None and p.abnormal) \
             or store.broker_holding_lock() is not None:
         return
@@ -179,6 +183,14 @@ def serve_index(store) -> None:
             "(`rmqstore recover` on a copy gives what the restarted broker serves)")
         return
     view.settle()
+    if rocks:
+        store.warnings.append(
+            f"RocksDB consume queues as RocketMQ serves them after its crash recovery (in memory, the database "
+            f"unchanged): {counts[1]:,} units of {counts[0]:,} records re-dispatched from the commitlog (5.x writes "
+            "these queues without a WAL: a crash loses what was not flushed)")
+    if not indexed:
+        served.close_memory()
+        return
     store.index = served
     offs = [f.entries[1:f.header.indexCount]["commitLogOffset"] for f in lost if f.header.indexCount > 1]
     never = sum(int(((o > kept_end) & (o < start)).sum()) for o in offs)   # neither kept nor re-indexed

@@ -140,8 +140,10 @@ class MessageStore:
             if not topic or "/" in topic or "\\" in topic or topic in (".", "..") or "\0" in topic or queue_id < 0:
                 self.warnings.append(f"record for topic {topic!r} queue {queue_id} not dispatched: unsafe name")
                 return None
-            d = self.root / "consumequeue" / topic / str(queue_id)
-            cq = ConsumeQueue(topic, queue_id, d, self.cfg.mappedFileSizeConsumeQueue, writable=not self.read_only)
+            make = getattr(self.queue_store, "make_queue", None)   # (RocksDB's: the crash view's, in memory)
+            cq = make(topic, queue_id) if make is not None else ConsumeQueue(
+                topic, queue_id, self.root / "consumequeue" / topic / str(queue_id), self.cfg.mappedFileSizeConsumeQueue,
+                writable=not self.read_only)
             self.queues[(topic, queue_id)] = cq
         return cq
 

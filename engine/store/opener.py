@@ -111,8 +111,8 @@ def load_task(store, cancel: CancelToken | None = None) -> Task[None]:
         store.warnings.append(str(e))
     store.recovery = yield from recovery.apply(store.recovery_plan, store, cancel)
     store.commitlog.after_recovery(store)  # what a restarted broker adds in memory (DLedger: its reput)
-    crash_view.serve_index(store)  # a crashed classic store's index as its recovery rebuilds it (read-only)
     store.queue_store.after_recovery()
+    crash_view.serve_index(store)  # a crashed store's index (and RocksDB queues) as its recovery rebuilds them (read-only)
     if writable:
         from engine.store.writer import StoreWriter
         sync_recovery(store)

@@ -6,10 +6,16 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import struct
+
 from engine.errors import ReadOnlyStoreError, StoreError
+from engine.format.message import peek_store_timestamp
+from engine.format.record import OFF_PHYSICALOFFSET
 from engine.store import rocksdb_cq
 from engine.store.consume_queue import ConsumeQueue
 from engine.store.detect import _subdirs
+
+_I64 = struct.Struct(">q")
 
 
 def for_root(root: Path, read_only: bool):
@@ -26,6 +32,8 @@ class FileQueueStore:
     """consumequeue/<topic>/<queueId>/ files, mapped; the compiled page loop reads them."""
     pages_compiled = True
     detects_sizes = True   # files created after a read-only open tell their sizes (MessageStore.refresh)
+    loses_units_in_crash = False   # units are in mapped files: a killed process loses none
+    recovered_here = True          # `rmqstore recover` (or a read-write open) recovers the store
 
     def __init__(self, store):
         self.store = store
@@ -92,6 +100,8 @@ class RocksDBQueueStore(rocksdb_cq.RocksDBConsumeQueueStore):
     and shown after it, cut at the commitlog's end. Pages go through the reference loop."""
     pages_compiled = False
     detects_sizes = False
+    loses_units_in_crash = True    # written without a WAL: the crash view re-dispatches what was not flushed
+    recovered_here = False         # read-only: the broker's restart recovers it
 
     def __init__(self, store):
         self.store = store
@@ -118,6 +128,24 @@ class RocksDBQueueStore(rocksdb_cq.RocksDBConsumeQueueStore):
     @staticmethod
     def file_size(cfg) -> int:
         return 0   # no ConsumeQueue files
+
+    # ---- a crashed store (5.3.3 writes these queues with the WAL off: a crash loses what was
+    # not flushed, and recoverAbnormally re-dispatches it from the commitlog)
+    def abnormal_start_index(self, commitlog) -> int:
+        """CommitLog.isMappedFileMatchedRecover with RocksDB queues: the newest file whose first
+        record's PHYSICALOFFSET is no later than the queues' committed max (CHECKPOINT_TOPIC);
+        the first file when none is."""
+        limit = self.committed_phy_offset or 0
+        return commitlog.newest_file_matched(lambda buf: _I64.unpack_from(buf, OFF_PHYSICALOFFSET)[0] <= limit)
+
+    def make_queue(self, topic: str, queue_id: int) -> rocksdb_cq.RocksDBConsumeQueue:
+        """A queue the crash view's dispatch starts (empty; its units live in memory)."""
+        return rocksdb_cq.RocksDBConsumeQueue(self, topic, queue_id, 0, 0, -1)
+
+    def store_time_of(self, phy_offset: int) -> int:
+        """STORETIMESTAMP of the record at `phy_offset` (a unit keeps its record's store time)."""
+        f = self.store.commitlog.queue.find(phy_offset)
+        return peek_store_timestamp(f.buf, phy_offset - f.file_from_offset)
 
     def rebuild_refusal(self) -> tuple[str, Path]:
         return ("consume queues are in RocksDB (storeType=defaultRocksDB): rebuilding them is not supported; "

@@ -236,6 +236,10 @@ def plan(store) -> RecoveryPlan:
 def _scan_start(store, ends, cq_max, max_physic) -> tuple[int, int, str]:
     cl = store.commitlog
     if store.abort_present:
+        own = getattr(store.queue_store, "abnormal_start_index", None)
+        if own is not None:   # RocksDB queues: the file their committed max phy offset is in
+            return (own(cl), 0, "abnormal: newest file whose first record's physical offset is no later than the "
+                    f"RocksDB queues' committed max ({store.queue_store.committed_phy_offset or 0})")
         cfg = cl.cfg
         safe = cfg.messageIndexEnable and cfg.messageIndexSafe
         limit = store.checkpoint.min_timestamp_index if safe else store.checkpoint.min_timestamp

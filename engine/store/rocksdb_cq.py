@@ -70,6 +70,9 @@ class RocksDBConsumeQueue:
         self.max_offset = max_offset
         self.max_physic_offset = max_physic_offset  # end of the last unit's record, -1 if none
         self._prefix = fmt.queue_prefix(topic, queue_id)
+        self._added: list[tuple[int, int, int, int]] = []   # the crash view's units (put_unit), in memory
+        self._added_from = max_offset
+        self._added_arr: np.ndarray | None = None
 
     @property
     def min_logic_offset(self) -> int:
@@ -78,10 +81,24 @@ class RocksDBConsumeQueue:
     # ---- reading ------------------------------------------------------------------------
     def units_with_times(self, start: int, end: int) -> np.ndarray:
         """Units [start, end) clamped to [min, max), as stored (fmt.CQ_VALUE_DTYPE: with
-        storeTimestamp); a missing unit ends them (one range read)."""
+        storeTimestamp); a missing unit ends them (one range read). Past the database's units
+        come those the crash view added in memory."""
         start, end = max(start, self.min_offset, 0), min(end, self.max_offset)
         if start >= end:
             return np.empty(0, fmt.CQ_VALUE_DTYPE)
+        split = self._added_from if self._added else end
+        disk = self._stored_units(start, min(end, split)) if start < split else np.empty(0, fmt.CQ_VALUE_DTYPE)
+        if end <= split or len(disk) < max(0, split - start):
+            return disk
+        added = self._added_units()[max(start, split) - split:end - split]
+        return np.concatenate([disk, added]) if len(disk) else added
+
+    def _added_units(self) -> np.ndarray:
+        if self._added_arr is None or len(self._added_arr) != len(self._added):
+            self._added_arr = np.array(self._added, dtype=fmt.CQ_VALUE_DTYPE)
+        return self._added_arr
+
+    def _stored_units(self, start: int, end: int) -> np.ndarray:
         keys, values = self._store.db.scan("default", fmt.cq_key(self.topic, self.queue_id, start),
                                            fmt.cq_key(self.topic, self.queue_id, end))
         offs = fmt.key_offsets(keys)
@@ -118,6 +135,8 @@ class RocksDBConsumeQueue:
         """The unit's own store time (-1 outside the queue)."""
         if not self.min_offset <= queue_offset < self.max_offset:
             return -1
+        if self._added and queue_offset >= self._added_from:
+            return self._added[queue_offset - self._added_from][3]
         v = self._store.db.get("default", fmt.cq_key(self.topic, self.queue_id, queue_offset))
         return fmt.decode_cq_value(v)[3] if v is not None and len(v) == fmt.CQ_VALUE_SIZE else -1
 
@@ -160,6 +179,37 @@ class RocksDBConsumeQueue:
             self.max_offset = a
         if self.max_offset <= self.min_offset:
             self.max_physic_offset = -1
+
+    # ---- the crash view (engine.store.crash_view): what the restarted broker's dispatch adds
+    def put_unit(self, phy_offset: int, size: int, tags_code: int, queue_offset: int,
+                 append_when_ahead: bool = False) -> bool:
+        """RocketMQ writes the unit under its key; here it is kept in memory (the database is
+        never written). A unit the queue has is left; one past the end of a queue that has
+        units would leave a hole, and is not kept; a queue's first unit starts it."""
+        if queue_offset < self.max_offset:
+            return False
+        if queue_offset > self.max_offset:
+            if self.max_offset > self.min_offset:
+                return False
+            self.min_offset = self.max_offset = queue_offset
+        if not self._added:
+            self._added_from = queue_offset
+        self._added.append((phy_offset, size, tags_code, self._store.store_time_of(phy_offset)))
+        self.max_offset, self.max_physic_offset = queue_offset + 1, phy_offset + size
+        return True
+
+    def view_begin(self) -> tuple[int, int, int]:
+        """(What put_unit adds is in memory already.) The bounds view_undo puts back."""
+        return self.min_offset, self.max_offset, self.max_physic_offset
+
+    def view_keep(self, was: tuple[int, int, int]) -> None:
+        pass
+
+    def view_undo(self, was: tuple[int, int, int]) -> None:
+        """The queue as the database has it (a crash view given up)."""
+        self._added, self._added_arr = [], None
+        self.min_offset, self.max_offset, self.max_physic_offset = was
+        self._added_from = self.max_offset
 
     def close(self) -> None:
         pass

@@ -28,10 +28,10 @@ import org.apache.rocketmq.store.stats.BrokerStatsManager;
 /**
  * Differential harness: RocketMQ 5.3.3's DefaultMessageStore (RocksDBMessageStore for -Dkind=rocksdb) with
  * random geometry; -Dkind=plain|batchcq|lmq|rocksdb (README.md). Overrides: -DclSize -DcqUnits -Dslots -DindexNum
- * -DnMsgs -DbcqUnits -DmaxBody.
+ * -DnMsgs -DbcqUnits -DmaxBody; -DmidFlush=true flushes the queue store 3/5 of the way (RocksDB: SSTs and a checkpoint).
  *   write DIR SEED CRASH     write a store (geometry from SEED); writes DIR/geo.json (config, topics, keys);
- *                            CRASH=1: Runtime.halt(0) after dispatch (abort left); 2: the last puts not waited
- *                            for (queues and index behind); 0: clean shutdown
+ *                            CRASH=1: Runtime.halt(0) after dispatch (abort left); 2: dispatch stopped before the
+ *                            last ~80 puts (queues and index behind); 0: clean shutdown
  *   record DIR OUT START     open (load; START=1 also start(), else only the shutdown flag is cleared so
  *                            getMessage answers) with DIR/geo.json's config; record answers to OUT; then
  *                            START=1: clean shutdown; START=0: halt (no byte written by the recorder)
@@ -58,7 +58,8 @@ public class GeoDiff5 {
     static int bcqUnits;
     static List<String> batchTopics = new ArrayList<>();
     static List<String> lmqNames = new ArrayList<>();
-    static boolean crashFast;  // crash mode 2: the last puts are not waited for (CQ and index behind), halt at once
+    static boolean crashFast;
+    static boolean midFlush = Boolean.getBoolean("midFlush"), flushed, reputStopped;  // crash mode 2: the last puts are not waited for (CQ and index behind), halt at once
     static long clSize; static int cqUnits, slots, indexNum, nMsgs;
     static List<String> topics = new ArrayList<>();
     static List<Integer> queues = new ArrayList<>();
@@ -278,7 +279,19 @@ public class GeoDiff5 {
             }
             if (res == null || !res.isOk()) throw new IllegalStateException("put failed: " + res + " at " + i);
             i += nAdd;
+            if (midFlush && !flushed && i > nMsgs * 3 / 5) {   // RocksDB queues: a memtable flush mid-way (SSTs, checkpoint)
+                dispatched(s);
+                s.getQueueStore().flush();
+                flushed = true;
+            }
             boolean fast = crashFast && i > nMsgs - 80;
+            if (fast && !reputStopped) {   // the last puts are never dispatched: queues and index stay behind
+                Field rf = DefaultMessageStore.class.getDeclaredField("reputMessageService");
+                rf.setAccessible(true);
+                ((org.apache.rocketmq.common.ServiceThread) rf.get(s)).makeStop();
+                Thread.sleep(50);
+                reputStopped = true;
+            }
             if (!fast) dispatched(s);
             if (!fast && r.nextInt(3) == 0) Thread.sleep(1 + r.nextInt(3));
         }
