@@ -98,6 +98,8 @@ def compare(s, geo: dict, j: dict) -> Differ:
         if k["phyOffsets"]:
             d.eq(ctx + ("lastUpdate",), [k["indexLastUpdatePhyoffset"], k["indexLastUpdateTimestamp"]],
                  [r.indexLastUpdatePhyoffset, r.indexLastUpdateTimestamp])
+    if "timer" in j:
+        compare_timer(s, j["timer"], d)
     for look in j["looks"]:
         m = s.look_message_by_offset(look["offset"])
         ours = None if m is None else {
@@ -109,8 +111,24 @@ def compare(s, geo: dict, j: dict) -> Differ:
     return d
 
 
+def compare_timer(s, t: dict, d: Differ) -> None:
+    """The timer store: the precision read from the files, timercheck, each timer message's fire
+    time, real queue and whether it was delivered, and TimerWheel.getSlot at its fire time."""
+    d.eq(("timer", "precision"), [t["precisionMs"], "files"], [s.timer.precision_ms, s.timer.precision_source])
+    cp = s.info()["timerStore"]["timercheck"]
+    d.eq(("timer", "timercheck"), t["checkpoint"], [cp[k] for k in ("lastReadTimeMs", "lastTimerLogFlushPos",
+                                                                    "lastTimerQueueOffset", "masterTimerQueueOffset")])
+    ours = {m.uniqKey: m for m in s.timer.messages(s)}
+    for m in t["messages"]:
+        o = ours.get(m["uniqKey"])
+        d.eq(("timer message", m["uniqKey"]), [m["fireTime"], m["realTopic"], m["realQueueId"], m["delivered"]],
+             None if o is None else [o.fireTime, o.realTopic, o.realQueueId, o.status == "delivered"])
+        sl = s.timer.get_slot(m["fireTime"])
+        d.eq(("timer getSlot", m["fireTime"]), m["slot"], [sl.timeMs, sl.firstPos, sl.lastPos, sl.num, sl.magic])
+
+
 def test_the_stores_are_here():
-    assert {"geo5_bcq_crash", "geo5_batchcq", "geo5_lmq", "geo5_rocksdb", "geo5_rocksdb_crash"} <= set(STORES)
+    assert {"geo5_bcq_crash", "geo5_batchcq", "geo5_lmq", "geo5_rocksdb", "geo5_rocksdb_crash", "geo5_timer"} <= set(STORES)
 
 
 @pytest.mark.parametrize("name", STORES)

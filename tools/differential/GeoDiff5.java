@@ -19,6 +19,11 @@ import java.util.concurrent.ConcurrentMap;
 import org.apache.rocketmq.common.TopicConfig;
 import org.apache.rocketmq.common.sysflag.MessageSysFlag;
 import org.apache.rocketmq.store.queue.RocksDBConsumeQueueStore;
+import org.apache.rocketmq.store.timer.TimerCheckpoint;
+import org.apache.rocketmq.store.timer.TimerMessageStore;
+import org.apache.rocketmq.store.timer.TimerMetrics;
+import org.apache.rocketmq.store.timer.TimerWheel;
+import org.apache.rocketmq.store.timer.Slot;
 import org.apache.rocketmq.store.*;
 import org.apache.rocketmq.store.config.MessageStoreConfig;
 import org.apache.rocketmq.store.index.IndexService;
@@ -27,8 +32,8 @@ import org.apache.rocketmq.store.stats.BrokerStatsManager;
 
 /**
  * Differential harness: RocketMQ 5.3.3's DefaultMessageStore (RocksDBMessageStore for -Dkind=rocksdb) with
- * random geometry; -Dkind=plain|batchcq|lmq|rocksdb (README.md). Overrides: -DclSize -DcqUnits -Dslots -DindexNum
- * -DnMsgs -DbcqUnits -DmaxBody; -DmidFlush=true flushes the queue store 3/5 of the way (RocksDB: SSTs and a checkpoint).
+ * random geometry; -Dkind=plain|batchcq|lmq|rocksdb|timer (README.md). Overrides: -DclSize -DcqUnits -Dslots -DindexNum
+ * -DnMsgs -DbcqUnits -DmaxBody -DtimerPrecision; -DmidFlush=true flushes the queue store 3/5 of the way (RocksDB: SSTs and a checkpoint).
  *   write DIR SEED CRASH     write a store (geometry from SEED); writes DIR/geo.json (config, topics, keys);
  *                            CRASH=1: Runtime.halt(0) after dispatch (abort left); 2: dispatch stopped before the
  *                            last ~80 puts (queues and index behind); 0: clean shutdown
@@ -59,6 +64,9 @@ public class GeoDiff5 {
     static List<String> batchTopics = new ArrayList<>();
     static List<String> lmqNames = new ArrayList<>();
     static boolean crashFast;
+    static int timerPrecision, timerLogUnits, rollWindow;
+    static TimerMessageStore timer;
+    static List<String[]> timers = new ArrayList<>();   // uniqKey, TIMER_OUT_MS, real topic, real queue
     static boolean midFlush = Boolean.getBoolean("midFlush"), flushed, reputStopped;  // crash mode 2: the last puts are not waited for (CQ and index behind), halt at once
     static long clSize; static int cqUnits, slots, indexNum, nMsgs;
     static List<String> topics = new ArrayList<>();
@@ -90,6 +98,12 @@ public class GeoDiff5 {
             queues.add(1 + r.nextInt(8));
         }
         if (kind.equals("batchcq")) { batchTopics.add(topics.get(1)); if (topics.size() > 2 && r.nextBoolean()) batchTopics.add(topics.get(2)); }
+        if (kind.equals("timer")) {
+            int[] precisions = {100, 200, 500, 1000, 1000, 300};   // setTimerPrecisionMs keeps 100/200/500/1000 (300 -> 200)
+            timerPrecision = Integer.getInteger("timerPrecision", precisions[r.nextInt(precisions.length)]);
+            timerLogUnits = 3 + r.nextInt(200);
+            rollWindow = 2 + r.nextInt(40);
+        }
         if (kind.equals("lmq")) { String[] nm = {"%LMQ%a", "%LMQ%b-" + r.nextInt(100), "%LMQ%房间", "%LMQ%c%d"}; for (String x : nm) if (r.nextInt(4) != 0) lmqNames.add(x); if (lmqNames.isEmpty()) lmqNames.add("%LMQ%a"); }
     }
 
@@ -107,6 +121,12 @@ public class GeoDiff5 {
         cfg.setMapperFileSizeBatchConsumeQueue(46 * bcqUnits);
         if (kind.equals("lmq")) { cfg.setEnableLmq(true); cfg.setEnableMultiDispatch(true); }
         if (kind.equals("rocksdb")) cfg.setStoreType("defaultRocksDB");
+        if (kind.equals("timer")) {
+            cfg.setTimerWheelEnable(true);
+            cfg.setTimerPrecisionMs(timerPrecision);
+            cfg.setMappedFileSizeTimerLog(52 * timerLogUnits);
+            cfg.setTimerRollWindowSlot(rollWindow);
+        }
         if (System.getProperty("role") != null) cfg.setBrokerRole(org.apache.rocketmq.store.config.BrokerRole.valueOf(System.getProperty("role")));  // SLAVE: no schedule delivery
         return cfg;
     }
@@ -122,7 +142,20 @@ public class GeoDiff5 {
             ? new RocksDBMessageStore(config(dir), new BrokerStatsManager("DefaultCluster", true), null, new BrokerConfig(), tct)
             : new DefaultMessageStore(config(dir), new BrokerStatsManager("DefaultCluster", true), null, new BrokerConfig(), tct);
         if (!s.load()) throw new IllegalStateException("load failed: " + dir);
-        if (start) s.start();
+        if (kind.equals("timer") && start) {   // as BrokerController wires it (the recorder reads the files instead)
+            MessageStoreConfig cfg = s.getMessageStoreConfig();
+            timerPrecision = cfg.getTimerPrecisionMs();   // as the setter kept it
+            timer = new TimerMessageStore(s, cfg, new TimerCheckpoint(dir + "/config/timercheck"),
+                new TimerMetrics(dir + "/config/timermetrics"), null);
+            final DefaultMessageStore st = s;
+            timer.registerEscapeBridgeHook(m -> st.putMessage(m));
+            s.setTimerMessageStore(timer);
+            if (!timer.load()) throw new IllegalStateException("timer load failed: " + dir);
+        }
+        if (start) {
+            s.start();
+            if (timer != null) { timer.start(); timer.setShouldRunningDequeue(true); }
+        }
         else {
             Field f = DefaultMessageStore.class.getDeclaredField("shutdown");
             f.setAccessible(true);
@@ -260,7 +293,10 @@ public class GeoDiff5 {
             int q = r.nextInt(queues.get(t));
             PutMessageResult res;
             int nAdd;
-            if (batchTopics.contains(topics.get(t)) && r.nextInt(8) != 0) {
+            if (timer != null && r.nextInt(3) == 0) {
+                res = s.putMessage(timerMessage(r, topics.get(t), q, i));
+                nAdd = 1; puts++;
+            } else if (batchTopics.contains(topics.get(t)) && r.nextInt(8) != 0) {
                 int size = 1 + r.nextInt(12);
                 MessageExtBatch b = innerBatch(r, topics.get(t), q, size, i);
                 if (b.getBody().length + 300 * size > clSize - 1000) continue;
@@ -295,6 +331,7 @@ public class GeoDiff5 {
             if (!fast) dispatched(s);
             if (!fast && r.nextInt(3) == 0) Thread.sleep(1 + r.nextInt(3));
         }
+        if (timer != null) Thread.sleep(6000);   // the short delays fire; the wheel is flushed every second
         long behind = s.dispatchBehindBytes();
         if (!crashFast) {
             dispatched(s);
@@ -316,6 +353,12 @@ public class GeoDiff5 {
         kv(sb, "batches", batches).append(',');
         kv(sb, "maxPhyOffsetAtEnd", s.getMaxPhyOffset()).append(',');
         kv(sb, "kind", kind).append(',');
+        kv(sb, "timerPrecisionMs", timerPrecision).append(',');
+        kv(sb, "mappedFileSizeTimerLog", 52 * timerLogUnits).append(',');
+        kv(sb, "timerRollWindowSlot", rollWindow).append(',');
+        sb.append("\"timers\":[");
+        for (int k = 0; k < timers.size(); k++) sb.append(k > 0 ? "," : "").append(jsonList(Arrays.asList(timers.get(k))));
+        sb.append("],");
         kv(sb, "enabledAppendPropCRC", crcTail).append(',');
         kv(sb, "mapperFileSizeBatchConsumeQueue", 46 * bcqUnits).append(',');
         sb.append("\"batchTopics\":").append(jsonList(batchTopics)).append(',');
@@ -331,7 +374,64 @@ public class GeoDiff5 {
             System.out.flush();
             Runtime.getRuntime().halt(0);
         }
+        if (timer != null) timer.shutdown();
         s.shutdown();
+    }
+
+    /** A message with TIMER_DELAY_MS / TIMER_DELAY_SEC / TIMER_DELIVER_MS as 5.3.3's HookUtils.transformTimerMessage
+     *  turns it into a wheel-topic message: TIMER_OUT_MS rounded down to the precision (one precision earlier
+     *  when exact), REAL_TOPIC, REAL_QID, topic rmq_sys_wheel_timer queue 0. */
+    static MessageExtBrokerInner timerMessage(Random r, String topic, int queue, int i) {
+        MessageExtBrokerInner m = single(r, topic, queue, i);
+        Map<String, String> p = m.getProperties();
+        if (!p.containsKey("UNIQ_KEY")) { String u = uniqId(); p.put("UNIQ_KEY", u); allUniq.add(u); }
+        long now = System.currentTimeMillis(), deliver;
+        int pick = r.nextInt(4);
+        if (pick == 0) { long ms = 300 + r.nextInt(3500); p.put("TIMER_DELAY_MS", String.valueOf(ms)); deliver = now + ms; }
+        else if (pick == 1) { long sec = 1 + r.nextInt(4); p.put("TIMER_DELAY_SEC", String.valueOf(sec)); deliver = now + sec * 1000; }
+        else if (pick == 2) { long sec = 30 + r.nextInt(2 * 86400); p.put("TIMER_DELAY_SEC", String.valueOf(sec)); deliver = now + sec * 1000; }
+        else { deliver = now + 60_000 + (long) (r.nextDouble() * 40 * 3600_000L); p.put("TIMER_DELIVER_MS", String.valueOf(deliver)); }
+        deliver = deliver % timerPrecision == 0 ? deliver - timerPrecision : deliver / timerPrecision * timerPrecision;
+        p.put("TIMER_OUT_MS", String.valueOf(deliver));
+        p.put("REAL_TOPIC", topic);
+        p.put("REAL_QID", String.valueOf(queue));
+        MessageAccessor.setProperties(m, p);
+        m.setPropertiesString(MessageDecoder.messageProperties2String(p));
+        m.setTopic(TimerMessageStore.TIMER_TOPIC);
+        m.setQueueId(0);
+        timers.add(new String[] {p.get("UNIQ_KEY"), String.valueOf(deliver), topic, String.valueOf(queue)});
+        return m;
+    }
+
+    /** What RocketMQ's timer files answer (read as its TimerCheckpoint and TimerWheel read them; the timer
+     *  store itself is not loaded: its recovery would write) and, per timer message, whether a delivered copy
+     *  is in its real topic (queryMessage by its UNIQ_KEY). */
+    static void recordTimer(StringBuilder sb, DefaultMessageStore s, String dir, String geo) throws Exception {
+        TimerCheckpoint cp = new TimerCheckpoint(dir + "/config/timercheck");
+        TimerWheel wheel = new TimerWheel(dir + "/timerwheel", TimerMessageStore.TIMER_WHEEL_TTL_DAY * TimerMessageStore.DAY_SECS,
+            timerPrecision);
+        sb.append("\"timer\":{\"precisionMs\":").append(timerPrecision);
+        sb.append(",\"checkpoint\":[").append(cp.getLastReadTimeMs()).append(',').append(cp.getLastTimerLogFlushPos())
+            .append(',').append(cp.getLastTimerQueueOffset()).append(',').append(cp.getMasterTimerQueueOffset()).append(']');
+        sb.append(",\"messages\":[");
+        boolean f = true;
+        for (String[] t : timers) {
+            if (!f) sb.append(',');
+            f = false;
+            QueryMessageResult qr = s.queryMessage(t[2], t[0], 64, 0, Long.MAX_VALUE);
+            boolean delivered = false;
+            for (ByteBuffer bb : qr.getMessageBufferList()) delivered |= MessageDecoder.decode(bb.slice(), true, false).getTopic().equals(t[2]);
+            qr.release();
+            long out = Long.parseLong(t[1]);
+            Slot sl = wheel.getSlot(out);
+            sb.append("{\"uniqKey\":").append(js(t[0])).append(",\"fireTime\":").append(out)
+                .append(",\"realTopic\":").append(js(t[2])).append(",\"realQueueId\":").append(t[3])
+                .append(",\"delivered\":").append(delivered)
+                .append(",\"slot\":[").append(sl.timeMs).append(',').append(sl.firstPos).append(',').append(sl.lastPos)
+                .append(',').append(sl.num).append(',').append(sl.magic).append("]}");
+        }
+        sb.append("]},");
+        wheel.shutdown(false);   // (not the checkpoint's shutdown: it writes the file back)
     }
 
     // ---------------------------------------------------------------- recording
@@ -356,6 +456,13 @@ public class GeoDiff5 {
         int ki = geo.indexOf("\"kind\":\"") + 8;
         kind = geo.substring(ki, geo.indexOf('"', ki));
         int realTopics = topics.size();
+        if (kind.equals("timer")) {
+            timerPrecision = (int) jlong(geo, "timerPrecisionMs");
+            timerLogUnits = (int) (jlong(geo, "mappedFileSizeTimerLog") / 52);
+            rollWindow = (int) jlong(geo, "timerRollWindowSlot");
+            List<String> flat = jstrList(geo.replace("],[", ",").replace("\"timers\":[[", "\"timers\":["), "timers");
+            for (int k = 0; k + 3 < flat.size(); k += 4) timers.add(new String[] {flat.get(k), flat.get(k + 1), flat.get(k + 2), flat.get(k + 3)});
+        }
         Random r = new Random(seed * 31 + 7);
 
         DefaultMessageStore s = open(dir, start);
@@ -469,6 +576,7 @@ public class GeoDiff5 {
         }
         sb.append("],");
         // lookMessageByOffset
+        if (kind.equals("timer")) recordTimer(sb, s, dir, geo);
         sb.append("\"looks\":[");
         List<Long> lo = new ArrayList<>();
         for (int k = 0; k < 50 && !allPhy.isEmpty(); k++) lo.add(allPhy.get(r.nextInt(allPhy.size()))[0]);

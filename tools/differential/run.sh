@@ -1,6 +1,6 @@
 #!/bin/bash
 # Differential runs against RocketMQ 5.3.3 (README.md). usage:
-#   JAVA_LIB=DIR tools/differential/run.sh KIND clean|crash SEED...      KIND: plain, lmq, batchcq, rocksdb
+#   JAVA_LIB=DIR tools/differential/run.sh KIND clean|crash SEED...      KIND: plain, lmq, batchcq, rocksdb, timer (clean only)
 #   JAVA_LIB=DIR tools/differential/run.sh KIND fixture NAME SEED CRASH [-Dopt=value ...]
 # JAVA_LIB: RocketMQ 5.3.3's store, common and remoting jars with their dependencies (README.md says how
 # they were built). Stores, RocketMQ's answers and mismatches go to $WORK (build/differential).
