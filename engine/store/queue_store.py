@@ -4,9 +4,8 @@ one when it opens (`for_root`) and from then on asks it, never which one it is: 
 queues, following a writer, recovery's vouched end, rebuilding, the overview."""
 from __future__ import annotations
 
-from pathlib import Path
-
 import struct
+from pathlib import Path
 
 from engine.errors import ReadOnlyStoreError, StoreError
 from engine.format.message import peek_store_timestamp
