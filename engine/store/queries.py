@@ -128,6 +128,9 @@ class QueryService:
             b = self.store.find_batch_queue(topic, queue_id)
             u = b.unit(queue_offset) if queue_offset < b.max_offset else None
             return u["storeTimestamp"] if u else -1
+        own = getattr(cq, "store_time", None)   # a queue that keeps its units' store times (RocksDB) answers itself
+        if own is not None:
+            return own(queue_offset)
         u = cq.unit(queue_offset) if cq else None
         if u is None or not (queue_offset < cq.max_offset):
             return -1

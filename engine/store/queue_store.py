@@ -112,11 +112,12 @@ class RocksDBQueueStore(rocksdb_cq.RocksDBConsumeQueueStore):
     def after_recovery(self) -> None:
         store = self.store
         store.queues = {}
-        store.warnings.extend(w for w in self.warnings if w not in store.warnings)
-        end = store.commitlog.max_offset
+        end, first = store.commitlog.max_offset, store.commitlog.min_offset
         for key, cq in self.queues.items():
             cq.truncate_dirty(end)
+            cq.correct_min_offset(first)
             store.queues[key] = cq
+        store.warnings.extend(w for w in self.warnings if w not in store.warnings)
 
     def refresh(self, end: int, min_offset: int) -> None:
         """The database read anew."""

@@ -71,6 +71,8 @@ class RocksDBConsumeQueue:
         self.max_physic_offset = max_physic_offset  # end of the last unit's record, -1 if none
         self._prefix = fmt.queue_prefix(topic, queue_id)
         self._added: list[tuple[int, int, int, int]] = []   # the crash view's units (put_unit), in memory
+        self.min_key: tuple[int, int] | None = None   # the offset table's (phyOffset, cqOffset) entries
+        self.max_key: tuple[int, int] | None = None
         self._added_from = max_offset
         self._added_arr: np.ndarray | None = None
 
@@ -132,34 +134,70 @@ class RocksDBConsumeQueue:
         return self.units(queue_offset, queue_offset + max(0, max_count))
 
     def store_time(self, queue_offset: int) -> int:
-        """The unit's own store time (-1 outside the queue)."""
-        if not self.min_offset <= queue_offset < self.max_offset:
-            return -1
-        if self._added and queue_offset >= self._added_from:
-            return self._added[queue_offset - self._added_from][3]
+        """The unit's own store time (getCqUnitAndStoreTime: whatever the queue's bounds; -1
+        when there is no unit)."""
+        u = self._at(queue_offset)
+        return u[1] if u is not None else -1
+
+    def _at(self, queue_offset: int) -> tuple[int, int] | None:
+        """(commitLogOffset, storeTimestamp) of the unit at `queue_offset` (getCQInKV: the key
+        read whatever the queue's bounds; the crash view's units past the database's), None
+        when absent."""
+        if self._added and self._added_from <= queue_offset < self._added_from + len(self._added):
+            u = self._added[queue_offset - self._added_from]
+            return u[0], u[3]
         v = self._store.db.get("default", fmt.cq_key(self.topic, self.queue_id, queue_offset))
-        return fmt.decode_cq_value(v)[3] if v is not None and len(v) == fmt.CQ_VALUE_SIZE else -1
+        if v is None or len(v) != fmt.CQ_VALUE_SIZE:
+            return None
+        phy, _size, _tags, ts = fmt.decode_cq_value(v)
+        return phy, ts
 
     def offset_by_time(self, timestamp: int, boundary: str | None) -> int:
-        """getOffsetInQueueByTime over the units' own store times: LOWER (the default) the first
-        unit with time >= t, UPPER the last with time <= t; clamped to [min, max]."""
+        """RocksDBConsumeQueueStore.getOffsetInQueueByTime (binarySearchInCQByTime), which the
+        store does not clamp: after the last unit LOWER gives max, UPPER the last unit; before
+        the first, LOWER the min and UPPER 0; else a binary search over the units whose record
+        is still in the commitlog, LOWER the first unit stored at or after the time, UPPER the
+        last at or before it (-1 when there is none)."""
         lower = (boundary or "lower").lower() != "upper"
-        lo, hi = self.min_offset, self.max_offset - 1
-        if hi < lo:
-            return self.min_offset
-        t_hi, t_lo = self.store_time(hi), self.store_time(lo)
-        if 0 <= t_hi < timestamp:
-            return hi + 1 if lower else hi
-        if t_lo > timestamp:
-            return lo
-        while lo < hi:  # times are non-decreasing along a queue
-            mid = (lo + hi + (0 if lower else 1)) // 2
-            t = self.store_time(mid)
-            if lower:
-                lo, hi = (mid + 1, hi) if t < timestamp else (lo, mid)
+        low, high = self.min_offset, self.max_offset - 1
+        if self.max_offset <= 0:
+            return 0
+        ceiling, floor = high, low
+        u = self._at(ceiling)
+        if u is not None and u[1] < timestamp:
+            return ceiling + 1 if lower else ceiling
+        u = self._at(floor)
+        if u is not None and u[1] > timestamp:
+            return floor if lower else 0
+        min_phy = self._store.commitlog_min()
+        target = left = right = -1
+        while high >= low:
+            mid = low + ((high - low) >> 1)
+            u = self._at(mid)
+            if u is None:
+                low = mid + 1
+                continue
+            if u[0] < min_phy:
+                low, left = mid + 1, mid
+                continue
+            if u[1] < 0:
+                return 0
+            if u[1] == timestamp:
+                target = mid
+                break
+            if u[1] > timestamp:
+                high, right = mid - 1, mid
             else:
-                lo, hi = (mid, hi) if t <= timestamp else (lo, mid - 1)
-        return min(max(lo, self.min_offset), self.max_offset)
+                low, left = mid + 1, mid
+        if target < 0:
+            return right if lower else left
+        step, stop = (-1, floor) if lower else (1, ceiling)
+        while (target + step >= stop) if lower else (target + step <= stop):
+            u = self._at(target + step)
+            if u is None or u[1] != timestamp:
+                break
+            target += step
+        return target
 
     def truncate_dirty(self, phy_end: int) -> None:
         """Read-only recovery: units whose record starts at or past the commitlog end are not
@@ -179,6 +217,40 @@ class RocksDBConsumeQueue:
             self.max_offset = a
         if self.max_offset <= self.min_offset:
             self.max_physic_offset = -1
+
+    def correct_min_offset(self, commitlog_min: int) -> None:
+        """RocksDBConsumeQueueOffsetTable.getMinCqOffset, without its writes: the `min` entry
+        stands while its record is still in the commitlog; else (commitlog files deleted since,
+        or no `min` entry) the first unit whose record is not below the commitlog's min
+        (binarySearchInCQ from the entry's cqOffset, or 0), the max + 1 when even the last unit's
+        record is gone, and the entry's offset when the search finds none."""
+        if self.min_key is not None and self.min_key[0] >= commitlog_min or self.max_key is None:
+            return
+        max_phy, max_cq = self.max_key
+        if max_phy < commitlog_min:
+            self.min_offset = max_cq + 1
+            return
+        low, high, found = (self.min_key[1] if self.min_key is not None else 0), max_cq, -1
+        while high >= low:
+            mid = low + ((high - low) >> 1)
+            u = self._at(mid)
+            if u is None:
+                low = mid + 1
+                continue
+            phy = u[0]
+            if phy >= commitlog_min:
+                found, high = mid, mid - 1
+                if phy == commitlog_min:
+                    break
+            else:
+                low = mid + 1
+        if found >= 0:
+            if found > self.min_offset and self._at(found - 1) is None:
+                self._store.warnings.append(
+                    f"RocksDB queue {self.topic}/{self.queue_id} has no unit at {found - 1}: RocketMQ's min offset "
+                    f"search (getMinCqOffset) steps over it, so the queue starts at {found} and the units before it "
+                    "are not served")
+            self.min_offset = found
 
     # ---- the crash view (engine.store.crash_view): what the restarted broker's dispatch adds
     def put_unit(self, phy_offset: int, size: int, tags_code: int, queue_offset: int,
@@ -256,8 +328,9 @@ class RocksDBConsumeQueueStore:
             mn = b[fmt.MIN][1] if fmt.MIN in b else 0
             v = self.db.get("default", fmt.cq_key(topic, qid, max_cq))
             size = fmt.decode_cq_value(v)[1] if v is not None and len(v) == fmt.CQ_VALUE_SIZE else 0
-            self.queues[(topic, qid)] = RocksDBConsumeQueue(self, topic, qid, min(mn, max_cq + 1), max_cq + 1,
-                                                            max_phy + size)
+            cq = self.queues[(topic, qid)] = RocksDBConsumeQueue(self, topic, qid, min(mn, max_cq + 1), max_cq + 1,
+                                                                 max_phy + size)
+            cq.min_key, cq.max_key = b.get(fmt.MIN), (max_phy, max_cq)
 
     def _unit_ranges(self):
         """(topic, queueId, last cqOffset) of every queue with units in the default family: one
@@ -279,6 +352,12 @@ class RocksDBConsumeQueueStore:
             if last:
                 yield topic, qid, fmt.decode_cq_key(last[0])[2]
             at = nxt
+
+    def commitlog_min(self) -> int:
+        """The commitlog's min offset (getMinPhyOffset) where this database belongs to a store,
+        else 0 (a scan worker reading the database alone)."""
+        store = getattr(self, "store", None)
+        return store.commitlog.min_offset if store is not None and store.commitlog is not None else 0
 
     def vouched_end(self, commitlog) -> int | None:
         """End of the last record any queue references, if that record checks out (a read-only

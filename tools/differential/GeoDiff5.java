@@ -37,6 +37,7 @@ import org.apache.rocketmq.store.stats.BrokerStatsManager;
  *   write DIR SEED CRASH     write a store (geometry from SEED); writes DIR/geo.json (config, topics, keys);
  *                            CRASH=1: Runtime.halt(0) after dispatch (abort left); 2: dispatch stopped before the
  *                            last ~80 puts (queues and index behind); 0: clean shutdown
+ *   expire DIR N             the oldest N commitlog files aged, the broker's clean services run, clean shutdown
  *   record DIR OUT START     open (load; START=1 also start(), else only the shutdown flag is cleared so
  *                            getMessage answers) with DIR/geo.json's config; record answers to OUT; then
  *                            START=1: clean shutdown; START=0: halt (no byte written by the recorder)
@@ -50,6 +51,7 @@ public class GeoDiff5 {
         try {
             if (a[0].equals("write")) { crashFast = a[3].equals("2"); write(a[1], Long.parseLong(a[2]), !a[3].equals("0")); }
             else if (a[0].equals("record")) record(a[1], a[2], a[3].equals("1"));
+            else if (a[0].equals("expire")) expire(a[1], Integer.parseInt(a[2]));
             status = 0;
         } catch (Throwable t) {
             t.printStackTrace();
@@ -435,27 +437,24 @@ public class GeoDiff5 {
     }
 
     // ---------------------------------------------------------------- recording
-    static void record(String dir, String out, boolean start) throws Exception {
+    /** DIR/geo.json's geometry and kind into the statics (as write set them). */
+    static String loadGeo(String dir) throws Exception {
         String geo = new String(Files.readAllBytes(Paths.get(dir, "geo.json")), StandardCharsets.UTF_8);
         clSize = jlong(geo, "mappedFileSizeCommitLog");
         cqUnits = (int) (jlong(geo, "mappedFileSizeConsumeQueue") / 20);
         slots = (int) jlong(geo, "maxHashSlotNum");
         indexNum = (int) jlong(geo, "maxIndexNum");
         topics = jstrList(geo, "topics");
-        List<String> keys = jstrList(geo, "keys");
-        List<String> uniq = jstrList(geo, "uniq");
         String qs = geo.substring(geo.indexOf("\"queues\":[") + 10);
         qs = qs.substring(0, qs.indexOf(']'));
         queues = new ArrayList<>();
         for (String x : qs.split(",")) queues.add(Integer.parseInt(x.trim()));
-        long seed = jlong(geo, "seed");
         bcqUnits = (int) (jlong(geo, "mapperFileSizeBatchConsumeQueue") / 46);
         crcTail = geo.contains("\"enabledAppendPropCRC\":true");
         batchTopics = jstrList(geo, "batchTopics");
         lmqNames = jstrList(geo, "lmqNames");
         int ki = geo.indexOf("\"kind\":\"") + 8;
         kind = geo.substring(ki, geo.indexOf('"', ki));
-        int realTopics = topics.size();
         if (kind.equals("timer")) {
             timerPrecision = (int) jlong(geo, "timerPrecisionMs");
             timerLogUnits = (int) (jlong(geo, "mappedFileSizeTimerLog") / 52);
@@ -463,7 +462,39 @@ public class GeoDiff5 {
             List<String> flat = jstrList(geo.replace("],[", ",").replace("\"timers\":[[", "\"timers\":["), "timers");
             for (int k = 0; k + 3 < flat.size(); k += 4) timers.add(new String[] {flat.get(k), flat.get(k + 1), flat.get(k + 2), flat.get(k + 3)});
         }
-        Random r = new Random(seed * 31 + 7);
+        return geo;
+    }
+
+    /** The oldest N commitlog files aged 100 h, then the broker's own clean services once each (deleted by
+     *  a manual delete, as executeDeleteFilesManually asks), then a clean shutdown: min offsets move as
+     *  RocketMQ moves them (ConsumeQueue min, BatchCQ min, the RocksDB queues' min keys). */
+    static void expire(String dir, int n) throws Exception {
+        loadGeo(dir);
+        File[] cl = new File(dir, "commitlog").listFiles();
+        Arrays.sort(cl);
+        long old = System.currentTimeMillis() - 100L * 3600 * 1000;
+        for (int i = 0; i < n && i < cl.length; i++) if (!cl[i].setLastModified(old)) throw new IllegalStateException("mtime");
+        DefaultMessageStore s = open(dir, true);
+        dispatched(s);
+        long before = s.getMinPhyOffset();
+        s.executeDeleteFilesManually();
+        for (String name : new String[] {"cleanFilesPeriodically", "cleanQueueFilesPeriodically"}) {
+            java.lang.reflect.Method m = DefaultMessageStore.class.getDeclaredMethod(name);
+            m.setAccessible(true);
+            for (int k = 0; k < n / 10 + 2; k++) m.invoke(s);
+        }
+        System.out.println("{\"minPhyBefore\":" + before + ",\"minPhyAfter\":" + s.getMinPhyOffset() + ",\"files\":"
+            + new File(dir, "commitlog").list().length + "}");
+        if (timer != null) timer.shutdown();
+        s.shutdown();
+    }
+
+    static void record(String dir, String out, boolean start) throws Exception {
+        String geo = loadGeo(dir);
+        List<String> keys = jstrList(geo, "keys");
+        List<String> uniq = jstrList(geo, "uniq");
+        int realTopics = topics.size();
+        Random r = new Random(jlong(geo, "seed") * 31 + 7);
 
         DefaultMessageStore s = open(dir, start);
         if (start) dispatched(s);

@@ -1,7 +1,7 @@
 #!/bin/bash
 # Differential runs against RocketMQ 5.3.3 (README.md). usage:
-#   JAVA_LIB=DIR tools/differential/run.sh KIND clean|crash SEED...      KIND: plain, lmq, batchcq, rocksdb, timer (clean only)
-#   JAVA_LIB=DIR tools/differential/run.sh KIND fixture NAME SEED CRASH [-Dopt=value ...]
+#   JAVA_LIB=DIR tools/differential/run.sh KIND clean|crash|expire SEED...      KIND: plain, lmq, batchcq, rocksdb, timer (clean only)
+#   JAVA_LIB=DIR tools/differential/run.sh KIND fixture NAME SEED CRASH [-Dopt=value ...]   (EXPIRE_FILES=N: then expire)
 # JAVA_LIB: RocketMQ 5.3.3's store, common and remoting jars with their dependencies (README.md says how
 # they were built). Stores, RocketMQ's answers and mismatches go to $WORK (build/differential).
 set -e
@@ -20,6 +20,7 @@ if [ "$MODE" = fixture ]; then   # a store for tests/differential: the store as 
   N=$1; S=$2; C=$3; shift 3
   rm -rf "$N" "$N.java"
   JOPTS="-DmaxBody=300 $*" java5 write "$N" "$S" "$C" || true     # (a crash write halts the JVM)
+  [ -n "$EXPIRE_FILES" ] && java5 expire "$N" "$EXPIRE_FILES"     # the oldest files deleted by the broker's cleaning
   cp -a --sparse=always "$N" "$N.java"                              # RocketMQ's recovery runs on a copy
   java5 record "$N.java" "$N.answers.json" "$([ "$C" = 0 ] && echo 0 || echo 1)"
   rm -rf "$N.java"
@@ -31,6 +32,8 @@ for S in "$@"; do
   D=$KIND-$MODE$S; rm -rf "$D" "$D.java"
   if [ "$MODE" = clean ]; then
     java5 write "$D" "$S" 0 && java5 record "$D" "$D.answers.json" 0
+  elif [ "$MODE" = expire ]; then   # the oldest EXPIRE_FILES (3) commitlog files deleted by the broker's clean services
+    java5 write "$D" "$S" 0 && java5 expire "$D" "${EXPIRE_FILES:-3}" && java5 record "$D" "$D.answers.json" 0
   else
     java5 write "$D" "$S" "${CRASHMODE:-1}" || true
     cp -a --sparse=always "$D" "$D.java"
