@@ -207,7 +207,9 @@ def _snapshot(root):
 
 
 def _shadows():
-    return {n for n in os.listdir(tempfile.gettempdir()) if n.startswith("rmqstore-rocksdb-")}
+    """This process's private folders of links (another xdist worker opening a RocksDB store
+    at the same time has its own, named after its pid)."""
+    return {n for n in os.listdir(tempfile.gettempdir()) if n.startswith(f"rmqstore-rocksdb-{os.getpid()}-")}
 
 
 def test_opening_changes_nothing_in_the_store(fixture_copy):
