@@ -26,7 +26,7 @@ from __future__ import annotations
 from engine.store.index_file import IndexFile
 from engine.store.index_service import IndexService
 from engine.store.memory_files import MemoryFile, ServedIndexService, copy_of
-from engine.store.recovery import redispatch
+from engine.store.recovery import queues_max_physic, redispatch
 from engine.tasks import run
 
 LIMIT = 100_000           # records the view re-indexes at most (~25 us each in Python)
@@ -166,13 +166,13 @@ def serve_index(store) -> None:
         if end - start > LIMIT_BYTES:
             raise _TooLong()
         # RocketMQ's order: recoverAbnormally dispatches from its start file to the end, then
-        # reput resumes at the consume queues' largest maxPhysicOffset. (rmqstore's own recovery
-        # also indexes the records between the kept files' end and the start file, whose keys
-        # RocketMQ loses; the broker's answer is what is served here.)
+        # 4.x's reput resumes at the consume queues' largest maxPhysicOffset (5.x's at the
+        # commitlog's end, getConfirmOffset: nothing more). (rmqstore's own recovery also indexes
+        # the records between the kept files' end and the start file, whose keys RocketMQ loses;
+        # the broker's answer is what is served here.)
         run(redispatch(view, start, end, counts, budget))
-        if store.queues:   # (queues kept elsewhere, RocksDB's, end where the recovery ends)
-            cq_end = max(cq.max_physic_offset for cq in store.queues.values())
-            run(redispatch(view, max(cq_end, cl.min_offset), end, counts, budget))
+        if (store.queues or store.batch_queues) and store.generation().version != "5.x":
+            run(redispatch(view, max(queues_max_physic(store), cl.min_offset), end, counts, budget))
         budget.raise_if_cancelled()   # (redispatch polls it every DISPATCH_STEP records)
     except _TooLong:
         served.close_memory()

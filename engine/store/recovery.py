@@ -409,8 +409,7 @@ def apply(p: RecoveryPlan, store, cancel: CancelToken | None = None) -> Task[Rec
                 report.truncated_queues.append(f"{cq.topic}/{cq.queue_id}")
     if writable:  # reput: catch up from where the least advanced builder stopped (idempotent)
         store.index.clamp_end(end)
-        cq_end = max((cq.max_physic_offset for cq in store.queues.values()), default=-1)
-        yield from redispatch(store, min(resume_offset(store, cq_end), end), end, counts, cancel)
+        yield from redispatch(store, min(resume_offset(store, queues_max_physic(store)), end), end, counts, cancel)
         report.dispatched, report.units_written = counts
         report.index_entries_added = store.index.entries_added - entries_before
     yield Progress(1, 1, "index")
@@ -418,6 +417,13 @@ def apply(p: RecoveryPlan, store, cancel: CancelToken | None = None) -> Task[Rec
         cq.correct_min_offset(cl.min_offset)
     yield Progress(1, 1, "consume queues")
     return report
+
+
+def queues_max_physic(store) -> int:
+    """The largest maxPhysicOffset of the store's queues, BatchCQ's too (RocketMQ's consume
+    queue table holds both): where 4.x's reput resumes; -1 without a queue."""
+    queues = list(store.queues.values()) + list(getattr(store, "batch_queues", {}).values())
+    return max((q.max_physic_offset for q in queues), default=-1)
 
 
 def resume_offset(store, cq_end: int) -> int:
