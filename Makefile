@@ -130,7 +130,8 @@ TWIN_TESTS := tests/test_conformance_read.py tests/test_write_path.py tests/test
               tests/test_cli_internals.py tests/gui/test_gui_table_pages.py tests/test_query_kernel.py tests/test_message_kernel.py tests/test_dledger.py tests/test_dledger_real.py \
               tests/test_lmq_batchcq_read.py tests/test_lmq_batchcq_write.py tests/test_decode_kernel.py tests/test_query_batch.py tests/test_lineage.py tests/test_body_decode.py \
               tests/test_tiered.py tests/test_compaction.py tests/test_tiered_scan.py tests/test_tiered_local_index.py \
-              tests/test_compaction_no_log.py tests/test_store_view.py tests/test_get_result.py
+              tests/test_compaction_no_log.py tests/test_store_view.py tests/test_get_result.py \
+              tests/test_differential.py tests/test_rocksdb_cq.py
 # Both passes run on WORKERS pytest-xdist processes (tests/conftest.py: every Spark test on one
 # worker, in its order, handed out first; each other file's tests together); WORKERS=0 runs them
 # in this process, one after the other.
@@ -159,7 +160,7 @@ PYTHON313 ?= $(shell for p in "$$(command -v python3.13)" $(wildcard $(HOME)/.py
 VENV313   := .venv313
 PY313     := $(VENV313)/bin/python
 STAMP313  := $(VENV313)/.installed
-PY313_TESTS := tests/test_conformance_read.py tests/accel $(wildcard tests/test_*kernel*.py) tests/test_write_path.py \
+PY313_TESTS := tests/test_conformance_read.py tests/test_differential.py tests/accel $(wildcard tests/test_*kernel*.py) tests/test_write_path.py \
                tests/test_index_geometry.py tests/test_format_layout.py tests/test_index_accel.py \
                tests/test_index_accel_build.py tests/test_query_batch.py tests/test_lmq_batchcq_read.py \
                tests/test_dledger_real.py tests/test_recovery_plan.py tests/test_body_decode.py tests/test_store_view.py
