@@ -335,7 +335,8 @@ def offset_by_time(bcq: BatchConsumeQueue, timestamp: int, boundary: str | None)
     the time, else the file whose first unit is the latest stored at or before it (its time
     cache; the first file when there is none). In that file: the base of its last unit when
     the time is at or after that unit's, else the unit binarySearchRight finds (LOWER: the
-    first unit stored at or after the time; UPPER: the last of those stored at it), else -1.
+    first unit stored at or after the time; UPPER: the last unit stored at it when one is, else
+    also the first stored after it), else -1.
     The answer is a unit's base, never the queue's max, so a time after every message gives
     the last unit's base."""
     counts = bcq._counts

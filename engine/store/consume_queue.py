@@ -278,7 +278,7 @@ class ConsumeQueue:
 
     # ---- writing (dispatch) -----------------------------------------------------------
     def put_unit(self, phy_offset: int, size: int, tags_code: int, queue_offset: int,
-                 append_when_ahead: bool = False) -> bool:
+                 append_when_ahead: bool = False, store_timestamp: int = -1) -> bool:
         """§8.7 putMessagePositionInfo: skips what is already there (re-dispatch), fills a
         late-starting first file with filler units, appends at the file end.
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 from engine.store.index_file import IndexFile
 from engine.store.index_service import IndexService
 from engine.store.memory_files import MemoryFile, ServedIndexService, copy_of
-from engine.store.recovery import queues_max_physic, redispatch
+from engine.store.recovery import redispatch, reput_start
 from engine.tasks import run
 
 LIMIT = 100_000           # records the view re-indexes at most (~25 us each in Python)
@@ -171,16 +171,19 @@ def serve_index(store) -> None:
         # the records between the kept files' end and the start file, whose keys RocketMQ loses;
         # the broker's answer is what is served here.)
         run(redispatch(view, start, end, counts, budget))
-        if (store.queues or store.batch_queues) and store.generation().version != "5.x":
-            run(redispatch(view, max(queues_max_physic(store), cl.min_offset), end, counts, budget))
+        if store.queues or store.batch_queues:
+            run(redispatch(view, max(reput_start(store, True), cl.min_offset), end, counts, budget))
         budget.raise_if_cancelled()   # (redispatch polls it every DISPATCH_STEP records)
     except _TooLong:
         served.close_memory()
         view.restore()
+        shown = ((["key queries read the index files as they are on disk"] if indexed else [])
+                 + (["the RocksDB consume queues show only the units flushed before the crash"] if rocks else []))
         store.warnings.append(
-            f"crash recovery would re-index {end - start:,} bytes of commitlog (more than this view makes: {LIMIT:,} "
-            f"records, {LIMIT_BYTES >> 20} MiB): key queries read the index files as they are on disk "
-            "(`rmqstore recover` on a copy gives what the restarted broker serves)")
+            f"crash recovery would re-dispatch {end - start:,} bytes of commitlog (more than this view makes: "
+            f"{LIMIT:,} records, {LIMIT_BYTES >> 20} MiB): {' and '.join(shown)} "
+            + ("(the broker's restart re-dispatches the rest)" if rocks
+               else "(`rmqstore recover` on a copy gives what the restarted broker serves)"))
         return
     view.settle()
     if rocks:

@@ -15,7 +15,8 @@ def dispatch(store, msg: Message) -> bool:
             return _bcq.dispatch(store, msg) | _index(store, msg)
         cq = store.queue_for_write(msg.topic, msg.queueId)
         if cq is not None:
-            wrote = cq.put_unit(msg.physicalOffsetField, msg.storeSize, msg.tagsCode, msg.queueOffset)
+            wrote = cq.put_unit(msg.physicalOffsetField, msg.storeSize, msg.tagsCode, msg.queueOffset,
+                                store_timestamp=msg.storeTimestamp)   # (a RocksDB unit keeps it)
             if store.cfg.enableMultiDispatch:  # LMQ copies (engine/store/lmq.py)
                 _lmq.dispatch(store, msg)
     _index(store, msg)

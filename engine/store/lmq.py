@@ -113,7 +113,7 @@ def dispatch(store, msg) -> int:
         qid = L.queue_id_for(name, msg.queueId, enable)
         cq = store.queue_for_write(name, qid)
         if cq is not None and cq.put_unit(msg.physicalOffsetField, msg.storeSize, msg.tagsCode, int(off),
-                                          append_when_ahead=True):
+                                          append_when_ahead=True, store_timestamp=msg.storeTimestamp):
             wrote += 1
     return wrote
 

@@ -8,7 +8,6 @@ import struct
 from pathlib import Path
 
 from engine.errors import ReadOnlyStoreError, StoreError
-from engine.format.message import peek_store_timestamp
 from engine.format.record import OFF_PHYSICALOFFSET
 from engine.store import rocksdb_cq
 from engine.store.consume_queue import ConsumeQueue
@@ -120,7 +119,10 @@ class RocksDBQueueStore(rocksdb_cq.RocksDBConsumeQueueStore):
         store.warnings.extend(w for w in self.warnings if w not in store.warnings)
 
     def refresh(self, end: int, min_offset: int) -> None:
-        """The database read anew."""
+        """The database read anew; not while the crash view serves units in memory (a crashed
+        store has no writer: a broker holding it gets no view) -- reading it anew would drop them."""
+        if any(getattr(cq, "units_in_memory", 0) for cq in self.store.queues.values()):
+            return
         self.db.close()
         rocksdb_cq.RocksDBConsumeQueueStore.__init__(self, self.store.root)
         self.after_recovery()
@@ -141,11 +143,6 @@ class RocksDBQueueStore(rocksdb_cq.RocksDBConsumeQueueStore):
     def make_queue(self, topic: str, queue_id: int) -> rocksdb_cq.RocksDBConsumeQueue:
         """A queue the crash view's dispatch starts (empty; its units live in memory)."""
         return rocksdb_cq.RocksDBConsumeQueue(self, topic, queue_id, 0, 0, -1)
-
-    def store_time_of(self, phy_offset: int) -> int:
-        """STORETIMESTAMP of the record at `phy_offset` (a unit keeps its record's store time)."""
-        f = self.store.commitlog.queue.find(phy_offset)
-        return peek_store_timestamp(f.buf, phy_offset - f.file_from_offset)
 
     def rebuild_refusal(self) -> tuple[str, Path]:
         return ("consume queues are in RocksDB (storeType=defaultRocksDB): rebuilding them is not supported; "

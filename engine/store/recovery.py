@@ -23,7 +23,7 @@ from engine.config import CQ_UNIT_SIZE
 from engine.format.message import TRANSACTION_COMMIT_TYPE, TRANSACTION_NOT_TYPE, RecordStatus, check_record
 from engine.store.commit_log import ScanResult
 from engine.store.dispatcher import dispatch
-from engine.store.index_file import IndexHeader
+from engine.store.index_file import LONG_MAX, IndexHeader
 from engine.tasks import NEVER, CancelToken, Progress, Task
 
 VERIFY_SPAN = 256 << 20   # read-only normal opens CRC-check this much of the last three files
@@ -409,7 +409,7 @@ def apply(p: RecoveryPlan, store, cancel: CancelToken | None = None) -> Task[Rec
                 report.truncated_queues.append(f"{cq.topic}/{cq.queue_id}")
     if writable:  # reput: catch up from where the least advanced builder stopped (idempotent)
         store.index.clamp_end(end)
-        yield from redispatch(store, min(resume_offset(store, queues_max_physic(store)), end), end, counts, cancel)
+        yield from redispatch(store, min(resume_offset(store, reput_start(store, p.abnormal)), end), end, counts, cancel)
         report.dispatched, report.units_written = counts
         report.index_entries_added = store.index.entries_added - entries_before
     yield Progress(1, 1, "index")
@@ -424,6 +424,16 @@ def queues_max_physic(store) -> int:
     queue table holds both): where 4.x's reput resumes; -1 without a queue."""
     queues = list(store.queues.values()) + list(getattr(store, "batch_queues", {}).values())
     return max((q.max_physic_offset for q in queues), default=-1)
+
+
+def reput_start(store, abnormal: bool) -> int:
+    """Where dispatch resumes once recovery is done: 4.x's reput at the queues' largest
+    maxPhysicOffset (queues_max_physic); 5.x's at the commitlog's end (getConfirmOffset), which
+    after a crash leaves nothing (recoverAbnormally dispatched from its start file) and after a
+    clean shutdown follows recoverNormally's dispatch from the queues' end."""
+    if abnormal and store.generation().version == "5.x":
+        return LONG_MAX
+    return queues_max_physic(store)
 
 
 def resume_offset(store, cq_end: int) -> int:

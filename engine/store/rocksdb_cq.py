@@ -254,21 +254,30 @@ class RocksDBConsumeQueue:
 
     # ---- the crash view (engine.store.crash_view): what the restarted broker's dispatch adds
     def put_unit(self, phy_offset: int, size: int, tags_code: int, queue_offset: int,
-                 append_when_ahead: bool = False) -> bool:
-        """RocketMQ writes the unit under its key; here it is kept in memory (the database is
-        never written). A unit the queue has is left; one past the end of a queue that has
-        units would leave a hole, and is not kept; a queue's first unit starts it."""
+                 append_when_ahead: bool = False, store_timestamp: int = -1) -> bool:
+        """RocketMQ writes the unit under its key, with the dispatched record's store time;
+        here it is kept in memory (the database is never written). A unit the queue has is
+        left; a queue's first unit starts it. One past the end of a queue that has units would
+        leave a hole, which this in-memory tail cannot hold: it is not kept, and said."""
         if queue_offset < self.max_offset:
             return False
         if queue_offset > self.max_offset:
             if self.max_offset > self.min_offset:
+                self._store.warnings.append(
+                    f"RocksDB queue {self.topic}/{self.queue_id}: the crash recovery's unit at {queue_offset} is past "
+                    f"the queue's end {self.max_offset} (a hole RocketMQ would leave); it and later units are not shown")
                 return False
             self.min_offset = self.max_offset = queue_offset
         if not self._added:
             self._added_from = queue_offset
-        self._added.append((phy_offset, size, tags_code, self._store.store_time_of(phy_offset)))
+        self._added.append((phy_offset, size, tags_code, store_timestamp))
         self.max_offset, self.max_physic_offset = queue_offset + 1, phy_offset + size
         return True
+
+    @property
+    def units_in_memory(self) -> int:
+        """Units the crash view added (in this process only)."""
+        return len(self._added)
 
     def view_begin(self) -> tuple[int, int, int]:
         """(What put_unit adds is in memory already.) The bounds view_undo puts back."""

@@ -32,7 +32,7 @@ import org.apache.rocketmq.store.stats.BrokerStatsManager;
 
 /**
  * Differential harness: RocketMQ 5.3.3's DefaultMessageStore (RocksDBMessageStore for -Dkind=rocksdb) with
- * random geometry; -Dkind=plain|batchcq|lmq|rocksdb|timer (README.md). Overrides: -DclSize -DcqUnits -Dslots -DindexNum
+ * random geometry; -Dkind=plain|batchcq|lmq|rocksdb|timer|dledger (README.md). Overrides: -DclSize -DcqUnits -Dslots -DindexNum
  * -DnMsgs -DbcqUnits -DmaxBody -DtimerPrecision; -DmidFlush=true flushes the queue store 3/5 of the way (RocksDB: SSTs and a checkpoint).
  *   write DIR SEED CRASH     write a store (geometry from SEED); writes DIR/geo.json (config, topics, keys);
  *                            CRASH=1: Runtime.halt(0) after dispatch (abort left); 2: dispatch stopped before the
@@ -123,6 +123,12 @@ public class GeoDiff5 {
         cfg.setMapperFileSizeBatchConsumeQueue(46 * bcqUnits);
         if (kind.equals("lmq")) { cfg.setEnableLmq(true); cfg.setEnableMultiDispatch(true); }
         if (kind.equals("rocksdb")) cfg.setStoreType("defaultRocksDB");
+        if (kind.equals("dledger")) {   // a one-node DLedger group (DLedgerCommitLog starts its own DLedgerServer)
+            cfg.setEnableDLegerCommitLog(true);
+            cfg.setdLegerGroup("RaftNode00");
+            cfg.setdLegerSelfId("n0");
+            cfg.setdLegerPeers("n0-127.0.0.1:" + Integer.getInteger("dledgerPort", 40911));
+        }
         if (kind.equals("timer")) {
             cfg.setTimerWheelEnable(true);
             cfg.setTimerPrecisionMs(timerPrecision);
@@ -157,6 +163,12 @@ public class GeoDiff5 {
         if (start) {
             s.start();
             if (timer != null) { timer.start(); timer.setShouldRunningDequeue(true); }
+            if (kind.equals("dledger")) {   // puts wait for the node to lead its group
+                io.openmessaging.storage.dledger.DLedgerServer d =
+                    ((org.apache.rocketmq.store.dledger.DLedgerCommitLog) s.getCommitLog()).getdLedgerServer();
+                for (int k = 0; k < 600 && !d.getMemberState().isLeader(); k++) Thread.sleep(50);
+                if (!d.getMemberState().isLeader()) throw new IllegalStateException("no DLedger leader");
+            }
         }
         else {
             Field f = DefaultMessageStore.class.getDeclaredField("shutdown");

@@ -1,6 +1,6 @@
 #!/bin/bash
 # Differential runs against RocketMQ 5.3.3 (README.md). usage:
-#   JAVA_LIB=DIR tools/differential/run.sh KIND clean|crash|expire SEED...      KIND: plain, lmq, batchcq, rocksdb, timer (clean only)
+#   JAVA_LIB=DIR tools/differential/run.sh KIND clean|crash|expire SEED...      KIND: plain, lmq, batchcq, rocksdb, dledger, timer (clean only)
 #   JAVA_LIB=DIR tools/differential/run.sh KIND fixture NAME SEED CRASH [-Dopt=value ...]   (EXPIRE_FILES=N: then expire)
 # JAVA_LIB: RocketMQ 5.3.3's store, common and remoting jars with their dependencies (README.md says how
 # they were built). Stores, RocketMQ's answers and mismatches go to $WORK (build/differential).
@@ -22,7 +22,7 @@ if [ "$MODE" = fixture ]; then   # a store for tests/differential: the store as 
   JOPTS="-DmaxBody=300 $*" java5 write "$N" "$S" "$C" || true     # (a crash write halts the JVM)
   [ -n "$EXPIRE_FILES" ] && java5 expire "$N" "$EXPIRE_FILES"     # the oldest files deleted by the broker's cleaning
   cp -a --sparse=always "$N" "$N.java"                              # RocketMQ's recovery runs on a copy
-  java5 record "$N.java" "$N.answers.json" "$([ "$C" = 0 ] && echo 0 || echo 1)"
+  java5 record "$N.java" "$N.answers.json" "$([ "$C" = 0 ] && [ "$KIND" != dledger ] && echo 0 || echo 1)"
   rm -rf "$N.java"
   tar --sparse -czf "$N.tar.gz" "$N" && xz -9 -f -k "$N.answers.json"
   $PY "$HERE/compare.py" "$N" "$N.answers.json" "$N"
@@ -30,7 +30,9 @@ if [ "$MODE" = fixture ]; then   # a store for tests/differential: the store as 
 fi
 for S in "$@"; do
   D=$KIND-$MODE$S; rm -rf "$D" "$D.java"
-  if [ "$MODE" = clean ]; then
+  if [ "$MODE" = clean ] && [ "$KIND" = dledger ]; then   # (DLedger reads need the store started: on a copy)
+    java5 write "$D" "$S" 0 && cp -a --sparse=always "$D" "$D.java" && java5 record "$D.java" "$D.answers.json" 1 && rm -rf "$D.java"
+  elif [ "$MODE" = clean ]; then
     java5 write "$D" "$S" 0 && java5 record "$D" "$D.answers.json" 0
   elif [ "$MODE" = expire ]; then   # the oldest EXPIRE_FILES (3) commitlog files deleted by the broker's clean services
     java5 write "$D" "$S" 0 && java5 expire "$D" "${EXPIRE_FILES:-3}" && java5 record "$D" "$D.answers.json" 0
