@@ -188,6 +188,8 @@ class BatchConsumeQueue:
             was[0].last.close()
 
     def view_undo(self, was: tuple) -> None:
+        from engine.store.memory_files import close_memory_files
+        close_memory_files(self.queue)
         self.queue, self.max_physic_offset, self._counts = was
 
     def close(self) -> None:

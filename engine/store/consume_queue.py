@@ -268,8 +268,10 @@ class ConsumeQueue:
             was[0].last.close()
 
     def view_undo(self, was: tuple) -> None:
-        """The queue as its files are (a view given up half-way)."""
+        """The queue as its files are (a view given up half-way); the view's copies let go."""
+        from engine.store.memory_files import close_memory_files
         self._views.clear()
+        close_memory_files(self.queue)
         self.queue, self.max_physic_offset, self.min_logic_offset = was
 
     def close(self) -> None:

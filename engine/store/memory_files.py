@@ -97,6 +97,13 @@ class MemoryFileQueue(MappedFileQueue):
 
 
 
+def close_memory_files(q: MappedFileQueue) -> None:
+    """Close a queue's files that live in this process only (its disk files are shared)."""
+    for f in q.files:
+        if isinstance(f, MemoryFile):
+            f.close()
+
+
 def queue_into_memory(cq) -> MappedFileQueue:
     """Move a consume queue's files into memory before a restart view adds units to it (its
     cached view of the last file dropped); returns the queue as its files are."""
