@@ -33,7 +33,7 @@ import org.apache.rocketmq.store.stats.BrokerStatsManager;
 /**
  * Differential harness: RocketMQ 5.3.3's DefaultMessageStore (RocksDBMessageStore for -Dkind=rocksdb) with
  * random geometry; -Dkind=plain|batchcq|lmq|rocksdb|timer|dledger (README.md). Overrides: -DclSize -DcqUnits -Dslots -DindexNum
- * -DnMsgs -DbcqUnits -DmaxBody -DtimerPrecision; -DmidFlush=true flushes the queue store 3/5 of the way (RocksDB: SSTs and a checkpoint).
+ * -DnMsgs -DbcqUnits -DmaxBody -DtimerPrecision; -DlongTopics=true makes the first topic 128-254 chars (V2 records); -DmidFlush=true flushes the queue store 3/5 of the way (RocksDB: SSTs and a checkpoint).
  *   write DIR SEED CRASH     write a store (geometry from SEED); writes DIR/geo.json (config, topics, keys);
  *                            CRASH=1: Runtime.halt(0) after dispatch (abort left); 2: dispatch stopped before the
  *                            last ~80 puts (queues and index behind); 0: clean shutdown
@@ -94,6 +94,7 @@ public class GeoDiff5 {
         String chars = "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789%|-_";
         for (int t = 0; t < nt; t++) {
             int len = t == 0 ? 100 + r.nextInt(28) : 1 + r.nextInt(20);
+            if (t == 0 && Boolean.getBoolean("longTopics")) len += 28 + r.nextInt(100);   // V2 records (topic > 127 bytes)
             StringBuilder sb = new StringBuilder();
             for (int i = 0; i < len; i++) sb.append(chars.charAt(r.nextInt(chars.length())));
             topics.add(sb.toString());
