@@ -123,7 +123,7 @@ public class GeoDiff5 {
         cfg.setEnabledAppendPropCRC(crcTail);
         cfg.setMapperFileSizeBatchConsumeQueue(46 * bcqUnits);
         if (kind.equals("lmq")) { cfg.setEnableLmq(true); cfg.setEnableMultiDispatch(true); }
-        if (kind.equals("rocksdb")) cfg.setStoreType("defaultRocksDB");
+        if (rocks()) cfg.setStoreType("defaultRocksDB");
         if (kind.equals("dledger")) {   // a one-node DLedger group (DLedgerCommitLog starts its own DLedgerServer)
             cfg.setEnableDLegerCommitLog(true);
             cfg.setdLegerGroup("RaftNode00");
@@ -140,6 +140,11 @@ public class GeoDiff5 {
         return cfg;
     }
 
+    /** RocksDB consume queues: the rocksdb kind, or any kind with -Drocks=true (LMQ queues in RocksDB). */
+    static boolean rocks() {
+        return kind.equals("rocksdb") || Boolean.getBoolean("rocks");
+    }
+
     static DefaultMessageStore open(String dir, boolean start) throws Exception {
         ConcurrentMap<String, TopicConfig> tct = new ConcurrentHashMap<>();
         for (int t = 0; t < topics.size(); t++) {
@@ -147,7 +152,7 @@ public class GeoDiff5 {
             if (batchTopics.contains(topics.get(t))) { Map<String, String> at = new HashMap<>(); at.put("queue.type", "BatchCQ"); tc.setAttributes(at); }
             tct.put(topics.get(t), tc);
         }
-        DefaultMessageStore s = kind.equals("rocksdb")
+        DefaultMessageStore s = rocks()
             ? new RocksDBMessageStore(config(dir), new BrokerStatsManager("DefaultCluster", true), null, new BrokerConfig(), tct)
             : new DefaultMessageStore(config(dir), new BrokerStatsManager("DefaultCluster", true), null, new BrokerConfig(), tct);
         if (!s.load()) throw new IllegalStateException("load failed: " + dir);
@@ -368,6 +373,7 @@ public class GeoDiff5 {
         kv(sb, "batches", batches).append(',');
         kv(sb, "maxPhyOffsetAtEnd", s.getMaxPhyOffset()).append(',');
         kv(sb, "kind", kind).append(',');
+        kv(sb, "rocks", rocks()).append(',');
         kv(sb, "timerPrecisionMs", timerPrecision).append(',');
         kv(sb, "mappedFileSizeTimerLog", 52 * timerLogUnits).append(',');
         kv(sb, "timerRollWindowSlot", rollWindow).append(',');
