@@ -131,7 +131,7 @@ def compare_timer(s, t: dict, d: Differ) -> None:
 
 def test_the_stores_are_here():
     assert {"geo5_bcq_crash", "geo5_batchcq", "geo5_lmq", "geo5_rocksdb", "geo5_rocksdb_crash", "geo5_rocksdb_expired",
-            "geo5_timer", "geo5_bcq_flipped", "geo5_dledger"} <= set(STORES)
+            "geo5_timer", "geo5_bcq_flipped", "geo5_dledger", "geo5_lmq_rocks_crash"} <= set(STORES)
 
 
 @pytest.mark.parametrize("name", STORES)

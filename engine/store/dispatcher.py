@@ -17,8 +17,7 @@ def dispatch(store, msg: Message) -> bool:
         if cq is not None:
             wrote = cq.put_unit(msg.physicalOffsetField, msg.storeSize, msg.tagsCode, msg.queueOffset,
                                 store_timestamp=msg.storeTimestamp)   # (a RocksDB unit keeps it)
-            if store.cfg.enableMultiDispatch:  # LMQ copies (engine/store/lmq.py)
-                _lmq.dispatch(store, msg)
+            _lmq.dispatch(store, msg)  # LMQ copies (engine/store/lmq.py: with multi-dispatch on or detected)
     _index(store, msg)
     return wrote
 

@@ -95,13 +95,27 @@ def advance(writer, names: list[str]) -> None:
 
 
 # ---- dispatch side --------------------------------------------------------------------------
+def detect_multi_dispatch(cfg) -> None:
+    """The store was written by a multi-dispatch broker (its LMQ queues, or a record carrying the
+    INNER_MULTI_QUEUE_OFFSET only such a broker writes): dispatch as it did, unless a setting
+    says otherwise."""
+    for k in ("enableLmq", "enableMultiDispatch"):
+        if k not in cfg.explicit and not getattr(cfg, k):
+            setattr(cfg, k, True)
+            cfg.detected.add(k)
+
+
 def dispatch(store, msg) -> int:
     """ConsumeQueue.multiDispatchLmqQueue for one dispatched record: units written. A length
     mismatch dispatches none ("[bug]"); an unparsable offset (RocketMQ retries the record
     forever) stops at that name, with a warning instead of a hang."""
     cfg = store.cfg
     if not getattr(cfg, "enableMultiDispatch", False):
-        return 0
+        if L.INNER_MULTI_QUEUE_OFFSET not in msg.properties:
+            return 0
+        detect_multi_dispatch(cfg)   # (the queues that told it may all be lost: RocksDB's after a crash)
+        if not cfg.enableMultiDispatch:
+            return 0
     enable = bool(getattr(cfg, "enableLmq", False))
     pairs, problem = L.dispatch_plan(msg.topic, msg.properties, True, enable)
     if problem == "unparsable":

@@ -13,7 +13,7 @@ from engine.errors import NotAStoreError, StoreError
 from engine.files.mapped_file import durable_touch, refuse_full_tmpfs
 from engine.format.config_json import store_config_json
 from engine.store import batch_consume_queue as _bcq, dledger_commit_log as _dledger, generation as _generation
-from engine.store import crash_view, queue_store as _queue_store, recovery
+from engine.store import crash_view, lmq as _lmq, queue_store as _queue_store, recovery
 from engine.store.checkpoint import Checkpoint
 from engine.store.commit_log import CommitLog
 from engine.store.detect import detect_config, refuse_escaping_paths, refuse_foreign_files
@@ -82,11 +82,9 @@ def load_task(store, cancel: CancelToken | None = None) -> Task[None]:
     store.queue_store = store.queue_store_type(store)
     store.queue_store.load(writable)
     store.pages_compiled = store.queue_store.pages_compiled  # the compiled page loop reads CQ files
-    if any(cq.lmq for cq in store.queues.values()):  # a multi-dispatch broker wrote it: dispatch as it did
-        for k in ("enableLmq", "enableMultiDispatch"):
-            if k not in cfg.explicit and not getattr(cfg, k):
-                setattr(cfg, k, True)
-                cfg.detected.add(k)
+    queues = store.queues or getattr(store.queue_store, "queues", {})   # (RocksDB's join store.queues after recovery)
+    if any(cq.lmq for cq in queues.values()):  # a multi-dispatch broker wrote it: dispatch as it did
+        _lmq.detect_multi_dispatch(cfg)
     store.index = IndexService(cfg, writable).load()
     store.warnings.extend(store.cfg.notes + store.index.warnings)
     store.timer, notes = open_timer_store(root, cfg)  # 5.x timer store (read-only), None without one
