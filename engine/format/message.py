@@ -351,6 +351,11 @@ def decompression_error(body: bytes, ctype: int) -> str | None:
     return None
 
 
+def peek_physical_offset(buf, pos: int) -> int:
+    """The record's PHYSICALOFFSET field (where its writer says it starts; not CRC-covered)."""
+    return _I64.unpack_from(buf, pos + OFF_PHYSICALOFFSET)[0]
+
+
 def peek_store_timestamp(buf, pos: int) -> int:
     """CommitLog.pickupStoreTimestamp: read STORETIMESTAMP honouring the born-host family."""
     sysflag = _I32.unpack_from(buf, pos + OFF_SYSFLAG)[0]

@@ -26,7 +26,7 @@ from engine.config import CQ_UNIT_SIZE, INDEX_ENTRY_SIZE, INDEX_HEADER_SIZE, IND
 from engine.store.consume_queue import FILLER_SIZE
 from engine.store.crash_view import disk_index
 from engine.store.rocksdb_cq import RocksDBConsumeQueue
-from engine.format.message import MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2
+from engine.format.message import MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2, peek_physical_offset
 from engine.format.record import OFF_PHYSICALOFFSET
 from engine.scan.columns import hop
 from engine.scan.tier_source import sources_of, tier_pieces
@@ -38,7 +38,6 @@ MAX_PARTITION_BYTES = 512 << 20    # packed commitlog slices per Spark task, at 
 CQ_UNITS_PER_PARTITION = 1 << 20
 INDEX_ENTRIES_PER_PARTITION = 1 << 20
 _HDR = struct.Struct(">ii")
-_I64 = struct.Struct(">q")
 
 
 @dataclass(frozen=True)
@@ -221,7 +220,7 @@ def _is_record_start(buf, pos: int, file_from: int, limit: int) -> bool:
     total, magic = _HDR.unpack_from(buf, pos)
     if magic not in (MESSAGE_MAGIC_V1, MESSAGE_MAGIC_V2) or total <= 0 or total > limit - pos:
         return False
-    return _I64.unpack_from(buf, pos + OFF_PHYSICALOFFSET)[0] == file_from + pos
+    return peek_physical_offset(buf, pos) == file_from + pos
 
 
 def split_points(buf, file_from: int, limit: int, targets: list[int], hints: _CQHints | None) -> list[int]:

@@ -178,14 +178,14 @@ class BatchConsumeQueue:
     def view_begin(self) -> tuple:
         """The files into memory before the view adds units; returns what view_keep and
         view_undo take."""
-        from engine.store.memory_files import MemoryFileQueue
+        from engine.store.memory_files import queue_into_memory
         was = (self.queue, self.max_physic_offset, list(self._counts))
-        self.queue = MemoryFileQueue.of(self.queue)
+        queue_into_memory(self)
         return was
 
     def view_keep(self, was: tuple) -> None:
-        if was[0].last is not None:
-            was[0].last.close()
+        from engine.store.memory_files import let_go_replaced
+        let_go_replaced(was[0])
 
     def view_undo(self, was: tuple) -> None:
         from engine.store.memory_files import close_memory_files

@@ -264,8 +264,8 @@ class ConsumeQueue:
 
     def view_keep(self, was: tuple) -> None:
         """The view stays: the replaced last file is let go (its private copy serves)."""
-        if was[0].last is not None:
-            was[0].last.close()
+        from engine.store.memory_files import let_go_replaced
+        let_go_replaced(was[0])
 
     def view_undo(self, was: tuple) -> None:
         """The queue as its files are (a view given up half-way); the view's copies let go."""

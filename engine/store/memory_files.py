@@ -96,7 +96,6 @@ class MemoryFileQueue(MappedFileQueue):
         return []
 
 
-
 def close_memory_files(q: MappedFileQueue) -> None:
     """Close a queue's files that live in this process only (its disk files are shared)."""
     for f in q.files:
@@ -109,9 +108,16 @@ def queue_into_memory(cq) -> MappedFileQueue:
     cached view of the last file dropped); returns the queue as its files are."""
     q = cq.queue
     if not isinstance(q, MemoryFileQueue):
-        cq._views.pop(q.last.file_from_offset if q.last else None, None)
+        getattr(cq, "_views", {}).pop(q.last.file_from_offset if q.last else None, None)
         cq.queue = MemoryFileQueue.of(q)
     return q
+
+
+def let_go_replaced(q: MappedFileQueue) -> None:
+    """A restart view is kept: the queue's replaced last file is closed (its private copy serves)."""
+    if q.last is not None:
+        q.last.close()
+
 
 def _index_size(cfg) -> int:
     return INDEX_HEADER_SIZE + cfg.maxHashSlotNum * INDEX_SLOT_SIZE + cfg.maxIndexNum * INDEX_ENTRY_SIZE

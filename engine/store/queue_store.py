@@ -4,16 +4,13 @@ one when it opens (`for_root`) and from then on asks it, never which one it is: 
 queues, following a writer, recovery's vouched end, rebuilding, the overview."""
 from __future__ import annotations
 
-import struct
 from pathlib import Path
 
 from engine.errors import ReadOnlyStoreError, StoreError
-from engine.format.record import OFF_PHYSICALOFFSET
+from engine.format.message import peek_physical_offset
 from engine.store import rocksdb_cq
 from engine.store.consume_queue import ConsumeQueue
 from engine.store.detect import _subdirs
-
-_I64 = struct.Struct(">q")
 
 
 def for_root(root: Path, read_only: bool):
@@ -138,7 +135,7 @@ class RocksDBQueueStore(rocksdb_cq.RocksDBConsumeQueueStore):
         record's PHYSICALOFFSET is no later than the queues' committed max (CHECKPOINT_TOPIC);
         the first file when none is."""
         limit = self.committed_phy_offset or 0
-        return commitlog.newest_file_matched(lambda buf: _I64.unpack_from(buf, OFF_PHYSICALOFFSET)[0] <= limit)
+        return commitlog.newest_file_matched(lambda buf: peek_physical_offset(buf, 0) <= limit)
 
     def make_queue(self, topic: str, queue_id: int) -> rocksdb_cq.RocksDBConsumeQueue:
         """A queue the crash view's dispatch starts (empty; its units live in memory)."""
