@@ -102,6 +102,8 @@ def compare(s, geo: dict, j: dict) -> Differ:
                  [r.indexLastUpdatePhyoffset, r.indexLastUpdateTimestamp])
     if "timer" in j:
         compare_timer(s, j["timer"], d)
+    if "compacted" in j:
+        compare_compacted(s, j["compacted"], d)
     for look in j["looks"]:
         m = s.look_message_by_offset(look["offset"])
         ours = None if m is None else {
@@ -129,9 +131,43 @@ def compare_timer(s, t: dict, d: Differ) -> None:
         d.eq(("timer getSlot", m["fireTime"]), m["slot"], [sl.timeMs, sl.firstPos, sl.lastPos, sl.num, sl.magic])
 
 
+def compacted_page(s, topic: str, queue_id: int, offset: int, max_num: int):
+    """What DefaultMessageStore.getMessage serves for a cleanup.policy=COMPACTION topic
+    (CompactionStore.getMessage), as rmqstore answers it (compacted_view, what the CLI's
+    `get --broker` gives). MessageStore.get_message itself serves the plain ConsumeQueue."""
+    from engine.store.compaction import compacted_view
+    return compacted_view(s, topic, queue_id, offset, max_num)[0]
+
+
+def compare_compacted(s, c: dict, d: Differ) -> None:
+    """Compacted topics: the position checkpoint as RocketMQ loaded it, and every getMessage
+    page RocketMQ's CompactionStore served (a walk by nextBeginOffset, a probe at each offset;
+    a queue with no compaction log also as the broker serves it after its 30 s topic scan)."""
+    from engine.store.compaction import compacted_topic, compaction_of
+    cs = compaction_of(s)
+    d.eq(("compaction", "checkpoint"), c["checkpoint"], cs.checkpoint if cs is not None else None)
+    scanned = {(a["topic"], a["queueId"]) for a in c.get("afterScan", [])}
+    for q in c["queues"]:
+        t, qid = q["topic"], q["queueId"]
+        d.eq(("compaction", "compacted topic", t), True, compacted_topic(s, t))
+        if (t, qid) in scanned:   # no log on disk: rmqstore answers as the broker does once it started one (below)
+            continue
+        for p in q["walk"]:
+            d.eq(("compacted getMessage", t, qid, p["offset"], 32), java_page(p), page_of(compacted_page(s, t, qid, p["offset"], 32)))
+        for pr in q["probes"]:
+            p = pr["page"]
+            d.eq(("compacted getMessage", t, qid, p["offset"], pr["maxNum"]), java_page(p),
+                 page_of(compacted_page(s, t, qid, p["offset"], pr["maxNum"])))
+    for a in c.get("afterScan", []):   # a queue with no compaction log once the broker's 30 s topic scan gave it one
+        p = a["page"]
+        d.eq(("compacted getMessage after the topic scan", a["topic"], a["queueId"], p["offset"], 32), java_page(p),
+             page_of(compacted_page(s, a["topic"], a["queueId"], p["offset"], 32)))
+
+
 def test_the_stores_are_here():
     assert {"geo5_bcq_crash", "geo5_batchcq", "geo5_lmq", "geo5_rocksdb", "geo5_rocksdb_crash", "geo5_rocksdb_expired",
-            "geo5_timer", "geo5_bcq_flipped", "geo5_dledger", "geo5_lmq_rocks_crash"} <= set(STORES)
+            "geo5_timer", "geo5_bcq_flipped", "geo5_dledger", "geo5_lmq_rocks_crash", "geo5_compaction_gap",
+            "geo5_compaction_scan"} <= set(STORES)
 
 
 @pytest.mark.parametrize("name", STORES)

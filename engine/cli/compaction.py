@@ -6,30 +6,20 @@ from __future__ import annotations
 import json
 
 from engine.cli.output import emit, safe
-from engine.store.compaction import check_compaction, compacted_topic, compaction_of, mark_compacted, no_compaction_log
+from engine.store.compaction import check_compaction, compacted_topic, compacted_view, compaction_of, mark_compacted
 
 
 def compacted_get(store, args, message_rows) -> int | None:
-    """`get` on a compacted topic; None for any other topic (the normal path answers). A queue
-    of a COMPACTION topic with no compaction log: the broker answers NO_MATCHED_LOGIC_QUEUE."""
+    """`get` on a compacted topic; None for any other topic (the normal path answers):
+    engine.store.compaction.compacted_view."""
     if not compacted_topic(store, args.topic):
         return None
-    cs = compaction_of(store)
-    cq = cs.queue(args.topic, args.queue) if cs is not None else None
-    if cq is None:
-        view = no_compaction_log()
-        where = ("no compaction log of this queue: CompactionStore.getMessage answers NO_MATCHED_LOGIC_QUEUE "
-                 "until the broker starts one")
-    else:
-        view = cq.get_message(args.offset, args.count, broker=args.broker,
-                              max_transfer_count=store.cfg.maxTransferCountOnMessageInMemory,
-                              max_transfer_bytes=store.cfg.maxTransferBytesOnMessageInMemory)
-        where = f"from the compaction log; compacted up to queue offset {cs.compacted_up_to(args.topic, args.queue)}"
+    view, where = compacted_view(store, args.topic, args.queue, args.offset, args.count, broker=args.broker)
     head = (f"compacted view of {safe(args.topic)}/{args.queue} (cleanup.policy=COMPACTION: what the broker's "
             f"getMessage serves, {where})\n"
             f"status {view.status}  next {view.nextBeginOffset}  queue offsets [{view.minOffset}, {view.maxOffset})\n"
             + message_rows(view.messages) + "".join(f"\nskipped queue offset {q}: {w}" for q, w in view.skipped))
-    vj = dict(view.to_json(), compacted=True)
+    vj = dict(view.to_json(), compacted=True, source=where)
     if args.broker:
         emit(args, vj, head)
         return 0

@@ -17,6 +17,7 @@ COMPACTION_DIR = "compaction"
 LOG_DIR = "compactionLog"
 CQ_DIR = "compactionCq"
 CHECKPOINT_FILE = "position-checkpoint"
+COMPACTING_DIR = "compacting"            # a queue's swap folder while a compaction runs (CompactionLog.java:76)
 CLEANUP_POLICY = "cleanup.policy"        # the topic attribute (TopicAttributes.CLEANUP_POLICY_ATTRIBUTE)
 COMPACTION = "COMPACTION"
 

@@ -359,17 +359,18 @@ def offset_by_time(bcq: BatchConsumeQueue, timestamp: int, boundary: str | None)
         if timestamp >= int(times[-1]):
             found = int(u["msgBaseOffset"][-1])
         else:
-            j = _search_right(times, timestamp, (boundary or "lower").lower() == "upper")
+            j = search_right(times, timestamp, (boundary or "lower").lower() == "upper")
             found = int(u["msgBaseOffset"][j]) if j >= 0 else -1
     return min(max(found, bcq.min_offset), bcq.max_offset)
 
 
-def _search_right(times, target: int, upper: bool) -> int:
-    """BatchConsumeQueue.binarySearchRight over unit indices (its byte positions / 46)."""
-    left, right = 0, len(times) - 1
+def search_right(values, target: int, upper: bool) -> int:
+    """BatchConsumeQueue.binarySearchRight over unit indices (its byte positions / 46), from the
+    first value to the last of `values` (a column of the units it searches)."""
+    left, right = 0, len(values) - 1
     while left <= right:
         mid = (left + right) // 2
-        v = int(times[mid])
+        v = int(values[mid])
         if mid == right:
             return mid if v >= target else -1
         if mid == left:

@@ -13,6 +13,7 @@ import numpy as np
 from engine.format import compaction_layout as C
 from engine.format.message import RecordStatus, check_record
 from engine.format.tiered_layout import load_fastjson
+from engine.store.batch_consume_queue import search_right
 from engine.store.message_store import GetMessageResult
 
 
@@ -24,53 +25,77 @@ class LogFile:
 
 
 class CompactedQueue:
-    """One queue's compactionLog files and compactionCq units (end units and unused space
-    left out; `end_units` counts the end units)."""
+    """One queue's compactionLog files and compactionCq units, as SparseConsumeQueue holds them
+    after a broker's load and recover: `files` the valid units of each cq file (end units and
+    unused space left out; `end_units` counts the end units), `_read` each file's units up to
+    the written position recover gives it (the rules below read those, as the broker does)."""
 
     def __init__(self, topic: str, queue_id: int, log_dir: Path, cq_dir: Path):
         self.topic, self.queue_id, self.log_dir, self.cq_dir = topic, queue_id, log_dir, cq_dir
         self.logs = [LogFile(int(p.name), p, p.stat().st_size) for p in _numbered(log_dir)]
-        self.files: list[tuple[Path, np.ndarray]] = []   # (cq file, its units) in name order
+        self.files: list[tuple[Path, np.ndarray]] = []   # (cq file, its valid units) in name order
+        self._read: list[np.ndarray] = []                # each file's units up to its written position
         self.end_units = 0
-        for p in _numbered(cq_dir):
+        paths = _numbered(cq_dir)
+        for i, p in enumerate(paths):
             data = p.read_bytes()
             arr = np.frombuffer(data[:len(data) - len(data) % C.CQ_UNIT_SIZE], dtype=C.CQ_UNIT_DTYPE)
-            used = 0
-            for u in arr:  # units until the first unused one (size 0 and not an end unit)
-                if u["size"] <= 0 and u["commitLogOffset"] != C.END_UNIT_OFFSET:
-                    break
-                used += 1
-            units = arr[:used]
-            keep = units["commitLogOffset"] >= 0
-            self.end_units += int((~keep).sum())
-            self.files.append((p, units[keep & (units["size"] > 0)]))
+            bad = np.flatnonzero(~_valid(arr))
+            # recover() scans the last three files to their first invalid unit (an end unit, unused
+            # space); the older ones keep load()'s written position, the whole file
+            self._read.append(arr[:int(bad[0])] if i >= len(paths) - 3 and bad.size else arr)
+            self.end_units += int((arr["commitLogOffset"] == C.END_UNIT_OFFSET).sum())
+            self.files.append((p, arr[_valid(arr)]))
 
     @property
     def units(self) -> np.ndarray:
         parts = [u for _, u in self.files]
         return np.concatenate(parts) if parts else np.empty(0, dtype=C.CQ_UNIT_DTYPE)
 
+    @staticmethod
+    def _file_min(units: np.ndarray) -> int | None:
+        """BatchConsumeQueue.getMinMsgOffset: the first unit's msgBaseOffset, read as it is."""
+        return int(units["msgBaseOffset"][0]) if len(units) else None
+
+    @staticmethod
+    def _file_max(units: np.ndarray) -> tuple[int, int, int] | None:
+        """SparseConsumeQueue.getMaxMsgOffset: the last valid unit below the written position
+        (index, msgBaseOffset, batchSize)."""
+        ok = np.flatnonzero(_valid(units))
+        if not ok.size:
+            return None
+        i = int(ok[-1])
+        return i, int(units["msgBaseOffset"][i]), int(units["batchSize"][i])
+
     @property
     def min_offset(self) -> int:
         """getMinOffsetInQueue: the first file's first unit (-1 when there is none)."""
-        for _, u in self.files[:1]:
-            return int(u["msgBaseOffset"][0]) if len(u) else -1
-        return -1
+        m = self._file_min(self._read[0]) if self._read else None
+        return -1 if m is None else m
 
     @property
     def max_offset(self) -> int:
-        """getMaxOffsetInQueue: the last unit's msgBaseOffset + batchSize (the last file, else
-        the one before it), 0 when there is none."""
-        for _, u in reversed(self.files[-2:]):
-            if len(u):
-                return int(u["msgBaseOffset"][-1]) + int(u["batchSize"][-1])
+        """getMaxOffsetInQueue: the last valid unit's msgBaseOffset + batchSize (the last file,
+        else the one before it), 0 when there is none."""
+        for u in reversed(self._read[-2:]):
+            m = self._file_max(u)
+            if m is not None:
+                return m[1] + m[2]
+            if len(self._read) < 2:
+                break
         return 0
 
     def read(self, offset: int, size: int) -> bytes | None:
+        f = self._log_of(offset)
+        if f is None or offset + size > f.base + f.size:
+            return None
+        with open(f.path, "rb") as fh:
+            return os.pread(fh.fileno(), size, offset - f.base)
+
+    def _log_of(self, offset: int) -> LogFile | None:
         for f in self.logs:
-            if f.base <= offset and offset + size <= f.base + f.size:
-                with open(f.path, "rb") as fh:
-                    return os.pread(fh.fileno(), size, offset - f.base)
+            if f.base <= offset < f.base + f.size:
+                return f
         return None
 
     def message(self, offset: int, size: int):
@@ -80,18 +105,45 @@ class CompactedQueue:
         r = check_record(data, 0, len(data), offset)
         return r.message if r.status is RecordStatus.MESSAGE and r.size == size else None
 
-    def _units_from(self, offset: int) -> np.ndarray | None:
-        """iterateFromOrNext: the units of the first cq file that has one at or after `offset`,
-        from that unit on."""
-        for _, u in self.files:
-            if len(u) and int(u["msgBaseOffset"][-1]) >= offset:
-                return u[np.searchsorted(u["msgBaseOffset"], offset, side="left"):]
+    def _target_file(self, offset: int) -> int | None:
+        """SparseConsumeQueue.getBatchMsgIndexOrNextBuffer's file for `offset` on a broker just
+        started (its offset cache empty): the first file at or below the queue's min, else
+        searchOffsetFromFilesOrRight -- newest first, the file right of one whose max is below
+        the offset (an empty file too), or the file whose [min, max] holds it."""
+        n = len(self._read)
+        if not n:
+            return None
+        if offset <= self.min_offset:
+            return 0
+        first = self._file_min(self._read[0])
+        if first is None or not first <= offset < self.max_offset:
+            return None
+        for i in range(n - 1, -1, -1):
+            lo, hi = self._file_min(self._read[i]), self._file_max(self._read[i])
+            if hi is not None and hi[1] < offset and i != n - 1:
+                return i + 1
+            if lo is not None and hi is not None and lo <= offset <= hi[1]:
+                return i
         return None
+
+    def _units_from(self, offset: int) -> np.ndarray | None:
+        """iterateFromOrNext: the target file's units from the first whose msgBaseOffset is at or
+        above `offset` (binarySearchRight, LOWER, between its min and max units), None when
+        there is no such file or unit."""
+        i = self._target_file(offset)
+        if i is None:
+            return None
+        units = self._read[i]
+        hi = self._file_max(units)
+        if self._file_min(units) is None or hi is None:
+            return None
+        j = search_right(units["msgBaseOffset"][:hi[0] + 1], offset, upper=False)   # (between its min and max)
+        return None if j < 0 else units[j:]
 
     def get_message(self, offset: int, max_count: int = 32, broker: bool = True, max_transfer_count: int = 32,
                     max_transfer_bytes: int = 256 * 1024) -> GetMessageResult:
-        """CompactionLog.getMessage. broker=True: one cq file per page and the in-memory transfer
-        limits, as the broker; False: max_count messages across files."""
+        """CompactionLog.getMessage. broker=True: one cq file a page (travelCqFileNumWhenGetMessage)
+        and the in-memory transfer limits, as the broker; False: max_count messages across files."""
         mn, mx = self.min_offset, self.max_offset
         if mx == 0:
             return GetMessageResult("NO_MESSAGE_IN_QUEUE", 0, mn, mx)
@@ -99,24 +151,44 @@ class CompactedQueue:
             return GetMessageResult("OFFSET_OVERFLOW_ONE", offset, mn, mx)
         if offset > mx:
             return GetMessageResult("OFFSET_OVERFLOW_BADLY", mn if mn == 0 else mx, mn, mx)
-        units = self._units_from(offset) if broker else self.units[
-            np.searchsorted(self.units["msgBaseOffset"], offset, side="left"):]
-        if units is None:
-            return GetMessageResult("OFFSET_FOUND_NULL", offset, mn, mx)
+        units = self._units_from(offset)
+        if units is None:   # next: rollNextFile, which BatchConsumeQueue answers 0
+            return GetMessageResult("OFFSET_FOUND_NULL", 0, mn, mx)
+        if not broker:
+            units = self.units[np.searchsorted(self.units["msgBaseOffset"], offset, side="left"):]
         limit = min(max_count, max_transfer_count) if broker else max(1, max_count)
-        msgs, skipped, total, nxt = [], [], 0, offset
+        msgs, skipped, total, nxt, status, gone_until = [], [], 0, offset, "NO_MATCHED_MESSAGE", None
+        log_size = self.logs[0].size if self.logs else 0
         for u in units:
             phy, size, base, batch = int(u["commitLogOffset"]), int(u["size"]), int(u["msgBaseOffset"]), int(u["batchSize"])
+            if not (phy >= 0 and size > 0 and base >= 0 and batch > 0) or nxt >= mx:   # validateCqUnit
+                break
             if len(msgs) >= limit or (broker and msgs and total + size > max_transfer_bytes):
                 break
             nxt = base + batch
+            if gone_until is not None and phy < gone_until:
+                continue   # the rest of a log file that is not there (rollNextFile)
+            if self._log_of(phy) is None:
+                gone_until = phy + log_size - phy % log_size if log_size else phy + 1
+                if not msgs:
+                    status = "MESSAGE_WAS_REMOVING"
+                skipped.append((base, f"no compaction-log file holds offset {phy}"))
+                continue
             m = self.message(phy, size)
             if m is None:
                 skipped.append((base, f"no record of {size} bytes at compaction-log offset {phy}"))
                 continue
             msgs.append(m)
             total += size
-        return GetMessageResult("FOUND" if msgs else "NO_MATCHED_MESSAGE", nxt, mn, mx, msgs, total, skipped)
+            status = "FOUND"
+        return GetMessageResult(status, nxt, mn, mx, msgs, total, skipped)
+
+
+def _valid(units: np.ndarray) -> np.ndarray:
+    """SparseConsumeQueue's test of a unit (recover, getMaxMsgOffset): offset, size,
+    msgBaseOffset and batchSize all positive (offset and base may be 0)."""
+    return ((units["commitLogOffset"] >= 0) & (units["size"] > 0) & (units["msgBaseOffset"] >= 0)
+            & (units["batchSize"] > 0))
 
 
 class CompactionStore:
@@ -222,6 +294,65 @@ def no_compaction_log() -> GetMessageResult:
     return GetMessageResult("NO_MATCHED_LOGIC_QUEUE", 0, 0, 0)
 
 
+def broker_starts_log(store, topic: str, queue_id: int) -> bool:
+    """Whether a running broker holds a CompactionLog for a queue that has none on disk: its
+    topic scan (every 30 s, CompactionStore.scanAllTopicConfig) starts one for each of the
+    topic's write queues, and any message dispatched to the queue starts one (a keyless one too,
+    before asyncPutMessage refuses it). topics.json's writeQueueNums, else the queue's own
+    ConsumeQueue, says which queues those are."""
+    try:
+        entry = store.topic_config().get(topic)
+    except Exception:  # noqa: BLE001 - an unreadable topics.json: the queues decide
+        entry = None
+    n = entry.get("writeQueueNums") if isinstance(entry, dict) else None
+    if isinstance(n, int) and 0 <= queue_id < n:
+        return True
+    return store.queue_bounds(topic, queue_id) is not None
+
+
+def not_dispatched(store, topic: str, queue_id: int, log_max: int, look: int = 4096) -> str | None:
+    """Whether the queue holds keyed messages past the compaction log's end (at most `look`
+    read): dispatch copies each keyed message into the log (CompactionStore.doDispatch), so a
+    gap means a broker stopped before it did -- a crash: its restart re-dispatches them."""
+    b = store.queue_bounds(topic, queue_id)
+    if b is None or b[2] <= log_max:
+        return None
+    off, n = max(log_max, b[1]), 0
+    while off < min(b[2], log_max + look):
+        r = store.get_message(topic, queue_id, off, 256)
+        n += sum(1 for m in r.messages if (m.keys or "").strip())
+        if r.nextBeginOffset <= off:
+            break
+        off = r.nextBeginOffset
+    return None if not n else (f"{n} keyed message(s) of the queue from queue offset {log_max} on are not in the "
+                               "compaction log yet: the broker's restart dispatches them into it (not shown here)")
+
+
+def compacted_view(store, topic: str, queue_id: int, offset: int, count: int, broker: bool = True
+                   ) -> tuple[GetMessageResult, str]:
+    """What DefaultMessageStore.getMessage serves for a COMPACTION topic's queue, and where it
+    comes from: its compaction log; for a queue with none on disk, the empty CompactionLog a
+    running broker starts for it (NO_MESSAGE_IN_QUEUE, min -1: BatchConsumeQueue's), else
+    NO_MATCHED_LOGIC_QUEUE (no such queue, or log files without their compactionCq files, which
+    the new CompactionLog's sanityCheck refuses)."""
+    cs = compaction_of(store)
+    cq = cs.queue(topic, queue_id) if cs is not None else None
+    if cq is not None:
+        lag = not_dispatched(store, topic, queue_id, cq.max_offset)
+        return (cq.get_message(offset, count, broker=broker, max_transfer_count=store.cfg.maxTransferCountOnMessageInMemory,
+                               max_transfer_bytes=store.cfg.maxTransferBytesOnMessageInMemory),
+                f"from the compaction log; compacted up to queue offset {cs.compacted_up_to(topic, queue_id)}"
+                + (f"; {lag}" if lag else ""))
+    log_files = _numbered(Path(store.root) / C.COMPACTION_DIR / C.LOG_DIR / topic / str(queue_id))
+    if broker_starts_log(store, topic, queue_id) and not log_files:   # (log files with no CQ: its sanityCheck fails)
+        return (GetMessageResult("NO_MESSAGE_IN_QUEUE", 0, -1, 0),
+                "no compaction log of this queue on disk: a running broker starts an empty one (its 30 s topic "
+                "scan, or the first message dispatched here); one started less than 30 s ago answers "
+                "NO_MATCHED_LOGIC_QUEUE")
+    return no_compaction_log(), ("no compaction log of this queue: CompactionStore.getMessage answers "
+                                 "NO_MATCHED_LOGIC_QUEUE until the broker starts one")
+
+
 def mark_compacted(store, queues: list[dict]) -> list[dict]:
     """queue_list() rows of compacted topics gain `compacted` (info and the tree mark them)."""
     cs = compaction_of(store)
@@ -237,6 +368,27 @@ def _numbered(d: Path) -> list[Path]:
         return sorted((p for p in d.iterdir() if p.name.isdigit() and p.is_file()), key=lambda p: int(p.name))
     except OSError:
         return []
+
+
+def _strays(d: Path) -> list[Path]:
+    """What a queue's compactionLog or compactionCq folder holds besides its numbered files."""
+    try:
+        return sorted(p for p in d.iterdir() if not (p.name.isdigit() and p.is_file()))
+    except OSError:
+        return []
+
+
+def _stray_reason(e: Path) -> str:
+    """Why the broker will not start with `e` in a compaction queue folder: MappedFileQueue.load
+    takes every entry for a mapped file of the folder's size, named by its offset."""
+    if e.is_dir() and e.name == C.COMPACTING_DIR:
+        why = "a compaction was interrupted (CompactionLog's swap folder is still here)"
+    elif e.name.endswith(".delete"):
+        why = "a file a compaction replaced and could not delete (CompactionLog.replaceFiles destroys it once)"
+    else:
+        why = "not a mapped file of this queue"
+    return (f"{e.name}: {why}; RocketMQ's MappedFileQueue.load fails on it (a name that is not an offset, or "
+            "the wrong size), so the broker's store does not load until it is removed")
 
 
 def _dirs(p: Path) -> list[Path]:
@@ -271,6 +423,18 @@ def check_compaction(cs: CompactionStore, store=None) -> dict:
         into.append({"kind": kind, "detail": detail, "file": str(path), "offset": offset})
 
     for (topic, qid), q in sorted(cs.queues.items()):
+        for d in (q.log_dir, q.cq_dir):
+            for e in _strays(d):
+                add(problems, "compaction-unloadable", _stray_reason(e), e)
+        logs, cqs = {p.name for p in _numbered(q.log_dir)}, {p.name for p in _numbered(q.cq_dir)}
+        for name in sorted(logs ^ cqs):   # TopicPartitionLog.sanityCheck: a log file and a CQ file of each name
+            mine, other, where = ("compaction-log", "compactionCq", q.log_dir) if name in logs else \
+                ("compactionCq", "compaction-log", q.cq_dir)
+            add(problems, "compaction-unloadable", f"{topic}/{qid}: {name} is a {mine} file without its {other} "
+                "file; sanityCheck refuses the queue, so the broker's store does not load", where)
+        lag = not_dispatched(store, topic, qid, q.max_offset) if store is not None else None
+        if lag:
+            add(notes, "compaction-behind", f"{topic}/{qid}: {lag}", q.log_dir)
         full = _full_queue(store, topic, qid) if store is not None else {}
         last_base, pointed, keys_below = -1, set(), {}
         compacted_files = [p for p, _ in q.files[:-1]]

@@ -27,12 +27,14 @@ import org.apache.rocketmq.store.timer.Slot;
 import org.apache.rocketmq.store.*;
 import org.apache.rocketmq.store.config.MessageStoreConfig;
 import org.apache.rocketmq.store.index.IndexService;
+import org.apache.rocketmq.store.kv.CompactionLog;
+import org.apache.rocketmq.store.kv.CompactionStore;
 import org.apache.rocketmq.store.index.QueryOffsetResult;
 import org.apache.rocketmq.store.stats.BrokerStatsManager;
 
 /**
  * Differential harness: RocketMQ 5.3.3's DefaultMessageStore (RocksDBMessageStore for -Dkind=rocksdb) with
- * random geometry; -Dkind=plain|batchcq|lmq|rocksdb|timer|dledger (README.md). Overrides: -DclSize -DcqUnits -Dslots -DindexNum
+ * random geometry; -Dkind=plain|batchcq|lmq|rocksdb|timer|dledger|compaction (README.md). Overrides: -DclSize -DcqUnits -Dslots -DindexNum
  * -DnMsgs -DbcqUnits -DmaxBody -DtimerPrecision; -DlongTopics=true makes the first topic 128-254 chars (V2 records); -DmidFlush=true flushes the queue store 3/5 of the way (RocksDB: SSTs and a checkpoint).
  *   write DIR SEED CRASH     write a store (geometry from SEED); writes DIR/geo.json (config, topics, keys);
  *                            CRASH=1: Runtime.halt(0) after dispatch (abort left); 2: dispatch stopped before the
@@ -73,6 +75,11 @@ public class GeoDiff5 {
     static long clSize; static int cqUnits, slots, indexNum, nMsgs;
     static List<String> topics = new ArrayList<>();
     static List<Integer> queues = new ArrayList<>();
+    // kind compaction: topics with cleanup.policy=COMPACTION, their KEYS pool, CompactionLog geometry, rounds of puts
+    static List<String> compTopics = new ArrayList<>(), compKeys = new ArrayList<>();
+    static int compLogSize, compCqSize, compRounds;
+    static boolean compLastWait, compKeyless, recording;   // compKeyless: the first one's last queue gets no KEYS (no compaction log)
+    static List<String> compSnapshots = new ArrayList<>();   // position-checkpoint after each round's wait
 
     static void geometry(Random r) {
         int[] odd = {100000, 8192, 12345, 65536 + 13, 262144, 99991};
@@ -107,7 +114,30 @@ public class GeoDiff5 {
             timerLogUnits = 3 + r.nextInt(200);
             rollWindow = 2 + r.nextInt(40);
         }
+        if (kind.equals("compaction")) compactionGeometry(r);
         if (kind.equals("lmq")) { String[] nm = {"%LMQ%a", "%LMQ%b-" + r.nextInt(100), "%LMQ%房间", "%LMQ%c%d"}; for (String x : nm) if (r.nextInt(4) != 0) lmqNames.add(x); if (lmqNames.isEmpty()) lmqNames.add("%LMQ%a"); }
+    }
+
+    /** 1 or 2 COMPACTION topics; compaction log files of 4 to 64 KiB (odd sizes too), compactionCq files of 3 to 120
+     *  units (sometimes not a multiple of 46: CompactionLog rounds down); a pool of 5 to 60 KEYS (spaces, CJK, emoji). */
+    static void compactionGeometry(Random r) {
+        compTopics.add(topics.get(r.nextInt(topics.size())));
+        String t2 = topics.get(r.nextInt(topics.size()));
+        if (r.nextBoolean() && !compTopics.contains(t2)) compTopics.add(t2);
+        int[] odd = {4096, 5000, 12345, 65536, 32768 + 7, 9999};
+        compLogSize = r.nextBoolean() ? odd[r.nextInt(odd.length)] : 4096 + r.nextInt(61441);
+        compCqSize = 46 * (r.nextBoolean() ? 3 + r.nextInt(8) : 3 + r.nextInt(118)) + (r.nextInt(4) == 0 ? 1 + r.nextInt(45) : 0);
+        String[] forms = {"user-%d", "键-%d", "k %d", "emoji😀%d", "a b-%d"};
+        for (int k = 0, n = 5 + r.nextInt(56); k < n; k++) compKeys.add(String.format(forms[r.nextInt(forms.length)], k));
+        compRounds = 2 + r.nextInt(2);
+        compLastWait = r.nextBoolean();
+        compKeyless = r.nextInt(3) == 0;
+    }
+
+    /** CompactionLog.getCompactionLogSize: the log file size CompactionLog really uses. */
+    static int compactionLogFileSize() {
+        int cq = compCqSize / 46 * 46, n = compLogSize / cq, m = compLogSize % cq;
+        return n < 5 ? cq * 5 : m > 0 && m < (cq >> 1) ? n * cq : (n + 1) * cq;
     }
 
     static MessageStoreConfig config(String dir) {
@@ -124,6 +154,12 @@ public class GeoDiff5 {
         cfg.setMapperFileSizeBatchConsumeQueue(46 * bcqUnits);
         if (kind.equals("lmq")) { cfg.setEnableLmq(true); cfg.setEnableMultiDispatch(true); }
         if (rocks()) cfg.setStoreType("defaultRocksDB");
+        if (kind.equals("compaction")) {   // as the shared fixture (README_COMPACTION.md): 1 s schedule, 1 thread
+            cfg.setCompactionMappedFileSize(compLogSize);
+            cfg.setCompactionCqMappedFileSize(compCqSize);
+            cfg.setCompactionScheduleInternal(1000);
+            cfg.setCompactionThreadNum(1);
+        }
         if (kind.equals("dledger")) {   // a one-node DLedger group (DLedgerCommitLog starts its own DLedgerServer)
             cfg.setEnableDLegerCommitLog(true);
             cfg.setdLegerGroup("RaftNode00");
@@ -150,12 +186,14 @@ public class GeoDiff5 {
         for (int t = 0; t < topics.size(); t++) {
             TopicConfig tc = new TopicConfig(topics.get(t), queues.get(t), queues.get(t));
             if (batchTopics.contains(topics.get(t))) { Map<String, String> at = new HashMap<>(); at.put("queue.type", "BatchCQ"); tc.setAttributes(at); }
+            if (compTopics.contains(topics.get(t))) { Map<String, String> at = new HashMap<>(); at.put("cleanup.policy", "COMPACTION"); tc.setAttributes(at); }
             tct.put(topics.get(t), tc);
         }
         DefaultMessageStore s = rocks()
             ? new RocksDBMessageStore(config(dir), new BrokerStatsManager("DefaultCluster", true), null, new BrokerConfig(), tct)
             : new DefaultMessageStore(config(dir), new BrokerStatsManager("DefaultCluster", true), null, new BrokerConfig(), tct);
         if (!s.load()) throw new IllegalStateException("load failed: " + dir);
+        if (recording && !compTopics.isEmpty()) compactionStore(s).getCompactionSchedule().shutdownNow();   // no compaction (nor topic scan) while asked
         if (kind.equals("timer") && start) {   // as BrokerController wires it (the recorder reads the files instead)
             MessageStoreConfig cfg = s.getMessageStoreConfig();
             timerPrecision = cfg.getTimerPrecisionMs();   // as the setter kept it
@@ -244,12 +282,58 @@ public class GeoDiff5 {
         return b;
     }
 
+    /** A compacted topic's message: a body that is sometimes empty (a tombstone), 1 byte, or (rarely, with no -DmaxBody or with -DbigBody=true)
+     *  larger than a compaction log file; other topics' bodies as body(r). */
+    static byte[] body(Random r, String topic) {
+        if (!compTopics.contains(topic)) return body(r);
+        int pick = r.nextInt(40), log = compactionLogFileSize();
+        int max = (int) Math.min(Math.min(Integer.getInteger("maxBody", 4000), clSize - 1200), log / 3);
+        int len = pick == 0 ? 0 : pick == 1 ? 1 : 1 + r.nextInt(Math.max(1, max));
+        if (pick == 2 && (System.getProperty("maxBody") == null || Boolean.getBoolean("bigBody")) && log + 1600 < clSize) len = log + 10;
+        byte[] b = new byte[len];
+        r.nextBytes(b);
+        return b;
+    }
+
+    /** A compacted topic's KEYS: one string of the pool (CompactionLog keeps the last message per whole KEYS string;
+     *  the index splits it at spaces), or rarely none (CompactionLog.asyncPutMessage leaves such a message out). */
+    static void compKey(Random r, String topic, int queue, Map<String, String> p) {
+        if (!compTopics.contains(topic)) return;
+        boolean keyless = compKeyless && topic.equals(compTopics.get(0)) && queue > 0 && queue == queues.get(topics.indexOf(topic)) - 1;
+        if (r.nextInt(40) == 0 || keyless) { p.remove("KEYS"); return; }
+        String k = compKeys.get(r.nextInt(compKeys.size()));
+        p.put("KEYS", k);
+        allKeys.addAll(Arrays.asList(k.split(" ")));
+    }
+
+    static CompactionStore compactionStore(DefaultMessageStore s) throws Exception {   // (DefaultMessageStore has no getter)
+        Field f = DefaultMessageStore.class.getDeclaredField("compactionStore");
+        f.setAccessible(true);
+        return (CompactionStore) f.get(s);
+    }
+
+    /** After a round of puts: dispatched, then a wait long enough for each CompactionLog's doCompaction (scheduled
+     *  every interval + 1000 + rand(interval) ms) to run at least once; the position checkpoint is kept for geo.json. */
+    static void compactionWait(DefaultMessageStore s) throws Exception {
+        if (!reputStopped) dispatched(s);   // (crash mode 2: dispatch stopped for good)
+        Thread.sleep(3600);
+        compSnapshots.add(offsetMap(compactionStore(s)));
+    }
+
+    static String offsetMap(CompactionStore cs) {
+        StringBuilder b = new StringBuilder("{");
+        for (Map.Entry<String, Long> e : new TreeMap<>(cs.getPositionMgr().getQueueOffsetMap()).entrySet())
+            b.append(b.length() > 1 ? "," : "").append(js(e.getKey())).append(':').append(e.getValue());
+        return b.append('}').toString();
+    }
+
     static MessageExtBrokerInner single(Random r, String topic, int queue, int i) {
         MessageExtBrokerInner m = new MessageExtBrokerInner();
         m.setTopic(topic);
-        m.setBody(body(r));
+        m.setBody(body(r, topic));
         m.setQueueId(queue);
         Map<String, String> p = props(r, i);
+        compKey(r, topic, queue, p);
         MessageAccessor.setProperties(m, p);
         m.setPropertiesString(MessageDecoder.messageProperties2String(p));
         m.setTagsCode(p.containsKey("TAGS") ? MessageExtBrokerInner.tagsString2tagsCode(p.get("TAGS")) : 0);
@@ -265,8 +349,9 @@ public class GeoDiff5 {
         for (int j = 0; j < size; j++) {
             Message m = new Message();
             m.setTopic(topic);
-            m.setBody(body(r));
+            m.setBody(body(r, topic));
             Map<String, String> p = props(r, i + j);
+            compKey(r, topic, queue, p);
             if (uniqEach && !p.containsKey("UNIQ_KEY")) { String u = uniqId(); p.put("UNIQ_KEY", u); allUniq.add(u); }
             MessageAccessor.setProperties(m, p);
             msgs.add(m);
@@ -307,7 +392,7 @@ public class GeoDiff5 {
         geometry(r);
         new File(dir).mkdirs();
         DefaultMessageStore s = open(dir, true);
-        int i = 0, puts = 0, batches = 0;
+        int i = 0, puts = 0, batches = 0, round = 0;
         while (i < nMsgs) {
             int t = r.nextInt(topics.size());
             int q = r.nextInt(queues.get(t));
@@ -335,6 +420,9 @@ public class GeoDiff5 {
             }
             if (res == null || !res.isOk()) throw new IllegalStateException("put failed: " + res + " at " + i);
             i += nAdd;
+            if (!compTopics.isEmpty() && i >= (long) nMsgs * (round + 1) / compRounds && round < compRounds) {
+                if (++round < compRounds || compLastWait) compactionWait(s);   // rounds of puts, each compacted
+            }
             if (midFlush && !flushed && i > nMsgs * 3 / 5) {   // RocksDB queues: a memtable flush mid-way (SSTs, checkpoint)
                 dispatched(s);
                 s.getQueueStore().flush();
@@ -384,6 +472,14 @@ public class GeoDiff5 {
         kv(sb, "mapperFileSizeBatchConsumeQueue", 46 * bcqUnits).append(',');
         sb.append("\"batchTopics\":").append(jsonList(batchTopics)).append(',');
         sb.append("\"lmqNames\":").append(jsonList(lmqNames)).append(',');
+        if (!compTopics.isEmpty()) {
+            sb.append("\"compTopics\":").append(jsonList(compTopics)).append(',');
+            kv(sb, "compactionMappedFileSize", compLogSize).append(',');
+            kv(sb, "compactionCqMappedFileSize", compCqSize).append(',');
+            kv(sb, "compactionLogFileSize", compactionLogFileSize()).append(',');
+            sb.append("\"compactionKeys\":").append(jsonList(compKeys)).append(',');
+            sb.append("\"positionAfterRounds\":").append(compSnapshots).append(',');
+        }
         sb.append("\"topics\":").append(jsonList(topics)).append(',');
         sb.append("\"queues\":").append(queues).append(',');
         Set<String> ks = new LinkedHashSet<>(allKeys);
@@ -472,6 +568,11 @@ public class GeoDiff5 {
         crcTail = geo.contains("\"enabledAppendPropCRC\":true");
         batchTopics = jstrList(geo, "batchTopics");
         lmqNames = jstrList(geo, "lmqNames");
+        if (geo.contains("\"compTopics\":")) {
+            compTopics = jstrList(geo, "compTopics");
+            compLogSize = (int) jlong(geo, "compactionMappedFileSize");
+            compCqSize = (int) jlong(geo, "compactionCqMappedFileSize");
+        }
         int ki = geo.indexOf("\"kind\":\"") + 8;
         kind = geo.substring(ki, geo.indexOf('"', ki));
         if (kind.equals("timer")) {
@@ -515,6 +616,7 @@ public class GeoDiff5 {
         int realTopics = topics.size();
         Random r = new Random(jlong(geo, "seed") * 31 + 7);
 
+        recording = true;
         DefaultMessageStore s = open(dir, start);
         if (start) dispatched(s);
         for (String nm : lmqNames) { topics.add(nm); queues.add(1); }
@@ -526,7 +628,8 @@ public class GeoDiff5 {
         kv(sb, "started", start).append(',');
         kv(sb, "minPhyOffset", s.getMinPhyOffset()).append(',');
         kv(sb, "maxPhyOffset", s.getMaxPhyOffset()).append(',');
-        // queues + getMessage pages
+        // queues + getMessage pages (a COMPACTION topic's by the plain path: its policy is lifted meanwhile; "compacted" has the other)
+        compactionPolicy(s, false);
         sb.append("\"queues\":[");
         List<long[]> allPhy = new ArrayList<>();
         boolean firstQ = true;
@@ -598,6 +701,8 @@ public class GeoDiff5 {
             }
         }
         sb.append("],");
+        compactionPolicy(s, true);
+        if (!compTopics.isEmpty()) recordCompacted(sb, s, dir, new Random(r.nextLong()));
         // key queries
         List<String[]> qk = new ArrayList<>();
         List<String> kl = new ArrayList<>(keys);
@@ -643,7 +748,7 @@ public class GeoDiff5 {
                 sb.append(",\"uniq\":").append(js(m.getProperty("UNIQ_KEY")));
                 sb.append(",\"bodyCRC\":").append(m.getBodyCRC()).append(",\"storeTimestamp\":").append(m.getStoreTimestamp());
                 sb.append(",\"bornTimestamp\":").append(m.getBornTimestamp()).append(",\"sysFlag\":").append(m.getSysFlag());
-                sb.append(",\"bodyLen\":").append(m.getBody() == null ? -1 : m.getBody().length);
+                sb.append(",\"bodyLen\":").append(m.getBody() == null ? 0 : m.getBody().length);   // (an empty body is decoded as null)
                 sb.append(",\"msgId\":").append(js(m.getMsgId()));
             }
             sb.append('}');
@@ -653,6 +758,75 @@ public class GeoDiff5 {
         System.out.println("{\"recorded\":" + js(out) + "}");
         System.out.flush();
         if (start) s.shutdown();
+    }
+
+    /** Sets or lifts cleanup.policy=COMPACTION on the compacted topics' TopicConfigs (DefaultMessageStore.getMessage reads it per call). */
+    static void compactionPolicy(DefaultMessageStore s, boolean on) {
+        for (String t : compTopics) {
+            Map<String, String> at = s.getTopicConfigs().get(t).getAttributes();
+            if (on) at.put("cleanup.policy", "COMPACTION"); else at.remove("cleanup.policy");
+        }
+    }
+
+    /** The compacted topics as DefaultMessageStore.getMessage serves them (CompactionStore.getMessage): per queue a walk
+     *  from 0 by nextBeginOffset (32 a page) and a probe at every offset from -1 to the plain queue's max + 2 with a
+     *  random maxNum; and the position checkpoint as loaded. A queue with no compaction log is asked again ("afterScan")
+     *  once it has the empty CompactionLog the broker's topic scan (scanAllTopicConfig, every 30 s) gives it. */
+    @SuppressWarnings("unchecked")
+    static void recordCompacted(StringBuilder sb, DefaultMessageStore s, String dir, Random r) throws Exception {
+        CompactionStore cs = compactionStore(s);
+        Field tf = CompactionStore.class.getDeclaredField("compactionLogTable");
+        tf.setAccessible(true);
+        Map<String, CompactionLog> table = (Map<String, CompactionLog>) tf.get(cs);
+        List<Object[]> noLog = new ArrayList<>();
+        sb.append("\"compacted\":{\"checkpoint\":").append(offsetMap(cs)).append(",\"queues\":[");
+        boolean firstQ = true;
+        for (String topic : compTopics) {
+            for (int q = 0; q < queues.get(topics.indexOf(topic)); q++) {
+                long mx = s.getMaxOffsetInQueue(topic, q);
+                if (!table.containsKey(topic + "_" + q)) noLog.add(new Object[] {topic, q});
+                sb.append(firstQ ? "" : ",").append("{\"topic\":").append(js(topic)).append(",\"queueId\":").append(q);
+                sb.append(",\"plainMaxOffset\":").append(mx).append(",\"logDir\":").append(new File(dir, "compaction/compactionLog/" + topic + "/" + q).isDirectory());
+                firstQ = false;
+                sb.append(",\"walk\":[");
+                long off = 0;
+                for (int guard = 0; guard < 100000; guard++) {
+                    GetMessageResult g = s.getMessage("g", topic, q, off, 32, null);
+                    sb.append(guard > 0 ? "," : "");
+                    page(sb, g, off, null, null);
+                    if (g == null) break;
+                    String st = g.getStatus().name();
+                    long nxt = g.getNextBeginOffset();
+                    g.release();
+                    if (nxt <= off || st.startsWith("OFFSET_OVERFLOW") || st.equals("NO_MATCHED_LOGIC_QUEUE") || st.equals("NO_MESSAGE_IN_QUEUE")) break;
+                    off = nxt;
+                }
+                sb.append("],\"probes\":[");
+                for (long p = -1; p <= mx + 2; p++) {
+                    int n = 1 + r.nextInt(40);
+                    GetMessageResult g = s.getMessage("g", topic, q, p, n, null);
+                    sb.append(p > -1 ? "," : "").append("{\"maxNum\":").append(n).append(",\"page\":");
+                    page(sb, g, p, null, null);
+                    sb.append('}');
+                    if (g != null) g.release();
+                }
+                sb.append("]}");
+            }
+        }
+        sb.append("],\"afterScan\":[");
+        for (Object[] tq : noLog) {   // loadAndGetClog's steps, its doCompaction schedule left out
+            String topic = (String) tq[0];
+            int q = (Integer) tq[1];
+            table.put(topic + "_" + q, new CompactionLog(s, cs, topic, q));
+            table.get(topic + "_" + q).load(true);
+            for (long p = -1; p <= 1; p++) {
+                GetMessageResult g = s.getMessage("g", topic, q, p, 32, null);
+                sb.append(tq == noLog.get(0) && p == -1 ? "" : ",").append("{\"topic\":").append(js(topic)).append(",\"queueId\":").append(q).append(",\"page\":");
+                page(sb, g, p, null, null);
+                sb.append('}');
+            }
+        }
+        sb.append("]},");
     }
 
     static void page(StringBuilder sb, GetMessageResult g, long off, List<Long> storeTimes, List<long[]> allPhy) {

@@ -65,10 +65,11 @@ def cli_checks(store: Path, geo: dict, j: dict) -> Cli:
     chk = c(["check"])
     if chk is not None:
         c.eq(("check", "ok"), True, chk.get("ok"))
+    compacted = {q["topic"] for q in j.get("compacted", {}).get("queues", [])}
     firsts = list({q["topic"]: q for q in reversed(j["queues"])}.values())[:4]   # each topic's first queue
     for q in firsts:
         t, qid, pages = q["topic"], str(q["queueId"]), q["pages"]
-        for p in (pages[0], pages[len(pages) // 2], pages[-1]):
+        for p in (pages[0], pages[len(pages) // 2], pages[-1]) if t not in compacted else ():   # (its get --broker: below)
             g = c(["get", "--broker", "--count", "32"], [t, qid, str(p["offset"])])
             if g is not None:
                 c.eq(("get", t, qid, p["offset"]), [p["status"], p["nextBeginOffset"], p["phyOffsets"]],
@@ -77,6 +78,17 @@ def cli_checks(store: Path, geo: dict, j: dict) -> Cli:
             tt = c(["time"], [t, qid, str(ts)])
             if tt is not None:
                 c.eq(("time", t, qid, ts), lower, tt.get("offset"))
+    scanned = {(a["topic"], a["queueId"]) for a in j.get("compacted", {}).get("afterScan", [])}
+    for q in j.get("compacted", {}).get("queues", [])[:6]:   # a compacted topic's get --broker: its compacted view
+        if (q["topic"], q["queueId"]) in scanned:   # (no log on disk: answered as after the broker's topic scan)
+            continue
+        t, qid, walk, probes = q["topic"], str(q["queueId"]), q["walk"], q["probes"]
+        for p, n in [(walk[0], 32), (walk[-1], 32)] + [(x["page"], x["maxNum"]) for x in probes[::max(1, len(probes) // 4)]]:
+            g = c(["get", "--broker", "--count", str(n)], [t, qid, str(p["offset"])])
+            if g is not None:
+                c.eq(("get compacted", t, qid, p["offset"], n), [p["status"], p["nextBeginOffset"], p["phyOffsets"], p["queueOffsets"]],
+                     [g.get("status"), g.get("nextBeginOffset"), [m["commitLogOffset"] for m in g.get("messages", [])],
+                      [m["queueOffset"] for m in g.get("messages", [])]])
     for k in j["keyQueries"][::6]:
         qk = c(["query-key", "--raw"], [k["topic"], k["key"]])
         if qk is not None:

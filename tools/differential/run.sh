@@ -1,6 +1,6 @@
 #!/bin/bash
 # Differential runs against RocketMQ 5.3.3 (README.md). usage:
-#   JAVA_LIB=DIR tools/differential/run.sh KIND clean|crash|expire SEED...      KIND: plain, lmq, batchcq, rocksdb, dledger, timer (clean only)
+#   JAVA_LIB=DIR tools/differential/run.sh KIND clean|crash|expire SEED...      KIND: plain, lmq, batchcq, rocksdb, dledger, timer (clean only), compaction
 #   JAVA_LIB=DIR tools/differential/run.sh KIND fixture NAME SEED CRASH [-Dopt=value ...]   (EXPIRE_FILES=N: then expire)
 # JAVA_LIB: RocketMQ 5.3.3's store, common and remoting jars with their dependencies (README.md says how
 # they were built). Stores, RocketMQ's answers and mismatches go to $WORK (build/differential).
@@ -32,6 +32,9 @@ for S in "$@"; do
   D=$KIND-$MODE$S; rm -rf "$D" "$D.java"
   if [ "$MODE" = clean ] && [ "$KIND" = dledger ]; then   # (DLedger reads need the store started: on a copy)
     java5 write "$D" "$S" 0 && cp -a --sparse=always "$D" "$D.java" && java5 record "$D.java" "$D.answers.json" 1 && rm -rf "$D.java"
+  elif [ "$MODE" = clean ] && [ "$KIND" = compaction ]; then   # (CompactionLog's load may truncate or delete: on a copy, checked)
+    java5 write "$D" "$S" 0 && cp -a --sparse=always "$D" "$D.java" && java5 record "$D.java" "$D.answers.json" 0 \
+      && { diff -rq "$D" "$D.java" >&2 && rm -rf "$D.java" || echo "recording changed $D.java" >&2; }
   elif [ "$MODE" = clean ]; then
     java5 write "$D" "$S" 0 && java5 record "$D" "$D.answers.json" 0
   elif [ "$MODE" = expire ]; then   # the oldest EXPIRE_FILES (3) commitlog files deleted by the broker's clean services
