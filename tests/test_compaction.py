@@ -120,7 +120,7 @@ def test_send_into_a_compacted_topic_leaves_compaction_to_the_broker(fixture_cop
     assert main(["get", str(root), "CompactA", "0", "97", "--broker", "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert [m["queueOffset"] for m in out["messages"]] == [97]
-    assert "1 keyed message(s) of the queue from queue offset 98 on are not in the compaction log yet" in out["source"]
+    assert "1 keyed message(s) of the queue from queue offset 98 on are not in the compaction log" in out["source"]
     assert main(["send", str(root), "CompactA", "--queue", "1", "--body", "no key"]) == 0   # keyless: never copied
     capsys.readouterr()
     assert main(["get", str(root), "CompactA", "1", "0", "--broker", "--json"]) == 0
@@ -139,27 +139,31 @@ def test_check_finds_a_damaged_compaction_cq(fixture_copy, capsys):
 
 
 def test_check_says_when_the_broker_cannot_load_a_compaction_queue(fixture_copy, capsys):
-    """What makes 5.3.3's store load fail (differential runs: a clean shutdown left a `.delete`
-    file; a halt mid-compaction left the swap folder): MappedFileQueue.load parses every name as
-    an offset, and TopicPartitionLog.sanityCheck wants a log file and a CQ file of each name."""
+    """What makes 5.3.3's load fail (differential runs: a clean shutdown left a `.delete` file):
+    MappedFileQueue.load parses the name of a file of the folder's size as its offset (the store
+    does not load), refuses a file of another size (the queue is not loaded) and skips folders;
+    TopicPartitionLog.sanityCheck wants a log file and a CQ file of each name, after its recover
+    deleted log files past the CQ's last record."""
     root = fixture_copy("compaction_store") / "store"
     assert main(["check", str(root)]) == 0
     capsys.readouterr()
     logs, cqs = root / "compaction" / "compactionLog", root / "compaction" / "compactionCq"
     first = sorted((logs / "CompactA" / "0").iterdir())[0]
     first.rename(first.with_name(first.name + ".delete"))
+    (logs / "CompactA" / "1" / "junk.delete").write_bytes(b"0123456789")
     (logs / "CompactB" / "1" / C.COMPACTING_DIR).mkdir()
-    cq = sorted((cqs / "CompactB" / "0").iterdir())[-1]
+    cq = sorted((cqs / "CompactB" / "0").iterdir())[0]   # (the last one: recover would delete the log file past it)
     cq.unlink()
     before = tree_hash(root)
     assert main(["check", "--json", str(root)]) == 1
     rep = json.loads(capsys.readouterr().out)
-    got = sorted((p["detail"].split(":")[0], p["file"].split("/compaction/")[1]) for p in rep["problems"]
-                 if p["kind"] == "compaction-unloadable")
-    assert got == sorted([
-        (first.name + ".delete", f"compactionLog/CompactA/0/{first.name}.delete"),
-        ("CompactA/0", "compactionCq/CompactA/0"),        # its CQ file lost its log file
-        (C.COMPACTING_DIR, "compactionLog/CompactB/1/compacting"),
-        ("CompactB/0", "compactionLog/CompactB/0")]), got   # a log file lost its CQ file
-    assert all("does not load" in p["detail"] for p in rep["problems"] if p["kind"] == "compaction-unloadable")
+
+    def where(ps, *kinds):
+        return sorted((p["kind"], p["file"].split("/compaction/")[1]) for p in ps if p["kind"] in kinds)
+    assert where(rep["problems"], "compaction-unloadable", "compaction-queue-unloaded") == sorted([
+        ("compaction-unloadable", f"compactionLog/CompactA/0/{first.name}.delete"),   # the store does not load
+        ("compaction-unloadable", "compactionCq/CompactA/0"),        # its CQ file lost its log file
+        ("compaction-queue-unloaded", "compactionLog/CompactA/1/junk.delete"),   # another size: the queue only
+        ("compaction-unloadable", "compactionLog/CompactB/0")])      # a log file lost its CQ file
+    assert where(rep["notes"], "compaction-interrupted") == [("compaction-interrupted", "compactionLog/CompactB/1/compacting")]
     assert tree_hash(root) == before

@@ -46,6 +46,7 @@ class CompactedQueue:
             self._read.append(arr[:int(bad[0])] if i >= len(paths) - 3 and bad.size else arr)
             self.end_units += int((arr["commitLogOffset"] == C.END_UNIT_OFFSET).sum())
             self.files.append((p, arr[_valid(arr)]))
+        self._bounds = [(self._file_min(u), self._file_max(u)) for u in self._read]   # per file, read once
 
     @property
     def units(self) -> np.ndarray:
@@ -70,19 +71,16 @@ class CompactedQueue:
     @property
     def min_offset(self) -> int:
         """getMinOffsetInQueue: the first file's first unit (-1 when there is none)."""
-        m = self._file_min(self._read[0]) if self._read else None
+        m = self._bounds[0][0] if self._bounds else None
         return -1 if m is None else m
 
     @property
     def max_offset(self) -> int:
         """getMaxOffsetInQueue: the last valid unit's msgBaseOffset + batchSize (the last file,
         else the one before it), 0 when there is none."""
-        for u in reversed(self._read[-2:]):
-            m = self._file_max(u)
+        for _, m in reversed(self._bounds[-2:]):
             if m is not None:
                 return m[1] + m[2]
-            if len(self._read) < 2:
-                break
         return 0
 
     def read(self, offset: int, size: int) -> bytes | None:
@@ -110,16 +108,16 @@ class CompactedQueue:
         started (its offset cache empty): the first file at or below the queue's min, else
         searchOffsetFromFilesOrRight -- newest first, the file right of one whose max is below
         the offset (an empty file too), or the file whose [min, max] holds it."""
-        n = len(self._read)
+        n = len(self._bounds)
         if not n:
             return None
         if offset <= self.min_offset:
             return 0
-        first = self._file_min(self._read[0])
+        first = self._bounds[0][0]
         if first is None or not first <= offset < self.max_offset:
             return None
         for i in range(n - 1, -1, -1):
-            lo, hi = self._file_min(self._read[i]), self._file_max(self._read[i])
+            lo, hi = self._bounds[i]
             if hi is not None and hi[1] < offset and i != n - 1:
                 return i + 1
             if lo is not None and hi is not None and lo <= offset <= hi[1]:
@@ -133,9 +131,8 @@ class CompactedQueue:
         i = self._target_file(offset)
         if i is None:
             return None
-        units = self._read[i]
-        hi = self._file_max(units)
-        if self._file_min(units) is None or hi is None:
+        units, (lo, hi) = self._read[i], self._bounds[i]
+        if lo is None or hi is None:
             return None
         j = search_right(units["msgBaseOffset"][:hi[0] + 1], offset, upper=False)   # (between its min and max)
         return None if j < 0 else units[j:]
@@ -151,12 +148,16 @@ class CompactedQueue:
             return GetMessageResult("OFFSET_OVERFLOW_ONE", offset, mn, mx)
         if offset > mx:
             return GetMessageResult("OFFSET_OVERFLOW_BADLY", mn if mn == 0 else mx, mn, mx)
-        units = self._units_from(offset)
-        if units is None:   # next: rollNextFile, which BatchConsumeQueue answers 0
-            return GetMessageResult("OFFSET_FOUND_NULL", 0, mn, mx)
-        if not broker:
-            units = self.units[np.searchsorted(self.units["msgBaseOffset"], offset, side="left"):]
-        limit = min(max_count, max_transfer_count) if broker else max(1, max_count)
+        if broker:
+            units = self._units_from(offset)
+            if units is None:   # next: rollNextFile, which BatchConsumeQueue answers 0
+                return GetMessageResult("OFFSET_FOUND_NULL", 0, mn, mx)
+        else:   # every valid unit from the offset on, across files
+            every = self.units
+            units = every[np.searchsorted(every["msgBaseOffset"], offset, side="left"):]
+            if not len(units):
+                return GetMessageResult("OFFSET_FOUND_NULL", offset, mn, mx)
+        limit = max(1, min(max_count, max_transfer_count) if broker else max_count)   # (the first is always taken)
         msgs, skipped, total, nxt, status, gone_until = [], [], 0, offset, "NO_MATCHED_MESSAGE", None
         log_size = self.logs[0].size if self.logs else 0
         for u in units:
@@ -297,23 +298,24 @@ def no_compaction_log() -> GetMessageResult:
 def broker_starts_log(store, topic: str, queue_id: int) -> bool:
     """Whether a running broker holds a CompactionLog for a queue that has none on disk: its
     topic scan (every 30 s, CompactionStore.scanAllTopicConfig) starts one for each of the
-    topic's write queues, and any message dispatched to the queue starts one (a keyless one too,
-    before asyncPutMessage refuses it). topics.json's writeQueueNums, else the queue's own
-    ConsumeQueue, says which queues those are."""
+    topic's write queues (topics.json's writeQueueNums), and any message dispatched to the queue
+    starts one (a keyless one too, before asyncPutMessage refuses it): without topics.json, the
+    queues the store's ConsumeQueues hold. (The scan stops at the first queue whose files fail
+    to load -- this does not follow it past one.)"""
     try:
         entry = store.topic_config().get(topic)
     except Exception:  # noqa: BLE001 - an unreadable topics.json: the queues decide
         entry = None
     n = entry.get("writeQueueNums") if isinstance(entry, dict) else None
-    if isinstance(n, int) and 0 <= queue_id < n:
-        return True
+    if isinstance(n, int):
+        return 0 <= queue_id < n
     return store.queue_bounds(topic, queue_id) is not None
 
 
 def not_dispatched(store, topic: str, queue_id: int, log_max: int, look: int = 4096) -> str | None:
     """Whether the queue holds keyed messages past the compaction log's end (at most `look`
     read): dispatch copies each keyed message into the log (CompactionStore.doDispatch), so a
-    gap means a broker stopped before it did -- a crash: its restart re-dispatches them."""
+    gap means a broker stopped before it did, or a writer that is not a broker put them."""
     b = store.queue_bounds(topic, queue_id)
     if b is None or b[2] <= log_max:
         return None
@@ -325,7 +327,8 @@ def not_dispatched(store, topic: str, queue_id: int, log_max: int, look: int = 4
             break
         off = r.nextBeginOffset
     return None if not n else (f"{n} keyed message(s) of the queue from queue offset {log_max} on are not in the "
-                               "compaction log yet: the broker's restart dispatches them into it (not shown here)")
+                               "compaction log (not shown here): after a crash the broker's abnormal recovery copies "
+                               "in those past its checkpoint; after a clean shutdown they stay out")
 
 
 def compacted_view(store, topic: str, queue_id: int, offset: int, count: int, broker: bool = True
@@ -333,8 +336,8 @@ def compacted_view(store, topic: str, queue_id: int, offset: int, count: int, br
     """What DefaultMessageStore.getMessage serves for a COMPACTION topic's queue, and where it
     comes from: its compaction log; for a queue with none on disk, the empty CompactionLog a
     running broker starts for it (NO_MESSAGE_IN_QUEUE, min -1: BatchConsumeQueue's), else
-    NO_MATCHED_LOGIC_QUEUE (no such queue, or log files without their compactionCq files, which
-    the new CompactionLog's sanityCheck refuses)."""
+    NO_MATCHED_LOGIC_QUEUE (no such queue, or log files without their compactionCq files or the
+    other way round, which the new CompactionLog's sanityCheck refuses)."""
     cs = compaction_of(store)
     cq = cs.queue(topic, queue_id) if cs is not None else None
     if cq is not None:
@@ -343,8 +346,9 @@ def compacted_view(store, topic: str, queue_id: int, offset: int, count: int, br
                                max_transfer_bytes=store.cfg.maxTransferBytesOnMessageInMemory),
                 f"from the compaction log; compacted up to queue offset {cs.compacted_up_to(topic, queue_id)}"
                 + (f"; {lag}" if lag else ""))
-    log_files = _numbered(Path(store.root) / C.COMPACTION_DIR / C.LOG_DIR / topic / str(queue_id))
-    if broker_starts_log(store, topic, queue_id) and not log_files:   # (log files with no CQ: its sanityCheck fails)
+    base = Path(store.root) / C.COMPACTION_DIR
+    files = _numbered(base / C.LOG_DIR / topic / str(queue_id)) + _numbered(base / C.CQ_DIR / topic / str(queue_id))
+    if broker_starts_log(store, topic, queue_id) and not files:   # (files of one kind only: its sanityCheck fails)
         return (GetMessageResult("NO_MESSAGE_IN_QUEUE", 0, -1, 0),
                 "no compaction log of this queue on disk: a running broker starts an empty one (its 30 s topic "
                 "scan, or the first message dispatched here); one started less than 30 s ago answers "
@@ -378,17 +382,25 @@ def _strays(d: Path) -> list[Path]:
         return []
 
 
-def _stray_reason(e: Path) -> str:
-    """Why the broker will not start with `e` in a compaction queue folder: MappedFileQueue.load
-    takes every entry for a mapped file of the folder's size, named by its offset."""
-    if e.is_dir() and e.name == C.COMPACTING_DIR:
-        why = "a compaction was interrupted (CompactionLog's swap folder is still here)"
-    elif e.name.endswith(".delete"):
-        why = "a file a compaction replaced and could not delete (CompactionLog.replaceFiles destroys it once)"
-    else:
-        why = "not a mapped file of this queue"
-    return (f"{e.name}: {why}; RocketMQ's MappedFileQueue.load fails on it (a name that is not an offset, or "
-            "the wrong size), so the broker's store does not load until it is removed")
+def _stray(e: Path, mapped_size: int | None) -> tuple[str, str, bool]:
+    """(kind, why, a problem?) for an entry MappedFileQueue.load meets in a compaction queue's
+    folder: it skips folders, parses the name of a file of the mapped-file size as its offset
+    (the store's load fails), and refuses a file of another size (the queue is not loaded)."""
+    if e.is_dir():
+        if e.name == C.COMPACTING_DIR:
+            return ("compaction-interrupted", "a compaction was interrupted (CompactionLog's swap folder is still here): "
+                    "the broker's load skips it, but its next compaction reuses it without reading it, so stale units "
+                    "can follow the new ones", False)
+        return "compaction-stray", f"{e.name}: a folder the broker does not read", False
+    why = ("a file a compaction replaced and could not delete (CompactionLog.replaceFiles destroys it once)"
+           if e.name.endswith(".delete") else "not a mapped file of this queue")
+    size = e.stat().st_size
+    if mapped_size is not None and size == mapped_size:
+        return ("compaction-unloadable", f"{e.name}: {why}; its name is not an offset, so RocketMQ's MappedFileQueue.load "
+                "fails and the broker's store does not load until it is removed", True)
+    return ("compaction-queue-unloaded", f"{e.name}: {why}; {size} bytes, not the folder's file size: MappedFileQueue.load "
+            "refuses the queue (an empty file that sorts last is deleted instead), so the broker does not load this "
+            "queue and its getMessage answers NO_MATCHED_LOGIC_QUEUE", True)
 
 
 def _dirs(p: Path) -> list[Path]:
@@ -424,10 +436,18 @@ def check_compaction(cs: CompactionStore, store=None) -> dict:
 
     for (topic, qid), q in sorted(cs.queues.items()):
         for d in (q.log_dir, q.cq_dir):
+            numbered = _numbered(d)
             for e in _strays(d):
-                add(problems, "compaction-unloadable", _stray_reason(e), e)
+                kind, why, bad = _stray(e, numbered[0].stat().st_size if numbered else None)
+                add(problems if bad else notes, kind, why, e)
         logs, cqs = {p.name for p in _numbered(q.log_dir)}, {p.name for p in _numbered(q.cq_dir)}
+        last = q._read[-1][_valid(q._read[-1])] if q._read else None
+        cut = int(last["commitLogOffset"][-1]) + int(last["size"][-1]) if last is not None and len(last) else -1
         for name in sorted(logs ^ cqs):   # TopicPartitionLog.sanityCheck: a log file and a CQ file of each name
+            if name in logs and 0 < cut < int(name):   # (its recover deletes log files past the CQ's last record first)
+                add(notes, "compaction-log-after-cq", f"{topic}/{qid}: log file {name} lies past the compactionCq's last "
+                    "record: the broker's load deletes it", q.log_dir)
+                continue
             mine, other, where = ("compaction-log", "compactionCq", q.log_dir) if name in logs else \
                 ("compactionCq", "compaction-log", q.cq_dir)
             add(problems, "compaction-unloadable", f"{topic}/{qid}: {name} is a {mine} file without its {other} "
