@@ -167,3 +167,21 @@ def test_check_says_when_the_broker_cannot_load_a_compaction_queue(fixture_copy,
         ("compaction-unloadable", "compactionLog/CompactB/0")])      # a log file lost its CQ file
     assert where(rep["notes"], "compaction-interrupted") == [("compaction-interrupted", "compactionLog/CompactB/1/compacting")]
     assert tree_hash(root) == before
+
+
+def test_a_crashed_store_with_compacted_topics_is_left_to_the_broker(fixture_copy, capsys):
+    """5.3.3's abnormal recovery re-dispatches past its checkpoint into the compaction logs too
+    (a differential store halted with dispatch stopped: 684 answers); rmqstore's recovery would
+    not, and the broker, finding no abort file after it, never would. A writable open refuses."""
+    root = fixture_copy("compaction_store") / "store"
+    (root / "abort").write_bytes(b"")
+    before = tree_hash(root)
+    for argv in (["recover", str(root)], ["send", str(root), "CompactA", "--keys", "user-1", "--body", "x"]):
+        assert main(argv) != 0
+        err = capsys.readouterr().err
+        assert "refusing to recover" in err and "Start the broker" in err and "Traceback" not in err
+    assert tree_hash(root) == before
+    assert main(["get", str(root), "CompactA", "0", "0", "--broker", "--json"]) == 0   # read-only: served
+    assert json.loads(capsys.readouterr().out)["status"] == "FOUND"
+    (root / "compaction").rename(root / "compaction-gone")   # no compaction log: recover as before
+    assert main(["recover", str(root)]) == 0

@@ -9,6 +9,7 @@ from pathlib import Path
 
 from engine.config import INT32_MAX, StoreConfig
 from engine.errors import ConfigError, StoreError
+from engine.format import compaction_layout as _compaction
 from engine.store import index_geometry
 
 
@@ -115,6 +116,19 @@ def refuse_foreign_files(root: Path, cfg: StoreConfig) -> None:
             continue
         if not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
             raise StoreError("refusing to write: a symbolic link or special file among the store's files", path=str(p))
+
+
+def refuse_crashed_compaction(root: Path) -> None:
+    """Before anything is written: a crashed store (its abort file left) with compaction logs.
+    The broker's abnormal recovery also copies the keyed messages past its checkpoint into the
+    compaction logs (CompactionStore.doDispatch); rmqstore's recovery does not, and once it has
+    run the broker starts normally and never will. The broker recovers such a store."""
+    logs = root / _compaction.COMPACTION_DIR / _compaction.LOG_DIR
+    if (root / "abort").exists() and _subdirs(logs):
+        raise StoreError("refusing to recover: the store crashed (abort file left) and has compacted topics; the "
+                         "broker's restart also copies the messages past its checkpoint into their compaction logs, "
+                         "which rmqstore's recovery does not do and after which the broker would not. Start the broker "
+                         "to recover it; rmqstore reads it read-only meanwhile", path=str(root / "abort"))
 
 
 def _subdirs(p: Path) -> list[Path]:

@@ -16,7 +16,7 @@ from engine.store import batch_consume_queue as _bcq, dledger_commit_log as _dle
 from engine.store import crash_view, lmq as _lmq, queue_store as _queue_store, recovery
 from engine.store.checkpoint import Checkpoint
 from engine.store.commit_log import CommitLog
-from engine.store.detect import detect_config, refuse_escaping_paths, refuse_foreign_files
+from engine.store.detect import detect_config, refuse_crashed_compaction, refuse_escaping_paths, refuse_foreign_files
 from engine.store.index_service import IndexService
 from engine.store.settings_fit import refuse_misfits
 from engine.store.store_lock import StoreLock
@@ -70,6 +70,7 @@ def load_task(store, cancel: CancelToken | None = None) -> Task[None]:
     if writable:
         refuse_full_tmpfs(root)
         refuse_foreign_files(root, cfg)
+        refuse_crashed_compaction(root)
         refuse_misfits(root, cfg)  # every size against the files, before the lock: a refusal writes nothing
         store.lock = StoreLock(root)
         store.untouched = store.lock.acquire()
