@@ -5,12 +5,14 @@ compaction_store fixture against what DefaultMessageStore.getMessage returned
 from __future__ import annotations
 
 import json
+import os
 
 from conftest import manifest, unpack
 from engine import MessageStore
 from engine.cli.app import main
 from engine.format import compaction_layout as C
-from engine.store.compaction import check_compaction, key_summary, open_compaction
+from engine.store.compaction import key_summary, open_compaction
+from engine.store.compaction_check import check_compaction
 from test_tiered import tree_hash
 
 FIELDS = ["topic", "queueId", "queueOffset", "commitLogOffset", "storeSize", "keys", "tags", "uniqKey", "msgId",
@@ -185,3 +187,25 @@ def test_a_crashed_store_with_compacted_topics_is_left_to_the_broker(fixture_cop
     assert json.loads(capsys.readouterr().out)["status"] == "FOUND"
     (root / "compaction").rename(root / "compaction-gone")   # no compaction log: recover as before
     assert main(["recover", str(root)]) == 0
+
+
+def test_check_and_the_compacted_view_agree_on_damaged_files(fixture_copy, capsys):
+    """Whole files damaged in a copy: a file of another size than its folder's makes 5.3.3's
+    load refuse the queue (get --broker answers NO_MATCHED_LOGIC_QUEUE, check names it); a zeroed
+    compactionCq file loses its log file's records (OFFSET_FOUND_NULL, check names it)."""
+    root = fixture_copy("compaction_store") / "store"
+    comp = root / "compaction"
+    log = sorted((comp / "compactionLog" / "CompactA" / "0").iterdir())[-1]
+    os.truncate(log, log.stat().st_size // 2)
+    cq = sorted((comp / "compactionCq" / "CompactB" / "1").iterdir())[0]
+    cq.write_bytes(b"\0" * cq.stat().st_size)
+    before = tree_hash(root)
+    assert main(["check", "--json", str(root)]) == 1
+    rep = json.loads(capsys.readouterr().out)
+    kinds = {(p["kind"], p["file"].split("/compaction/")[1]) for p in rep["problems"]}
+    assert ("compaction-queue-unloaded", f"compactionLog/CompactA/0/{log.name}") in kinds
+    assert ("compaction-cq-lost", f"compactionCq/CompactB/1/{cq.name}") in kinds
+    for topic, qid, want in (("CompactA", "0", "NO_MATCHED_LOGIC_QUEUE"), ("CompactB", "1", "OFFSET_FOUND_NULL")):
+        assert main(["get", str(root), topic, qid, "0", "--broker", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["status"] == want
+    assert tree_hash(root) == before

@@ -6,7 +6,8 @@ from __future__ import annotations
 import json
 
 from engine.cli.output import emit, safe
-from engine.store.compaction import check_compaction, compacted_topic, compacted_view, compaction_of, mark_compacted
+from engine.store.compaction import compacted_topic, compacted_view, compaction_of, mark_compacted
+from engine.store.compaction_check import check_compaction
 
 
 def compacted_get(store, args, message_rows) -> int | None:

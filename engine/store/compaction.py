@@ -5,6 +5,8 @@ a topic). Nothing here writes: compaction is the broker's."""
 from __future__ import annotations
 
 import os
+from bisect import bisect_right
+from collections import Counter
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -33,6 +35,7 @@ class CompactedQueue:
     def __init__(self, topic: str, queue_id: int, log_dir: Path, cq_dir: Path):
         self.topic, self.queue_id, self.log_dir, self.cq_dir = topic, queue_id, log_dir, cq_dir
         self.logs = [LogFile(int(p.name), p, p.stat().st_size) for p in _numbered(log_dir)]
+        self._bases = [f.base for f in self.logs]
         self.files: list[tuple[Path, np.ndarray]] = []   # (cq file, its valid units) in name order
         self._read: list[np.ndarray] = []                # each file's units up to its written position
         self.end_units = 0
@@ -91,10 +94,9 @@ class CompactedQueue:
             return os.pread(fh.fileno(), size, offset - f.base)
 
     def _log_of(self, offset: int) -> LogFile | None:
-        for f in self.logs:
-            if f.base <= offset < f.base + f.size:
-                return f
-        return None
+        i = bisect_right(self._bases, offset) - 1   # (the logs sorted by base)
+        f = self.logs[i] if i >= 0 else None
+        return f if f is not None and offset < f.base + f.size else None
 
     def message(self, offset: int, size: int):
         data = self.read(offset, size)
@@ -199,6 +201,7 @@ class CompactionStore:
         self.root = root
         self.dir = root / C.COMPACTION_DIR
         self.queues: dict[tuple[str, int], CompactedQueue] = {}
+        self.unloaded: dict[tuple[str, int], tuple[str, Path]] = {}   # queues the broker's load refuses: why, where
         self.warnings: list[str] = []
         self.topic_config = topic_config or {}
         log_root, cq_root = self.dir / C.LOG_DIR, self.dir / C.CQ_DIR
@@ -209,6 +212,11 @@ class CompactionStore:
                 if not (cq_root / tdir.name / qdir.name).is_dir():   # CompactionStore.load skips it
                     self.warnings.append(f"{qdir}: compactionLog without its compactionCq folder; the broker "
                                          "does not load it (its getMessage answers NO_MATCHED_LOGIC_QUEUE)")
+                    continue
+                misfit = _misfit(qdir) or _misfit(cq_root / tdir.name / qdir.name)
+                if misfit is not None:   # MappedFileQueue.load refuses the queue: the broker never serves it
+                    self.unloaded[(tdir.name, int(qdir.name))] = misfit
+                    self.warnings.append(f"{misfit[1]}: {misfit[0]}")
                     continue
                 self.queues[(tdir.name, int(qdir.name))] = CompactedQueue(
                     tdir.name, int(qdir.name), qdir, cq_root / tdir.name / qdir.name)
@@ -382,25 +390,25 @@ def _strays(d: Path) -> list[Path]:
         return []
 
 
-def _stray(e: Path, mapped_size: int | None) -> tuple[str, str, bool]:
-    """(kind, why, a problem?) for an entry MappedFileQueue.load meets in a compaction queue's
-    folder: it skips folders, parses the name of a file of the mapped-file size as its offset
-    (the store's load fails), and refuses a file of another size (the queue is not loaded)."""
-    if e.is_dir():
-        if e.name == C.COMPACTING_DIR:
-            return ("compaction-interrupted", "a compaction was interrupted (CompactionLog's swap folder is still here): "
-                    "the broker's load skips it, but its next compaction reuses it without reading it, so stale units "
-                    "can follow the new ones", False)
-        return "compaction-stray", f"{e.name}: a folder the broker does not read", False
-    why = ("a file a compaction replaced and could not delete (CompactionLog.replaceFiles destroys it once)"
-           if e.name.endswith(".delete") else "not a mapped file of this queue")
-    size = e.stat().st_size
-    if mapped_size is not None and size == mapped_size:
-        return ("compaction-unloadable", f"{e.name}: {why}; its name is not an offset, so RocketMQ's MappedFileQueue.load "
-                "fails and the broker's store does not load until it is removed", True)
-    return ("compaction-queue-unloaded", f"{e.name}: {why}; {size} bytes, not the folder's file size: MappedFileQueue.load "
-            "refuses the queue (an empty file that sorts last is deleted instead), so the broker does not load this "
-            "queue and its getMessage answers NO_MATCHED_LOGIC_QUEUE", True)
+def _mapped_size(d: Path) -> int | None:
+    """The size of a compaction queue folder's mapped files: the one most of its numbered files
+    have (the larger on a tie); None when it has none."""
+    sizes = Counter(f.stat().st_size for f in _numbered(d))
+    return max(sizes, key=lambda k: (sizes[k], k)) if sizes else None
+
+
+def _misfit(d: Path) -> tuple[str, Path] | None:
+    """Why MappedFileQueue.load refuses a compaction queue's folder, if it does: a file of
+    another size than the folder's mapped files (it returns false; the queue is not loaded,
+    and its getMessage answers NO_MATCHED_LOGIC_QUEUE). Folders are skipped; a stray file of the
+    mapped size is worse (_stray)."""
+    size = _mapped_size(d)
+    for f in _numbered(d) + [e for e in _strays(d) if e.is_file()]:
+        n = f.stat().st_size
+        if size is not None and n != size and not (n == 0 and f.name.isdigit()):
+            return (f"{f.name} is {n:,} bytes, not the folder's {size:,}: the broker's load refuses this queue "
+                    "(MappedFileQueue.load), so its getMessage answers NO_MATCHED_LOGIC_QUEUE", f)
+    return None
 
 
 def _dirs(p: Path) -> list[Path]:
@@ -410,109 +418,7 @@ def _dirs(p: Path) -> list[Path]:
         return []
 
 
-# ---- check and the per-key summary ---------------------------------------------------------
-def _full_queue(store, topic: str, queue_id: int) -> dict[int, object]:
-    """queue offset -> message of the store's own ConsumeQueue (every message put)."""
-    out, b = {}, store.queue_bounds(topic, queue_id) if store is not None else None
-    off = b[1] if b else 0
-    while b and off < b[2]:
-        r = store.get_message(topic, queue_id, off, 1024)
-        for m in r.messages:
-            out[m.queueOffset] = m
-        if r.nextBeginOffset <= off:
-            break
-        off = r.nextBeginOffset
-    return out
-
-
-def check_compaction(cs: CompactionStore, store=None) -> dict:
-    """Every compactionCq unit against its compaction-log record (size, topic, queue, queue
-    offset, the rewritten PHYSICALOFFSET) and against the message the store's ConsumeQueue holds
-    at that queue offset; every log file walked to its end marker or its zeros."""
-    problems, notes, count = [], [], 0
-
-    def add(into, kind, detail, path, offset=None):
-        into.append({"kind": kind, "detail": detail, "file": str(path), "offset": offset})
-
-    for (topic, qid), q in sorted(cs.queues.items()):
-        for d in (q.log_dir, q.cq_dir):
-            numbered = _numbered(d)
-            for e in _strays(d):
-                kind, why, bad = _stray(e, numbered[0].stat().st_size if numbered else None)
-                add(problems if bad else notes, kind, why, e)
-        logs, cqs = {p.name for p in _numbered(q.log_dir)}, {p.name for p in _numbered(q.cq_dir)}
-        last = q._read[-1][_valid(q._read[-1])] if q._read else None
-        cut = int(last["commitLogOffset"][-1]) + int(last["size"][-1]) if last is not None and len(last) else -1
-        for name in sorted(logs ^ cqs):   # TopicPartitionLog.sanityCheck: a log file and a CQ file of each name
-            if name in logs and 0 < cut < int(name):   # (its recover deletes log files past the CQ's last record first)
-                add(notes, "compaction-log-after-cq", f"{topic}/{qid}: log file {name} lies past the compactionCq's last "
-                    "record: the broker's load deletes it", q.log_dir)
-                continue
-            mine, other, where = ("compaction-log", "compactionCq", q.log_dir) if name in logs else \
-                ("compactionCq", "compaction-log", q.cq_dir)
-            add(problems, "compaction-unloadable", f"{topic}/{qid}: {name} is a {mine} file without its {other} "
-                "file; sanityCheck refuses the queue, so the broker's store does not load", where)
-        lag = not_dispatched(store, topic, qid, q.max_offset) if store is not None else None
-        if lag:
-            add(notes, "compaction-behind", f"{topic}/{qid}: {lag}", q.log_dir)
-        full = _full_queue(store, topic, qid) if store is not None else {}
-        last_base, pointed, keys_below = -1, set(), {}
-        compacted_files = [p for p, _ in q.files[:-1]]
-        for path, units in q.files:
-            for i, u in enumerate(units):
-                count += 1
-                phy, size, base = int(u["commitLogOffset"]), int(u["size"]), int(u["msgBaseOffset"])
-                where = f"{topic}/{qid}@{base}"
-                if base <= last_base:
-                    add(problems, "compaction-cq-order", f"{where} after queue offset {last_base}", path, i * C.CQ_UNIT_SIZE)
-                last_base = base
-                m = q.message(phy, size)
-                if m is None:
-                    add(problems, "compaction-unit-dangling", f"{where}: no record of {size} bytes at compaction-log "
-                        f"offset {phy}", q.log_dir, phy)
-                    continue
-                pointed.add(phy)
-                if (m.topic, m.queueId, m.queueOffset) != (topic, qid, base):
-                    add(problems, "compaction-record-mismatch", f"{where} points at {m.topic}/{m.queueId}@{m.queueOffset}",
-                        q.log_dir, phy)
-                if m.physicalOffsetField != phy:
-                    add(problems, "compaction-physical-offset", f"{where}: PHYSICALOFFSET {m.physicalOffsetField}, "
-                        f"the record is at {phy}", q.log_dir, phy)
-                orig = full.get(base)
-                if orig is not None and (orig.uniqKey, orig.bodyCRC, orig.keys) != (m.uniqKey, m.bodyCRC, m.keys):
-                    add(problems, "compaction-differs", f"{where}: not the message the ConsumeQueue holds there",
-                        q.log_dir, phy)
-                if path in compacted_files:
-                    keys_below.setdefault(m.keys, []).append(base)
-        for k, bases in keys_below.items():
-            if len(bases) > 1:
-                add(notes, "compaction-key-kept-twice", f"{topic}/{qid}: key {k!r} kept at queue offsets {bases} "
-                    "in compacted files", q.log_dir)
-        for f in q.logs:
-            _walk_log(f, pointed, topic, qid, add, problems, notes)
-    return {"units": count, "problems": problems, "notes": notes}
-
-
-def _walk_log(f: LogFile, pointed: set, topic, qid, add, problems, notes) -> None:
-    """A log file's records from position 0 to the end marker, or to a zero size (a
-    compacted file ends in zeros: its end marker is never written)."""
-    data = f.path.read_bytes()
-    pos = 0
-    while pos + 8 <= len(data):
-        total = int.from_bytes(data[pos:pos + 4], "big", signed=True)
-        magic = int.from_bytes(data[pos + 4:pos + 8], "big", signed=True)
-        if total == 0 or magic == C.BLANK_MAGIC:
-            return
-        r = check_record(data, pos, len(data), f.base + pos)
-        if r.status is not RecordStatus.MESSAGE:
-            add(problems, "compaction-log-invalid", f"{topic}/{qid}: {r.reason or r.status.value}", f.path, pos)
-            return
-        if f.base + pos not in pointed:
-            add(notes, "compaction-log-unreferenced", f"{topic}/{qid}: record at {f.base + pos} has no compactionCq "
-                "unit", f.path, pos)
-        pos += r.size
-
-
+# ---- the per-key summary ------------------------------------------------------------------
 def key_summary(cs: CompactionStore, store, topic: str, queue_id: int) -> list[dict]:
     """key_summary_task run to its end."""
     from engine.tasks import run

@@ -263,9 +263,10 @@ class RocksDBConsumeQueue:
             return False
         if queue_offset > self.max_offset:
             if self.max_offset > self.min_offset:
-                self._store.warnings.append(
-                    f"RocksDB queue {self.topic}/{self.queue_id}: the crash recovery's unit at {queue_offset} is past "
-                    f"the queue's end {self.max_offset} (a hole RocketMQ would leave); it and later units are not shown")
+                w = (f"RocksDB queue {self.topic}/{self.queue_id}: the crash recovery's units from {queue_offset} on "
+                     f"are past the queue's end {self.max_offset} (a hole RocketMQ would leave); they are not shown")
+                if not any(x.startswith(w[:w.index(" units from")]) for x in self._store.warnings):   # once a queue
+                    self._store.warnings.append(w)
                 return False
             self.min_offset = self.max_offset = queue_offset
         if not self._added:
